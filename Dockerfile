@@ -1,0 +1,24 @@
+# One image for both processes of docker-compose.yml: web (Daphne) and worker (Celery).
+FROM python:3.11-slim-bookworm
+
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    MCPHOST_VAR_DIR=/var/lib/mcphost
+
+WORKDIR /app
+
+# Dependencies before the code, so this layer is rebuilt only when the lock file changes.
+COPY requirements.lock ./
+RUN pip install --no-cache-dir -r requirements.lock
+
+COPY . .
+
+# Never run the server as root; the var dir holds nothing important when SECRET_KEY is set.
+RUN useradd --system --home-dir /var/lib/mcphost --shell /usr/sbin/nologin mcphost \
+    && mkdir -p /var/lib/mcphost \
+    && chown mcphost /var/lib/mcphost
+USER mcphost
+
+EXPOSE 8000
+CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "mcpsite.asgi:application"]

@@ -1,0 +1,397 @@
+#!/usr/bin/env python3
+"""The README's two commands: ``python3 dev.py run`` and ``python3 dev.py test [pytest args]``.
+
+Both first bootstrap ``.venv`` (created with ``python3 -m venv``, filled from
+``requirements.lock``, skipped when the lock file's hash matches the stamp in ``.venv``).
+
+``run`` serves the embedded setup on 127.0.0.1: SQLite and the in-memory channel layer in
+``var/``, after migrate, ``seed_demo`` (endpoint "demo") and ``ensure_admin``.
+``test`` starts a throwaway PostgreSQL and Redis (scripts/services.py), runs ``lint-imports``,
+``ruff check .`` and pytest against them, and always removes both servers afterwards.
+
+Stdlib only: this file runs before the virtual environment exists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NoReturn
+
+MIN_PYTHON = (3, 11)
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+LOCK_FILE = ROOT / "requirements.lock"
+# Holds the sha256 of the lock file the venv was last filled from.
+STAMP_FILE = VENV / ".mcphost-lock-sha256"
+DEFAULT_PORT = 8000
+# pytest's "no tests were collected": a test command that tests nothing has failed.
+PYTEST_NO_TESTS = 5
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+# Settings that would make a test run depend on the developer's shell; the test command
+# supplies its own DATABASE_URL/REDIS_URL and leaves the rest at the settings' defaults.
+TEST_ENV_DROPPED = (
+    "DATABASE_URL",
+    "DATABASE_CONN_MAX_AGE",
+    "REDIS_URL",
+    "CELERY_BROKER_URL",
+    "PUBLIC_BASE_URL",
+    "ALLOWED_HOSTS",
+    "CSRF_TRUSTED_ORIGINS",
+    "DEBUG",
+    "SECRET_KEY",
+    "STATIC_ROOT",
+    "MEDIA_ROOT",
+    "MCPHOST_VAR_DIR",
+)
+
+if sys.version_info < MIN_PYTHON:
+    sys.exit(f"dev.py needs Python {'.'.join(map(str, MIN_PYTHON))}+, not {sys.version.split()[0]}")
+
+from scripts import services  # noqa: E402  (after the version check, which must run first)
+from scripts.services import ServiceError, log  # noqa: E402
+
+
+class StepFailed(Exception):
+    """A step of a command failed; the message says which and how."""
+
+
+# --------------------------------------------------------------------------- timing
+
+
+class PhaseTimer:
+    """Times named phases and prints each one as it ends, and a summary at the end."""
+
+    def __init__(self) -> None:
+        self.phases: list[tuple[str, float, str]] = []
+
+    @contextlib.contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        start = time.monotonic()
+        outcome = "failed"
+        try:
+            yield
+            outcome = "done"
+        finally:
+            elapsed = time.monotonic() - start
+            self.phases.append((name, elapsed, outcome))
+            log(f"{name}: {outcome} in {elapsed:.1f}s")
+
+    def record(self, name: str, elapsed: float, outcome: str) -> None:
+        self.phases.append((name, elapsed, outcome))
+        log(f"{name}: {outcome} in {elapsed:.1f}s")
+
+    def summary(self) -> None:
+        log("phase timings:")
+        for name, elapsed, outcome in self.phases:
+            log(f"  {name:<22} {elapsed:7.1f}s  {outcome}")
+
+
+# --------------------------------------------------------------------------- processes
+
+_current_child: subprocess.Popen[bytes] | None = None
+_terminated = False
+
+
+def _on_sigterm(signum: int, frame: object) -> None:
+    """Stop the running tool too, then take the Ctrl-C path so the servers are still removed.
+
+    SIGTERM (a CI time limit, a supervisor) reaches only this process, unlike a terminal's
+    Ctrl-C, so it is passed on to the child explicitly.
+    """
+    global _terminated
+    _terminated = True
+    if _current_child is not None and _current_child.poll() is None:
+        _current_child.terminate()
+    raise KeyboardInterrupt
+
+
+def run_child(cmd: list[str], env: dict[str, str]) -> int:
+    """Run a command in the foreground and return its exit code.
+
+    On Ctrl-C the child received the same SIGINT from the terminal: let it finish its own
+    shutdown (pytest prints its summary) instead of killing it, then re-raise.
+    """
+    global _current_child
+    process = subprocess.Popen(cmd, cwd=ROOT, env=env)
+    _current_child = process
+    try:
+        return process.wait()
+    except KeyboardInterrupt:
+        try:
+            process.wait(timeout=30)
+        except (subprocess.TimeoutExpired, KeyboardInterrupt):
+            process.kill()
+            process.wait()
+        raise
+    finally:
+        _current_child = None
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+def venv_bin(name: str) -> Path:
+    return VENV / "bin" / name
+
+
+def _venv_works() -> bool:
+    python = venv_bin("python")
+    if not python.exists():
+        return False
+    probe = subprocess.run(
+        [str(python), "-c", "import pip"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    return probe.returncode == 0
+
+
+def _create_venv() -> bool:
+    if VENV.exists():
+        # A half-made venv (no python or no pip) only makes the next attempt fail.
+        shutil.rmtree(VENV)
+    result = subprocess.run([sys.executable, "-m", "venv", str(VENV)], stdin=subprocess.DEVNULL)
+    return result.returncode == 0 and _venv_works()
+
+
+def ensure_venv() -> None:
+    """Create .venv when missing or broken; on Debian, install python3-venv if needed."""
+    if _venv_works():
+        return
+    log(f"creating virtual environment {VENV.relative_to(ROOT)}/")
+    if _create_venv():
+        return
+    # Debian's python3 ships without ensurepip; the python3-venv package adds it.
+    try:
+        services.apt_install("python3-venv")
+    except ServiceError as exc:
+        raise StepFailed(
+            f"could not create {VENV}: `{sys.executable} -m venv` failed ({exc})"
+        ) from exc
+    if not _create_venv():
+        raise StepFailed(f"could not create {VENV} even after installing python3-venv")
+
+
+def lock_digest() -> str:
+    return hashlib.sha256(LOCK_FILE.read_bytes()).hexdigest()
+
+
+def ensure_dependencies() -> None:
+    """Install the pinned dependencies unless the venv already holds this lock file's set."""
+    if not LOCK_FILE.exists():
+        raise StepFailed(f"{LOCK_FILE.name} is missing")
+    digest = lock_digest()
+    if STAMP_FILE.exists() and STAMP_FILE.read_text().strip() == digest:
+        return
+    log(f"installing pinned dependencies from {LOCK_FILE.name}")
+    cmd = [
+        str(venv_bin("python")),
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "--require-virtualenv",
+        "-r",
+        str(LOCK_FILE),
+    ]
+    result = subprocess.run(cmd, cwd=ROOT, stdin=subprocess.DEVNULL)
+    if result.returncode != 0:
+        raise StepFailed(f"pip install -r {LOCK_FILE.name} failed (exit {result.returncode})")
+    STAMP_FILE.write_text(digest + "\n")
+
+
+def bootstrap(timer: PhaseTimer) -> None:
+    with timer.phase("bootstrap venv"):
+        ensure_venv()
+        ensure_dependencies()
+
+
+def django_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for manage.py, daphne and the test tools: the project on sys.path."""
+    env = dict(os.environ if base is None else base)
+    env["DJANGO_SETTINGS_MODULE"] = "mcpsite.settings"
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    env["VIRTUAL_ENV"] = str(VENV)
+    env["PATH"] = os.pathsep.join([str(VENV / "bin"), env.get("PATH", "")])
+    return env
+
+
+# --------------------------------------------------------------------------- run
+
+
+def port_is_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        # Same option Twisted sets, so a port in TIME_WAIT after the last run counts as free.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def manage(env: dict[str, str], *args: str) -> None:
+    cmd = [str(venv_bin("python")), str(ROOT / "manage.py"), *args]
+    code = run_child(cmd, env)
+    if code != 0:
+        raise StepFailed(f"`python manage.py {' '.join(args)}` failed (exit {code})")
+
+
+def cmd_run(port: int) -> NoReturn:
+    timer = PhaseTimer()
+    bootstrap(timer)
+    if not port_is_free(port):
+        raise StepFailed(f"port {port} on 127.0.0.1 is in use: pick another with --port")
+    local = f"http://127.0.0.1:{port}"
+    env = django_env()
+    env.setdefault("PUBLIC_BASE_URL", local)
+    # No proxy in front of the embedded setup: Daphne's process serves the admin's CSS and JS.
+    env.setdefault("SERVE_STATIC", "1")
+    if env.get("DATABASE_URL"):
+        # The URL may hold a password: name its source, not its value.
+        data = "the database at DATABASE_URL (from your environment)"
+    else:
+        data = f"embedded SQLite in {env.get('MCPHOST_VAR_DIR') or ROOT / 'var'}"
+    with timer.phase("migrate"):
+        manage(env, "migrate", "--noinput", "--verbosity", "0")
+    with timer.phase("seed_demo"):
+        manage(env, "seed_demo")
+    with timer.phase("ensure_admin"):
+        manage(env, "ensure_admin")
+    print(
+        "\n"
+        f"  Admin:         {local}/admin/\n"
+        f"  MCP endpoint:  {local}/mcp/demo\n"
+        f"  Connect page:  {local}/endpoints/demo/connect/\n"
+        f"  Public base:   {env['PUBLIC_BASE_URL']}\n"
+        f"  Data:          {data}"
+        f" (channel layer: {'Redis' if env.get('REDIS_URL') else 'in-memory'})\n"
+        "\n  Serving with Daphne; press Ctrl-C to stop.\n",
+        flush=True,
+    )
+    daphne = [
+        str(venv_bin("python")),
+        "-m",
+        "daphne",
+        "--bind",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "mcpsite.asgi:application",
+    ]
+    os.chdir(ROOT)
+    # Daphne takes over this process: Ctrl-C and SIGTERM go straight to its own clean shutdown.
+    os.execve(daphne[0], daphne, env)
+
+
+# --------------------------------------------------------------------------- test
+
+
+def cmd_test(pytest_args: list[str]) -> int:
+    timer = PhaseTimer()
+    try:
+        return _test(timer, pytest_args)
+    finally:
+        timer.summary()
+
+
+def _test(timer: PhaseTimer, pytest_args: list[str]) -> int:
+    bootstrap(timer)
+    dropped = [name for name in TEST_ENV_DROPPED if name in os.environ]
+    dropped += sorted(name for name in os.environ if name.startswith("MCP_"))
+    if dropped:
+        log(f"ignoring these variables of your shell for the test run: {', '.join(dropped)}")
+    env = django_env(
+        {k: v for k, v in os.environ.items() if k not in dropped and not k.startswith("MCP_")}
+    )
+
+    lint_failures = []
+    for name, cmd in (
+        ("lint-imports", [str(venv_bin("lint-imports"))]),
+        ("ruff check", [str(venv_bin("ruff")), "check", "."]),
+    ):
+        start = time.monotonic()
+        code = run_child(cmd, env)
+        timer.record(name, time.monotonic() - start, "ok" if code == 0 else f"FAILED ({code})")
+        if code != 0:
+            lint_failures.append(name)
+
+    with contextlib.ExitStack() as stack:
+        # Settings write a generated SECRET_KEY into the var dir: keep the tree's var/ out of it.
+        var_dir = stack.enter_context(tempfile.TemporaryDirectory(prefix="mcphost-var-"))
+        env["MCPHOST_VAR_DIR"] = var_dir
+        with timer.phase("start postgres"):
+            env["DATABASE_URL"] = stack.enter_context(services.postgres())
+        with timer.phase("start redis"):
+            env["REDIS_URL"] = stack.enter_context(services.redis())
+        log(f"DATABASE_URL={env['DATABASE_URL']} REDIS_URL={env['REDIS_URL']}")
+        start = time.monotonic()
+        code = run_child([str(venv_bin("python")), "-m", "pytest", *pytest_args], env)
+        timer.record("pytest", time.monotonic() - start, "ok" if code == 0 else f"exit {code}")
+        stop_start = time.monotonic()
+    timer.record("stop services", time.monotonic() - stop_start, "done")
+
+    if code == PYTEST_NO_TESTS:
+        log("pytest collected no tests: counted as a failure")
+    if code != 0:
+        return code
+    if lint_failures:
+        log(f"tests passed but {' and '.join(lint_failures)} failed")
+        return 1
+    return 0
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(
+        prog="python3 dev.py",
+        description="Run mcphost locally, or run its checks and tests against throwaway "
+        "PostgreSQL and Redis servers.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="serve the embedded setup on 127.0.0.1")
+    run.add_argument("--port", type=int, default=DEFAULT_PORT, help="default %(default)s")
+    commands.add_parser(
+        "test",
+        help="lint-imports, ruff and pytest against throwaway services; "
+        "extra arguments go to pytest",
+        add_help=False,
+    )
+    # Everything after "test" belongs to pytest (-k, -x, paths...), so argparse must not
+    # see it: it would reject options it does not know.
+    if args and args[0] == "test":
+        command, pytest_args, port = "test", args[1:], DEFAULT_PORT
+    else:
+        options = parser.parse_args(args)
+        command, pytest_args, port = options.command, [], options.port
+
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    try:
+        if command == "test":
+            return cmd_test(pytest_args)
+        return cmd_run(port)
+    except (StepFailed, ServiceError) as exc:
+        log(f"error: {exc}")
+        return 1
+    except KeyboardInterrupt:
+        log("terminated" if _terminated else "interrupted")
+        return EXIT_TERMINATED if _terminated else EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())

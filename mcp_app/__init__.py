@@ -1,0 +1,1 @@
+"""mcp_app: admin-managed MCP endpoints (catalog, protocol, transport, executors)."""

@@ -1,0 +1,61 @@
+"""Every MCP_* setting with its default, read lazily (never at import time).
+
+Settings come from Django settings, which mcpsite/settings.py fills from MCP_* environment
+variables (as strings); values are coerced to the type of their default here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from functools import lru_cache
+
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+
+@dataclass(frozen=True)
+class McpConf:
+    # Largest accepted POST body, in bytes (413 above it).
+    MCP_MAX_BODY_BYTES: int = 4 * 1024 * 1024
+    # Items per page of tools/list, resources/list, resources/templates/list, prompts/list.
+    MCP_PAGE_SIZE: int = 100
+    # A legacy session unused for this long is expired (404 afterwards).
+    MCP_SESSION_IDLE_SECONDS: int = 30 * 60
+    # Seconds between SSE keep-alive comments on long-lived streams.
+    MCP_SSE_KEEPALIVE_SECONDS: int = 15
+    # Hosts always allowed in Host/Origin besides PUBLIC_BASE_URL's host (comma separated).
+    MCP_ALLOWED_HOSTS: str = "127.0.0.1,localhost,[::1]"
+    # Seconds an inline tool call may run before it is stopped with an error result.
+    MCP_INLINE_TOOL_TIMEOUT: float = 300.0
+    # Largest resource blob an operator may upload, in bytes.
+    MCP_MAX_RESOURCE_BYTES: int = 10 * 1024 * 1024
+    # Template tool output cap, in characters.
+    MCP_TEMPLATE_MAX_OUTPUT: int = 1024 * 1024
+
+
+def _coerce(value: object, default: object) -> object:
+    if not isinstance(value, str) or isinstance(default, str):
+        return value
+    if isinstance(default, bool):
+        return value.strip().lower() in {"1", "true", "yes", "on"}
+    if isinstance(default, int):
+        return int(value)
+    if isinstance(default, float):
+        return float(value)
+    return value
+
+
+@lru_cache(maxsize=1)
+def get_conf() -> McpConf:
+    values = {}
+    for f in fields(McpConf):
+        if hasattr(settings, f.name):
+            values[f.name] = _coerce(getattr(settings, f.name), f.default)
+    return McpConf(**values)
+
+
+@receiver(setting_changed)
+def _reset_conf(*, setting: str, **kwargs: object) -> None:
+    if setting.startswith("MCP_"):
+        get_conf.cache_clear()

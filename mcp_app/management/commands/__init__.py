@@ -1,0 +1,1 @@
+"""manage.py commands: seed_demo."""

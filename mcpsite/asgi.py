@@ -1,0 +1,30 @@
+"""ASGI entry point: MCP endpoints go straight to the Channels consumer, the rest to Django.
+
+``/mcp/<slug>`` never passes through Django's request handler: its per-request thread hops
+cost several times the whole MCP exchange (docs/architecture.md, "Hot path").
+"""
+
+import os
+
+from django.core.asgi import get_asgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpsite.settings")
+django_asgi_app = get_asgi_application()
+
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from django.conf import settings  # noqa: E402
+from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
+from django.urls import re_path  # noqa: E402
+
+from mcp_app.transport.routing import mcp_urlpatterns  # noqa: E402
+
+if settings.SERVE_STATIC:
+    # Daphne serves no files itself; with no proxy in front (the run command, a single
+    # container) Django answers STATIC_URL from the staticfiles finders.
+    django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
+
+application = ProtocolTypeRouter(
+    {
+        "http": URLRouter([*mcp_urlpatterns, re_path(r"", django_asgi_app)]),
+    }
+)

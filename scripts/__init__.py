@@ -1,0 +1,1 @@
+"""Developer tooling behind dev.py: throwaway services and the run command's ASGI app."""

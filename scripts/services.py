@@ -1,0 +1,378 @@
+"""Throwaway PostgreSQL and Redis servers for the test command, as context managers.
+
+``postgres()`` and ``redis()`` each start a private server on a free loopback port in a
+temporary folder, yield its URL, and always stop the server and delete the folder afterwards.
+Nothing here touches a system-wide cluster or service: the team's own servers keep running.
+
+Stdlib only: dev.py imports this before the virtual environment exists. Missing server
+binaries are installed from Debian's packages when we are root; otherwise ``ServiceError``
+says what to install.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+# Debian puts each major version's server binaries here, not on PATH.
+PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"
+# The system user that owns clusters on Debian; initdb refuses to run as root.
+PG_SYSTEM_USER = "postgres"
+# Enough for a test suite that opens many connections (async consumers, live servers).
+PG_MAX_CONNECTIONS = 200
+START_TIMEOUT_SECONDS = 30.0
+STOP_TIMEOUT_SECONDS = 10.0
+# Attempts with a fresh port: another process may take a free port between our probe and bind.
+START_ATTEMPTS = 3
+
+POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+
+
+class ServiceError(RuntimeError):
+    """A throwaway server could not be provided; the message says why and what to do."""
+
+
+def log(message: str) -> None:
+    """Print a progress line of the dev tooling to stderr (stdout belongs to the tools run)."""
+    print(f"[dev] {message}", file=sys.stderr, flush=True)
+
+
+def is_root() -> bool:
+    return os.geteuid() == 0
+
+
+def free_port() -> int:
+    """Return a TCP port on 127.0.0.1 that is free right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def apt_install(*packages: str) -> None:
+    """Install Debian packages non-interactively without letting them start system services.
+
+    Debian's postinst scripts start a system-wide server (a ``main`` PostgreSQL cluster on
+    5432, redis-server on 6379); we only want the binaries. A temporary policy-rc.d that
+    answers 101 ("action forbidden") stops that, as in Debian's Docker images.
+    """
+    names = " ".join(packages)
+    if not is_root() or shutil.which("apt-get") is None:
+        raise ServiceError(f"missing {names}: install it with `sudo apt-get install {names}`")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
+    created_policy = False
+    if not POLICY_RC_D.exists():
+        POLICY_RC_D.write_text("#!/bin/sh\n# Written by mcphost dev.py during apt-get.\nexit 101\n")
+        POLICY_RC_D.chmod(0o755)
+        created_policy = True
+    try:
+        log(f"installing {names} with apt-get")
+        if subprocess.run(install, env=env, stdin=subprocess.DEVNULL).returncode != 0:
+            # A fresh machine often has no or stale package lists.
+            subprocess.run(["apt-get", "update"], env=env, stdin=subprocess.DEVNULL, check=True)
+            subprocess.run(install, env=env, stdin=subprocess.DEVNULL, check=True)
+    except subprocess.CalledProcessError as exc:
+        raise ServiceError(f"apt-get failed to install {names}: {exc}") from exc
+    finally:
+        if created_policy:
+            POLICY_RC_D.unlink(missing_ok=True)
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+def find_pg_bindir() -> Path | None:
+    """Return the folder of the newest installed initdb/pg_ctl, or None."""
+    candidates = [Path(p) for p in glob.glob(PG_BIN_GLOB) if (Path(p) / "pg_ctl").exists()]
+    if candidates:
+        return max(candidates, key=lambda p: _version_key(p.parent.name))
+    initdb = shutil.which("initdb")
+    if initdb and shutil.which("pg_ctl"):
+        return Path(initdb).parent
+    return None
+
+
+def _version_key(name: str) -> tuple[int, ...]:
+    """Sort "9.6" < "15" < "17" numerically (plain string order would put "9.6" last)."""
+    return tuple(int(part) if part.isdigit() else -1 for part in name.split("."))
+
+
+def _pg_bindir_or_install() -> Path:
+    bindir = find_pg_bindir()
+    if bindir is None:
+        apt_install("postgresql")
+        bindir = find_pg_bindir()
+    if bindir is None:
+        raise ServiceError("PostgreSQL server binaries (initdb, pg_ctl) not found after install")
+    return bindir
+
+
+def _check_cluster_owner() -> None:
+    """As root, make sure the system user that will own the throwaway cluster exists."""
+    if not is_root():
+        return
+    try:
+        pwd.getpwnam(PG_SYSTEM_USER)
+    except KeyError as exc:
+        raise ServiceError(
+            f"running as root needs the '{PG_SYSTEM_USER}' system user to own the throwaway "
+            "cluster (Debian's postgresql package creates it): apt-get install postgresql"
+        ) from exc
+
+
+def _as_cluster_owner(cmd: list[str]) -> list[str]:
+    """Prefix a command so it runs as the cluster owner (root cannot own a cluster)."""
+    return ["runuser", "-u", PG_SYSTEM_USER, "--", *cmd] if is_root() else cmd
+
+
+def _pg_conf(socket_dir: Path) -> str:
+    # Durability is worthless for a cluster deleted after the run; skipping it makes
+    # pytest-django's create/flush cycles several times faster.
+    return "\n".join(
+        [
+            "",
+            "# Throwaway test cluster (mcphost scripts/services.py).",
+            "listen_addresses = '127.0.0.1'",
+            f"unix_socket_directories = '{socket_dir}'",
+            f"max_connections = {PG_MAX_CONNECTIONS}",
+            "fsync = off",
+            "synchronous_commit = off",
+            "full_page_writes = off",
+            "log_min_messages = warning",
+            "",
+        ]
+    )
+
+
+@contextlib.contextmanager
+def postgres(*, database: str = "mcphost") -> Iterator[str]:
+    """Run a throwaway PostgreSQL cluster and yield its URL (trust auth, user ``postgres``)."""
+    bindir = _pg_bindir_or_install()
+    _check_cluster_owner()
+    workdir = Path(tempfile.mkdtemp(prefix="mcphost-pg-"))
+    datadir = workdir / "data"
+    logfile = workdir / "server.log"
+    try:
+        if is_root():
+            # The cluster owner must be able to enter the folder and write in it.
+            shutil.chown(workdir, user=PG_SYSTEM_USER, group=None)
+        initdb = [
+            str(bindir / "initdb"),
+            "--pgdata",
+            str(datadir),
+            "--username",
+            "postgres",
+            "--auth",
+            "trust",
+            "--encoding",
+            "UTF8",
+            "--no-locale",
+            "--no-sync",
+        ]
+        _run_checked(_as_cluster_owner(initdb), "initdb")
+        with (datadir / "postgresql.conf").open("a") as conf:
+            conf.write(_pg_conf(workdir))
+        for attempt in range(1, START_ATTEMPTS + 1):
+            port = free_port()
+            start = [
+                str(bindir / "pg_ctl"),
+                "--pgdata",
+                str(datadir),
+                "--log",
+                str(logfile),
+                "--options",
+                f"-p {port}",
+                "--wait",
+                "--timeout",
+                str(int(START_TIMEOUT_SECONDS)),
+                "start",
+            ]
+            returncode, output = _run_to_completion(_as_cluster_owner(start))
+            if returncode == 0:
+                break
+            if attempt == START_ATTEMPTS:
+                raise ServiceError(f"PostgreSQL did not start: {output.strip()}\n{_tail(logfile)}")
+        createdb = [
+            str(bindir / "createdb"),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--username",
+            "postgres",
+            database,
+        ]
+        _run_checked(_as_cluster_owner(createdb), "createdb")
+        yield f"postgresql://postgres@127.0.0.1:{port}/{database}"
+    finally:
+        # The pid file exists from the postmaster's start until it has stopped.
+        if (datadir / "postmaster.pid").exists():
+            _pg_stop(bindir, datadir)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _pg_stop(bindir: Path, datadir: Path) -> None:
+    # "immediate" skips the shutdown checkpoint: the data is deleted right after.
+    stop = [
+        str(bindir / "pg_ctl"),
+        "--pgdata",
+        str(datadir),
+        "--mode",
+        "immediate",
+        "--wait",
+        "--timeout",
+        str(int(STOP_TIMEOUT_SECONDS)),
+        "stop",
+    ]
+    returncode, output = _run_to_completion(_as_cluster_owner(stop))
+    if returncode != 0:
+        # Last resort so no postmaster outlives the run: its pid is the pid file's first line.
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            pid = int((datadir / "postmaster.pid").read_text().splitlines()[0])
+            os.kill(pid, signal.SIGKILL)
+            log(f"PostgreSQL did not stop ({output.strip()}); killed pid {pid}")
+
+
+# --------------------------------------------------------------------------- Redis
+
+
+def find_redis_server() -> Path | None:
+    found = shutil.which("redis-server") or next(
+        (p for p in ("/usr/bin/redis-server", "/usr/sbin/redis-server") if Path(p).exists()),
+        None,
+    )
+    return Path(found) if found else None
+
+
+@contextlib.contextmanager
+def redis() -> Iterator[str]:
+    """Run a throwaway Redis server (no persistence) and yield its URL."""
+    binary = find_redis_server()
+    if binary is None:
+        apt_install("redis-server")
+        binary = find_redis_server()
+    if binary is None:
+        raise ServiceError("redis-server not found after install")
+    workdir = Path(tempfile.mkdtemp(prefix="mcphost-redis-"))
+    logfile = workdir / "server.log"
+    process: subprocess.Popen[bytes] | None = None
+    try:
+        for attempt in range(1, START_ATTEMPTS + 1):
+            port = free_port()
+            cmd = [
+                str(binary),
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(workdir),
+                "--daemonize",
+                "no",
+                "--logfile",
+                str(logfile),
+            ]
+            process = subprocess.Popen(
+                cmd,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            if _wait_redis_ready(port, process):
+                break
+            _stop_process(process)
+            process = None
+            if attempt == START_ATTEMPTS:
+                raise ServiceError(f"Redis did not start:\n{_tail(logfile)}")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        if process is not None:
+            _stop_process(process)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def redis_ping(port: int, timeout: float = 1.0) -> bool:
+    """Return True when a Redis server on 127.0.0.1:port answers PING."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=timeout) as sock:
+            sock.sendall(b"PING\r\n")
+            return sock.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def _wait_redis_ready(port: int, process: subprocess.Popen[bytes]) -> bool:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        if redis_ping(port):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _stop_process(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=STOP_TIMEOUT_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _run_to_completion(cmd: list[str]) -> tuple[int, str]:
+    """Run a server control command and return (exit code, output), even across Ctrl-C.
+
+    The command gets a session of its own, so Ctrl-C in the terminal reaches neither it nor
+    the server it starts; on Ctrl-C we still wait for it to finish, because only then do we
+    know whether a server is running that the cleanup must stop.
+    """
+    process = subprocess.Popen(
+        cmd,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        output, _ = process.communicate()
+    except KeyboardInterrupt:
+        process.communicate()
+        raise
+    return process.returncode, output
+
+
+def _run_checked(cmd: list[str], what: str) -> None:
+    returncode, output = _run_to_completion(cmd)
+    if returncode != 0:
+        raise ServiceError(f"{what} failed (exit {returncode}):\n{output.strip()}")
+
+
+def _tail(path: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return f"(no log at {path})"
