@@ -1,0 +1,126 @@
+"""The handshake (``initialize``, legacy), ``server/discover`` (modern) and ``ping`` (legacy).
+
+``initialize`` is served by the transport, which owns sessions; it calls ``parse_initialize``
+and ``initialize_result`` here so the negotiation and capability rules stay in the pure core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from mcp_app.protocol.catalog import CatalogSnapshot
+from mcp_app.protocol.context import RequestContext
+from mcp_app.protocol.errors import InvalidParams
+from mcp_app.protocol.messages import EmptyParams
+from mcp_app.protocol.versions import (
+    MODERN_VERSIONS,
+    Feature,
+    negotiate_initialize,
+    supports,
+)
+
+# Change notifications (list_changed, resources/updated) are not delivered to clients yet, and
+# declaring them would make clients wait for messages that never come. Flip these when the
+# fan-out of catalog changes to open streams exists.
+NOTIFIES_LIST_CHANGES = False
+NOTIFIES_RESOURCE_UPDATES = False
+
+# Implementation fields beyond name/version, and the revision that introduced them.
+_SERVER_INFO_FIELDS: tuple[tuple[str, Feature | None], ...] = (
+    ("name", None),
+    ("version", None),
+    ("title", Feature.TITLES),
+    ("description", Feature.ICONS),
+    ("icons", Feature.ICONS),
+    ("websiteUrl", Feature.ICONS),
+)
+
+
+def parse_initialize(
+    params: Mapping[str, Any] | None,
+) -> tuple[str, dict[str, Any], dict[str, Any]]:
+    """Return the negotiated version, client capabilities and client info of ``initialize``.
+
+    Unknown or modern versions are counter-offered, never refused (2025-11-25
+    basic/lifecycle, "Version Negotiation").
+
+    Raises:
+        InvalidParams: params are not an object, ``protocolVersion`` is not a string, or
+            ``capabilities``/``clientInfo`` are present but not objects.
+    """
+    if params is None:
+        raise InvalidParams("initialize needs params")
+    requested = params.get("protocolVersion")
+    if not isinstance(requested, str):
+        raise InvalidParams("params.protocolVersion must be a string")
+    capabilities = params.get("capabilities", {})
+    if not isinstance(capabilities, dict):
+        raise InvalidParams("params.capabilities must be an object")
+    client_info = params.get("clientInfo", {})
+    if not isinstance(client_info, dict):
+        raise InvalidParams("params.clientInfo must be an object")
+    return negotiate_initialize(requested), capabilities, client_info
+
+
+def shape_server_info(server_info: Mapping[str, Any], version: str) -> dict[str, Any]:
+    """Return the ``Implementation`` object with only the fields ``version`` defines."""
+    return {
+        key: server_info[key]
+        for key, feature in _SERVER_INFO_FIELDS
+        if key in server_info and (feature is None or supports(version, feature))
+    }
+
+
+def server_capabilities(version: str) -> dict[str, Any]:
+    """Return the server capabilities declared to a client of ``version``.
+
+    ``completions`` is declared from 2025-03-26 (absent from 2024-11-05's schema); the
+    2025-11-25 experimental ``tasks`` and 2026 ``extensions`` are not offered.
+    """
+    capabilities: dict[str, Any] = {
+        "tools": {"listChanged": NOTIFIES_LIST_CHANGES},
+        "resources": {
+            "subscribe": NOTIFIES_RESOURCE_UPDATES,
+            "listChanged": NOTIFIES_LIST_CHANGES,
+        },
+        "prompts": {"listChanged": NOTIFIES_LIST_CHANGES},
+        "logging": {},
+    }
+    if supports(version, Feature.COMPLETIONS_CAPABILITY):
+        capabilities["completions"] = {}
+    return capabilities
+
+
+def initialize_result(
+    version: str, catalog: CatalogSnapshot, server_info: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Return the ``InitializeResult`` for a session negotiated at ``version``."""
+    result: dict[str, Any] = {
+        "protocolVersion": version,
+        "capabilities": server_capabilities(version),
+        "serverInfo": shape_server_info(server_info, version),
+    }
+    if catalog.endpoint.instructions:
+        result["instructions"] = catalog.endpoint.instructions
+    return result
+
+
+async def handle_server_discover(ctx: RequestContext, params: EmptyParams) -> dict[str, Any]:
+    """Answer ``server/discover`` (2026-07-28 basic/lifecycle): versions and capabilities.
+
+    Only versions usable with the per-request envelope are listed; handshake versions are
+    reached through ``initialize`` (protocol.md §1.4).
+    """
+    result: dict[str, Any] = {
+        "supportedVersions": list(MODERN_VERSIONS),
+        "capabilities": server_capabilities(ctx.version),
+    }
+    if ctx.catalog.endpoint.instructions:
+        result["instructions"] = ctx.catalog.endpoint.instructions
+    return result
+
+
+async def handle_ping(ctx: RequestContext, params: EmptyParams) -> dict[str, Any]:
+    """Answer ``ping`` with an empty result (legacy basic/utilities/ping)."""
+    return {}

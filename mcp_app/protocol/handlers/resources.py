@@ -1,0 +1,146 @@
+"""``resources/list``, ``resources/templates/list``, ``resources/read`` (every revision) and
+``resources/subscribe``/``resources/unsubscribe`` (legacy sessions only).
+
+A read resolves the URI against the concrete resources first, then against the templates in
+snapshot order; the first template that matches *and* has something at that URI wins. A miss
+is ``-32002`` for legacy sessions and ``-32602`` for 2026-07-28, with ``data.uri`` in both,
+and never an empty ``contents`` list (protocol.md §1.7).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from mcp_app.protocol.context import LegacySession, RequestContext
+from mcp_app.protocol.cursors import paginate
+from mcp_app.protocol.errors import (
+    InternalError,
+    InvalidParams,
+    InvalidRequest,
+    McpError,
+    ResourceNotFound,
+)
+from mcp_app.protocol.messages import ListParams, UriParams
+from mcp_app.protocol.ports import SessionStore
+from mcp_app.protocol.shaping import shape_resource, shape_resource_template
+from mcp_app.protocol.uritemplate import match
+from mcp_app.protocol.versions import Feature
+
+logger = logging.getLogger(__name__)
+
+
+async def handle_resources_list(ctx: RequestContext, params: ListParams) -> dict[str, Any]:
+    """Return one page of concrete resources."""
+    page, next_cursor = paginate(
+        ctx.catalog.resources,
+        lambda resource: resource.uri,
+        params.cursor,
+        list_name="resources",
+        page_size=ctx.page_size,
+        secret=ctx.cursor_secret,
+    )
+    result: dict[str, Any] = {"resources": [shape_resource(r, ctx.version) for r in page]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+async def handle_resources_templates_list(
+    ctx: RequestContext, params: ListParams
+) -> dict[str, Any]:
+    """Return one page of resource templates."""
+    page, next_cursor = paginate(
+        ctx.catalog.resource_templates,
+        lambda template: template.uri_template,
+        params.cursor,
+        list_name="resource_templates",
+        page_size=ctx.page_size,
+        secret=ctx.cursor_secret,
+    )
+    result: dict[str, Any] = {
+        "resourceTemplates": [shape_resource_template(t, ctx.version) for t in page]
+    }
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+def _not_found(ctx: RequestContext, uri: str) -> McpError:
+    if ctx.supports(Feature.RESOURCE_NOT_FOUND_AS_INVALID_PARAMS):
+        return InvalidParams("Resource not found", {"uri": uri})
+    return ResourceNotFound("Resource not found", {"uri": uri})
+
+
+def _shape_contents(contents: Sequence[Mapping[str, Any]], uri: str) -> list[dict[str, Any]]:
+    # Every item names its URI (schema: ResourceContents.uri is required); a reader that
+    # leaves it out means the URI that was read.
+    shaped = []
+    for item in contents:
+        entry = dict(item)
+        entry.setdefault("uri", uri)
+        shaped.append(entry)
+    return shaped
+
+
+async def handle_resources_read(ctx: RequestContext, params: UriParams) -> dict[str, Any]:
+    """Return the contents at ``params.uri``.
+
+    Raises:
+        ResourceNotFound: legacy, nothing at that URI.
+        InvalidParams: modern, nothing at that URI.
+        InternalError: the reader failed unexpectedly.
+    """
+    uri = params.uri
+    try:
+        contents = await _read(ctx, uri)
+    except McpError:
+        raise
+    except Exception:
+        logger.exception("Resource read failed")
+        raise InternalError("Resource read failed") from None
+    if not contents:
+        raise _not_found(ctx, uri)
+    return {"contents": _shape_contents(contents, uri)}
+
+
+async def _read(ctx: RequestContext, uri: str) -> Sequence[Mapping[str, Any]] | None:
+    resource = ctx.catalog.resource(uri)
+    if resource is not None:
+        return await ctx.resources.read_resource(resource)
+    for template in ctx.catalog.resource_templates:
+        try:
+            variables = match(template.uri_template, uri)
+        except ValueError:
+            # The catalog refuses invalid templates on save; skip one that slipped through.
+            logger.warning("Skipping an invalid resource template")
+            continue
+        if variables is None:
+            continue
+        contents = await ctx.resources.read_template(template, uri, variables)
+        if contents:
+            return contents
+    return None
+
+
+def _session(ctx: RequestContext) -> tuple[LegacySession, SessionStore]:
+    if ctx.session is None or ctx.sessions is None:
+        raise InvalidRequest("Resource subscriptions need a session")
+    return ctx.session, ctx.sessions
+
+
+async def handle_resources_subscribe(ctx: RequestContext, params: UriParams) -> dict[str, Any]:
+    """Subscribe this session to ``notifications/resources/updated`` for ``params.uri``."""
+    session, sessions = _session(ctx)
+    await sessions.subscribe(session.id, params.uri)
+    session.subscriptions = session.subscriptions | {params.uri}
+    return {}
+
+
+async def handle_resources_unsubscribe(ctx: RequestContext, params: UriParams) -> dict[str, Any]:
+    """Cancel this session's subscription to ``params.uri`` (a no-op when absent)."""
+    session, sessions = _session(ctx)
+    await sessions.unsubscribe(session.id, params.uri)
+    session.subscriptions = session.subscriptions - {params.uri}
+    return {}

@@ -1,0 +1,137 @@
+"""``tools/list`` and ``tools/call`` (server/tools, every revision).
+
+A call runs in four steps: find the tool, check the arguments against its input schema,
+run it through the ``ToolRunner`` port, check the output against its output schema. Bad
+arguments and tool failures are *results* with ``isError: true`` so the model can correct
+itself (2025-11-25 server/tools, "Error Handling"); only an unknown tool or malformed params
+are protocol errors.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+import orjson
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, ValidationError, best_match
+from jsonschema.protocols import Validator
+from jsonschema.validators import validator_for
+from referencing.exceptions import Unresolvable
+
+from mcp_app.protocol.context import RequestContext, ToolCallContext
+from mcp_app.protocol.cursors import paginate
+from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
+from mcp_app.protocol.messages import CallToolParams, ListParams
+from mcp_app.protocol.results import ToolError, ToolResult
+from mcp_app.protocol.shaping import shape_call_result, shape_tool, structured_text
+
+logger = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=2048)
+def _compiled(schema_json: bytes) -> Validator:
+    schema = orjson.loads(schema_json)
+    # No `$schema` means 2020-12 (2025-11-25+); an unknown dialect falls back to it too
+    # rather than failing the call.
+    cls = validator_for(schema, default=Draft202012Validator)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+def compile_schema(schema: Mapping[str, Any]) -> Validator:
+    """Return a validator for ``schema``, compiled once per distinct schema (bounded cache).
+
+    Remote ``$ref`` is never fetched: the validator's registry holds no retriever.
+
+    Raises:
+        SchemaError: ``schema`` is not a valid JSON Schema.
+    """
+    return _compiled(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
+
+
+def _path(error: ValidationError) -> str:
+    return ".".join(str(part) for part in error.absolute_path)
+
+
+def describe_error(error: ValidationError) -> str:
+    """Describe a validation error with the path of the offending value, if any."""
+    path = _path(error)
+    return f"at '{path}': {error.message}" if path else error.message
+
+
+def _first_error(schema: Mapping[str, Any], instance: Any) -> ValidationError | None:
+    try:
+        validator = compile_schema(schema)
+        return best_match(validator.iter_errors(instance))
+    except (SchemaError, Unresolvable):
+        # The catalog validates schemas when an operator saves them; reaching this means a
+        # broken definition, which is a server fault, not the caller's.
+        logger.error("Tool schema cannot be evaluated")
+        raise InternalError("Tool schema is invalid") from None
+
+
+async def handle_tools_list(ctx: RequestContext, params: ListParams) -> dict[str, Any]:
+    """Return one page of tools, shaped for ``ctx.version``."""
+    page, next_cursor = paginate(
+        ctx.catalog.tools,
+        lambda tool: tool.name,
+        params.cursor,
+        list_name="tools",
+        page_size=ctx.page_size,
+        secret=ctx.cursor_secret,
+    )
+    result: dict[str, Any] = {"tools": [shape_tool(tool, ctx.version) for tool in page]}
+    if next_cursor is not None:
+        result["nextCursor"] = next_cursor
+    return result
+
+
+async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict[str, Any]:
+    """Call a tool and return its ``CallToolResult``, shaped for ``ctx.version``.
+
+    Raises:
+        InvalidParams: the tool does not exist.
+        InternalError: the runner failed unexpectedly (its message never reaches the wire).
+    """
+    tool = ctx.catalog.tool(params.name)
+    if tool is None:
+        raise InvalidParams(f"Unknown tool: {params.name}")
+    arguments = params.arguments
+    error = _first_error(tool.input_schema, arguments)
+    if error is not None:
+        return shape_call_result(
+            ToolResult.error(f"Invalid arguments: {describe_error(error)}"), ctx.version
+        )
+    try:
+        result = await ctx.tools.run_tool(tool, arguments, ToolCallContext(ctx, tool.name))
+    except ToolError as failure:
+        result = ToolResult.error(failure.message)
+    except McpError:
+        raise
+    except Exception:
+        logger.exception("Tool call failed", extra={"tool": tool.name})
+        raise InternalError("Tool failed") from None
+    if tool.output_schema is not None and not result.is_error:
+        result = _checked_output(tool.output_schema, result)
+    if result.has_structured and not result.content:
+        # Clients without structured-output support still see the value (SHOULD, all eras).
+        result.content = [{"type": "text", "text": structured_text(result.structured)}]
+    return shape_call_result(result, ctx.version)
+
+
+def _checked_output(schema: Mapping[str, Any], result: ToolResult) -> ToolResult:
+    # A tool with an output schema MUST return conforming structured content
+    # (2025-06-18 server/tools, "Output Schema"); a tool that does not gets an error result.
+    if not result.has_structured:
+        return ToolResult.error(
+            "Tool output did not match its output schema: no structured content was returned"
+        )
+    error = _first_error(schema, result.structured)
+    if error is not None:
+        return ToolResult.error(
+            f"Tool output did not match its output schema: {describe_error(error)}"
+        )
+    return result

@@ -1,0 +1,145 @@
+"""Typed request params, checked before a handler runs (style.md §6).
+
+Each ``parse`` takes the raw ``params`` object of a request (``None`` when absent) and
+returns a frozen dataclass, or raises ``InvalidParams`` naming the bad member. The modern
+``_meta`` envelope is the ladder's business (``inbound.py``), so ``_meta`` is ignored here;
+unknown members are ignored too, as JSON-RPC peers of later revisions may add some.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from mcp_app.protocol.errors import InvalidParams
+
+T = TypeVar("T")
+Params = Mapping[str, Any] | None
+
+
+_KIND_NAMES: Mapping[type, str] = {str: "a string", dict: "an object"}
+
+
+def _optional(params: Params, name: str, kind: type[T]) -> T | None:
+    value = params.get(name) if params is not None else None
+    if value is None:
+        return None
+    if not isinstance(value, kind):
+        raise InvalidParams(f"params.{name} must be {_KIND_NAMES.get(kind, kind.__name__)}")
+    return value
+
+
+def _required(params: Params, name: str, kind: type[T]) -> T:
+    value = _optional(params, name, kind)
+    if value is None:
+        raise InvalidParams(f"params.{name} is required")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class EmptyParams:
+    """Params of methods that take none beyond ``_meta`` (``ping``, ``server/discover``)."""
+
+    @classmethod
+    def parse(cls, params: Params) -> EmptyParams:
+        return cls()
+
+
+@dataclass(frozen=True, slots=True)
+class ListParams:
+    cursor: str | None = None
+
+    @classmethod
+    def parse(cls, params: Params) -> ListParams:
+        return cls(cursor=_optional(params, "cursor", str))
+
+
+@dataclass(frozen=True, slots=True)
+class CallToolParams:
+    name: str
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, params: Params) -> CallToolParams:
+        name = _required(params, "name", str)
+        # Absent (or null) arguments mean "no arguments" (schema: `arguments?`).
+        arguments = _optional(params, "arguments", dict)
+        return cls(name=name, arguments=arguments if arguments is not None else {})
+
+
+@dataclass(frozen=True, slots=True)
+class UriParams:
+    """Params of ``resources/read``, ``resources/subscribe`` and ``resources/unsubscribe``."""
+
+    uri: str
+
+    @classmethod
+    def parse(cls, params: Params) -> UriParams:
+        return cls(uri=_required(params, "uri", str))
+
+
+def _string_map(value: Any, where: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise InvalidParams(f"{where} must be an object whose values are strings")
+    return value
+
+
+@dataclass(frozen=True, slots=True)
+class GetPromptParams:
+    name: str
+    arguments: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, params: Params) -> GetPromptParams:
+        name = _required(params, "name", str)
+        raw = params.get("arguments") if params is not None else None
+        return cls(name=name, arguments=_string_map(raw, "params.arguments"))
+
+
+@dataclass(frozen=True, slots=True)
+class CompleteParams:
+    """``completion/complete``: a reference, the argument being typed, earlier arguments."""
+
+    ref_type: str
+    ref: str  # the prompt name for ref/prompt, the URI (template) for ref/resource
+    argument_name: str
+    argument_value: str
+    context_arguments: Mapping[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def parse(cls, params: Params) -> CompleteParams:
+        ref = _required(params, "ref", dict)
+        argument = _required(params, "argument", dict)
+        ref_type = ref.get("type")
+        if ref_type == "ref/prompt":
+            target = ref.get("name")
+        elif ref_type == "ref/resource":
+            target = ref.get("uri")
+        else:
+            raise InvalidParams('params.ref.type must be "ref/prompt" or "ref/resource"')
+        if not isinstance(target, str):
+            member = "name" if ref_type == "ref/prompt" else "uri"
+            raise InvalidParams(f"params.ref.{member} must be a string")
+        name, value = argument.get("name"), argument.get("value")
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise InvalidParams("params.argument needs string name and value members")
+        context = _optional(params, "context", dict) or {}
+        return cls(
+            ref_type=ref_type,
+            ref=target,
+            argument_name=name,
+            argument_value=value,
+            context_arguments=_string_map(context.get("arguments"), "params.context.arguments"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class SetLevelParams:
+    level: str
+
+    @classmethod
+    def parse(cls, params: Params) -> SetLevelParams:
+        return cls(level=_required(params, "level", str))

@@ -1,0 +1,49 @@
+"""What a tool run produces, and how a tool reports a failure the model should see.
+
+A tool failure is a *result* (``isError: true``), not a JSON-RPC error: executors raise
+``ToolError`` with a user-safe message and the handler turns it into ``ToolResult.error``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+NO_STRUCTURED = object()
+"""Sentinel: the tool produced no ``structuredContent`` (``None`` is a valid JSON null)."""
+
+
+class ToolError(Exception):
+    """A tool failed in a way the caller should read: becomes ``isError: true``."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass(slots=True)
+class ToolResult:
+    """A ``CallToolResult`` before per-revision shaping.
+
+    ``content`` holds wire-form content blocks (``{"type": "text", "text": ...}``,
+    ``{"type": "image", "data": ..., "mimeType": ...}``, ``audio``, ``resource``,
+    ``resource_link``). ``structured`` is any JSON value or ``NO_STRUCTURED``.
+    """
+
+    content: Sequence[Mapping[str, Any]] = field(default_factory=list)
+    structured: Any = NO_STRUCTURED
+    is_error: bool = False
+    meta: Mapping[str, Any] | None = None
+
+    @classmethod
+    def text(cls, text: str) -> ToolResult:
+        return cls(content=[{"type": "text", "text": text}])
+
+    @classmethod
+    def error(cls, message: str) -> ToolResult:
+        return cls(content=[{"type": "text", "text": message}], is_error=True)
+
+    @property
+    def has_structured(self) -> bool:
+        return self.structured is not NO_STRUCTURED
