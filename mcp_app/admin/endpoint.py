@@ -1,0 +1,107 @@
+"""Endpoint admin: the list, the catalog pickers and a tools/list preview page."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import Count, QuerySet
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils.html import format_html
+
+from mcp_app.admin.forms import EndpointForm
+from mcp_app.models import Endpoint
+from mcp_app.protocol.shaping import shape_tool
+from mcp_app.protocol.versions import LATEST_LEGACY, LATEST_MODERN
+from mcp_app.services.catalog import build_snapshot
+
+# Revisions shown on the preview page: the newest of each era.
+PREVIEW_VERSIONS = (LATEST_MODERN, LATEST_LEGACY)
+
+
+@admin.register(Endpoint)
+class EndpointAdmin(admin.ModelAdmin):
+    form = EndpointForm
+    list_display = ["slug", "title", "enabled", "tool_count", "catalog_version", "links"]
+    list_filter = ["enabled"]
+    search_fields = ["slug", "title", "description"]
+    filter_horizontal = ["tools", "resources", "resource_templates", "prompts"]
+    readonly_fields = ["mcp_url", "catalog_version", "created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["slug", "mcp_url", "title", "description", "instructions", "enabled"]}),
+        ("Catalog", {"fields": ["tools", "resources", "resource_templates", "prompts"]}),
+        ("Access", {"fields": ["allowed_origins"]}),
+        ("History", {"fields": ["catalog_version", "created_at", "updated_at"]}),
+    ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Endpoint]:
+        return super().get_queryset(request).annotate(_tool_count=Count("tools", distinct=True))
+
+    def get_urls(self) -> list[URLPattern]:
+        preview = path(
+            "<int:object_id>/preview/",
+            self.admin_site.admin_view(self.preview_view),
+            name="mcp_app_endpoint_preview",
+        )
+        return [preview, *super().get_urls()]
+
+    def preview_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """Show tools/list as the newest revisions of each era see it."""
+        endpoint = get_object_or_404(Endpoint, pk=object_id)
+        if not self.has_view_permission(request, endpoint):
+            return self._get_obj_does_not_exist_redirect(request, self.opts, str(object_id))
+        snapshot = build_snapshot(endpoint)
+        previews = [
+            {
+                "version": version,
+                "json": json.dumps(
+                    {"tools": [shape_tool(tool, version) for tool in snapshot.tools]},
+                    indent=2,
+                    ensure_ascii=False,
+                ),
+            }
+            for version in PREVIEW_VERSIONS
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"tools/list of {endpoint.slug}",
+            "opts": self.opts,
+            "original": endpoint,
+            "endpoint": endpoint,
+            "tool_count": len(snapshot.tools),
+            "previews": previews,
+        }
+        return TemplateResponse(request, "admin/mcp_app/endpoint/preview.html", context)
+
+    def change_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        form_url: str = "",
+        extra_context: dict[str, Any] | None = None,
+    ) -> HttpResponse:
+        extra = {
+            "preview_url": reverse("admin:mcp_app_endpoint_preview", args=[object_id]),
+            **(extra_context or {}),
+        }
+        return super().change_view(request, object_id, form_url, extra)
+
+    @admin.display(description="tools", ordering="_tool_count")
+    def tool_count(self, endpoint: Endpoint) -> int:
+        return endpoint._tool_count  # type: ignore[attr-defined]  # annotated in get_queryset
+
+    @admin.display(description="MCP URL")
+    def mcp_url(self, endpoint: Endpoint) -> str:
+        return endpoint.public_url() if endpoint.slug else "-"
+
+    @admin.display(description="links")
+    def links(self, endpoint: Endpoint) -> str:
+        return format_html(
+            '<a href="{}">Connect</a> · <a href="{}">tools/list preview</a>',
+            reverse("mcp_app:endpoint_connect", args=[endpoint.slug]),
+            reverse("admin:mcp_app_endpoint_preview", args=[endpoint.pk]),
+        )

@@ -1,0 +1,27 @@
+"""ResourceTemplate admin: the resolver is a python resource function or a text template."""
+
+from __future__ import annotations
+
+from django.contrib import admin
+
+from mcp_app.admin.forms import ResourceTemplateForm
+from mcp_app.models import ResourceTemplate
+
+
+@admin.register(ResourceTemplate)
+class ResourceTemplateAdmin(admin.ModelAdmin):
+    form = ResourceTemplateForm
+    list_display = ["uri_template", "name", "kind", "mime_type", "enabled", "updated_at"]
+    list_filter = ["kind", "enabled", "endpoints"]
+    search_fields = ["uri_template", "name", "title", "description"]
+    readonly_fields = ["created_at", "updated_at"]
+    fieldsets = [
+        (None, {"fields": ["uri_template", "name", "title", "description", "mime_type"]}),
+        ("Resolver", {"fields": ["kind", "function", "template"]}),
+        (None, {"fields": ["completions", "enabled"]}),
+        ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),
+        ("History", {"fields": ["created_at", "updated_at"]}),
+    ]
+
+    class Media:
+        css = {"all": ["mcp_app/admin.css"]}

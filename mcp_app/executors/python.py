@@ -1,0 +1,210 @@
+"""Kind "python": tools (and resource-template resolvers) backed by registered Python callables.
+
+Functions are declared with ``@mcp_tool_function`` / ``@mcp_resource_function`` in the modules
+named by the ``MCP_PYTHON_TOOL_MODULES`` setting (default ``["mcp_app.builtin_tools"]``). Only
+functions of listed modules are visible, so the operator decides what code the admin can expose;
+a tool row only names a function (``{"function": "echo"}``), never code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+from django.core.exceptions import ImproperlyConfigured
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from mcp_app.executors.base import ConfigError, Executor, setting_list
+from mcp_app.protocol.context import ToolCallContext
+from mcp_app.protocol.results import ToolResult
+
+DEFAULT_MODULES: tuple[str, ...] = ("mcp_app.builtin_tools",)
+
+ToolCallable = Callable[[dict[str, Any], ToolCallContext], Any]
+# (uri, variables) -> text, bytes, a list of contents dicts, or None for "nothing there".
+ResourceCallable = Callable[
+    [str, Mapping[str, str]],
+    "str | bytes | Sequence[Mapping[str, Any]] | None | Awaitable[Any]",
+]
+
+
+@dataclass(frozen=True)
+class ToolFunction:
+    """A registered tool function and the defaults the admin prefills from it."""
+
+    name: str
+    function: ToolCallable
+    description: str
+    input_schema: Mapping[str, Any]
+    output_schema: Mapping[str, Any] | None = None
+    title: str = ""
+    annotations: Mapping[str, bool] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ResourceFunction:
+    name: str
+    function: ResourceCallable
+    description: str = ""
+
+
+# Registrations by defining module; the settings decide which modules are visible.
+_TOOLS_BY_MODULE: dict[str, dict[str, ToolFunction]] = {}
+_RESOURCES_BY_MODULE: dict[str, dict[str, ResourceFunction]] = {}
+
+
+def mcp_tool_function(
+    name: str,
+    *,
+    description: str,
+    input_schema: Mapping[str, Any] | None = None,
+    output_schema: Mapping[str, Any] | None = None,
+    title: str = "",
+    annotations: Mapping[str, bool] | None = None,
+) -> Callable[[ToolCallable], ToolCallable]:
+    """Register ``function(arguments, ctx)`` as the python tool function ``name``.
+
+    The function may be sync (run in a worker thread) or async, and returns text, a dict or
+    list (structured content plus its JSON text), a ``ToolResult`` or ``None`` (no content). It
+    raises ``ToolError`` for failures the caller should read.
+    """
+
+    def register(function: ToolCallable) -> ToolCallable:
+        registry = _TOOLS_BY_MODULE.setdefault(function.__module__, {})
+        registry[name] = ToolFunction(
+            name=name,
+            function=function,
+            description=description,
+            input_schema=input_schema or {"type": "object", "properties": {}},
+            output_schema=output_schema,
+            title=title,
+            annotations=annotations or {},
+        )
+        return function
+
+    return register
+
+
+def mcp_resource_function(
+    name: str, *, description: str = ""
+) -> Callable[[ResourceCallable], ResourceCallable]:
+    """Register ``function(uri, variables)`` as a resource-template resolver named ``name``."""
+
+    def register(function: ResourceCallable) -> ResourceCallable:
+        registry = _RESOURCES_BY_MODULE.setdefault(function.__module__, {})
+        registry[name] = ResourceFunction(name=name, function=function, description=description)
+        return function
+
+    return register
+
+
+def tool_modules() -> list[str]:
+    """Return MCP_PYTHON_TOOL_MODULES; from the environment it is a comma-separated string."""
+    return setting_list("MCP_PYTHON_TOOL_MODULES", DEFAULT_MODULES)
+
+
+@functools.lru_cache
+def tool_functions() -> dict[str, ToolFunction]:
+    """Return the tool functions of the configured modules, by name.
+
+    Raises:
+        ImproperlyConfigured: a module cannot be imported, or two modules use one name.
+    """
+    return _collect(_TOOLS_BY_MODULE, "tool")
+
+
+@functools.lru_cache
+def resource_functions() -> dict[str, ResourceFunction]:
+    """Return the resource functions of the configured modules, by name."""
+    return _collect(_RESOURCES_BY_MODULE, "resource")
+
+
+def _collect(by_module: Mapping[str, Mapping[str, Any]], what: str) -> dict[str, Any]:
+    found: dict[str, Any] = {}
+    owner: dict[str, str] = {}
+    for module in tool_modules():
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ImproperlyConfigured(
+                f"MCP_PYTHON_TOOL_MODULES lists {module!r}, which cannot be imported: {exc}"
+            ) from exc
+        for name, registration in by_module.get(module, {}).items():
+            if name in found:
+                raise ImproperlyConfigured(
+                    f"Python {what} function {name!r} is registered by both {owner[name]} and "
+                    f"{module}."
+                )
+            found[name] = registration
+            owner[name] = module
+    return found
+
+
+@receiver(setting_changed)
+def _reset_functions(*, setting: str, **kwargs: Any) -> None:
+    if setting == "MCP_PYTHON_TOOL_MODULES":
+        tool_functions.cache_clear()
+        resource_functions.cache_clear()
+
+
+def result_from_value(value: Any) -> ToolResult:
+    """Turn what a tool function returned into a ``ToolResult``.
+
+    Raises:
+        TypeError: the value is not text, JSON data, a ToolResult or None.
+    """
+    if isinstance(value, ToolResult):
+        return value
+    if value is None:
+        return ToolResult(content=[])
+    if isinstance(value, str):
+        return ToolResult.text(value)
+    if isinstance(value, dict | list):
+        # Structured results also carry their JSON as text, for clients that ignore
+        # structuredContent (2025-06-18 server/tools "Structured Content").
+        text = orjson.dumps(value).decode()
+        return ToolResult(content=[{"type": "text", "text": text}], structured=value)
+    if isinstance(value, bool | int | float):
+        return ToolResult.text(orjson.dumps(value).decode())
+    raise TypeError(f"tool function returned {type(value).__name__}, not text or JSON data")
+
+
+class PythonExecutor(Executor):
+    kind = "python"
+    label = "Python function"
+
+    def validate_config(self, config: Mapping[str, Any]) -> None:
+        self._function(config)
+
+    async def run(
+        self, config: Mapping[str, Any], arguments: Mapping[str, Any], ctx: ToolCallContext
+    ) -> ToolResult:
+        function = self._function(config).function
+        # A copy: the function may mutate its arguments without touching the caller's.
+        args = dict(arguments)
+        if inspect.iscoroutinefunction(function):
+            value = await function(args, ctx)
+        else:
+            value = await asyncio.to_thread(function, args, ctx)
+            if inspect.isawaitable(value):
+                value = await value
+        return result_from_value(value)
+
+    def _function(self, config: Mapping[str, Any]) -> ToolFunction:
+        name = config.get("function")
+        if not isinstance(name, str) or not name:
+            raise ConfigError('Python tools need {"function": "<registered function name>"}.')
+        try:
+            return tool_functions()[name]
+        except KeyError:
+            known = ", ".join(sorted(tool_functions())) or "none"
+            raise ConfigError(
+                f"No python tool function named {name!r} is registered (available: {known})."
+            ) from None

@@ -1,0 +1,113 @@
+"""Kind "template": a Django template rendered with the call's arguments, as text or JSON.
+
+Templates run on a dedicated ``Engine`` with no loaders and only Django's default tags and
+filters, minus ``debug`` (dumps ``sys.modules`` under DEBUG), ``load`` and ``url``; the loader
+tags (``include``, ``extends``) are absent. The context holds only the (JSON) arguments, so an
+operator's template cannot run code, read files or reach other templates.
+Config: ``{"template": "<text>", "output": "text" | "json"}``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import orjson
+from django.template import (
+    Context,
+    Engine,
+    Library,
+    Template,
+    TemplateSyntaxError,
+    defaultfilters,
+    defaulttags,
+)
+
+from mcp_app.conf import get_conf
+from mcp_app.executors.base import ConfigError, Executor
+from mcp_app.protocol.context import ToolCallContext
+from mcp_app.protocol.results import ToolError, ToolResult
+
+OUTPUTS = ("text", "json")
+_BLOCKED_TAGS = frozenset({"debug", "load", "url"})
+
+
+@functools.cache
+def template_engine() -> Engine:
+    """Return the sandboxed engine: no loaders, no tag libraries to load, autoescape off."""
+    engine = Engine(loaders=[], libraries={}, autoescape=False, debug=False)
+    builtins = Library()
+    builtins.tags.update(
+        (name, tag) for name, tag in defaulttags.register.tags.items() if name not in _BLOCKED_TAGS
+    )
+    builtins.filters.update(defaultfilters.register.filters)
+    # A copy, so the site's own templates keep every default tag.
+    engine.template_builtins = [builtins]
+    return engine
+
+
+@functools.lru_cache(maxsize=512)
+def compile_template(source: str) -> Template:
+    """Compile ``source`` once per distinct text.
+
+    Raises:
+        ConfigError: the template does not parse; the message is Django's.
+    """
+    try:
+        return template_engine().from_string(source)
+    except TemplateSyntaxError as exc:
+        raise ConfigError(f"Template syntax error: {exc}") from exc
+
+
+def render_template(source: str, variables: Mapping[str, Any]) -> str:
+    """Render ``source`` with ``variables`` as the context, capped at MCP_TEMPLATE_MAX_OUTPUT.
+
+    Raises:
+        ConfigError: the template does not parse.
+        ToolError: the output is longer than the cap.
+    """
+    # A JSON round trip gives the template private, plain data: nothing callable with effects
+    # outside this render (a "{{ items.pop }}" only pops from the copy).
+    context = orjson.loads(orjson.dumps(dict(variables)))
+    rendered = compile_template(source).render(Context(context, autoescape=False))
+    limit = get_conf().MCP_TEMPLATE_MAX_OUTPUT
+    if len(rendered) > limit:
+        raise ToolError(f"Template output is longer than the limit of {limit} characters.")
+    return rendered
+
+
+class TemplateExecutor(Executor):
+    kind = "template"
+    label = "Text template"
+
+    def validate_config(self, config: Mapping[str, Any]) -> None:
+        source = config.get("template")
+        if not isinstance(source, str) or not source:
+            raise ConfigError('Template tools need {"template": "<template text>"}.')
+        output = config.get("output", "text")
+        if output not in OUTPUTS:
+            raise ConfigError(f'"output" must be "text" or "json", not {output!r}.')
+        if unknown := sorted(set(config) - {"template", "output"}):
+            raise ConfigError(f"Unknown config keys: {', '.join(unknown)}.")
+        compile_template(source)
+
+    async def run(
+        self, config: Mapping[str, Any], arguments: Mapping[str, Any], ctx: ToolCallContext
+    ) -> ToolResult:
+        self.validate_config(config)
+        # Rendering is CPU work of unbounded length (loops): keep it off the event loop so the
+        # runner's timeout still answers the caller.
+        rendered = await asyncio.to_thread(render_template, config["template"], arguments)
+        if config.get("output", "text") != "json":
+            return ToolResult.text(rendered)
+        try:
+            structured = json.loads(rendered)
+        except json.JSONDecodeError as exc:
+            raise ToolError(
+                f"The template did not render valid JSON: {exc.msg} at line {exc.lineno} "
+                f"column {exc.colno}."
+            ) from None
+        return ToolResult(content=[{"type": "text", "text": rendered}], structured=structured)

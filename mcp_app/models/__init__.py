@@ -1,0 +1,18 @@
+"""Catalog and session models; import them from here (``from mcp_app.models import Tool``)."""
+
+from mcp_app.models.endpoint import Endpoint
+from mcp_app.models.prompt import Prompt, PromptArgument, PromptMessage
+from mcp_app.models.resource import Resource, ResourceTemplate
+from mcp_app.models.session import Session
+from mcp_app.models.tool import Tool
+
+__all__ = [
+    "Endpoint",
+    "Prompt",
+    "PromptArgument",
+    "PromptMessage",
+    "Resource",
+    "ResourceTemplate",
+    "Session",
+    "Tool",
+]

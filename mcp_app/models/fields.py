@@ -1,0 +1,260 @@
+"""Defaults and validators that migrations reference: this module never moves.
+
+Migrations freeze the import path of every default and validator they mention (``deconstruct()``),
+so they live here and nowhere else. The validators check one value at a time; rules that span rows
+(tool names unique per endpoint) live in ``mcp_app.services.catalog``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+import uritemplate
+from django.core.exceptions import ValidationError
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from jsonschema.validators import validator_for
+
+# 2025-11-25 server/tools "Tool names": 1-128 characters of A-Z a-z 0-9 _ - . (case-sensitive).
+NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
+# RFC 9110 section 5.6.2 token, the only shape an x-mcp-header value may take.
+_HTTP_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
+X_MCP_HEADER = "x-mcp-header"
+_X_MCP_HEADER_TYPES = frozenset({"string", "integer", "boolean"})
+# JSON Schema 2020-12 applicators whose values are subschemas: entering one leaves the pure
+# ``properties`` chain on which x-mcp-header may appear (2026-07-28 basic/transports).
+_SUBSCHEMA_SINGLE = frozenset(
+    {
+        "items", "contains", "unevaluatedItems", "additionalProperties", "propertyNames",
+        "unevaluatedProperties", "not", "if", "then", "else", "contentSchema",
+    }
+)  # fmt: skip
+_SUBSCHEMA_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
+_SUBSCHEMA_MAP = frozenset({"patternProperties", "dependentSchemas", "$defs", "definitions"})
+_ICON_KEYS = frozenset({"src", "mimeType", "sizes", "theme"})
+
+
+def default_input_schema() -> dict[str, Any]:
+    """Return the schema of a tool that takes no arguments."""
+    return {"type": "object", "properties": {}}
+
+
+def empty_list() -> list[Any]:
+    return []
+
+
+def empty_dict() -> dict[str, Any]:
+    return {}
+
+
+def validate_mcp_name(value: str) -> None:
+    """Accept 1-128 characters of ``A-Z a-z 0-9 _ - .`` (tool and prompt names)."""
+    if not NAME_PATTERN.fullmatch(value):
+        raise ValidationError(
+            "Use 1 to 128 characters: letters, digits, underscore, hyphen and dot only.",
+            code="invalid_name",
+        )
+
+
+def validate_absolute_uri(value: str) -> None:
+    """Accept an absolute URI: a scheme followed by ``:`` and something (RFC 3986 section 4.3)."""
+    scheme, sep, rest = value.partition(":")
+    if not sep or not rest or not _URI_SCHEME.fullmatch(scheme) or any(c.isspace() for c in value):
+        raise ValidationError(
+            "Enter an absolute URI with a scheme, e.g. file:///docs/readme.md or demo://readme.",
+            code="invalid_uri",
+        )
+
+
+def validate_uri_template(value: str) -> None:
+    """Accept an RFC 6570 URI template with at least one variable."""
+    try:
+        template = uritemplate.URITemplate(value)
+    except Exception as exc:  # uritemplate raises assorted errors on malformed input
+        raise ValidationError(f"Not a valid RFC 6570 URI template: {exc}", code="invalid") from exc
+    if not template.variable_names:
+        raise ValidationError(
+            "A URI template needs at least one {variable}; use a resource for a fixed URI.",
+            code="no_variables",
+        )
+    validate_absolute_uri(value)
+
+
+def validate_json_object(value: Any) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError("Enter a JSON object ({...}).", code="not_object")
+
+
+def validate_icons(value: Any) -> None:
+    """Accept a list of MCP ``Icon`` objects (2025-11-25 basic/index, "Icons")."""
+    if not isinstance(value, list):
+        raise ValidationError("Icons must be a JSON list of objects.", code="invalid_icons")
+    for index, icon in enumerate(value, start=1):
+        where = f"Icon {index}"
+        if not isinstance(icon, dict):
+            raise ValidationError(f"{where} must be an object.", code="invalid_icons")
+        if unknown := sorted(set(icon) - _ICON_KEYS):
+            raise ValidationError(
+                f"{where} has unknown keys: {', '.join(unknown)} (allowed: src, mimeType, sizes, "
+                "theme).",
+                code="invalid_icons",
+            )
+        src = icon.get("src")
+        if not isinstance(src, str) or not src.startswith(("https://", "http://", "data:")):
+            raise ValidationError(
+                f"{where}: src must be an https: (or http:) URL or a data: URI.",
+                code="invalid_icons",
+            )
+        if "mimeType" in icon and not isinstance(icon["mimeType"], str):
+            raise ValidationError(f"{where}: mimeType must be a string.", code="invalid_icons")
+        sizes = icon.get("sizes", [])
+        if not isinstance(sizes, list) or not all(isinstance(s, str) for s in sizes):
+            raise ValidationError(
+                f'{where}: sizes must be a list of strings such as "48x48" or "any".',
+                code="invalid_icons",
+            )
+        if icon.get("theme", "light") not in ("light", "dark"):
+            raise ValidationError(
+                f'{where}: theme must be "light" or "dark".', code="invalid_icons"
+            )
+
+
+def validate_origin_lines(value: str) -> None:
+    """Accept one origin per line (``scheme://host[:port]``; a trailing slash is tolerated)."""
+    for number, raw in enumerate(value.splitlines(), start=1):
+        line = raw.strip()
+        if not line:
+            continue
+        parts = urlsplit(line)
+        if (
+            parts.scheme not in ("http", "https")
+            or not parts.hostname
+            or parts.path not in ("", "/")
+            or parts.query
+            or parts.fragment
+            or parts.username
+            or parts.password
+        ):
+            raise ValidationError(
+                f"Line {number}: {line!r} is not an origin; write scheme://host[:port], e.g. "
+                "https://app.example.com.",
+                code="invalid_origin",
+            )
+        try:
+            parts.port  # noqa: B018  (raises ValueError on a malformed port)
+        except ValueError as exc:
+            raise ValidationError(
+                f"Line {number}: {line!r} has an invalid port.", code="invalid_origin"
+            ) from exc
+
+
+def validate_input_schema(value: Any) -> None:
+    """Accept a JSON Schema whose root is an object schema, with valid x-mcp-header marks."""
+    _check_schema(value, "Input schema")
+    find_x_mcp_header_problem(value)
+
+
+def validate_output_schema(value: Any) -> None:
+    """Accept ``None`` or a JSON Schema whose root is an object schema.
+
+    Legacy revisions (2025-06-18, 2025-11-25) require an object-rooted ``outputSchema``, and
+    legacy clients are served from the same row, so the root stays an object for every era.
+    """
+    if value is None:
+        return
+    _check_schema(value, "Output schema")
+
+
+def _check_schema(value: Any, label: str) -> None:
+    if not isinstance(value, dict):
+        raise ValidationError(f"{label} must be a JSON object.", code="not_object")
+    # Without $schema, 2020-12 is the default dialect (2025-11-25 basic/index, "JSON Schema").
+    validator = validator_for(value, default=Draft202012Validator)
+    try:
+        validator.check_schema(value)
+    except SchemaError as exc:
+        dialect = _dialect_name(validator)
+        where = "/".join(str(p) for p in exc.absolute_path)
+        at = f" at /{where}" if where else ""
+        raise ValidationError(
+            f"{label} is not a valid JSON Schema {dialect}{at}: {exc.message}",
+            code="invalid_schema",
+        ) from exc
+    if value.get("type") != "object":
+        raise ValidationError(
+            f'{label} must have "type": "object" at its root (MCP tools take and return JSON '
+            "objects).",
+            code="root_not_object",
+        )
+
+
+def _dialect_name(validator: Any) -> str:
+    name = validator.__name__.removeprefix("Draft").removesuffix("Validator")
+    return {"202012": "2020-12", "201909": "2019-09"}.get(name, f"draft {name}")
+
+
+def find_x_mcp_header_problem(schema: Any) -> None:
+    """Reject x-mcp-header marks that modern clients would refuse (2026-07-28 basic/transports).
+
+    A mark must be a non-empty RFC 9110 token, unique case-insensitively, and sit on a
+    ``string``/``integer``/``boolean`` property reached from the root through ``properties``
+    keys only.
+    """
+    seen: dict[str, str] = {}
+    for path, node in _schema_positions(schema):
+        if X_MCP_HEADER not in node:
+            continue
+        if not path:
+            raise ValidationError(
+                f"{X_MCP_HEADER} may only appear on a property reached through plain "
+                '"properties" keys (not inside items, anyOf, $defs, ...).',
+                code="invalid_x_mcp_header",
+            )
+        where = ".".join(path)
+        header = node[X_MCP_HEADER]
+        if not isinstance(header, str) or not _HTTP_TOKEN.fullmatch(header):
+            raise ValidationError(
+                f"Property {where!r}: {X_MCP_HEADER} must be an HTTP token (letters, digits and "
+                "!#$%&'*+-.^_`|~).",
+                code="invalid_x_mcp_header",
+            )
+        if node.get("type") not in _X_MCP_HEADER_TYPES:
+            raise ValidationError(
+                f"Property {where!r}: {X_MCP_HEADER} is only allowed on string, integer or "
+                "boolean properties.",
+                code="invalid_x_mcp_header",
+            )
+        lower = header.lower()
+        if lower in seen:
+            raise ValidationError(
+                f"Property {where!r}: {X_MCP_HEADER} {header!r} duplicates the one on "
+                f"{seen[lower]!r} (header names are case-insensitive).",
+                code="invalid_x_mcp_header",
+            )
+        seen[lower] = where
+
+
+def _schema_positions(root: Any) -> Iterator[tuple[tuple[str, ...] | None, Mapping[str, Any]]]:
+    """Yield ``(properties path or None, subschema)`` for every schema position, iteratively."""
+    stack: list[tuple[tuple[str, ...] | None, Any]] = [((), root)]
+    while stack:
+        path, node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        yield path, node
+        for keyword, sub in node.items():
+            if keyword == "properties" and isinstance(sub, dict):
+                stack.extend(
+                    ((*path, name) if path is not None else None, child)
+                    for name, child in sub.items()
+                )
+            elif keyword in _SUBSCHEMA_SINGLE:
+                stack.append((None, sub))
+            elif keyword in _SUBSCHEMA_LIST and isinstance(sub, list):
+                stack.extend((None, child) for child in sub)
+            elif keyword in _SUBSCHEMA_MAP and isinstance(sub, dict):
+                stack.extend((None, child) for child in sub.values())

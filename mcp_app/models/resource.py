@@ -1,0 +1,143 @@
+"""Resource (fixed URI, text or uploaded file) and ResourceTemplate (RFC 6570 URI template)."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from mcp_app.conf import get_conf
+from mcp_app.executors.base import ConfigError
+from mcp_app.executors.python import resource_functions
+from mcp_app.executors.template import compile_template
+from mcp_app.models.base import TimestampedModel
+from mcp_app.models.fields import (
+    empty_dict,
+    empty_list,
+    validate_absolute_uri,
+    validate_icons,
+    validate_json_object,
+    validate_uri_template,
+)
+
+
+class Resource(TimestampedModel):
+    uri = models.CharField(
+        max_length=2048,
+        unique=True,
+        validators=[validate_absolute_uri],
+        help_text="Absolute URI with a scheme, e.g. demo://readme or file:///docs/guide.md.",
+    )
+    name = models.CharField(max_length=200)
+    title = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    mime_type = models.CharField(max_length=200, blank=True, help_text="e.g. text/markdown")
+    text = models.TextField(
+        blank=True, help_text="Text content (leave empty when uploading a file)."
+    )
+    file = models.FileField(
+        upload_to="resources/", blank=True, help_text="Binary or text file (instead of text)."
+    )
+    # Bytes of the content, kept in sync by clean(): text as UTF-8, or the file's size.
+    size = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
+    icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["uri"]
+
+    def __str__(self) -> str:
+        return self.uri
+
+    def clean(self) -> None:
+        has_text, has_file = bool(self.text), bool(self.file)
+        if has_text == has_file:
+            raise ValidationError("Give the resource either text or a file, not both or neither.")
+        if has_file:
+            limit = get_conf().MCP_MAX_RESOURCE_BYTES
+            if self.file.size > limit:
+                raise ValidationError({"file": f"The file is larger than {limit} bytes."})
+        self.size = self.content_size()
+
+    def content_size(self) -> int:
+        """Return the size of the content in bytes (text encoded as UTF-8)."""
+        if self.file:
+            return int(self.file.size)
+        return len(self.text.encode())
+
+
+class ResourceTemplate(TimestampedModel):
+    class Kind(models.TextChoices):
+        PYTHON = "python", "Python resource function"
+        TEMPLATE = "template", "Text template"
+
+    uri_template = models.CharField(
+        max_length=2048,
+        unique=True,
+        validators=[validate_uri_template],
+        help_text="RFC 6570 template with at least one variable, e.g. demo://notes/{topic}.",
+    )
+    name = models.CharField(max_length=200)
+    title = models.CharField(max_length=200, blank=True)
+    description = models.TextField(blank=True)
+    mime_type = models.CharField(max_length=200, blank=True)
+    kind = models.CharField(max_length=32, choices=Kind.choices, default=Kind.TEMPLATE)
+    config = models.JSONField(
+        default=empty_dict,
+        blank=True,
+        validators=[validate_json_object],
+        help_text=(
+            'python: {"function": "<registered resource function>"}; template: {"template": '
+            '"<Django template text; the URI variables are in the context>"}.'
+        ),
+    )
+    completions = models.JSONField(
+        default=empty_dict,
+        blank=True,
+        validators=[validate_json_object],
+        help_text='Values offered by completion/complete per variable: {"topic": ["a", "b"]}.',
+    )
+    icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
+    enabled = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["uri_template"]
+
+    def __str__(self) -> str:
+        return self.uri_template
+
+    def clean(self) -> None:
+        if isinstance(self.completions, dict) and not all(
+            isinstance(values, list) and all(isinstance(v, str) for v in values)
+            for values in self.completions.values()
+        ):
+            raise ValidationError({"completions": "Each variable maps to a list of strings."})
+
+    def clean_fields(self, exclude: Collection[str] | None = None) -> None:
+        # As Tool.clean_fields: the admin form edits config through other fields.
+        errors: dict[str, Any] = {}
+        try:
+            super().clean_fields(exclude=exclude)
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+        if not (set(exclude or ()) | set(errors)) & {"kind", "config"}:
+            try:
+                self._check_config()
+            except ConfigError as exc:
+                errors["config"] = [exc.message]
+        if errors:
+            raise ValidationError(errors)
+
+    def _check_config(self) -> None:
+        if self.kind == self.Kind.PYTHON:
+            function = self.config.get("function")
+            if function not in resource_functions():
+                known = ", ".join(sorted(resource_functions())) or "none"
+                raise ConfigError(f"Unknown resource function {function!r} (registered: {known}).")
+        else:
+            template = self.config.get("template")
+            if not isinstance(template, str):
+                raise ConfigError('Template config needs {"template": "<template text>"}.')
+            compile_template(template)

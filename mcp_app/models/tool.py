@@ -1,0 +1,115 @@
+"""The Tool model: one callable tool, its schemas, hints and the executor config behind it."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import models
+
+from mcp_app.executors import get_executor
+from mcp_app.executors.base import ConfigError
+from mcp_app.models.base import TimestampedModel
+from mcp_app.models.fields import (
+    default_input_schema,
+    empty_dict,
+    empty_list,
+    validate_icons,
+    validate_input_schema,
+    validate_json_object,
+    validate_mcp_name,
+    validate_output_schema,
+)
+
+
+class Tool(TimestampedModel):
+    class Kind(models.TextChoices):
+        PYTHON = "python", "Python function"
+        TEMPLATE = "template", "Text template"
+
+    name = models.CharField(
+        max_length=128,
+        validators=[validate_mcp_name],
+        help_text="What clients call: 1-128 letters, digits, _ - or . (unique per endpoint).",
+    )
+    title = models.CharField(max_length=200, blank=True, help_text="Human-friendly display name.")
+    description = models.TextField(
+        help_text="Tells the model what the tool does and when to use it."
+    )
+    input_schema = models.JSONField(
+        default=default_input_schema,
+        validators=[validate_input_schema],
+        help_text='JSON Schema (2020-12 unless $schema says otherwise) with "type": "object".',
+    )
+    output_schema = models.JSONField(
+        null=True,
+        blank=True,
+        validators=[validate_output_schema],
+        help_text=(
+            'Optional JSON Schema of structuredContent. Its root must be "type": "object": '
+            "clients of revisions 2025-06-18 and 2025-11-25 accept nothing else."
+        ),
+    )
+    # Behaviour hints (2025-03-26 server/tools "Tool annotations"); None means "not stated", so
+    # the client applies the spec default.
+    read_only_hint = models.BooleanField(null=True, blank=True)
+    destructive_hint = models.BooleanField(null=True, blank=True)
+    idempotent_hint = models.BooleanField(null=True, blank=True)
+    open_world_hint = models.BooleanField(null=True, blank=True)
+    icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
+    meta = models.JSONField(
+        default=empty_dict,
+        blank=True,
+        validators=[validate_json_object],
+        help_text="Published as _meta on the tool definition.",
+    )
+    enabled = models.BooleanField(default=True)
+    kind = models.CharField(max_length=32, choices=Kind.choices, default=Kind.PYTHON)
+    config = models.JSONField(
+        default=empty_dict,
+        blank=True,
+        validators=[validate_json_object],
+        help_text="Kind-specific settings, checked by the executor of that kind.",
+    )
+
+    class Meta:
+        ordering = ["name", "id"]
+        indexes = [models.Index(fields=["name"])]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        if not self.description.strip():
+            raise ValidationError({"description": "A tool needs a description."})
+
+    def clean_fields(self, exclude: Collection[str] | None = None) -> None:
+        # The config check lives here, not in clean(), because clean_fields() knows the
+        # excluded fields: the admin form edits config through other fields and checks it there.
+        errors: dict[str, Any] = {}
+        try:
+            super().clean_fields(exclude=exclude)
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+        skip = set(exclude or ()) | set(errors)
+        if not skip & {"kind", "config"}:
+            try:
+                get_executor(self.kind).validate_config(self.config)
+            except ConfigError as exc:
+                errors["config"] = [exc.message]
+            except LookupError:
+                errors["kind"] = [f"No executor is registered for kind {self.kind!r}."]
+        if errors:
+            raise ValidationError(errors)
+
+    def annotations(self) -> dict[str, Any]:
+        """Return the stated hints as an MCP ``ToolAnnotations`` dict (camelCase)."""
+        hints = {
+            "title": self.title or None,
+            "readOnlyHint": self.read_only_hint,
+            "destructiveHint": self.destructive_hint,
+            "idempotentHint": self.idempotent_hint,
+            "openWorldHint": self.open_world_hint,
+        }
+        return {key: value for key, value in hints.items() if value is not None}

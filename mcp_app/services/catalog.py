@@ -1,0 +1,492 @@
+"""The catalog side of an endpoint: snapshots for the protocol core, and catalog changes.
+
+``build_snapshot`` turns an endpoint's enabled rows into the plain ``protocol.catalog`` defs in a
+fixed number of queries; ``aget_endpoint_state`` serves the hot path (one query per request when
+the snapshot of the current catalog version is cached in this process). ``catalog_changed`` is
+the one writer of ``Endpoint.catalog_version``.
+"""
+
+from __future__ import annotations
+
+import base64
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F, Prefetch, Q
+from django.db.models.functions import Now
+
+from mcp_app.executors.python import tool_functions
+from mcp_app.models import (
+    Endpoint,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    Resource,
+    ResourceTemplate,
+    Tool,
+)
+from mcp_app.protocol.catalog import (
+    CatalogSnapshot,
+    EndpointInfo,
+    PromptArgumentDef,
+    PromptDef,
+    PromptMessageDef,
+    ResourceDef,
+    ResourceTemplateDef,
+    ToolDef,
+)
+
+# Endpoints whose snapshot stays in memory; least recently used ones are dropped beyond this.
+SNAPSHOT_CACHE_SIZE = 256
+
+
+@dataclass(frozen=True, slots=True)
+class ToolKey:
+    """What the runner needs to call a tool: ``ToolDef.key``. ``config`` must not be mutated."""
+
+    pk: int
+    kind: str
+    config: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceKey:
+    """What the reader needs to serve a resource: ``ResourceDef.key``.
+
+    Text resources carry their text, so reading them needs no query; files are opened from
+    storage on read.
+    """
+
+    pk: int
+    text: str | None = None
+    file_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceTemplateKey:
+    """``ResourceTemplateDef.key``: the resolver kind and its config."""
+
+    pk: int
+    kind: str
+    config: Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class EndpointState:
+    """What the transport needs about an endpoint on every request."""
+
+    id: int
+    slug: str
+    enabled: bool
+    allowed_origins: tuple[str, ...]
+    catalog_version: int
+    snapshot: CatalogSnapshot
+
+
+def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
+    """Return what ``endpoint`` publishes: its enabled tools, resources, templates and prompts.
+
+    Runs a fixed number of queries whatever the catalog size (one per kind of row, plus two
+    prefetches for prompt arguments and messages).
+    """
+    tools = tuple(_tool_def(tool) for tool in endpoint.tools.filter(enabled=True))
+    resources = tuple(
+        _resource_def(resource) for resource in endpoint.resources.filter(enabled=True)
+    )
+    templates = tuple(
+        _template_def(template) for template in endpoint.resource_templates.filter(enabled=True)
+    )
+    prompts = tuple(
+        _prompt_def(prompt)
+        for prompt in endpoint.prompts.filter(enabled=True).prefetch_related(
+            Prefetch("arguments", queryset=PromptArgument.objects.order_by("position", "id")),
+            Prefetch("messages", queryset=PromptMessage.objects.order_by("position", "id")),
+        )
+    )
+    return CatalogSnapshot(
+        endpoint=EndpointInfo(
+            slug=endpoint.slug,
+            title=endpoint.title,
+            description=endpoint.description,
+            instructions=endpoint.instructions,
+        ),
+        tools=tools,
+        resources=resources,
+        resource_templates=templates,
+        prompts=prompts,
+        version=endpoint.catalog_version,
+    )
+
+
+def _tool_def(tool: Tool) -> ToolDef:
+    return ToolDef(
+        name=tool.name,
+        title=tool.title,
+        description=tool.description,
+        input_schema=tool.input_schema,
+        output_schema=tool.output_schema,
+        annotations=tool.annotations(),
+        icons=tuple(tool.icons or ()),
+        meta=tool.meta or {},
+        key=ToolKey(pk=tool.pk, kind=tool.kind, config=tool.config or {}),
+    )
+
+
+def _resource_def(resource: Resource) -> ResourceDef:
+    if resource.file:
+        key = ResourceKey(pk=resource.pk, file_name=resource.file.name)
+        size = resource.size
+    else:
+        key = ResourceKey(pk=resource.pk, text=resource.text)
+        size = len(resource.text.encode())
+    return ResourceDef(
+        uri=resource.uri,
+        name=resource.name,
+        title=resource.title,
+        description=resource.description,
+        mime_type=resource.mime_type,
+        size=size,
+        icons=tuple(resource.icons or ()),
+        key=key,
+    )
+
+
+def _template_def(template: ResourceTemplate) -> ResourceTemplateDef:
+    return ResourceTemplateDef(
+        uri_template=template.uri_template,
+        name=template.name,
+        title=template.title,
+        description=template.description,
+        mime_type=template.mime_type,
+        icons=tuple(template.icons or ()),
+        completions={name: tuple(values) for name, values in (template.completions or {}).items()},
+        key=ResourceTemplateKey(pk=template.pk, kind=template.kind, config=template.config or {}),
+    )
+
+
+def _prompt_def(prompt: Prompt) -> PromptDef:
+    return PromptDef(
+        name=prompt.name,
+        title=prompt.title,
+        description=prompt.description,
+        icons=tuple(prompt.icons or ()),
+        arguments=tuple(
+            PromptArgumentDef(
+                name=argument.name,
+                title=argument.title,
+                description=argument.description,
+                required=argument.required,
+                completions=argument.completion_list(),
+            )
+            for argument in prompt.arguments.all()
+        ),
+        messages=tuple(_message_def(message) for message in prompt.messages.all()),
+    )
+
+
+def _message_def(message: PromptMessage) -> PromptMessageDef:
+    data = ""
+    if message.file:
+        # Read once per catalog version; uploads are capped by MCP_MAX_RESOURCE_BYTES.
+        with message.file.open("rb") as handle:
+            data = base64.b64encode(handle.read()).decode("ascii")
+    return PromptMessageDef(
+        role=message.role,
+        kind=message.kind,
+        text=message.text,
+        data=data,
+        mime_type=message.mime_type,
+        uri=message.uri,
+        name=message.name,
+    )
+
+
+class _SnapshotCache:
+    """A small thread-safe LRU of snapshots by endpoint id, tagged with what they were built at."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict[int, tuple[tuple[int, datetime], CatalogSnapshot]] = OrderedDict()
+
+    def get(self, endpoint_id: int, tag: tuple[int, datetime]) -> CatalogSnapshot | None:
+        with self._lock:
+            item = self._items.get(endpoint_id)
+            if item is None or item[0] != tag:
+                return None
+            self._items.move_to_end(endpoint_id)
+            return item[1]
+
+    def put(self, endpoint_id: int, tag: tuple[int, datetime], snapshot: CatalogSnapshot) -> None:
+        with self._lock:
+            self._items[endpoint_id] = (tag, snapshot)
+            self._items.move_to_end(endpoint_id)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_snapshots = _SnapshotCache(SNAPSHOT_CACHE_SIZE)
+
+
+def clear_snapshot_cache() -> None:
+    """Forget every cached snapshot of this process (tests, and after a database reset)."""
+    _snapshots.clear()
+
+
+def get_endpoint_state(slug: str) -> EndpointState | None:
+    """Return the endpoint's state with its current snapshot, or None for an unknown slug.
+
+    One query when this process already holds the snapshot of the current catalog version.
+    """
+    endpoint = Endpoint.objects.filter(slug=slug).first()
+    if endpoint is None:
+        return None
+    # updated_at is part of the tag: an Endpoint.save() from a stale instance can write an old
+    # catalog_version back before its post_save bump, and updated_at tells the two apart.
+    tag = (endpoint.catalog_version, endpoint.updated_at)
+    snapshot = _snapshots.get(endpoint.pk, tag)
+    if snapshot is None:
+        snapshot = build_snapshot(endpoint)
+        _snapshots.put(endpoint.pk, tag, snapshot)
+    return EndpointState(
+        id=endpoint.pk,
+        slug=endpoint.slug,
+        enabled=endpoint.enabled,
+        allowed_origins=endpoint.origin_list(),
+        catalog_version=endpoint.catalog_version,
+        snapshot=snapshot,
+    )
+
+
+async def aget_endpoint_state(slug: str) -> EndpointState | None:
+    """Async twin of ``get_endpoint_state``: one thread hop, and one query when cached."""
+    return await database_sync_to_async(get_endpoint_state)(slug)
+
+
+def catalog_changed(*, endpoint_ids: Iterable[int]) -> None:
+    """Record that what these endpoints publish changed: bump their catalog_version (one UPDATE)."""
+    ids = sorted(set(endpoint_ids))
+    if not ids:
+        return
+    Endpoint.objects.filter(pk__in=ids).update(
+        catalog_version=F("catalog_version") + 1, updated_at=Now()
+    )
+
+
+def check_unique_tool_names(
+    *, endpoint_ids: Iterable[int], tools: Sequence[tuple[int | None, str]]
+) -> None:
+    """Check that ``tools`` can join ``endpoint_ids`` without two tools sharing a name.
+
+    ``tools`` are ``(pk or None for an unsaved tool, name)`` pairs being attached (or renamed);
+    the endpoints' other tools are looked up in one query. A name must be unique per endpoint
+    (2025-11-25 server/tools "Tool names"), so ``tools/call`` always knows which row to run.
+
+    Raises:
+        ValidationError: the messages name each clash.
+    """
+    counts: dict[str, int] = {}
+    for _pk, name in tools:
+        counts[name] = counts.get(name, 0) + 1
+    problems = [
+        f"Two of the selected tools are named {name!r}."
+        for name, count in sorted(counts.items())
+        if count > 1
+    ]
+    ids = sorted(set(endpoint_ids))
+    if ids and tools:
+        clashes = (
+            Endpoint.tools.through.objects.filter(
+                endpoint_id__in=ids, tool__name__in={name for _pk, name in tools}
+            )
+            .exclude(tool_id__in=[pk for pk, _name in tools if pk is not None])
+            .values_list("endpoint__slug", "tool__name")
+            .order_by("endpoint__slug", "tool__name")
+            .distinct()
+        )
+        problems.extend(
+            f"Endpoint {slug!r} already has another tool named {name!r}." for slug, name in clashes
+        )
+    if problems:
+        raise ValidationError(problems)
+
+
+def check_tools_attachable(*, endpoint_id: int, tool_ids: Iterable[int]) -> None:
+    """Check that the tools ``tool_ids`` can be added to endpoint ``endpoint_id``.
+
+    Raises:
+        ValidationError: a name would appear twice on the endpoint.
+    """
+    tools = list(Tool.objects.filter(pk__in=list(tool_ids)).values_list("pk", "name"))
+    check_unique_tool_names(endpoint_ids=[endpoint_id], tools=tools)
+
+
+def endpoint_ids_for(
+    *,
+    tool_ids: Iterable[int] = (),
+    resource_ids: Iterable[int] = (),
+    template_ids: Iterable[int] = (),
+    prompt_ids: Iterable[int] = (),
+) -> list[int]:
+    """Return the ids of the endpoints publishing any of the given rows (one query)."""
+    condition = Q()
+    for relation, ids in (
+        ("tools", tool_ids),
+        ("resources", resource_ids),
+        ("resource_templates", template_ids),
+        ("prompts", prompt_ids),
+    ):
+        if id_list := list(ids):
+            condition |= Q(**{f"{relation}__in": id_list})
+    if not condition:
+        return []
+    return sorted(set(Endpoint.objects.filter(condition).values_list("pk", flat=True)))
+
+
+# Model field of each MCP tool annotation hint (2025-03-26 server/tools "Tool annotations").
+_HINT_FIELDS = {
+    "readOnlyHint": "read_only_hint",
+    "destructiveHint": "destructive_hint",
+    "idempotentHint": "idempotent_hint",
+    "openWorldHint": "open_world_hint",
+}
+
+
+def python_tool_defaults(function_name: str) -> dict[str, Any]:
+    """Return Tool field values declared by a registered python tool function.
+
+    Raises:
+        KeyError: no function of that name is registered.
+    """
+    function = tool_functions()[function_name]
+    defaults: dict[str, Any] = {
+        "title": function.title,
+        "description": function.description,
+        "input_schema": dict(function.input_schema),
+        "output_schema": dict(function.output_schema) if function.output_schema else None,
+    }
+    for hint, field_name in _HINT_FIELDS.items():
+        if hint in function.annotations:
+            defaults[field_name] = function.annotations[hint]
+    return defaults
+
+
+@transaction.atomic
+def endpoint_create(
+    *, slug: str, title: str = "", description: str = "", instructions: str = "",
+    allowed_origins: str = "",
+) -> Endpoint:  # fmt: skip
+    """Create an endpoint after full validation.
+
+    Raises:
+        ValidationError: a field is invalid (e.g. the slug is taken).
+    """
+    endpoint = Endpoint(
+        slug=slug,
+        title=title,
+        description=description,
+        instructions=instructions,
+        allowed_origins=allowed_origins,
+    )
+    endpoint.full_clean()
+    endpoint.save()
+    return endpoint
+
+
+@transaction.atomic
+def tool_create(
+    *, name: str, kind: str, config: Mapping[str, Any], endpoints: Iterable[Endpoint] = (),
+    **fields: Any,
+) -> Tool:  # fmt: skip
+    """Create a tool and publish it on ``endpoints``.
+
+    Python tools take their description, schemas and hints from the registered function unless
+    given in ``fields``.
+
+    Raises:
+        ValidationError: a field is invalid, or the name is taken on one of the endpoints.
+    """
+    values: dict[str, Any] = {}
+    if kind == Tool.Kind.PYTHON and config.get("function") in tool_functions():
+        values.update(python_tool_defaults(config["function"]))
+    values.update(fields)
+    tool = Tool(name=name, kind=kind, config=dict(config), **values)
+    tool.full_clean()
+    tool.save()
+    tool.endpoints.add(*endpoints)
+    return tool
+
+
+@transaction.atomic
+def resource_create(
+    *, uri: str, name: str, endpoints: Iterable[Endpoint] = (), **fields: Any
+) -> Resource:
+    """Create a resource and publish it on ``endpoints``.
+
+    Raises:
+        ValidationError: a field is invalid (e.g. the URI is taken).
+    """
+    resource = Resource(uri=uri, name=name, **fields)
+    resource.full_clean()
+    resource.save()
+    resource.endpoints.add(*endpoints)
+    return resource
+
+
+@transaction.atomic
+def resource_template_create(
+    *, uri_template: str, name: str, kind: str, config: Mapping[str, Any],
+    endpoints: Iterable[Endpoint] = (), **fields: Any,
+) -> ResourceTemplate:  # fmt: skip
+    """Create a resource template and publish it on ``endpoints``.
+
+    Raises:
+        ValidationError: a field is invalid.
+    """
+    template = ResourceTemplate(
+        uri_template=uri_template, name=name, kind=kind, config=dict(config), **fields
+    )
+    template.full_clean()
+    template.save()
+    template.endpoints.add(*endpoints)
+    return template
+
+
+@transaction.atomic
+def prompt_create(
+    *, name: str, description: str, arguments: Sequence[Mapping[str, Any]] = (),
+    messages: Sequence[Mapping[str, Any]] = (), endpoints: Iterable[Endpoint] = (),
+    **fields: Any,
+) -> Prompt:  # fmt: skip
+    """Create a prompt with its ordered arguments and messages, published on ``endpoints``.
+
+    ``arguments`` and ``messages`` hold PromptArgument / PromptMessage field values; their
+    order becomes ``position``.
+
+    Raises:
+        ValidationError: a field is invalid.
+    """
+    prompt = Prompt(name=name, description=description, **fields)
+    prompt.full_clean()
+    prompt.save()
+    for position, values in enumerate(arguments):
+        argument = PromptArgument(prompt=prompt, position=position, **values)
+        argument.full_clean()
+        argument.save()
+    for position, values in enumerate(messages):
+        message = PromptMessage(prompt=prompt, position=position, **values)
+        message.full_clean()
+        message.save()
+    prompt.endpoints.add(*endpoints)
+    return prompt

@@ -1,0 +1,132 @@
+"""Catalog change receivers: every edit of what an endpoint publishes bumps its catalog version.
+
+Edits come from the admin, the shell, fixtures and services alike, so they are caught here with
+model signals (style.md section 5, the one exception to "no logic in signals"). Receivers only
+call ``services.catalog``; they also guard tool names, which must stay unique per endpoint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete, pre_save
+from django.dispatch import receiver
+
+from mcp_app.models import (
+    Endpoint,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    Resource,
+    ResourceTemplate,
+    Tool,
+)
+from mcp_app.services.catalog import (
+    catalog_changed,
+    check_tools_attachable,
+    check_unique_tool_names,
+    endpoint_ids_for,
+)
+
+# Which endpoint_ids_for() keyword finds the endpoints of each catalog model.
+_RELATION_KWARG: dict[type, str] = {
+    Tool: "tool_ids",
+    Resource: "resource_ids",
+    ResourceTemplate: "template_ids",
+    Prompt: "prompt_ids",
+}
+# Attribute holding the endpoint ids captured before a delete or a reverse clear().
+_CAPTURED = "_mcp_endpoint_ids"
+
+
+def _endpoints_of(instance: Any) -> list[int]:
+    return endpoint_ids_for(**{_RELATION_KWARG[type(instance)]: [instance.pk]})
+
+
+@receiver(pre_save, sender=Tool, dispatch_uid="mcp_tool_rename_guard")
+def _guard_tool_rename(sender: type[Tool], instance: Tool, raw: bool, **kwargs: Any) -> None:
+    if raw or instance.pk is None:
+        return
+    check_unique_tool_names(
+        endpoint_ids=_endpoints_of(instance), tools=[(instance.pk, instance.name)]
+    )
+
+
+@receiver(post_save, sender=Tool, dispatch_uid="mcp_tool_saved")
+@receiver(post_save, sender=Resource, dispatch_uid="mcp_resource_saved")
+@receiver(post_save, sender=ResourceTemplate, dispatch_uid="mcp_template_saved")
+@receiver(post_save, sender=Prompt, dispatch_uid="mcp_prompt_saved")
+def _catalog_row_saved(sender: type, instance: Any, created: bool, **kwargs: Any) -> None:
+    # A new row is on no endpoint yet; it is published when attached (m2m_changed).
+    if not created:
+        catalog_changed(endpoint_ids=_endpoints_of(instance))
+
+
+@receiver(pre_delete, sender=Tool, dispatch_uid="mcp_tool_deleting")
+@receiver(pre_delete, sender=Resource, dispatch_uid="mcp_resource_deleting")
+@receiver(pre_delete, sender=ResourceTemplate, dispatch_uid="mcp_template_deleting")
+@receiver(pre_delete, sender=Prompt, dispatch_uid="mcp_prompt_deleting")
+def _catalog_row_deleting(sender: type, instance: Any, **kwargs: Any) -> None:
+    # The m2m rows are gone by post_delete, so the endpoints are captured now.
+    setattr(instance, _CAPTURED, _endpoints_of(instance))
+
+
+@receiver(post_delete, sender=Tool, dispatch_uid="mcp_tool_deleted")
+@receiver(post_delete, sender=Resource, dispatch_uid="mcp_resource_deleted")
+@receiver(post_delete, sender=ResourceTemplate, dispatch_uid="mcp_template_deleted")
+@receiver(post_delete, sender=Prompt, dispatch_uid="mcp_prompt_deleted")
+def _catalog_row_deleted(sender: type, instance: Any, **kwargs: Any) -> None:
+    catalog_changed(endpoint_ids=getattr(instance, _CAPTURED, ()))
+
+
+@receiver(post_save, sender=PromptArgument, dispatch_uid="mcp_prompt_argument_saved")
+@receiver(post_save, sender=PromptMessage, dispatch_uid="mcp_prompt_message_saved")
+@receiver(post_delete, sender=PromptArgument, dispatch_uid="mcp_prompt_argument_deleted")
+@receiver(post_delete, sender=PromptMessage, dispatch_uid="mcp_prompt_message_deleted")
+def _prompt_part_changed(
+    sender: type, instance: PromptArgument | PromptMessage, **kwargs: Any
+) -> None:
+    catalog_changed(endpoint_ids=endpoint_ids_for(prompt_ids=[instance.prompt_id]))
+
+
+@receiver(post_save, sender=Endpoint, dispatch_uid="mcp_endpoint_saved")
+def _endpoint_saved(
+    sender: type[Endpoint], instance: Endpoint, created: bool, **kwargs: Any
+) -> None:
+    # Title, description and instructions are part of the snapshot.
+    if not created:
+        catalog_changed(endpoint_ids=[instance.pk])
+
+
+@receiver(m2m_changed, sender=Endpoint.tools.through, dispatch_uid="mcp_endpoint_tools")
+@receiver(m2m_changed, sender=Endpoint.resources.through, dispatch_uid="mcp_endpoint_resources")
+@receiver(
+    m2m_changed, sender=Endpoint.resource_templates.through, dispatch_uid="mcp_endpoint_templates"
+)
+@receiver(m2m_changed, sender=Endpoint.prompts.through, dispatch_uid="mcp_endpoint_prompts")
+def _endpoint_catalog_changed(
+    sender: type,
+    instance: Any,
+    action: str,
+    reverse: bool,
+    model: type,
+    pk_set: set[int] | None,
+    **kwargs: Any,
+) -> None:
+    if action == "pre_add" and sender is Endpoint.tools.through and pk_set:
+        _guard_tool_attach(instance, reverse, pk_set)
+    elif action == "pre_clear" and reverse:
+        setattr(instance, _CAPTURED, _endpoints_of(instance))
+    elif action in ("post_add", "post_remove"):
+        catalog_changed(endpoint_ids=(pk_set or ()) if reverse else [instance.pk])
+    elif action == "post_clear":
+        catalog_changed(endpoint_ids=getattr(instance, _CAPTURED, ()) if reverse else [instance.pk])
+
+
+def _guard_tool_attach(instance: Any, reverse: bool, pk_set: set[int]) -> None:
+    if reverse:
+        # tool.endpoints.add(*endpoints)
+        check_unique_tool_names(endpoint_ids=pk_set, tools=[(instance.pk, instance.name)])
+    else:
+        # endpoint.tools.add(*tools)
+        check_tools_attachable(endpoint_id=instance.pk, tool_ids=pk_set)

@@ -1,0 +1,77 @@
+"""The staff connect page and endpoint index: URLs and ready-to-paste client configurations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
+from pytest_django.fixtures import Settings
+
+from mcp_app.models import Endpoint
+from mcp_app.services.catalog import tool_create
+
+CONNECT = reverse("mcp_app:endpoint_connect", args=["test"])
+
+
+@pytest.mark.django_db
+def test_connect_page_shows_the_url_and_every_client_config(
+    admin_client: Client, endpoint: Endpoint, settings: Settings
+) -> None:
+    settings.PUBLIC_BASE_URL = "https://mcp.example.com"
+    tool_create(name="echo", kind="python", config={"function": "echo"}, endpoints=[endpoint])
+
+    response = admin_client.get(CONNECT)
+
+    assert response.status_code == 200
+    url = "https://mcp.example.com/mcp/test"
+    assert response.context["url"] == url
+    configs = {config["id"]: config["code"] for config in response.context["configs"]}
+    assert configs["inspector"].startswith("npx @modelcontextprotocol/inspector")
+    assert configs["claude-code"] == f"claude mcp add --transport http test {url}"
+    assert json.loads(configs["vscode"]) == {"servers": {"test": {"type": "http", "url": url}}}
+    assert json.loads(configs["cursor"]) == {"mcpServers": {"test": {"url": url}}}
+    assert f'async with Client("{url}") as client:' in configs["python"]
+    assert 'await client.call_tool("echo", {"message": "hello"})' in configs["python"]
+    compile(configs["python"], "<connect>", "exec")
+    assert url.encode() in response.content
+    assert b"mcp_app/copy.js" in response.content
+
+
+@pytest.mark.django_db
+def test_python_example_lists_tools_when_the_endpoint_has_none(
+    admin_client: Client, endpoint: Endpoint
+) -> None:
+    response = admin_client.get(CONNECT)
+
+    python = next(c["code"] for c in response.context["configs"] if c["id"] == "python")
+    assert "await client.list_tools()" in python
+
+
+@pytest.mark.django_db
+def test_unknown_endpoint_is_404(admin_client: Client) -> None:
+    assert admin_client.get(reverse("mcp_app:endpoint_connect", args=["nope"])).status_code == 404
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("url", [CONNECT, reverse("mcp_app:endpoint_index")])
+def test_non_staff_users_are_sent_to_the_login_page(
+    client: Client, endpoint: Endpoint, url: str
+) -> None:
+    client.force_login(User.objects.create_user("visitor"))
+
+    response = client.get(url)
+
+    assert response.status_code == 302
+    assert response["Location"].startswith(reverse("admin:login"))
+
+
+@pytest.mark.django_db
+def test_index_lists_endpoints_with_their_urls(admin_client: Client, endpoint: Endpoint) -> None:
+    response = admin_client.get(reverse("mcp_app:endpoint_index"))
+
+    assert response.status_code == 200
+    assert b"http://127.0.0.1:8000/mcp/test" in response.content
+    assert CONNECT.encode() in response.content

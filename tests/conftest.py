@@ -1,0 +1,47 @@
+"""Fixtures shared by every test directory: kept small and generic.
+
+Directory-specific fixtures live in that directory's conftest.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.db import connection
+
+from mcp_app.models import Endpoint
+from mcp_app.services.catalog import clear_snapshot_cache, endpoint_create
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's test database, plus: drop other sessions before it is destroyed.
+
+    Connections are kept open between requests (DATABASE_CONN_MAX_AGE), and ORM calls made
+    through ``database_sync_to_async`` hold theirs on worker threads this thread cannot close;
+    PostgreSQL refuses to drop a database anyone is still connected to.
+    """
+    yield
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+            " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+
+
+@pytest.fixture
+def endpoint(db: None) -> Endpoint:
+    """An enabled, empty endpoint with slug "test"."""
+    return endpoint_create(slug="test", title="Test endpoint", instructions="For tests.")
+
+
+@pytest.fixture
+def fresh_snapshot_cache() -> Iterator[None]:
+    """Start and end the test with this process's snapshot cache empty."""
+    clear_snapshot_cache()
+    yield
+    clear_snapshot_cache()

@@ -1,0 +1,166 @@
+"""build_snapshot: what an endpoint publishes, in order, in a bounded number of queries."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pytest_django import DjangoAssertNumQueries
+
+from mcp_app.models import Endpoint, Tool
+from mcp_app.protocol.catalog import (
+    PromptArgumentDef,
+    PromptMessageDef,
+    ResourceDef,
+    ToolDef,
+)
+from mcp_app.services.catalog import (
+    ResourceKey,
+    ToolKey,
+    build_snapshot,
+    endpoint_create,
+    prompt_create,
+    resource_create,
+    resource_template_create,
+    tool_create,
+)
+
+VERBATIM_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {"age": {"type": "integer", "minimum": 0}},
+    "properties": {"age": {"$ref": "#/$defs/age"}},
+    "additionalProperties": False,
+}
+
+
+def template_tool(name: str, endpoint: Endpoint, **fields: Any) -> Tool:
+    return tool_create(
+        name=name,
+        kind=Tool.Kind.TEMPLATE,
+        config={"template": "hi"},
+        description=f"The {name} tool.",
+        endpoints=[endpoint],
+        **fields,
+    )
+
+
+def test_snapshot_lists_enabled_tools_sorted_by_name_with_wire_fields(
+    endpoint: Endpoint,
+) -> None:
+    template_tool("zeta", endpoint)
+    template_tool("off", endpoint, enabled=False)
+    alpha = template_tool(
+        "alpha",
+        endpoint,
+        title="Alpha",
+        input_schema=VERBATIM_SCHEMA,
+        output_schema={"type": "object"},
+        read_only_hint=True,
+        destructive_hint=False,
+        icons=[{"src": "https://example.com/a.png", "mimeType": "image/png"}],
+        meta={"com.example/tier": "gold"},
+    )
+
+    snapshot = build_snapshot(Endpoint.objects.get(pk=endpoint.pk))
+
+    assert [tool.name for tool in snapshot.tools] == ["alpha", "zeta"]
+    assert snapshot.tools[0] == ToolDef(
+        name="alpha",
+        title="Alpha",
+        description="The alpha tool.",
+        input_schema=VERBATIM_SCHEMA,
+        output_schema={"type": "object"},
+        annotations={"title": "Alpha", "readOnlyHint": True, "destructiveHint": False},
+        icons=({"src": "https://example.com/a.png", "mimeType": "image/png"},),
+        meta={"com.example/tier": "gold"},
+        key=ToolKey(pk=alpha.pk, kind="template", config={"template": "hi"}),
+    )
+    assert snapshot.endpoint.slug == "test"
+    assert snapshot.endpoint.instructions == "For tests."
+
+
+def test_tools_of_other_endpoints_are_not_published(endpoint: Endpoint) -> None:
+    other = endpoint_create(slug="other")
+    template_tool("elsewhere", other)
+
+    assert build_snapshot(endpoint).tools == ()
+
+
+def test_resources_templates_and_prompts_are_published_with_their_parts(
+    endpoint: Endpoint,
+) -> None:
+    readme = resource_create(
+        uri="demo://readme", name="readme", mime_type="text/markdown", text="héllo",
+        endpoints=[endpoint],
+    )  # fmt: skip
+    resource_create(uri="demo://off", name="off", text="x", enabled=False, endpoints=[endpoint])
+    resource_template_create(
+        uri_template="demo://notes/{topic}",
+        name="notes",
+        kind="template",
+        config={"template": "{{ topic }}"},
+        completions={"topic": ["a", "b"]},
+        endpoints=[endpoint],
+    )
+    prompt_create(
+        name="review",
+        description="Review code.",
+        arguments=[
+            {"name": "code", "required": True},
+            {"name": "language", "completion_values": "python\n\n go \n"},
+        ],
+        messages=[
+            {"role": "user", "kind": "text", "text": "Review {code}"},
+            {"role": "assistant", "kind": "resource_link", "uri": "demo://readme", "name": "r"},
+        ],
+        endpoints=[endpoint],
+    )
+
+    snapshot = build_snapshot(endpoint)
+
+    assert snapshot.resources == (
+        ResourceDef(
+            uri="demo://readme",
+            name="readme",
+            mime_type="text/markdown",
+            size=6,
+            key=ResourceKey(pk=readme.pk, text="héllo"),
+        ),
+    )
+    assert snapshot.resource_templates[0].completions == {"topic": ("a", "b")}
+    prompt = snapshot.prompt("review")
+    assert prompt is not None
+    assert prompt.arguments == (
+        PromptArgumentDef(name="code", required=True),
+        PromptArgumentDef(name="language", completions=("python", "go")),
+    )
+    assert prompt.messages == (
+        PromptMessageDef(role="user", kind="text", text="Review {code}"),
+        PromptMessageDef(role="assistant", kind="resource_link", uri="demo://readme", name="r"),
+    )
+
+
+def fill_catalog(endpoint: Endpoint, count: int) -> None:
+    for index in range(count):
+        template_tool(f"tool{index}", endpoint)
+        resource_create(uri=f"demo://r/{index}", name=f"r{index}", text="x", endpoints=[endpoint])
+        prompt_create(
+            name=f"prompt{index}",
+            description="p",
+            arguments=[{"name": "a"}],
+            messages=[{"role": "user", "text": "{a}"}],
+            endpoints=[endpoint],
+        )
+
+
+@pytest.mark.parametrize("count", [5, 50])
+def test_snapshot_query_count_does_not_grow_with_the_catalog(
+    count: int, endpoint: Endpoint, django_assert_max_num_queries: DjangoAssertNumQueries
+) -> None:
+    fill_catalog(endpoint, count)
+
+    with django_assert_max_num_queries(6):
+        snapshot = build_snapshot(endpoint)
+
+    assert len(snapshot.tools) == len(snapshot.resources) == len(snapshot.prompts) == count
