@@ -1,0 +1,142 @@
+"""Legacy-era (handshake) MCP sessions: open, load, touch, close, and their per-session state.
+
+Sessions live in the database, never in process memory, so any web process can serve any
+session (2025-11-25 basic/transports, "Session Management"). Ids are 256-bit random,
+URL-safe base64: visible ASCII as the spec requires, unguessable, and never used as auth.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from mcp_app.conf import get_conf
+from mcp_app.models import Session
+from mcp_app.protocol.context import LegacySession
+
+# last_seen_at is refreshed at most this often, so a busy session costs no write per request.
+TOUCH_INTERVAL = timedelta(seconds=60)
+
+
+def _new_session_id() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def _as_legacy(row: Session) -> LegacySession:
+    return LegacySession(
+        id=row.id,
+        protocol_version=row.protocol_version,
+        client_capabilities=row.client_capabilities or {},
+        client_info=row.client_info or {},
+        log_level=row.log_level,
+        subscriptions=frozenset(row.subscriptions or ()),
+    )
+
+
+def session_open(
+    *,
+    endpoint_id: int,
+    protocol_version: str,
+    client_capabilities: dict[str, Any],
+    client_info: dict[str, Any],
+) -> LegacySession:
+    """Create a session for a successful ``initialize`` and return its state."""
+    row = Session.objects.create(
+        id=_new_session_id(),
+        endpoint_id=endpoint_id,
+        protocol_version=protocol_version,
+        client_capabilities=client_capabilities,
+        client_info=client_info,
+        last_seen_at=timezone.now(),
+    )
+    return _as_legacy(row)
+
+
+def _live(endpoint_id: int) -> Q:
+    idle = timedelta(seconds=get_conf().MCP_SESSION_IDLE_SECONDS)
+    return Q(
+        endpoint_id=endpoint_id, closed_at__isnull=True, last_seen_at__gte=timezone.now() - idle
+    )
+
+
+def session_load(*, session_id: str, endpoint_id: int) -> LegacySession | None:
+    """Return a live session of this endpoint, refreshing its idle clock; else ``None``.
+
+    Unknown, closed, expired and other endpoints' sessions all look the same to the caller:
+    the transport answers 404 for each.
+    """
+    if not session_id or len(session_id) > 64:
+        return None
+    row = Session.objects.filter(_live(endpoint_id), id=session_id).first()
+    if row is None:
+        return None
+    now = timezone.now()
+    if row.last_seen_at < now - TOUCH_INTERVAL:
+        Session.objects.filter(id=row.id, last_seen_at__lt=now - TOUCH_INTERVAL).update(
+            last_seen_at=now
+        )
+    return _as_legacy(row)
+
+
+def session_close(*, session_id: str, endpoint_id: int) -> bool:
+    """End a session (DELETE). Returns whether a live session was closed."""
+    if not session_id or len(session_id) > 64:
+        return False
+    closed = Session.objects.filter(_live(endpoint_id), id=session_id).update(
+        closed_at=timezone.now()
+    )
+    return closed > 0
+
+
+def session_is_live(*, session_id: str, endpoint_id: int) -> bool:
+    return Session.objects.filter(_live(endpoint_id), id=session_id).exists()
+
+
+asession_open = database_sync_to_async(session_open)
+asession_load = database_sync_to_async(session_load)
+asession_close = database_sync_to_async(session_close)
+asession_is_live = database_sync_to_async(session_is_live)
+
+
+@dataclass(frozen=True)
+class DatabaseSessionStore:
+    """protocol.ports.SessionStore over the Session table."""
+
+    @staticmethod
+    @database_sync_to_async
+    def _set_log_level(session_id: str, level: str) -> None:
+        Session.objects.filter(id=session_id).update(log_level=level)
+
+    @staticmethod
+    @database_sync_to_async
+    def _change_subscription(session_id: str, uri: str, add: bool) -> None:
+        # A read-modify-write under a row lock: two concurrent subscribes must not lose one.
+        with transaction.atomic():
+            row = Session.objects.select_for_update().filter(id=session_id).first()
+            if row is None:
+                return
+            uris = list(row.subscriptions or [])
+            if add and uri not in uris:
+                uris.append(uri)
+            elif not add and uri in uris:
+                uris.remove(uri)
+            else:
+                return
+            row.subscriptions = uris
+            row.save(update_fields=["subscriptions"])
+
+    async def set_log_level(self, session_id: str, level: str) -> None:
+        await self._set_log_level(session_id, level)
+
+    async def subscribe(self, session_id: str, uri: str) -> None:
+        await self._change_subscription(session_id, uri, True)
+
+    async def unsubscribe(self, session_id: str, uri: str) -> None:
+        await self._change_subscription(session_id, uri, False)

@@ -1,0 +1,492 @@
+"""The MCP endpoint: Streamable HTTP on ``/mcp/<slug>`` for every protocol revision.
+
+Thin by design (style.md §3): check the HTTP envelope (Host, Origin, media types, size), find
+the endpoint, decode JSON-RPC, pick the era (``protocol.inbound``), load or open the legacy
+session (``services.sessions``), and hand the message to ``protocol.dispatch``. The answer is
+JSON unless the request emits a notification first, then SSE (``streams.RequestStream``).
+
+It is a plain ASGI application rather than a Channels ``AsyncConsumer``: the request body is
+read first, then the handler runs as a task while ``receive()`` is watched for the disconnect
+(a blocking ``handle()`` cannot see ``http.disconnect``, django/channels#1249), and no
+per-message thread hop is paid (performance-anchors.md, "Channels' per-message thread hop").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+
+from mcp_app.conf import get_conf
+from mcp_app.protocol import dispatch, inbound, jsonrpc, sse
+from mcp_app.protocol.context import LegacySession, RequestContext
+from mcp_app.protocol.errors import (
+    InternalError,
+    InvalidRequest,
+    McpError,
+    modern_http_status,
+)
+from mcp_app.protocol.handlers import lifecycle
+from mcp_app.protocol.jsonrpc import Notification, Request, Response
+from mcp_app.protocol.versions import LEGACY_VERSIONS, Feature, supports
+from mcp_app.services.catalog import EndpointState, aget_endpoint_state
+from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
+from mcp_app.services.sessions import (
+    DatabaseSessionStore,
+    asession_close,
+    asession_is_live,
+    asession_load,
+    asession_open,
+)
+from mcp_app.transport import http
+from mcp_app.transport.http import first
+from mcp_app.transport.streams import HttpResponder, RequestStream
+
+logger = logging.getLogger(__name__)
+
+SERVER_NAME = "mcphost"
+SERVER_VERSION = "0.1.0"
+ALLOW = "GET, POST, DELETE, OPTIONS"
+SESSION_HEADER = "mcp-session-id"
+VERSION_HEADER = "mcp-protocol-version"
+# How often a standalone GET stream re-checks that its session is still alive.
+SESSION_RECHECK_SECONDS = 60.0
+
+_tool_runner = CatalogToolRunner()
+_resource_reader = CatalogResourceReader()
+_session_store = DatabaseSessionStore()
+# Legacy requests keep running after their client disconnects (a disconnect is not a cancel
+# before 2026-07-28); hold references so the tasks are not garbage-collected mid-run.
+_detached: set[asyncio.Task[None]] = set()
+
+
+@lru_cache(maxsize=1)
+def _cursor_secret(secret_key: str) -> bytes:
+    return hmac.new(secret_key.encode(), b"mcphost.protocol.cursor", hashlib.sha256).digest()
+
+
+def _public_origin() -> str:
+    parts = urlsplit(settings.PUBLIC_BASE_URL)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def _allowed_hosts() -> list[str]:
+    extra = [h.strip() for h in get_conf().MCP_ALLOWED_HOSTS.split(",") if h.strip()]
+    return [*settings.ALLOWED_HOSTS, *extra]
+
+
+def _error_body(request_id: Any, error: McpError) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_object()}
+
+
+class StreamableHttpConsumer:
+    """One instance per HTTP request to ``/mcp/<slug>``."""
+
+    @classmethod
+    def as_asgi(cls) -> Any:
+        async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+            await cls()(scope, receive, send)
+
+        return app
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        self.scope = scope
+        self.responder = HttpResponder(send)
+        self.headers: dict[str, list[str]] = http.parse_headers(scope.get("headers", ()))
+        self.cancel_on_disconnect = False
+        max_body = get_conf().MCP_MAX_BODY_BYTES
+        declared = first(self.headers, "content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_body:
+            await self._reject(413, f"Request body exceeds {max_body} bytes")
+            return
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            if message["type"] != "http.request":
+                continue
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > max_body:
+                await self._reject(413, f"Request body exceeds {max_body} bytes")
+                return
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                break
+        self.body = b"".join(chunks)
+        task = asyncio.create_task(self._handle())
+        watcher = asyncio.create_task(self._wait_disconnect(receive))
+        try:
+            await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            watcher.cancel()
+            if not task.done():
+                self.responder.client_gone = True
+                if self.cancel_on_disconnect:
+                    task.cancel()
+                else:
+                    _detached.add(task)
+                    task.add_done_callback(_detached.discard)
+
+    @staticmethod
+    async def _wait_disconnect(receive: Any) -> None:
+        while (await receive())["type"] != "http.disconnect":
+            pass
+
+    async def _reject(
+        self,
+        status: int,
+        message: str,
+        *,
+        request_id: Any = None,
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Answer an HTTP-level failure with a JSON-RPC error body (no id when unknown)."""
+        await self.responder.respond_json(
+            status, _error_body(request_id, InvalidRequest(message)), headers
+        )
+
+    async def _handle(self) -> None:
+        try:
+            await self._route()
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # The top-level boundary: a bug or an unavailable database, never bad input.
+            logger.exception("MCP request failed", extra={"path": self.scope.get("path")})
+            await self.responder.respond_json(
+                500, _error_body(None, InternalError("Internal error"))
+            )
+
+    async def _route(self) -> None:
+        method = self.scope["method"]
+        if not http.host_allowed(first(self.headers, "host"), _allowed_hosts()):
+            await self._reject(403, "Host not allowed")
+            return
+        slug = self.scope["url_route"]["kwargs"]["slug"]
+        state = await aget_endpoint_state(slug)
+        if state is None or not state.enabled:
+            await self._reject(404, f"No MCP endpoint at /mcp/{slug}")
+            return
+        origin = first(self.headers, "origin")
+        if not http.origin_allowed(origin, _public_origin(), state.allowed_origins):
+            await self._reject(403, "Origin not allowed")
+            return
+        if origin is not None:
+            self.responder.extra_headers += [
+                ("access-control-allow-origin", origin),
+                ("access-control-expose-headers", "Mcp-Session-Id, Mcp-Protocol-Version"),
+                ("vary", "Origin"),
+            ]
+        if method == "POST":
+            await self._post(state)
+        elif method == "GET":
+            await self._get(state)
+        elif method == "DELETE":
+            await self._delete(state)
+        elif method == "OPTIONS":
+            await self.responder.respond(
+                204,
+                headers=[
+                    ("allow", ALLOW),
+                    ("access-control-allow-methods", ALLOW),
+                    (
+                        "access-control-allow-headers",
+                        "Content-Type, Accept, Authorization, Mcp-Session-Id, "
+                        "Mcp-Protocol-Version, Mcp-Method, Mcp-Name, Last-Event-ID",
+                    ),
+                    ("access-control-max-age", "600"),
+                ],
+            )
+        else:
+            await self._reject(405, f"Method {method} not allowed", headers=[("allow", ALLOW)])
+
+    # -- POST ---------------------------------------------------------------------------------
+
+    async def _post(self, state: EndpointState) -> None:
+        if not http.is_json_content(self.headers):
+            await self._reject(415, "Content-Type must be application/json")
+            return
+        if not http.accepts(self.headers, "application/json"):
+            await self._reject(406, "Accept must include application/json")
+            return
+        try:
+            payload = jsonrpc.decode(self.body)
+        except McpError as exc:
+            await self.responder.respond_json(
+                400, _error_body(getattr(exc, "request_id", None), exc)
+            )
+            return
+        header_version = first(self.headers, VERSION_HEADER)
+        if isinstance(payload, list):
+            await self._post_batch(state, payload)
+            return
+        route = inbound.classify(payload, header_version)
+        if route is inbound.Route.MODERN:
+            await self._post_modern(state, payload)
+        elif route is inbound.Route.INITIALIZE:
+            await self._post_initialize(state, payload)
+        else:
+            await self._post_legacy(state, payload)
+
+    def _stream(self, headers: Sequence[tuple[str, str]] = ()) -> RequestStream:
+        return RequestStream(
+            self.responder,
+            can_stream=http.accepts(self.headers, "text/event-stream"),
+            keepalive_seconds=get_conf().MCP_SSE_KEEPALIVE_SECONDS,
+            headers=headers,
+        )
+
+    def _context(
+        self,
+        state: EndpointState,
+        *,
+        version: str,
+        request: Request | None,
+        stream: RequestStream | None,
+        client_capabilities: Mapping[str, Any],
+        client_info: Mapping[str, Any] | None,
+        log_level: str | None,
+        session: LegacySession | None = None,
+    ) -> RequestContext:
+        snapshot = state.snapshot
+        return RequestContext(
+            version=version,
+            catalog=snapshot,
+            tools=_tool_runner,
+            resources=_resource_reader,
+            server_info={
+                "name": SERVER_NAME,
+                "title": snapshot.endpoint.title or snapshot.endpoint.slug,
+                "version": SERVER_VERSION,
+            },
+            client_capabilities=client_capabilities,
+            client_info=client_info,
+            request_id=request.id if request is not None else None,
+            progress_token=inbound.progress_token_of(request.params) if request else None,
+            log_level=log_level,
+            session=session,
+            sessions=_session_store if session is not None else None,
+            send=stream.notify if stream is not None and stream.can_stream else None,
+            cursor_secret=_cursor_secret(settings.SECRET_KEY),
+            page_size=get_conf().MCP_PAGE_SIZE,
+        )
+
+    async def _run(
+        self, ctx: RequestContext, request: Request
+    ) -> tuple[dict[str, Any], McpError | None]:
+        """Dispatch one request; return the response body and the error, if any."""
+        try:
+            result = await dispatch.handle_request(ctx, request.method, request.params)
+        except McpError as exc:
+            return _error_body(request.id, exc), exc
+        except Exception:
+            logger.exception("MCP handler failed", extra={"method": request.method})
+            exc = InternalError("Internal error")
+            return _error_body(request.id, exc), exc
+        return {"jsonrpc": "2.0", "id": request.id, "result": result}, None
+
+    async def _post_modern(self, state: EndpointState, message: Any) -> None:
+        if isinstance(message, Response):
+            await self._reject(400, "Clients must not send responses in protocol 2026-07-28")
+            return
+        if isinstance(message, Notification):
+            try:
+                inbound.check_modern_notification(message, self.headers)
+            except McpError as exc:
+                await self.responder.respond_json(
+                    modern_http_status(exc.code), _error_body(None, exc)
+                )
+                return
+            await self.responder.respond(202)
+            return
+        try:
+            envelope = inbound.check_modern_request(message, self.headers, state.snapshot)
+        except McpError as exc:
+            await self.responder.respond_json(
+                modern_http_status(exc.code), _error_body(message.id, exc)
+            )
+            return
+        # 2026-07-28: closing the response stream is how a client cancels the request.
+        self.cancel_on_disconnect = True
+        stream = self._stream()
+        ctx = self._context(
+            state,
+            version=envelope.version,
+            request=message,
+            stream=stream,
+            client_capabilities=envelope.client_capabilities,
+            client_info=envelope.client_info,
+            log_level=envelope.log_level,
+        )
+        body, error = await self._run(ctx, message)
+        await stream.reply(modern_http_status(error.code) if error else 200, body)
+
+    async def _post_initialize(self, state: EndpointState, message: Any) -> None:
+        if not isinstance(message, Request):
+            await self._reject(400, "initialize must be a request with an id")
+            return
+        session_id = first(self.headers, SESSION_HEADER)
+        if session_id is not None:
+            if await asession_is_live(session_id=session_id, endpoint_id=state.id):
+                await self._reject(400, "Session already initialized", request_id=message.id)
+            else:
+                await self._reject(404, "Session not found", request_id=message.id)
+            return
+        try:
+            version, capabilities, client_info = lifecycle.parse_initialize(message.params)
+        except McpError as exc:
+            await self.responder.respond_json(400, _error_body(message.id, exc))
+            return
+        session = await asession_open(
+            endpoint_id=state.id,
+            protocol_version=version,
+            client_capabilities=capabilities,
+            client_info=client_info,
+        )
+        result = lifecycle.initialize_result(
+            version,
+            state.snapshot,
+            {
+                "name": SERVER_NAME,
+                "title": state.snapshot.endpoint.title or state.snapshot.endpoint.slug,
+                "version": SERVER_VERSION,
+            },
+        )
+        await self.responder.respond_json(
+            200,
+            {"jsonrpc": "2.0", "id": message.id, "result": result},
+            headers=[("mcp-session-id", session.id)],
+        )
+
+    async def _load_session(self, state: EndpointState, request_id: Any) -> LegacySession | None:
+        """Load the request's legacy session, answering 400/404 when there is none."""
+        session_id = first(self.headers, SESSION_HEADER)
+        if not session_id:
+            await self._reject(400, "Missing Mcp-Session-Id header", request_id=request_id)
+            return None
+        session = await asession_load(session_id=session_id, endpoint_id=state.id)
+        if session is None:
+            await self._reject(404, "Session not found", request_id=request_id)
+        return session
+
+    async def _post_legacy(self, state: EndpointState, message: Any) -> None:
+        request_id = message.id if isinstance(message, Request) else None
+        session = await self._load_session(state, request_id)
+        if session is None:
+            return
+        if isinstance(message, Request):
+            stream = self._stream()
+            ctx = self._legacy_context(state, session, message, stream)
+            body, _error = await self._run(ctx, message)
+            await stream.reply(200, body)
+        elif isinstance(message, Notification):
+            ctx = self._legacy_context(state, session, None, None)
+            await dispatch.handle_notification(ctx, message.method, message.params)
+            await self.responder.respond(202)
+        else:
+            # A client's answer to a server-initiated request; routed to its waiter later on.
+            await self.responder.respond(202)
+
+    def _legacy_context(
+        self,
+        state: EndpointState,
+        session: LegacySession,
+        request: Request | None,
+        stream: RequestStream | None,
+    ) -> RequestContext:
+        return self._context(
+            state,
+            version=session.protocol_version,
+            request=request,
+            stream=stream,
+            client_capabilities=session.client_capabilities,
+            client_info=session.client_info,
+            log_level=session.log_level,
+            session=session,
+        )
+
+    async def _post_batch(self, state: EndpointState, messages: list[Any]) -> None:
+        """JSON-RPC batches: only sessions that negotiated 2025-03-26 may send them."""
+        session = await self._load_session(state, None)
+        if session is None:
+            return
+        if not supports(session.protocol_version, Feature.BATCHES):
+            await self._reject(400, f"Batches are not part of protocol {session.protocol_version}")
+            return
+        replies: list[dict[str, Any]] = []
+        for message in messages:
+            if isinstance(message, Request):
+                if inbound.classify(message, None) is not inbound.Route.LEGACY:
+                    replies.append(
+                        _error_body(message.id, InvalidRequest("initialize cannot be batched"))
+                    )
+                    continue
+                ctx = self._legacy_context(state, session, message, None)
+                body, _error = await self._run(ctx, message)
+                replies.append(body)
+            elif isinstance(message, Notification):
+                ctx = self._legacy_context(state, session, None, None)
+                await dispatch.handle_notification(ctx, message.method, message.params)
+        if replies:
+            await self.responder.respond_json(200, replies)
+        else:
+            await self.responder.respond(202)
+
+    # -- GET and DELETE -----------------------------------------------------------------------
+
+    def _is_modern_header(self) -> bool:
+        version = first(self.headers, VERSION_HEADER)
+        return version is not None and version not in LEGACY_VERSIONS
+
+    async def _get(self, state: EndpointState) -> None:
+        if self._is_modern_header():
+            await self._reject(
+                405, "GET is not part of protocol 2026-07-28", headers=[("allow", "POST")]
+            )
+            return
+        if not http.accepts(self.headers, "text/event-stream"):
+            await self._reject(406, "Accept must include text/event-stream")
+            return
+        session = await self._load_session(state, None)
+        if session is None:
+            return
+        # The standalone stream: server-initiated messages for this session travel here.
+        # It ends when the client disconnects or the session is closed or expires.
+        self.cancel_on_disconnect = True
+        keepalive = get_conf().MCP_SSE_KEEPALIVE_SECONDS
+        await self.responder.start_stream(200)
+        since_check = 0.0
+        while not self.responder.client_gone:
+            await asyncio.sleep(keepalive)
+            since_check += keepalive
+            if since_check >= SESSION_RECHECK_SECONDS:
+                since_check = 0.0
+                if not await asession_is_live(session_id=session.id, endpoint_id=state.id):
+                    break
+            await self.responder.write(sse.keepalive())
+        await self.responder.finish()
+
+    async def _delete(self, state: EndpointState) -> None:
+        if self._is_modern_header():
+            await self._reject(
+                405, "DELETE is not part of protocol 2026-07-28", headers=[("allow", "POST")]
+            )
+            return
+        session_id = first(self.headers, SESSION_HEADER)
+        if not session_id:
+            await self._reject(400, "Missing Mcp-Session-Id header")
+            return
+        if await asession_close(session_id=session_id, endpoint_id=state.id):
+            await self.responder.respond(204)
+        else:
+            await self._reject(404, "Session not found")

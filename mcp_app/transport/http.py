@@ -1,0 +1,78 @@
+"""HTTP-level checks of an MCP request: headers, media types, Host and Origin.
+
+Channels runs no Django middleware, so DNS-rebinding protection (Host and Origin, all revisions,
+basic/transports "Security Warning") is done here, for every MCP request.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from urllib.parse import urlsplit
+
+from django.http.request import split_domain_port, validate_host
+
+Headers = Mapping[str, Sequence[str]]
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+
+
+def parse_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, list[str]]:
+    """Return lower-cased header names mapped to every value they were sent with, in order."""
+    headers: dict[str, list[str]] = {}
+    for name, value in raw:
+        headers.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+    return headers
+
+
+def first(headers: Headers, name: str) -> str | None:
+    values = headers.get(name)
+    return values[0] if values else None
+
+
+def _media_types(values: Sequence[str]) -> list[str]:
+    types = []
+    for value in values:
+        for part in value.split(","):
+            media = part.split(";", 1)[0].strip().lower()
+            if media:
+                types.append(media)
+    return types
+
+
+def accepts(headers: Headers, media_type: str) -> bool:
+    """Whether the Accept header admits ``media_type`` (wildcards count; no header admits all)."""
+    values = headers.get("accept")
+    if not values:
+        return True
+    major = media_type.split("/", 1)[0]
+    return any(t in (media_type, "*/*", f"{major}/*") for t in _media_types(values))
+
+
+def is_json_content(headers: Headers) -> bool:
+    values = headers.get("content-type")
+    return bool(values) and _media_types(values[:1]) == ["application/json"]
+
+
+def host_allowed(host_header: str | None, allowed_hosts: Sequence[str]) -> bool:
+    """Check the Host header against Django-style allowed host patterns, ignoring the port."""
+    if not host_header:
+        return False
+    domain, _port = split_domain_port(host_header)
+    if not domain:
+        return False
+    if domain in LOOPBACK_HOSTS or f"[{domain}]" in LOOPBACK_HOSTS:
+        return "*" in allowed_hosts or any(h in LOOPBACK_HOSTS for h in allowed_hosts)
+    return validate_host(domain, allowed_hosts)
+
+
+def origin_allowed(origin: str | None, public_origin: str, extra_origins: Sequence[str]) -> bool:
+    """An absent Origin is a non-browser client; a present one must be loopback or listed."""
+    if origin is None:
+        return True
+    origin = origin.strip().lower().rstrip("/")
+    if origin == public_origin.lower() or origin in (o.lower().rstrip("/") for o in extra_origins):
+        return True
+    parts = urlsplit(origin)
+    if parts.scheme not in ("http", "https") or parts.path or parts.query:
+        return False
+    return (parts.hostname or "") in LOOPBACK_HOSTS

@@ -1,0 +1,163 @@
+"""Writing HTTP responses on an ASGI ``send``: whole JSON bodies and SSE streams.
+
+A POST answer starts as JSON and becomes an SSE stream only when the request emits its first
+notification, so the common call costs one JSON response and a fast error still gets its mapped
+HTTP status (the same choice as the SDK's modern path). Writes after the client has gone are
+dropped silently: the disconnect is handled by the consumer, not by the writer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any
+
+from mcp_app.protocol import jsonrpc, sse
+
+AsgiSend = Callable[[dict[str, Any]], Awaitable[None]]
+
+SSE_HEADERS: tuple[tuple[bytes, bytes], ...] = (
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache, no-transform"),
+    (b"x-accel-buffering", b"no"),
+)
+
+
+def encode_headers(headers: Sequence[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
+    return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
+
+
+class HttpResponder:
+    """One HTTP response on an ASGI connection; tracks whether it started and finished."""
+
+    def __init__(self, send: AsgiSend, extra_headers: Sequence[tuple[str, str]] = ()) -> None:
+        self._send = send
+        self.extra_headers = list(extra_headers)
+        self.started = False
+        self.finished = False
+        self.client_gone = False
+        self._lock = asyncio.Lock()
+
+    async def _asgi(self, message: dict[str, Any]) -> None:
+        if self.client_gone:
+            return
+        try:
+            await self._send(message)
+        except (OSError, RuntimeError):
+            # The server reports a closed connection this way; the consumer sees the disconnect.
+            self.client_gone = True
+
+    async def respond(
+        self,
+        status: int,
+        body: bytes = b"",
+        *,
+        content_type: str | None = "application/json",
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        """Send a complete response, unless one has already started."""
+        async with self._lock:
+            if self.started:
+                return
+            self.started = self.finished = True
+            all_headers = [*self.extra_headers, *headers]
+            if content_type and body:
+                all_headers.append(("content-type", content_type))
+            await self._asgi(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": encode_headers(all_headers),
+                }
+            )
+            await self._asgi({"type": "http.response.body", "body": body, "more_body": False})
+
+    async def respond_json(
+        self, status: int, payload: Any, headers: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        await self.respond(status, jsonrpc.encode(payload), headers=headers)
+
+    async def start_stream(
+        self, status: int = 200, headers: Sequence[tuple[str, str]] = ()
+    ) -> None:
+        async with self._lock:
+            if self.started:
+                return
+            self.started = True
+            all_headers = [*self.extra_headers, *headers]
+            await self._asgi(
+                {
+                    "type": "http.response.start",
+                    "status": status,
+                    "headers": [*SSE_HEADERS, *encode_headers(all_headers)],
+                }
+            )
+            # Flush the headers now: a client waiting on a silent stream must see it is open.
+            await self._asgi({"type": "http.response.body", "body": b"", "more_body": True})
+
+    async def write(self, chunk: bytes) -> None:
+        async with self._lock:
+            if self.finished:
+                return
+            await self._asgi({"type": "http.response.body", "body": chunk, "more_body": True})
+
+    async def finish(self, chunk: bytes = b"") -> None:
+        async with self._lock:
+            if self.finished:
+                return
+            self.finished = True
+            await self._asgi({"type": "http.response.body", "body": chunk, "more_body": False})
+
+
+class RequestStream:
+    """The answer to one JSON-RPC request: JSON, or SSE once a notification must go out first."""
+
+    def __init__(
+        self,
+        responder: HttpResponder,
+        *,
+        can_stream: bool,
+        keepalive_seconds: float,
+        headers: Sequence[tuple[str, str]] = (),
+    ) -> None:
+        self.responder = responder
+        self.can_stream = can_stream
+        self.headers = list(headers)
+        self.keepalive_seconds = keepalive_seconds
+        self._keepalive: asyncio.Task[None] | None = None
+
+    @property
+    def streaming(self) -> bool:
+        return self.responder.started
+
+    async def notify(self, message: Mapping[str, Any]) -> None:
+        """Write one JSON-RPC notification; switches the response to SSE on first use."""
+        if not self.can_stream:
+            return
+        if not self.responder.started:
+            await self.responder.start_stream(200, self.headers)
+            self._keepalive = asyncio.create_task(self._keep_alive())
+        await self.responder.write(sse.encode_event(jsonrpc.encode(message)))
+
+    async def _keep_alive(self) -> None:
+        while not self.responder.finished:
+            await asyncio.sleep(self.keepalive_seconds)
+            await self.responder.write(sse.keepalive())
+
+    async def reply(self, status: int, payload: Any) -> None:
+        """Send the final response: as JSON with ``status``, or as the stream's last event."""
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._keepalive
+        if self.responder.started:
+            await self.responder.finish(sse.encode_event(jsonrpc.encode(payload)))
+        else:
+            await self.responder.respond_json(status, payload, self.headers)
+
+    async def abandon(self) -> None:
+        """Stop the keep-alive of a request whose work was cancelled; send nothing more."""
+        if self._keepalive is not None:
+            self._keepalive.cancel()
+        await self.responder.finish()

@@ -1,0 +1,61 @@
+"""Smoke test of the README's run command: the embedded default (SQLite, in-memory layer).
+
+This is the one place SQLite is used on purpose: it is what a first-time user runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from mcp import Client
+
+from tests.support.live import ROOT, free_port, wait_for_port
+
+# Marked so pytest-django sets up the test database (the live server fixture needs it).
+pytestmark = pytest.mark.django_db
+
+DROPPED = ("DATABASE_URL", "REDIS_URL", "PUBLIC_BASE_URL", "SECRET_KEY", "CELERY_BROKER_URL")
+
+
+async def test_run_command_serves_the_demo_endpoint(tmp_path: Path) -> None:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in DROPPED}
+    env["MCPHOST_VAR_DIR"] = str(tmp_path)
+    log_path = tmp_path / "run.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "dev.py", "run", "--port", str(port)],
+            cwd=ROOT,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        try:
+            await asyncio.to_thread(wait_for_port, port, process, 180.0)
+            url = f"http://127.0.0.1:{port}/mcp/demo"
+            async with asyncio.timeout(30):
+                async with Client(url, mode="legacy") as client:
+                    tools = {tool.name for tool in (await client.list_tools()).tools}
+                    result = await client.call_tool("echo", {"message": "hello"})
+                async with Client(url, mode="2026-07-28") as client:
+                    modern = await client.call_tool("add", {"a": 1, "b": 2})
+        finally:
+            os.killpg(process.pid, signal.SIGINT)
+            try:
+                process.wait(20)
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(5)
+    output = log_path.read_text()
+    assert {"echo", "add"} <= tools, output
+    assert result.content[0].text == "hello"
+    assert modern.structured_content == {"sum": 3}
+    assert f"http://127.0.0.1:{port}/mcp/demo" in output
+    assert "admin" in output and (tmp_path / "admin-credentials").exists()

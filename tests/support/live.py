@@ -1,0 +1,119 @@
+"""A real Daphne server on a loopback port, serving the test database.
+
+Import the fixtures into a directory's conftest.py. Data the server must see has to be
+committed: create it with ``django_db_blocker.unblock()`` in a module-scoped fixture (not
+inside a test's rolled-back transaction), and remove it with ``flush_database`` when the
+module is done.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.conf import settings
+from django.core.management import call_command
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET_KEY = "live-server-test-key-not-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"server exited with {process.returncode} before listening")
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listened on 127.0.0.1:{port} within {timeout} s")
+
+
+def database_url() -> str:
+    db = settings.DATABASES["default"]
+    if db["ENGINE"] != "django.db.backends.postgresql":
+        raise RuntimeError("live-server tests need PostgreSQL (set DATABASE_URL)")
+    user = db.get("USER") or ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+@contextlib.contextmanager
+def daphne(extra_env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run ``daphne mcpsite.asgi:application`` on a free port; yield its base URL."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "DATABASE_URL": database_url(),
+        "PUBLIC_BASE_URL": base_url,
+        "SECRET_KEY": SECRET_KEY,
+        "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
+    }
+    # The server's output, kept only if it failed to start (for the post-mortem).
+    log_path = Path(tempfile.gettempdir()) / f"mcphost-daphne-{port}.log"
+    log = open(log_path, "wb")  # noqa: SIM115
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "daphne",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            str(port),
+            "mcpsite.asgi:application",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        try:
+            wait_for_port(port, process)
+        except (RuntimeError, TimeoutError) as exc:
+            raise RuntimeError(f"{exc}; server output in {log_path}") from exc
+        yield base_url
+        log_path.unlink(missing_ok=True)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+        log.close()
+
+
+@pytest.fixture(scope="session")
+def live_server_url(django_db_setup: None) -> Iterator[str]:
+    """Base URL of a Daphne process on the test database, shared by the whole session."""
+    with daphne() as url:
+        yield url
+
+
+def flush_database(django_db_blocker: Any) -> None:
+    """Delete every row a module committed for its live server, as TransactionTestCase does.
+
+    Committed rows would otherwise leak into later tests that expect an empty database.
+    """
+    with django_db_blocker.unblock():
+        call_command("flush", interactive=False, verbosity=0)
