@@ -9,10 +9,22 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.conf import settings
 from django.db import connection
 
 from mcp_app.models import Endpoint
 from mcp_app.services.catalog import clear_snapshot_cache, endpoint_create
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Close the test process's connections after each use instead of keeping them open.
+
+    The MCP code runs ORM calls on asgiref's thread pool; every ``async_to_sync`` in a test
+    makes a new event loop whose pool threads die with it, and a connection kept open on such
+    a thread would be garbage-collected while still open. Servers the tests start keep the
+    production default.
+    """
+    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ URL-safe base64: visible ASCII as the spec requires, unguessable, and never used
 
 from __future__ import annotations
 
+import functools
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
@@ -20,6 +21,11 @@ from django.utils import timezone
 from mcp_app.conf import get_conf
 from mcp_app.models import Session
 from mcp_app.protocol.context import LegacySession
+
+# Each service call is self-contained (its own autocommit statements or atomic block), so none
+# needs asgiref's single thread-sensitive thread: concurrent requests run on the thread pool,
+# one connection per thread.
+_in_thread = functools.partial(database_sync_to_async, thread_sensitive=False)
 
 # last_seen_at is refreshed at most this often, so a busy session costs no write per request.
 TOUCH_INTERVAL = timedelta(seconds=60)
@@ -99,10 +105,10 @@ def session_is_live(*, session_id: str, endpoint_id: int) -> bool:
     return Session.objects.filter(_live(endpoint_id), id=session_id).exists()
 
 
-asession_open = database_sync_to_async(session_open)
-asession_load = database_sync_to_async(session_load)
-asession_close = database_sync_to_async(session_close)
-asession_is_live = database_sync_to_async(session_is_live)
+asession_open = _in_thread(session_open)
+asession_load = _in_thread(session_load)
+asession_close = _in_thread(session_close)
+asession_is_live = _in_thread(session_is_live)
 
 
 @dataclass(frozen=True)
@@ -110,12 +116,12 @@ class DatabaseSessionStore:
     """protocol.ports.SessionStore over the Session table."""
 
     @staticmethod
-    @database_sync_to_async
+    @_in_thread
     def _set_log_level(session_id: str, level: str) -> None:
         Session.objects.filter(id=session_id).update(log_level=level)
 
     @staticmethod
-    @database_sync_to_async
+    @_in_thread
     def _change_subscription(session_id: str, uri: str, add: bool) -> None:
         # A read-modify-write under a row lock: two concurrent subscribes must not lose one.
         with transaction.atomic():

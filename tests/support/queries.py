@@ -1,0 +1,44 @@
+"""Count SQL queries from every thread, not only the test's own.
+
+The MCP consumer runs its ORM calls on asgiref's thread pool (not thread-sensitive), so
+``django_assert_num_queries``, which watches one thread's connection, would see none of them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+from django.db.backends.utils import CursorWrapper
+
+
+class QueryLog:
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+        self._lock = threading.Lock()
+
+    def add(self, sql: str) -> None:
+        with self._lock:
+            self.statements.append(sql)
+
+    def __len__(self) -> int:
+        return len(self.statements)
+
+
+@contextlib.contextmanager
+def all_threads_queries() -> Iterator[QueryLog]:
+    """Record the SQL of every query executed while the block runs, in any thread."""
+    log = QueryLog()
+    original = CursorWrapper._execute_with_wrappers
+
+    def recording(self: CursorWrapper, sql: str, *args: Any, **kwargs: Any) -> Any:
+        log.add(sql)
+        return original(self, sql, *args, **kwargs)
+
+    CursorWrapper._execute_with_wrappers = recording  # type: ignore[method-assign]
+    try:
+        yield log
+    finally:
+        CursorWrapper._execute_with_wrappers = original  # type: ignore[method-assign]
