@@ -4,12 +4,13 @@ Usage (from the project root, after ``python3 dev.py test`` or ``run`` made .ven
 
     .venv/bin/python bench/run.py [--seconds 10] [--concurrency 32] [--url URL]
 
-Without ``--url`` it starts what production runs: a throwaway PostgreSQL (scripts/services.py),
-``migrate`` + ``seed_demo``, and one Daphne process pinned to CPU 0, with the load generator
-pinned to CPU 1. Each scenario runs a closed loop of ``--concurrency`` connections for
-``--seconds`` after a warm-up, with ``wrk`` when it is installed (``apt-get install wrk``; a
-Python load generator saturates before the server does), and prints requests/s, p50/p99
-latency and errors as JSON lines. Nothing here is asserted: speed is measured, not tested.
+Without ``--url`` it starts what production runs: a throwaway PostgreSQL
+(scripts/services.py), ``migrate`` + ``seed_demo``, and one Daphne (or ``--server uvicorn``)
+process pinned to CPU 0, with the load generator pinned to CPU 1. Each scenario runs a closed
+loop of ``--concurrency`` connections for ``--seconds`` after a warm-up, with ``wrk`` when it
+is installed (``apt-get install wrk``; a Python load generator saturates before the server
+does), and prints requests/s, p50/p99 latency and errors as JSON lines. Nothing here is
+asserted: speed is measured, not tested.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scripts import services  # noqa: E402
-from tests.support.live import free_port, wait_for_port  # noqa: E402
+from tests.support.live import SERVERS, free_port, wait_for_port  # noqa: E402
 
 JSON = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 MODERN_META = {
@@ -174,8 +175,8 @@ def measure(url: str, request: Request, seconds: float, concurrency: int) -> dic
 
 
 @contextlib.contextmanager
-def server() -> Iterator[str]:
-    """Start PostgreSQL and one Daphne process with the demo endpoint; yield its MCP URL."""
+def server(kind: str) -> Iterator[str]:
+    """Start PostgreSQL and one ``kind`` server process with the demo endpoint; yield its URL."""
     with services.postgres() as database_url:
         port = free_port()
         env = {
@@ -189,11 +190,12 @@ def server() -> Iterator[str]:
         subprocess.run(
             [*manage, "seed_demo"], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL
         )
-        daphne = [sys.executable, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(port)]
         process = subprocess.Popen(
-            [*daphne, "mcpsite.asgi:application"],
+            [sys.executable, *(arg.format(port=port) for arg in SERVERS[kind])],
             cwd=ROOT,
             env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
             preexec_fn=lambda: os.sched_setaffinity(0, {0}),
         )
         try:
@@ -208,11 +210,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--server", choices=sorted(SERVERS), default="daphne")
     parser.add_argument("--url", help="benchmark this running endpoint instead")
     args = parser.parse_args()
     cpus = os.cpu_count() or 1
     os.sched_setaffinity(0, {1 % cpus})  # the load generator (and wrk, its child) off CPU 0
-    with contextlib.nullcontext(args.url) if args.url else server() as url:
+    with contextlib.nullcontext(args.url) if args.url else server(args.server) as url:
         scenarios = {
             "2026-07-28 tools/call echo (JSON)": modern_request(
                 "tools/call", {"name": "echo", "arguments": {"message": "hello world"}}, "echo"

@@ -18,6 +18,8 @@ from django.dispatch import receiver
 class McpConf:
     # Largest accepted POST body, in bytes (413 above it).
     MCP_MAX_BODY_BYTES: int = 4 * 1024 * 1024
+    # Seconds a client may take to send a request body (408 after that).
+    MCP_BODY_TIMEOUT_SECONDS: float = 30.0
     # Items per page of tools/list, resources/list, resources/templates/list, prompts/list.
     MCP_PAGE_SIZE: int = 100
     # A legacy session unused for this long is expired (404 afterwards).

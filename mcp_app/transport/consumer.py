@@ -35,7 +35,7 @@ from mcp_app.protocol.errors import (
 )
 from mcp_app.protocol.handlers import lifecycle
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
-from mcp_app.protocol.versions import LEGACY_VERSIONS, Feature, supports
+from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Feature, supports
 from mcp_app.services.catalog import EndpointState, aget_endpoint_state
 from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
 from mcp_app.services.sessions import (
@@ -101,28 +101,10 @@ class StreamableHttpConsumer:
         self.responder = HttpResponder(send)
         self.headers: dict[str, list[str]] = http.parse_headers(scope.get("headers", ()))
         self.cancel_on_disconnect = False
-        max_body = get_conf().MCP_MAX_BODY_BYTES
-        declared = first(self.headers, "content-length")
-        if declared is not None and declared.isdigit() and int(declared) > max_body:
-            await self._reject(413, f"Request body exceeds {max_body} bytes")
+        body = await self._read_body(receive)
+        if body is None:
             return
-        chunks: list[bytes] = []
-        size = 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                return
-            if message["type"] != "http.request":
-                continue
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > max_body:
-                await self._reject(413, f"Request body exceeds {max_body} bytes")
-                return
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                break
-        self.body = b"".join(chunks)
+        self.body = body
         task = asyncio.create_task(self._handle())
         watcher = asyncio.create_task(self._wait_disconnect(receive))
         try:
@@ -136,6 +118,41 @@ class StreamableHttpConsumer:
                 else:
                     _detached.add(task)
                     task.add_done_callback(_detached.discard)
+
+    async def _read_body(self, receive: Any) -> bytes | None:
+        """Read the whole request body, or answer 413/408 and return None.
+
+        The size limit holds before a byte is buffered when Content-Length is declared, and
+        chunk by chunk otherwise; a client that stops sending mid-body gets 408 instead of
+        holding the connection forever.
+        """
+        conf = get_conf()
+        max_body = conf.MCP_MAX_BODY_BYTES
+        declared = first(self.headers, "content-length")
+        if declared is not None and declared.isdigit() and int(declared) > max_body:
+            await self._reject(413, f"Request body exceeds {max_body} bytes")
+            return None
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            async with asyncio.timeout(conf.MCP_BODY_TIMEOUT_SECONDS):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return None
+                    if message["type"] != "http.request":
+                        continue
+                    chunk = message.get("body", b"")
+                    size += len(chunk)
+                    if size > max_body:
+                        await self._reject(413, f"Request body exceeds {max_body} bytes")
+                        return None
+                    chunks.append(chunk)
+                    if not message.get("more_body", False):
+                        return b"".join(chunks)
+        except TimeoutError:
+            await self._reject(408, "The request body did not arrive in time")
+            return None
 
     @staticmethod
     async def _wait_disconnect(receive: Any) -> None:
@@ -444,15 +461,21 @@ class StreamableHttpConsumer:
 
     # -- GET and DELETE -----------------------------------------------------------------------
 
-    def _is_modern_header(self) -> bool:
+    async def _reject_non_legacy_version(self, method: str) -> bool:
+        """GET and DELETE exist only in the legacy era: 405 for 2026-07-28, 400 for nonsense."""
         version = first(self.headers, VERSION_HEADER)
-        return version is not None and version not in LEGACY_VERSIONS
+        if version is None or version in LEGACY_VERSIONS:
+            return False
+        if version in MODERN_VERSIONS:
+            await self._reject(
+                405, f"{method} is not part of protocol {version}", headers=[("allow", "POST")]
+            )
+        else:
+            await self._reject(400, f"Unsupported MCP-Protocol-Version: {version}")
+        return True
 
     async def _get(self, state: EndpointState) -> None:
-        if self._is_modern_header():
-            await self._reject(
-                405, "GET is not part of protocol 2026-07-28", headers=[("allow", "POST")]
-            )
+        if await self._reject_non_legacy_version("GET"):
             return
         if not http.accepts(self.headers, "text/event-stream"):
             await self._reject(406, "Accept must include text/event-stream")
@@ -477,10 +500,7 @@ class StreamableHttpConsumer:
         await self.responder.finish()
 
     async def _delete(self, state: EndpointState) -> None:
-        if self._is_modern_header():
-            await self._reject(
-                405, "DELETE is not part of protocol 2026-07-28", headers=[("allow", "POST")]
-            )
+        if await self._reject_non_legacy_version("DELETE"):
             return
         session_id = first(self.headers, SESSION_HEADER)
         if not session_id:

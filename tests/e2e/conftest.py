@@ -17,7 +17,11 @@ from mcp_app.models import (
     Tool,
 )
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import flush_database, live_server_url  # noqa: F401  (fixture)
+from tests.support.live import (  # noqa: F401  (fixtures)
+    flush_database,
+    live_server_url,
+    uvicorn_server_url,
+)
 
 MODES = ["legacy", "2026-07-28"]
 

@@ -1,4 +1,4 @@
-"""A real Daphne server on a loopback port, serving the test database.
+"""Real ASGI servers (Daphne, uvicorn) on loopback ports, serving the test database.
 
 Import the fixtures into a directory's conftest.py. Data the server must see has to be
 committed: create it with ``django_db_blocker.unblock()`` in a module-scoped fixture (not
@@ -54,9 +54,18 @@ def database_url() -> str:
     return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
 
 
+SERVERS = {
+    "daphne": ["-m", "daphne", "-b", "127.0.0.1", "-p", "{port}", "mcpsite.asgi:application"],
+    "uvicorn": [
+        "-m", "uvicorn", "mcpsite.asgi:application", "--host", "127.0.0.1", "--port", "{port}",
+        "--loop", "uvloop", "--http", "httptools", "--lifespan", "off", "--no-access-log",
+    ],
+}  # fmt: skip
+
+
 @contextlib.contextmanager
-def daphne(extra_env: dict[str, str] | None = None) -> Iterator[str]:
-    """Run ``daphne mcpsite.asgi:application`` on a free port; yield its base URL."""
+def asgi_server(server: str = "daphne", extra_env: dict[str, str] | None = None) -> Iterator[str]:
+    """Run ``mcpsite.asgi:application`` under ``server`` on a free port; yield its base URL."""
     port = free_port()
     base_url = f"http://127.0.0.1:{port}"
     env = {
@@ -68,23 +77,11 @@ def daphne(extra_env: dict[str, str] | None = None) -> Iterator[str]:
         **(extra_env or {}),
     }
     # The server's output, kept only if it failed to start (for the post-mortem).
-    log_path = Path(tempfile.gettempdir()) / f"mcphost-daphne-{port}.log"
+    log_path = Path(tempfile.gettempdir()) / f"mcphost-{server}-{port}.log"
     log = open(log_path, "wb")  # noqa: SIM115
+    args = [arg.format(port=port) for arg in SERVERS[server]]
     process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "daphne",
-            "-b",
-            "127.0.0.1",
-            "-p",
-            str(port),
-            "mcpsite.asgi:application",
-        ],
-        cwd=ROOT,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+        [sys.executable, *args], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
     )
     try:
         try:
@@ -106,7 +103,14 @@ def daphne(extra_env: dict[str, str] | None = None) -> Iterator[str]:
 @pytest.fixture(scope="session")
 def live_server_url(django_db_setup: None) -> Iterator[str]:
     """Base URL of a Daphne process on the test database, shared by the whole session."""
-    with daphne() as url:
+    with asgi_server("daphne") as url:
+        yield url
+
+
+@pytest.fixture(scope="session")
+def uvicorn_server_url(django_db_setup: None) -> Iterator[str]:
+    """The same application under uvicorn (uvloop + httptools), as production may run it."""
+    with asgi_server("uvicorn") as url:
         yield url
 
 

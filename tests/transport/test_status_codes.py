@@ -6,6 +6,7 @@ Spec-mandated statuses carry a ``spec`` mark; the rest are our choice and say so
 from __future__ import annotations
 
 import json
+import socket
 from typing import Any
 
 import httpx
@@ -13,6 +14,7 @@ import pytest
 
 from mcp_app.models import Session
 from mcp_app.protocol import errors
+from tests.support.live import asgi_server
 
 JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 MODERN = "2026-07-28"
@@ -510,3 +512,37 @@ def test_modern_notification_is_202(client, endpoint_url):
     del body["id"]
     response = client.post(endpoint_url, json=body, headers=headers)
     assert response.status_code == 202
+
+
+@pytest.mark.django_db
+def test_get_with_an_unknown_protocol_version_is_400(client, endpoint_url):
+    session_id = open_session(client, endpoint_url)
+    response = client.get(
+        endpoint_url,
+        headers={
+            "accept": "text/event-stream",
+            "mcp-session-id": session_id,
+            "mcp-protocol-version": "1999-01-01",
+        },
+    )
+    assert response.status_code == 400
+
+
+@pytest.mark.django_db
+def test_a_body_that_never_finishes_gets_408_not_a_hung_connection(endpoint_url):
+    """Our choice: a stalled upload is answered after MCP_BODY_TIMEOUT_SECONDS.
+
+    Under uvicorn, which streams bodies to the app; Daphne buffers the whole body before the
+    app sees the request, so there the timeout is the server's own.
+    """
+    url = httpx.URL(endpoint_url)
+    with asgi_server("uvicorn", {"MCP_BODY_TIMEOUT_SECONDS": "0.5"}) as base:
+        port = httpx.URL(base).port
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(
+                f"POST {url.path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n"
+                "Content-Type: application/json\r\nAccept: application/json\r\n"
+                'Content-Length: 100\r\n\r\n{"jsonrpc":'.encode()
+            )
+            status_line = sock.recv(4096).split(b"\r\n", 1)[0]
+    assert status_line == b"HTTP/1.1 408 Request Timeout"
