@@ -8,7 +8,6 @@ so they live here and nowhere else. The validators check one value at a time; ru
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -18,23 +17,11 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
+from mcp_app.protocol.inbound import find_invalid_x_mcp_header
+
 # 2025-11-25 server/tools "Tool names": 1-128 characters of A-Z a-z 0-9 _ - . (case-sensitive).
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
-# RFC 9110 section 5.6.2 token, the only shape an x-mcp-header value may take.
-_HTTP_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
-X_MCP_HEADER = "x-mcp-header"
-_X_MCP_HEADER_TYPES = frozenset({"string", "integer", "boolean"})
-# JSON Schema 2020-12 applicators whose values are subschemas: entering one leaves the pure
-# ``properties`` chain on which x-mcp-header may appear (2026-07-28 basic/transports).
-_SUBSCHEMA_SINGLE = frozenset(
-    {
-        "items", "contains", "unevaluatedItems", "additionalProperties", "propertyNames",
-        "unevaluatedProperties", "not", "if", "then", "else", "contentSchema",
-    }
-)  # fmt: skip
-_SUBSCHEMA_LIST = frozenset({"allOf", "anyOf", "oneOf", "prefixItems"})
-_SUBSCHEMA_MAP = frozenset({"patternProperties", "dependentSchemas", "$defs", "definitions"})
 _ICON_KEYS = frozenset({"src", "mimeType", "sizes", "theme"})
 
 
@@ -200,61 +187,9 @@ def _dialect_name(validator: Any) -> str:
 def find_x_mcp_header_problem(schema: Any) -> None:
     """Reject x-mcp-header marks that modern clients would refuse (2026-07-28 basic/transports).
 
-    A mark must be a non-empty RFC 9110 token, unique case-insensitively, and sit on a
-    ``string``/``integer``/``boolean`` property reached from the root through ``properties``
-    keys only.
+    The rule itself lives in the protocol core, which also relies on it when checking
+    ``Mcp-Param-*`` headers; this turns its finding into a form error.
     """
-    seen: dict[str, str] = {}
-    for path, node in _schema_positions(schema):
-        if X_MCP_HEADER not in node:
-            continue
-        if not path:
-            raise ValidationError(
-                f"{X_MCP_HEADER} may only appear on a property reached through plain "
-                '"properties" keys (not inside items, anyOf, $defs, ...).',
-                code="invalid_x_mcp_header",
-            )
-        where = ".".join(path)
-        header = node[X_MCP_HEADER]
-        if not isinstance(header, str) or not _HTTP_TOKEN.fullmatch(header):
-            raise ValidationError(
-                f"Property {where!r}: {X_MCP_HEADER} must be an HTTP token (letters, digits and "
-                "!#$%&'*+-.^_`|~).",
-                code="invalid_x_mcp_header",
-            )
-        if node.get("type") not in _X_MCP_HEADER_TYPES:
-            raise ValidationError(
-                f"Property {where!r}: {X_MCP_HEADER} is only allowed on string, integer or "
-                "boolean properties.",
-                code="invalid_x_mcp_header",
-            )
-        lower = header.lower()
-        if lower in seen:
-            raise ValidationError(
-                f"Property {where!r}: {X_MCP_HEADER} {header!r} duplicates the one on "
-                f"{seen[lower]!r} (header names are case-insensitive).",
-                code="invalid_x_mcp_header",
-            )
-        seen[lower] = where
-
-
-def _schema_positions(root: Any) -> Iterator[tuple[tuple[str, ...] | None, Mapping[str, Any]]]:
-    """Yield ``(properties path or None, subschema)`` for every schema position, iteratively."""
-    stack: list[tuple[tuple[str, ...] | None, Any]] = [((), root)]
-    while stack:
-        path, node = stack.pop()
-        if not isinstance(node, dict):
-            continue
-        yield path, node
-        for keyword, sub in node.items():
-            if keyword == "properties" and isinstance(sub, dict):
-                stack.extend(
-                    ((*path, name) if path is not None else None, child)
-                    for name, child in sub.items()
-                )
-            elif keyword in _SUBSCHEMA_SINGLE:
-                stack.append((None, sub))
-            elif keyword in _SUBSCHEMA_LIST and isinstance(sub, list):
-                stack.extend((None, child) for child in sub)
-            elif keyword in _SUBSCHEMA_MAP and isinstance(sub, dict):
-                stack.extend((None, child) for child in sub.values())
+    problem = find_invalid_x_mcp_header(schema)
+    if problem is not None:
+        raise ValidationError(f"Input schema: {problem}.", code="invalid_x_mcp_header")

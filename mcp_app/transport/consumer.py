@@ -82,6 +82,16 @@ def _allowed_hosts() -> list[str]:
     return [*settings.ALLOWED_HOSTS, *extra]
 
 
+def _server_info(state: EndpointState) -> dict[str, str]:
+    """The ``Implementation`` this endpoint presents; shaped per revision by the protocol."""
+    endpoint = state.snapshot.endpoint
+    return {
+        "name": SERVER_NAME,
+        "title": endpoint.title or endpoint.slug,
+        "version": SERVER_VERSION,
+    }
+
+
 def _error_body(request_id: Any, error: McpError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_object()}
 
@@ -275,17 +285,12 @@ class StreamableHttpConsumer:
         log_level: str | None,
         session: LegacySession | None = None,
     ) -> RequestContext:
-        snapshot = state.snapshot
         return RequestContext(
             version=version,
-            catalog=snapshot,
+            catalog=state.snapshot,
             tools=_tool_runner,
             resources=_resource_reader,
-            server_info={
-                "name": SERVER_NAME,
-                "title": snapshot.endpoint.title or snapshot.endpoint.slug,
-                "version": SERVER_VERSION,
-            },
+            server_info=_server_info(state),
             client_capabilities=client_capabilities,
             client_info=client_info,
             request_id=request.id if request is not None else None,
@@ -373,11 +378,7 @@ class StreamableHttpConsumer:
         result = lifecycle.initialize_result(
             version,
             state.snapshot,
-            {
-                "name": SERVER_NAME,
-                "title": state.snapshot.endpoint.title or state.snapshot.endpoint.slug,
-                "version": SERVER_VERSION,
-            },
+            _server_info(state),
         )
         await self.responder.respond_json(
             200,
