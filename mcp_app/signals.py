@@ -2,7 +2,8 @@
 
 Edits come from the admin, the shell, fixtures and services alike, so they are caught here with
 model signals (style.md section 5, the one exception to "no logic in signals"). Receivers only
-call ``services.catalog``; they also guard tool names, which must stay unique per endpoint.
+call ``services.catalog``, naming which list changed so connected clients hear of it; they
+also guard tool names, which must stay unique per endpoint.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mcp_app.models import (
     ResourceTemplate,
     Tool,
 )
+from mcp_app.services import notify
 from mcp_app.services.catalog import (
     catalog_changed,
     check_tools_attachable,
@@ -34,6 +36,13 @@ _RELATION_KWARG: dict[type, str] = {
     Resource: "resource_ids",
     ResourceTemplate: "template_ids",
     Prompt: "prompt_ids",
+}
+# Which list each catalog model belongs to, for notifications/<kind>/list_changed.
+_KIND: dict[type, notify.CatalogKind] = {
+    Tool: "tools",
+    Resource: "resources",
+    ResourceTemplate: "resources",
+    Prompt: "prompts",
 }
 # Attribute holding the endpoint ids captured before a delete or a reverse clear().
 _CAPTURED = "_mcp_endpoint_ids"
@@ -59,7 +68,12 @@ def _guard_tool_rename(sender: type[Tool], instance: Tool, raw: bool, **kwargs: 
 def _catalog_row_saved(sender: type, instance: Any, created: bool, **kwargs: Any) -> None:
     # A new row is on no endpoint yet; it is published when attached (m2m_changed).
     if not created:
-        catalog_changed(endpoint_ids=_endpoints_of(instance))
+        catalog_changed(
+            endpoint_ids=_endpoints_of(instance),
+            kinds=[_KIND[sender]],
+            # Saving a resource may change its content: its subscribers hear of it.
+            updated_resource_uri=instance.uri if sender is Resource else None,
+        )
 
 
 @receiver(pre_delete, sender=Tool, dispatch_uid="mcp_tool_deleting")
@@ -76,7 +90,7 @@ def _catalog_row_deleting(sender: type, instance: Any, **kwargs: Any) -> None:
 @receiver(post_delete, sender=ResourceTemplate, dispatch_uid="mcp_template_deleted")
 @receiver(post_delete, sender=Prompt, dispatch_uid="mcp_prompt_deleted")
 def _catalog_row_deleted(sender: type, instance: Any, **kwargs: Any) -> None:
-    catalog_changed(endpoint_ids=getattr(instance, _CAPTURED, ()))
+    catalog_changed(endpoint_ids=getattr(instance, _CAPTURED, ()), kinds=[_KIND[sender]])
 
 
 @receiver(post_save, sender=PromptArgument, dispatch_uid="mcp_prompt_argument_saved")
@@ -86,7 +100,9 @@ def _catalog_row_deleted(sender: type, instance: Any, **kwargs: Any) -> None:
 def _prompt_part_changed(
     sender: type, instance: PromptArgument | PromptMessage, **kwargs: Any
 ) -> None:
-    catalog_changed(endpoint_ids=endpoint_ids_for(prompt_ids=[instance.prompt_id]))
+    catalog_changed(
+        endpoint_ids=endpoint_ids_for(prompt_ids=[instance.prompt_id]), kinds=["prompts"]
+    )
 
 
 @receiver(post_save, sender=Endpoint, dispatch_uid="mcp_endpoint_saved")
@@ -118,9 +134,19 @@ def _endpoint_catalog_changed(
     elif action == "pre_clear" and reverse:
         setattr(instance, _CAPTURED, _endpoints_of(instance))
     elif action in ("post_add", "post_remove"):
-        catalog_changed(endpoint_ids=(pk_set or ()) if reverse else [instance.pk])
+        endpoint_ids = (pk_set or ()) if reverse else [instance.pk]
+        catalog_changed(endpoint_ids=endpoint_ids, kinds=[_M2M_KIND[sender]])
     elif action == "post_clear":
-        catalog_changed(endpoint_ids=getattr(instance, _CAPTURED, ()) if reverse else [instance.pk])
+        endpoint_ids = getattr(instance, _CAPTURED, ()) if reverse else [instance.pk]
+        catalog_changed(endpoint_ids=endpoint_ids, kinds=[_M2M_KIND[sender]])
+
+
+_M2M_KIND: dict[type, notify.CatalogKind] = {
+    Endpoint.tools.through: "tools",
+    Endpoint.resources.through: "resources",
+    Endpoint.resource_templates.through: "resources",
+    Endpoint.prompts.through: "prompts",
+}
 
 
 def _guard_tool_attach(instance: Any, reverse: bool, pk_set: set[int]) -> None:

@@ -42,6 +42,7 @@ from mcp_app.protocol.catalog import (
     ResourceTemplateDef,
     ToolDef,
 )
+from mcp_app.services import notify
 
 # Endpoints whose snapshot stays in memory; least recently used ones are dropped beyond this.
 SNAPSHOT_CACHE_SIZE = 256
@@ -279,14 +280,30 @@ async def aget_endpoint_state(slug: str) -> EndpointState | None:
     return await database_sync_to_async(get_endpoint_state, thread_sensitive=False)(slug)
 
 
-def catalog_changed(*, endpoint_ids: Iterable[int]) -> None:
-    """Record that what these endpoints publish changed: bump their catalog_version (one UPDATE)."""
+def catalog_changed(
+    *,
+    endpoint_ids: Iterable[int],
+    kinds: Iterable[notify.CatalogKind] = (),
+    updated_resource_uri: str | None = None,
+) -> None:
+    """Record that what these endpoints publish changed, and tell their connected clients.
+
+    Bumps ``catalog_version`` (one UPDATE), so every process rebuilds its snapshot on the next
+    request; once the transaction commits, publishes ``list_changed`` for ``kinds`` and
+    ``resources/updated`` for ``updated_resource_uri`` to the endpoints' streams.
+    """
     ids = sorted(set(endpoint_ids))
     if not ids:
         return
     Endpoint.objects.filter(pk__in=ids).update(
         catalog_version=F("catalog_version") + 1, updated_at=Now()
     )
+    kinds = tuple(kinds)
+    if kinds:
+        transaction.on_commit(lambda: notify.publish_list_changed(endpoint_ids=ids, kinds=kinds))
+    if updated_resource_uri is not None:
+        uri = updated_resource_uri
+        transaction.on_commit(lambda: notify.publish_resource_updated(endpoint_ids=ids, uri=uri))
 
 
 def check_unique_tool_names(

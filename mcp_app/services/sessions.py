@@ -105,10 +105,21 @@ def session_is_live(*, session_id: str, endpoint_id: int) -> bool:
     return Session.objects.filter(_live(endpoint_id), id=session_id).exists()
 
 
+def session_subscriptions(*, session_id: str, endpoint_id: int) -> frozenset[str] | None:
+    """Return the resource URIs a live session subscribed to, or None if it is gone."""
+    found = (
+        Session.objects.filter(_live(endpoint_id), id=session_id)
+        .values_list("subscriptions", flat=True)
+        .first()
+    )
+    return None if found is None else frozenset(found or ())
+
+
 asession_open = _in_thread(session_open)
 asession_load = _in_thread(session_load)
 asession_close = _in_thread(session_close)
 asession_is_live = _in_thread(session_is_live)
+asession_subscriptions = _in_thread(session_subscriptions)
 
 
 @dataclass(frozen=True)

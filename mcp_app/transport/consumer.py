@@ -33,9 +33,10 @@ from mcp_app.protocol.errors import (
     McpError,
     modern_http_status,
 )
-from mcp_app.protocol.handlers import lifecycle
+from mcp_app.protocol.handlers import lifecycle, subscriptions
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Feature, supports
+from mcp_app.services import notify
 from mcp_app.services.catalog import EndpointState, aget_endpoint_state
 from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
 from mcp_app.services.sessions import (
@@ -44,10 +45,11 @@ from mcp_app.services.sessions import (
     asession_is_live,
     asession_load,
     asession_open,
+    asession_subscriptions,
 )
 from mcp_app.transport import http
 from mcp_app.transport.http import first
-from mcp_app.transport.streams import HttpResponder, RequestStream
+from mcp_app.transport.streams import GroupListener, HttpResponder, RequestStream
 
 logger = logging.getLogger(__name__)
 
@@ -338,6 +340,9 @@ class StreamableHttpConsumer:
                 modern_http_status(exc.code), _error_body(message.id, exc)
             )
             return
+        if message.method == "subscriptions/listen":
+            await self._listen(state, message)
+            return
         # 2026-07-28: closing the response stream is how a client cancels the request.
         self.cancel_on_disconnect = True
         stream = self._stream()
@@ -488,16 +493,76 @@ class StreamableHttpConsumer:
         # It ends when the client disconnects or the session is closed or expires.
         self.cancel_on_disconnect = True
         keepalive = get_conf().MCP_SSE_KEEPALIVE_SECONDS
-        await self.responder.start_stream(200)
         since_check = 0.0
-        while not self.responder.client_gone:
-            await asyncio.sleep(keepalive)
-            since_check += keepalive
-            if since_check >= SESSION_RECHECK_SECONDS:
-                since_check = 0.0
-                if not await asession_is_live(session_id=session.id, endpoint_id=state.id):
-                    break
-            await self.responder.write(sse.keepalive())
+        async with GroupListener(notify.endpoint_group(state.id)) as events:
+            # Joined before the headers go out: a client that sees the stream open misses
+            # no change made after that.
+            await self.responder.start_stream(200)
+            while not self.responder.client_gone:
+                event = await events.next(keepalive)
+                if event is None:
+                    since_check += keepalive
+                    if since_check >= SESSION_RECHECK_SECONDS:
+                        since_check = 0.0
+                        if not await asession_is_live(session_id=session.id, endpoint_id=state.id):
+                            break
+                    await self.responder.write(sse.keepalive())
+                    continue
+                if event["type"] == notify.RESOURCE_UPDATED:
+                    # Subscriptions change during the stream's life: read the current ones.
+                    subscribed = await asession_subscriptions(
+                        session_id=session.id, endpoint_id=state.id
+                    )
+                    if subscribed is None:
+                        break
+                    frames = subscriptions.resource_updated_notifications(event["uri"], subscribed)
+                else:
+                    frames = subscriptions.list_changed_notifications(event["kinds"])
+                for frame in frames:
+                    await self.responder.write(sse.encode_event(jsonrpc.encode(frame)))
+        await self.responder.finish()
+
+    async def _listen(self, state: EndpointState, request: Request) -> None:
+        """Serve ``subscriptions/listen`` (2026-07-28): acknowledge, then stream the changes.
+
+        The stream lives until the client closes it; every frame carries the request's id as
+        its subscription id, and only the kinds the acknowledgement named are ever sent.
+        """
+        if not http.accepts(self.headers, "text/event-stream", explicit=True):
+            await self._reject(
+                406, "subscriptions/listen needs Accept: text/event-stream", request_id=request.id
+            )
+            return
+        try:
+            honoured = subscriptions.listen_filter(request.params)
+        except McpError as exc:
+            await self.responder.respond_json(
+                modern_http_status(exc.code), _error_body(request.id, exc)
+            )
+            return
+        self.cancel_on_disconnect = True
+        keepalive = get_conf().MCP_SSE_KEEPALIVE_SECONDS
+        watched = honoured.get("resourceSubscriptions", ())
+        async with GroupListener(notify.endpoint_group(state.id)) as events:
+            # Joined before the acknowledgement: no change after it can be missed.
+            await self.responder.start_stream(200)
+            ack = subscriptions.acknowledgement(request.id, honoured)
+            await self.responder.write(sse.encode_event(jsonrpc.encode(ack)))
+            while not self.responder.client_gone:
+                event = await events.next(keepalive)
+                if event is None:
+                    await self.responder.write(sse.keepalive())
+                    continue
+                if event["type"] == notify.RESOURCE_UPDATED:
+                    frames = subscriptions.resource_updated_notifications(
+                        event["uri"], watched, subscription_id=request.id
+                    )
+                else:
+                    frames = subscriptions.list_changed_notifications(
+                        event["kinds"], honoured=honoured, subscription_id=request.id
+                    )
+                for frame in frames:
+                    await self.responder.write(sse.encode_event(jsonrpc.encode(frame)))
         await self.responder.finish()
 
     async def _delete(self, state: EndpointState) -> None:

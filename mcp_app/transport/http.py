@@ -39,11 +39,15 @@ def _media_types(values: Sequence[str]) -> list[str]:
     return types
 
 
-def accepts(headers: Headers, media_type: str) -> bool:
-    """Whether the Accept header admits ``media_type`` (wildcards count; no header admits all)."""
+def accepts(headers: Headers, media_type: str, *, explicit: bool = False) -> bool:
+    """Whether the Accept header admits ``media_type`` (wildcards count).
+
+    No Accept header admits everything, unless ``explicit``: a stream that only makes sense
+    as SSE must be asked for.
+    """
     values = headers.get("accept")
     if not values:
-        return True
+        return not explicit
     major = media_type.split("/", 1)[0]
     return any(t in (media_type, "*/*", f"{major}/*") for t in _media_types(values))
 

@@ -13,6 +13,8 @@ import contextlib
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
+from channels.layers import get_channel_layer
+
 from mcp_app.protocol import jsonrpc, sse
 
 AsgiSend = Callable[[dict[str, Any]], Awaitable[None]]
@@ -161,3 +163,53 @@ class RequestStream:
         if self._keepalive is not None:
             self._keepalive.cancel()
         await self.responder.finish()
+
+
+class GroupListener:
+    """The channel-layer messages of one group, for one long-lived stream.
+
+    A single receiver task feeds a queue, so waiting with a timeout (for keep-alives) never
+    cancels a channel-layer ``receive`` halfway. Without a channel layer nothing arrives.
+    """
+
+    def __init__(self, group: str) -> None:
+        self.group = group
+        self._layer = get_channel_layer()
+        self._channel: str | None = None
+        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._receiver: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> GroupListener:
+        if self._layer is not None:
+            self._channel = await self._layer.new_channel()
+            await self._layer.group_add(self.group, self._channel)
+            self._receiver = asyncio.create_task(self._receive())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._receiver is not None:
+            self._receiver.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._receiver
+        if self._layer is not None and self._channel is not None:
+            with contextlib.suppress(Exception):
+                await self._layer.group_discard(self.group, self._channel)
+
+    async def _receive(self) -> None:
+        assert self._layer is not None and self._channel is not None
+        while True:
+            self._queue.put_nowait(await self._layer.receive(self._channel))
+
+    async def next(self, timeout: float) -> dict[str, Any] | None:
+        """Return the next message, or None when ``timeout`` passes first.
+
+        Raises whatever ended the receiver (e.g. a lost Redis connection): the stream ends
+        and the client reconnects, instead of waiting on a dead subscription.
+        """
+        if self._receiver is not None and self._receiver.done() and self._queue.empty():
+            self._receiver.result()
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._queue.get()
+        except TimeoutError:
+            return None

@@ -71,10 +71,9 @@ def test_initialize_result_validates_and_is_tailored(
     v2025.InitializeResult.model_validate(result)
     assert result["protocolVersion"] == version
     assert result["instructions"] == "Use add to add."
-    # Declared false until change notifications are delivered (lifecycle.NOTIFIES_*).
-    assert result["capabilities"]["tools"] == {"listChanged": False}
-    assert result["capabilities"]["resources"] == {"subscribe": False, "listChanged": False}
-    assert result["capabilities"]["prompts"] == {"listChanged": False}
+    assert result["capabilities"]["tools"] == {"listChanged": True}
+    assert result["capabilities"]["resources"] == {"subscribe": True, "listChanged": True}
+    assert result["capabilities"]["prompts"] == {"listChanged": True}
     assert result["capabilities"]["logging"] == {}
     assert ("completions" in result["capabilities"]) is (version != "2024-11-05")
     assert "tasks" not in result["capabilities"]
@@ -108,9 +107,9 @@ async def test_discover_lists_modern_versions_with_the_cacheable_envelope(
     assert result == {
         "supportedVersions": ["2026-07-28"],
         "capabilities": {
-            "tools": {"listChanged": False},
-            "resources": {"subscribe": False, "listChanged": False},
-            "prompts": {"listChanged": False},
+            "tools": {"listChanged": True},
+            "resources": {"subscribe": True, "listChanged": True},
+            "prompts": {"listChanged": True},
             "logging": {},
             "completions": {},
         },

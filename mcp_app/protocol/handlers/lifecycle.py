@@ -20,11 +20,10 @@ from mcp_app.protocol.versions import (
     supports,
 )
 
-# Change notifications (list_changed, resources/updated) are not delivered to clients yet, and
-# declaring them would make clients wait for messages that never come. Flip these when the
-# fan-out of catalog changes to open streams exists.
-NOTIFIES_LIST_CHANGES = False
-NOTIFIES_RESOURCE_UPDATES = False
+# Catalog edits reach every open legacy GET stream and 2026 listen stream of the endpoint
+# (mcp_app.services.notify), and resource edits reach the resource's subscribers.
+NOTIFIES_LIST_CHANGES = True
+NOTIFIES_RESOURCE_UPDATES = True
 
 # Implementation fields beyond name/version, and the revision that introduced them.
 _SERVER_INFO_FIELDS: tuple[tuple[str, Feature | None], ...] = (

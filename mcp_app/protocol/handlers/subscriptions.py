@@ -8,7 +8,7 @@ sent afterwards.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from mcp_app.protocol.errors import InvalidParams
@@ -57,3 +57,50 @@ def acknowledgement(subscription_id: str | int, honoured: Mapping[str, Any]) -> 
             "_meta": {SUBSCRIPTION_ID_KEY: subscription_id},
         },
     }
+
+
+# Each catalog list, its notification method, and the listen filter flag that opts into it.
+_LIST_CHANGED: Final[dict[str, tuple[str, str]]] = {
+    "tools": ("notifications/tools/list_changed", "toolsListChanged"),
+    "resources": ("notifications/resources/list_changed", "resourcesListChanged"),
+    "prompts": ("notifications/prompts/list_changed", "promptsListChanged"),
+}
+
+
+def _notification(
+    method: str, params: dict[str, Any], subscription_id: str | int | None
+) -> dict[str, Any]:
+    if subscription_id is not None:
+        params["_meta"] = {SUBSCRIPTION_ID_KEY: subscription_id}
+    return {"jsonrpc": "2.0", "method": method, "params": params}
+
+
+def list_changed_notifications(
+    kinds: Iterable[str],
+    *,
+    honoured: Mapping[str, Any] | None = None,
+    subscription_id: str | int | None = None,
+) -> list[dict[str, Any]]:
+    """Return the ``list_changed`` notifications a stream sends for changed ``kinds``.
+
+    A legacy session's GET stream (``honoured`` None) gets every kind: the server declared
+    ``listChanged`` for all three. A listen stream gets only the kinds it opted into, each
+    frame tagged with its subscription id (2026-07-28 basic/patterns/subscriptions).
+    """
+    frames = []
+    for kind in kinds:
+        if kind not in _LIST_CHANGED:
+            continue
+        method, flag = _LIST_CHANGED[kind]
+        if honoured is None or honoured.get(flag):
+            frames.append(_notification(method, {}, subscription_id))
+    return frames
+
+
+def resource_updated_notifications(
+    uri: str, subscribed: Iterable[str], *, subscription_id: str | int | None = None
+) -> list[dict[str, Any]]:
+    """Return ``notifications/resources/updated`` for ``uri`` if the stream subscribed to it."""
+    if uri not in set(subscribed):
+        return []
+    return [_notification("notifications/resources/updated", {"uri": uri}, subscription_id)]

@@ -1,0 +1,238 @@
+"""Catalog edits reach connected clients, across processes, in both eras.
+
+The edits are made in this test process (as the admin, the shell or a fixture would); the
+clients are connected to Daphne and uvicorn processes; the notifications cross between them
+through the Redis channel layer and must arrive on the right streams only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import pytest
+from channels.db import database_sync_to_async
+from mcp import Client
+from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
+
+from mcp_app.models import Prompt, Resource, Tool
+from tests.support.catalog import make_endpoint, make_python_tool
+from tests.support.live import flush_database
+
+pytestmark = pytest.mark.django_db
+
+SLUG = "notify"
+URI = "notify://status"
+JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+@pytest.fixture(scope="module")
+def endpoints(live_server_url: str, uvicorn_server_url: str, django_db_blocker: Any) -> Any:
+    with django_db_blocker.unblock():
+        endpoint = make_endpoint(SLUG)
+        endpoint.tools.add(make_python_tool("echo", "echo"))
+        endpoint.resources.add(
+            Resource.objects.create(uri=URI, name="status", mime_type="text/plain", text="ok")
+        )
+        endpoint.prompts.add(Prompt.objects.create(name="hello", description="Says hello."))
+        other = make_endpoint("notify-other")
+        other.tools.add(make_python_tool("other_echo", "echo"))
+    yield f"{live_server_url}/mcp/{SLUG}", f"{uvicorn_server_url}/mcp/{SLUG}"
+    flush_database(django_db_blocker)
+
+
+def edit(django_db_blocker: Any, change: Callable[[], None]) -> Any:
+    """Run a catalog edit committed in this process, as the admin would."""
+
+    def run() -> None:
+        with django_db_blocker.unblock():
+            change()
+
+    # channels' wrapper closes the thread's connection afterwards (CONN_MAX_AGE is 0 in tests).
+    return database_sync_to_async(run, thread_sensitive=False)()
+
+
+def touch_tool(name: str) -> Callable[[], None]:
+    def change() -> None:
+        tool = Tool.objects.get(name=name)
+        tool.description += " (edited)"
+        tool.save()
+
+    return change
+
+
+def set_resource_text(text: str) -> Callable[[], None]:
+    def change() -> None:
+        resource = Resource.objects.get(uri=URI)
+        resource.text = text
+        resource.save()
+
+    return change
+
+
+async def open_session(client: httpx.AsyncClient, url: str) -> str:
+    response = await client.post(
+        url,
+        headers=JSON_HEADERS,
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "notify-test", "version": "1"},
+            },
+        },
+    )
+    return response.headers["mcp-session-id"]
+
+
+@asynccontextmanager
+async def get_stream(
+    client: httpx.AsyncClient, url: str, session_id: str
+) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
+    """Open a session's GET stream; yield a queue of the JSON-RPC messages it carries."""
+    headers = {"accept": "text/event-stream", "mcp-session-id": session_id}
+    messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+    async with client.stream("GET", url, headers=headers) as response:
+        assert response.status_code == 200
+
+        async def read() -> None:
+            async for line in response.aiter_lines():
+                if line.startswith("data:") and line[5:].strip():
+                    messages.put_nowait(json.loads(line[5:]))
+
+        reader = asyncio.create_task(read())
+        try:
+            yield messages
+        finally:
+            reader.cancel()
+
+
+async def next_methods(messages: asyncio.Queue[dict[str, Any]], count: int) -> list[str]:
+    async with asyncio.timeout(10):
+        return [(await messages.get())["method"] for _ in range(count)]
+
+
+@pytest.mark.spec("2025-11-25", "server/tools", "notifications/tools/list_changed")
+async def test_a_tool_edit_reaches_a_legacy_stream_held_by_another_process(
+    endpoints, django_db_blocker
+):
+    daphne_url, uvicorn_url = endpoints
+    async with httpx.AsyncClient(timeout=30) as client:
+        session_id = await open_session(client, daphne_url)
+        async with get_stream(client, uvicorn_url, session_id) as messages:
+            await edit(django_db_blocker, touch_tool("echo"))
+            assert await next_methods(messages, 1) == ["notifications/tools/list_changed"]
+
+
+async def test_an_edit_on_another_endpoint_is_not_sent(endpoints, django_db_blocker):
+    daphne_url, _ = endpoints
+
+    def edit_prompt() -> None:
+        prompt = Prompt.objects.get(name="hello")
+        prompt.description += " Again."
+        prompt.save()
+
+    async with httpx.AsyncClient(timeout=30) as client:
+        session_id = await open_session(client, daphne_url)
+        async with get_stream(client, daphne_url, session_id) as messages:
+            await edit(django_db_blocker, touch_tool("other_echo"))
+            await edit(django_db_blocker, edit_prompt)
+            # Messages keep their order: had the other endpoint's tool edit been sent here,
+            # its tools/list_changed would come first.
+            assert await next_methods(messages, 1) == ["notifications/prompts/list_changed"]
+
+
+@pytest.mark.spec("2025-11-25", "server/resources", "notifications/resources/updated")
+async def test_resource_updates_reach_its_subscribers_only(endpoints, django_db_blocker):
+    daphne_url, uvicorn_url = endpoints
+    async with httpx.AsyncClient(timeout=30) as client:
+        subscriber = await open_session(client, daphne_url)
+        bystander = await open_session(client, daphne_url)
+        subscribed = await client.post(
+            daphne_url,
+            headers={**JSON_HEADERS, "mcp-session-id": subscriber},
+            json={
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "resources/subscribe",
+                "params": {"uri": URI},
+            },
+        )
+        assert subscribed.json()["result"] == {}
+        async with (
+            get_stream(client, uvicorn_url, subscriber) as subscriber_messages,
+            get_stream(client, daphne_url, bystander) as bystander_messages,
+        ):
+            await edit(django_db_blocker, set_resource_text("degraded"))
+            assert sorted(await next_methods(subscriber_messages, 2)) == [
+                "notifications/resources/list_changed",
+                "notifications/resources/updated",
+            ]
+            assert await next_methods(bystander_messages, 1) == [
+                "notifications/resources/list_changed"
+            ]
+            await edit(django_db_blocker, touch_tool("echo"))
+            # The tool edit is the bystander's next message: no resources/updated came before.
+            assert await next_methods(bystander_messages, 1) == ["notifications/tools/list_changed"]
+
+
+@pytest.mark.spec("2026-07-28", "basic/patterns/subscriptions", "only the kinds opted into")
+async def test_a_listen_stream_gets_only_what_it_asked_for_tagged_with_its_id(
+    endpoints, django_db_blocker
+):
+    _, uvicorn_url = endpoints
+    async with (
+        asyncio.timeout(20),
+        Client(uvicorn_url, mode="2026-07-28") as client,
+        client.listen(tools_list_changed=True, resource_subscriptions=[URI]) as sub,
+    ):
+        assert sub.honored.tools_list_changed
+        assert not sub.honored.prompts_list_changed
+
+        def edit_prompt() -> None:
+            prompt = Prompt.objects.get(name="hello")
+            prompt.description = "Says hello politely."
+            prompt.save()
+
+        await edit(django_db_blocker, edit_prompt)  # not opted into: never sent
+        await edit(django_db_blocker, touch_tool("echo"))
+        await edit(django_db_blocker, set_resource_text("recovered"))
+        events = []
+        async for event in sub:
+            events.append(event)
+            if len(events) == 2:
+                break
+    assert isinstance(events[0], ToolsListChanged)
+    assert isinstance(events[1], ResourceUpdated) and events[1].uri == URI
+
+
+async def test_listen_without_event_stream_accept_is_406(endpoints):
+    daphne_url, _ = endpoints
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+    }
+    async with httpx.AsyncClient(timeout=10) as client:
+        response = await client.post(
+            daphne_url,
+            headers={
+                "content-type": "application/json",
+                "accept": "application/json",
+                "mcp-protocol-version": "2026-07-28",
+                "mcp-method": "subscriptions/listen",
+            },
+            json={
+                "jsonrpc": "2.0",
+                "id": 9,
+                "method": "subscriptions/listen",
+                "params": {"notifications": {"toolsListChanged": True}, "_meta": meta},
+            },
+        )
+    assert response.status_code == 406
