@@ -115,6 +115,19 @@ def session_subscriptions(*, session_id: str, endpoint_id: int) -> frozenset[str
     return None if found is None else frozenset(found or ())
 
 
+def session_purge(*, idle_for: timedelta) -> int:
+    """Delete sessions closed, or last used, more than ``idle_for`` ago; return how many.
+
+    Clients that never send DELETE (most of them) leave their rows behind; expired sessions
+    already answer 404, so removing them changes nothing a client can see.
+    """
+    cutoff = timezone.now() - idle_for
+    deleted, _ = Session.objects.filter(
+        Q(closed_at__lt=cutoff) | Q(last_seen_at__lt=cutoff)
+    ).delete()
+    return deleted
+
+
 asession_open = _in_thread(session_open)
 asession_load = _in_thread(session_load)
 asession_close = _in_thread(session_close)
