@@ -1,4 +1,4 @@
-"""System checks: misconfigured executors or python tool modules fail ``manage.py check``.
+"""System checks: misconfigured executors, python tool modules or secret keys fail ``check``.
 
 With a database (``check --database default``, ``migrate``), the catalog rows are also checked
 against the executors, as a warning: a row whose function went away fails only that tool.
@@ -16,8 +16,11 @@ from django.db import DatabaseError
 
 from mcp_app.executors import get_executors
 from mcp_app.executors.base import ConfigError
+from mcp_app.executors.http import global_policy
 from mcp_app.executors.python import resource_functions, tool_functions
 from mcp_app.models import ResourceTemplate, Tool
+from mcp_app.protocol.results import ToolError
+from mcp_app.services.credentials import configured_keys, secret_keys_configured
 
 
 @register("mcp")
@@ -30,14 +33,16 @@ def check_executors(
         resource_functions()
     except (ImproperlyConfigured, ImportError) as exc:
         return [Error(str(exc), id="mcp_app.E001")]
+    # One message for all missing kinds: a trimmed MCP_EXECUTORS usually drops several.
+    missing = [repr(kind) for kind in Tool.Kind.values if kind not in executors]
+    if not missing:
+        return []
     return [
         Error(
-            f"Tool kind {kind!r} has no executor in MCP_EXECUTORS.",
-            hint="Add the executor class of that kind to MCP_EXECUTORS.",
+            f"Tool kind(s) {', '.join(missing)} have no executor in MCP_EXECUTORS.",
+            hint="Add the executor class of each kind to MCP_EXECUTORS.",
             id="mcp_app.E002",
         )
-        for kind in Tool.Kind.values
-        if kind not in executors
     ]
 
 
@@ -87,4 +92,37 @@ def check_catalog_rows(
     except DatabaseError:
         # Before the first migrate the tables do not exist yet; nothing to check.
         return []
+    return messages
+
+
+@register("mcp")
+def check_credential_keys(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    messages: list[CheckMessage] = []
+    try:
+        configured_keys()
+    except ValueError as exc:
+        messages.append(Error(str(exc), id="mcp_app.E003"))
+    if not secret_keys_configured():
+        messages.append(
+            Warning(
+                "MCP_SECRET_KEYS is not set: credential secrets are encrypted with a key "
+                "derived from SECRET_KEY, so changing SECRET_KEY makes them unreadable.",
+                hint="Set MCP_SECRET_KEYS to a key from "
+                "cryptography.fernet.Fernet.generate_key(), then run manage.py "
+                "rotate_credentials.",
+                id="mcp_app.W003",
+            )
+        )
+    try:
+        global_policy()
+    except ToolError:
+        messages.append(
+            Error(
+                "MCP_HTTP_ALLOWED_NETWORKS must be comma-separated networks in CIDR notation, "
+                "e.g. 10.20.0.0/16,fd12::/48.",
+                id="mcp_app.E004",
+            )
+        )
     return messages

@@ -6,7 +6,7 @@ variables (as strings); values are coerced to the type of their default here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from functools import lru_cache
 
 from django.conf import settings
@@ -34,6 +34,18 @@ class McpConf:
     MCP_MAX_RESOURCE_BYTES: int = 10 * 1024 * 1024
     # Template tool output cap, in characters.
     MCP_TEMPLATE_MAX_OUTPUT: int = 1024 * 1024
+    # HTTP tools: seconds per attempt unless the tool sets "timeout".
+    MCP_HTTP_TIMEOUT_SECONDS: float = 30.0
+    # HTTP tools: largest response body read, in bytes (larger ones end with an error result).
+    MCP_HTTP_MAX_RESPONSE_BYTES: int = 2 * 1024 * 1024
+    # HTTP tools: redirects followed per request, each hop re-checked by the SSRF guard.
+    MCP_HTTP_MAX_REDIRECTS: int = 5
+    # HTTP tools: networks (CIDR, comma separated) reachable although not public, e.g. an
+    # internal API range; every tool may then reach them.
+    MCP_HTTP_ALLOWED_NETWORKS: str = ""
+    # Fernet keys (comma separated) for credential secrets: the first encrypts, all decrypt.
+    # Empty: a key derived from SECRET_KEY (a system check warns).
+    MCP_SECRET_KEYS: str = field(default="", repr=False)
 
 
 def _coerce(value: object, default: object) -> object:

@@ -1,5 +1,5 @@
-"""Django admin for the catalog and sessions: one module per model, forms in forms.py."""
+"""Django admin for the catalog, credentials and sessions: a module per model, forms in forms.py."""
 
-from mcp_app.admin import endpoint, prompt, resource, resource_template, session, tool
+from mcp_app.admin import credential, endpoint, prompt, resource, resource_template, session, tool
 
-__all__ = ["endpoint", "prompt", "resource", "resource_template", "session", "tool"]
+__all__ = ["credential", "endpoint", "prompt", "resource", "resource_template", "session", "tool"]

@@ -1,4 +1,5 @@
-"""Admin forms: JSON text fields with precise errors, and the tool / template / endpoint forms.
+"""Admin forms: JSON text fields with precise errors; the tool, template, endpoint and
+credential forms.
 
 Forms parse and check input; anything spanning rows (tool names unique per endpoint) is asked of
 ``services.catalog``. Nothing here writes except the ModelForm's own save.
@@ -16,15 +17,17 @@ from django.core.exceptions import ValidationError
 
 from mcp_app.executors import get_executor
 from mcp_app.executors.base import ConfigError
+from mcp_app.executors.http import BODY_MODES, MAX_RETRIES, METHODS, placeholder_names
 from mcp_app.executors.python import resource_functions, tool_functions
 from mcp_app.executors.template import OUTPUTS
-from mcp_app.models import Endpoint, ResourceTemplate, Tool
+from mcp_app.models import Credential, Endpoint, ResourceTemplate, Tool
 from mcp_app.models.fields import (
     default_input_schema,
     validate_input_schema,
     validate_output_schema,
 )
 from mcp_app.services.catalog import check_unique_tool_names, python_tool_defaults
+from mcp_app.services.credentials import credential_set_secret
 
 _HINT_FIELDS = ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
 
@@ -127,6 +130,97 @@ class ToolForm(forms.ModelForm):
         label="Template output",
         help_text='"json" parses the rendered text into structuredContent.',
     )
+    http_method = forms.ChoiceField(
+        choices=[(method, method) for method in METHODS],
+        initial="GET",
+        required=False,
+        label="HTTP method",
+        help_text="GET, HEAD, PUT, DELETE and OPTIONS are retried; the others never are.",
+    )
+    http_url = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="URL template",
+        widget=forms.TextInput(attrs={"class": "vLargeTextField"}),
+        help_text=(
+            "E.g. https://api.example.com/users/{user}/repos: {name} inserts the argument "
+            "(percent-encoded); the scheme and host are fixed."
+        ),
+    )
+    http_query = JsonTextField(
+        required=False,
+        empty_json={},
+        label="Query parameters",
+        widget=JsonTextarea(attrs={"rows": 3}),
+        help_text='E.g. {"q": "{query}", "limit": "20"}; a parameter of an absent argument '
+        "is left out.",
+    )
+    http_headers = JsonTextField(
+        required=False,
+        empty_json={},
+        label="Headers",
+        widget=JsonTextarea(attrs={"rows": 3}),
+        help_text='E.g. {"Accept": "application/json"}. Put secrets in a credential instead.',
+    )
+    http_body = forms.ChoiceField(
+        choices=[(mode, mode) for mode in BODY_MODES],
+        initial="none",
+        required=False,
+        label="Body",
+        help_text='"arguments": the arguments as JSON; "json": the body template; "form": the '
+        "body template's fields, form-encoded.",
+    )
+    http_body_template = JsonTextField(
+        required=False,
+        empty_json=None,
+        label="Body template",
+        widget=JsonTextarea(attrs={"rows": 5}),
+        help_text='json: a document where "{name}" is the argument\'s JSON value and other '
+        'strings interpolate; form: {"field": "{name}"}.',
+    )
+    http_timeout = forms.FloatField(
+        required=False,
+        min_value=0.001,
+        label="Timeout (s)",
+        help_text="Per attempt; empty: MCP_HTTP_TIMEOUT_SECONDS.",
+    )
+    http_retries = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_RETRIES,
+        label="Retries",
+        help_text="On connection errors and 502/503/504, idempotent methods only.",
+    )
+    http_expected_status = forms.CharField(
+        required=False,
+        initial="2xx",
+        label="Expected statuses",
+        help_text="Comma separated codes or classes, e.g. 2xx, 304. Others are error results.",
+    )
+    http_select = forms.CharField(
+        required=False,
+        label="Select",
+        help_text="Optional dotted path into the JSON response, e.g. data.items[0].",
+    )
+    http_credential = forms.ModelChoiceField(
+        queryset=Credential.objects.order_by("name"),
+        to_field_name="name",
+        required=False,
+        label="Credential",
+        help_text="How the request authenticates; secrets live in Credentials.",
+    )
+    http_allow_hosts = forms.CharField(
+        required=False,
+        label="Allowed private hosts",
+        help_text="Host names this tool may reach although they resolve to private or "
+        "loopback addresses, comma separated.",
+    )
+    http_allow_networks = forms.CharField(
+        required=False,
+        label="Allowed private networks",
+        help_text="Networks (CIDR) this tool may reach although not public, comma separated, "
+        "e.g. 10.20.0.0/16.",
+    )
     endpoints = forms.ModelMultipleChoiceField(
         queryset=Endpoint.objects.order_by("slug"),
         required=False,
@@ -164,6 +258,8 @@ class ToolForm(forms.ModelForm):
         elif self.instance.kind == Tool.Kind.TEMPLATE:
             self.initial.setdefault("template", config.get("template", ""))
             self.initial.setdefault("template_output", config.get("output", "text"))
+        elif self.instance.kind == Tool.Kind.HTTP:
+            self._initial_http(config)
         if self.instance.pk is not None:
             self.initial.setdefault("endpoints", list(self.instance.endpoints.all()))
 
@@ -185,6 +281,8 @@ class ToolForm(forms.ModelForm):
             self._clean_python(data)
         elif kind == Tool.Kind.TEMPLATE:
             self._clean_template(data)
+        elif kind == Tool.Kind.HTTP:
+            self._clean_http(data)
         if "input_schema" in data and data["input_schema"] is None:
             data["input_schema"] = default_input_schema()
         if "description" in data and not data["description"].strip():
@@ -221,6 +319,75 @@ class ToolForm(forms.ModelForm):
         if self._config_ok(Tool.Kind.TEMPLATE, config, "template"):
             self.instance.config = config
 
+    def _initial_http(self, config: Mapping[str, Any]) -> None:
+        initial = {
+            "http_method": config.get("method", "GET"),
+            "http_url": config.get("url", ""),
+            "http_query": config.get("query", {}),
+            "http_headers": config.get("headers", {}),
+            "http_body": config.get("body", "none"),
+            "http_body_template": config.get("body_template"),
+            "http_timeout": config.get("timeout"),
+            "http_retries": config.get("retries"),
+            "http_expected_status": ", ".join(
+                str(item) for item in config.get("expected_status", ["2xx"])
+            ),
+            "http_select": config.get("select", ""),
+            "http_credential": config.get("credential"),
+            "http_allow_hosts": ", ".join(config.get("allow_hosts", [])),
+            "http_allow_networks": ", ".join(config.get("allow_networks", [])),
+        }
+        for name, value in initial.items():
+            self.initial.setdefault(name, value)
+
+    def _clean_http(self, data: dict[str, Any]) -> None:
+        if any(f"http_{key}" in self.errors for key in _HTTP_FIELD_KEYS):
+            return  # a field did not parse: its own error says why
+        if not data.get("http_url"):
+            self.add_error("http_url", "Enter the URL template of the request.")
+            return
+        config: dict[str, Any] = {"method": data.get("http_method") or "GET"}
+        config["url"] = data["http_url"]
+        optional = {
+            "query": data.get("http_query") or None,
+            "headers": data.get("http_headers") or None,
+            "body": data.get("http_body") if data.get("http_body") not in ("", "none") else None,
+            "body_template": data.get("http_body_template"),
+            "timeout": data.get("http_timeout"),
+            "retries": data.get("http_retries"),
+            "expected_status": _status_list(data.get("http_expected_status", "")),
+            "select": data.get("http_select") or None,
+            "credential": data["http_credential"].name if data.get("http_credential") else None,
+            "allow_hosts": _split_list(data.get("http_allow_hosts", "")),
+            "allow_networks": _split_list(data.get("http_allow_networks", "")),
+        }
+        config.update((key, value) for key, value in optional.items() if value not in (None, []))
+        try:
+            get_executor(Tool.Kind.HTTP).validate_config(config)
+        except ConfigError as exc:
+            key = next((key for key in _HTTP_FIELD_KEYS if exc.message.startswith(key)), "url")
+            self.add_error(f"http_{key}", exc.message)
+            return
+        if not self._http_placeholders_declared(config, data.get("input_schema")):
+            return
+        self.instance.config = config
+
+    def _http_placeholders_declared(
+        self, config: Mapping[str, Any], schema: Mapping[str, Any] | None
+    ) -> bool:
+        declared = set((schema or {}).get("properties", {}))
+        ok = True
+        for key in ("url", "query", "headers", "body_template"):
+            part = {key: config[key], "body": config.get("body")} if key in config else {}
+            if unknown := sorted(placeholder_names(part) - declared):
+                self.add_error(
+                    f"http_{key}",
+                    f"{', '.join('{' + name + '}' for name in unknown)} names no property of "
+                    "the input schema.",
+                )
+                ok = False
+        return ok
+
     def _config_ok(self, kind: str, config: Mapping[str, Any], field: str) -> bool:
         try:
             get_executor(kind).validate_config(config)
@@ -244,6 +411,25 @@ class ToolForm(forms.ModelForm):
     def _save_m2m(self) -> None:
         super()._save_m2m()
         self.instance.endpoints.set(self.cleaned_data["endpoints"])
+
+
+# Config keys with a form field "http_<key>", longest first: an error message starting with a
+# key belongs to that field ("body_template ..." before "body ...").
+_HTTP_FIELD_KEYS = (
+    "expected_status", "allow_networks", "body_template", "allow_hosts", "credential",
+    "timeout", "retries", "headers", "method", "select", "query", "body", "url",
+)  # fmt: skip
+
+
+def _split_list(value: str) -> list[str]:
+    return [item for item in value.replace(",", " ").split() if item]
+
+
+def _status_list(value: str) -> list[int | str] | None:
+    items = _split_list(value)
+    if items == ["2xx"] or not items:
+        return None  # the default
+    return [int(item) if item.isdigit() else item for item in items]
 
 
 class ResourceTemplateForm(forms.ModelForm):
@@ -310,3 +496,35 @@ class EndpointForm(forms.ModelForm):
         # The full intended set: only names repeated within it can clash.
         check_unique_tool_names(endpoint_ids=(), tools=[(tool.pk, tool.name) for tool in tools])
         return tools
+
+
+class CredentialForm(forms.ModelForm):
+    """Edits a credential; the secret is write-only (never rendered back, empty keeps it)."""
+
+    secret = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "new-password"}),
+        help_text=(
+            "The token, password, API key or OAuth client secret. Stored encrypted and never "
+            "shown again; leave empty to keep the stored one."
+        ),
+    )
+
+    class Meta:
+        model = Credential
+        fields = [
+            "name", "kind", "description", "header_name", "query_param", "username",
+            "token_url", "client_id", "scopes",
+        ]  # fmt: skip
+        # An operator must type the scheme: a token URL is fetched with a client secret.
+        field_classes = {"token_url": forms.CharField}
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        secret = data.get("secret", "")
+        if secret:
+            credential_set_secret(credential=self.instance, secret=secret)
+        elif not self.instance.secret_encrypted:
+            self.add_error("secret", "Enter the secret.")
+        return data

@@ -21,7 +21,27 @@ class ToolAdmin(admin.ModelAdmin):
         (None, {"fields": ["name", "title", "description", "enabled", "endpoints"]}),
         (
             "Implementation",
-            {"fields": ["kind", "function", "template", "template_output"]},
+            {
+                "fields": [
+                    "kind",
+                    "function",
+                    "template",
+                    "template_output",
+                    "http_method",
+                    "http_url",
+                    "http_query",
+                    "http_headers",
+                    "http_body",
+                    "http_body_template",
+                    "http_timeout",
+                    "http_retries",
+                    "http_expected_status",
+                    "http_select",
+                    "http_credential",
+                    "http_allow_hosts",
+                    "http_allow_networks",
+                ]  # fmt: skip
+            },
         ),
         ("Schemas", {"fields": ["input_schema", "output_schema"]}),
         (

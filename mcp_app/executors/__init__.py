@@ -1,7 +1,7 @@
 """The registry of tool kinds: ``get_executor(kind)``.
 
-Executor classes are listed by dotted path in the ``MCP_EXECUTORS`` setting (default: the python
-and template kinds). The registry is built once and rebuilt when that setting changes, as
+Executor classes are listed by dotted path in the ``MCP_EXECUTORS`` setting (default: the python,
+template and http kinds). The registry is built once and rebuilt when that setting changes, as
 ``django.contrib.auth.hashers.get_hashers`` does.
 """
 
@@ -20,6 +20,7 @@ from mcp_app.executors.base import Executor, setting_list
 DEFAULT_EXECUTORS: tuple[str, ...] = (
     "mcp_app.executors.python.PythonExecutor",
     "mcp_app.executors.template.TemplateExecutor",
+    "mcp_app.executors.http.HttpExecutor",
 )
 
 

@@ -1,5 +1,6 @@
-"""Catalog and session models; import them from here (``from mcp_app.models import Tool``)."""
+"""Catalog, credential and session models: import them from here (``mcp_app.models``)."""
 
+from mcp_app.models.credential import Credential
 from mcp_app.models.endpoint import Endpoint
 from mcp_app.models.prompt import Prompt, PromptArgument, PromptMessage
 from mcp_app.models.resource import Resource, ResourceTemplate
@@ -7,6 +8,7 @@ from mcp_app.models.session import Session
 from mcp_app.models.tool import Tool
 
 __all__ = [
+    "Credential",
     "Endpoint",
     "Prompt",
     "PromptArgument",

@@ -27,6 +27,7 @@ class Tool(TimestampedModel):
     class Kind(models.TextChoices):
         PYTHON = "python", "Python function"
         TEMPLATE = "template", "Text template"
+        HTTP = "http", "HTTP request"
 
     name = models.CharField(
         max_length=128,

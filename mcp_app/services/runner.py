@@ -23,6 +23,7 @@ from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef, ToolDef
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolError, ToolResult
 from mcp_app.services.catalog import ResourceKey, ResourceTemplateKey, ToolKey
+from mcp_app.services.credentials import credential_resolve_for_tool
 
 # MIME types served as text (when the bytes decode as UTF-8) although not text/*.
 _TEXTUAL_TYPES = frozenset(
@@ -51,7 +52,11 @@ class CatalogToolRunner:
         deadline = asyncio.timeout(seconds)
         try:
             async with deadline:
-                return await executor.run(key.config, arguments, ctx)
+                config = key.config
+                if key.kind == "http":
+                    # Executors read no rows: the credential's secret is decrypted here.
+                    config = await credential_resolve_for_tool(config=config)
+                return await executor.run(config, arguments, ctx)
         except TimeoutError:
             # A TimeoutError of the tool's own (an upstream call, say) is not this deadline.
             if not deadline.expired():

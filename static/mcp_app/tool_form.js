@@ -5,6 +5,11 @@
   var FIELDS_BY_KIND = {
     python: ["function"],
     template: ["template", "template_output"],
+    http: [
+      "http_method", "http_url", "http_query", "http_headers", "http_body",
+      "http_body_template", "http_timeout", "http_retries", "http_expected_status",
+      "http_select", "http_credential", "http_allow_hosts", "http_allow_networks",
+    ],
   };
 
   function row(name) {

@@ -17,7 +17,11 @@ python = get_executor("python")
 
 
 def test_registry_offers_the_configured_kinds() -> None:
-    assert executor_kinds() == [("python", "Python function"), ("template", "Text template")]
+    assert executor_kinds() == [
+        ("python", "Python function"),
+        ("template", "Text template"),
+        ("http", "HTTP request"),
+    ]
 
 
 def test_unknown_kind_is_a_lookup_error() -> None:
@@ -28,7 +32,7 @@ def test_unknown_kind_is_a_lookup_error() -> None:
 def test_executor_registry_follows_the_setting() -> None:
     with override_settings(MCP_EXECUTORS=["mcp_app.executors.template.TemplateExecutor"]):
         assert [kind for kind, _label in executor_kinds()] == ["template"]
-    assert [kind for kind, _label in executor_kinds()] == ["python", "template"]
+    assert [kind for kind, _label in executor_kinds()] == ["python", "template", "http"]
 
 
 def test_base_executor_methods_must_be_overridden() -> None:

@@ -1,0 +1,633 @@
+"""Kind "http": one call to a REST endpoint, its response mapped to a tool result.
+
+Config (every key but ``url`` optional)::
+
+    {
+      "method": "GET",                          GET HEAD POST PUT PATCH DELETE OPTIONS
+      "url": "https://api.example.com/users/{user}/repos",
+      "query": {"q": "{query}", "per_page": "20"},
+      "headers": {"X-Tag": "{tag}"},
+      "body": "none",                           none | arguments | json | form
+      "body_template": null,                    json: a JSON document; form: {"field": "{arg}"}
+      "timeout": 10,                            seconds per attempt (MCP_HTTP_TIMEOUT_SECONDS)
+      "retries": 2,                             idempotent methods only, 0-5
+      "expected_status": ["2xx"],               codes (201) or classes ("2xx")
+      "select": "data.items[0]",                a dotted path into a JSON response
+      "credential": "github",                   name of a Credential row
+      "allow_hosts": ["api.internal"],          SSRF allow-list: hosts ...
+      "allow_networks": ["10.20.0.0/16"]        ... and networks (CIDR)
+    }
+
+Placeholders ``{name}`` insert the argument ``name`` (``{{`` and ``}}`` are literal braces).
+In the URL the value is percent-encoded (``/`` too), so an argument cannot change the path
+structure; the scheme and host take no placeholders. A query, header or form value that is
+exactly ``"{name}"`` is left out when the argument is absent, and repeats for a list. In a
+``json`` body template a string that is exactly ``"{name}"`` becomes the argument's JSON value
+(an absent one drops the object member, or is null in a list); other strings interpolate.
+
+The response: an unexpected status is an error result with the status and a short excerpt; a
+JSON body becomes ``structuredContent`` (after ``select``) plus its pretty-printed text; image/*
+an image block; text a text block; anything else an embedded binary resource. Bodies are capped
+at MCP_HTTP_MAX_RESPONSE_BYTES. Requests go through ``netguard`` (SSRF guard).
+
+The runner resolves ``credential`` into ``resolved_credential`` (an ``HttpAuth``) before the
+call: this module never reads rows. Every secret of that credential is replaced by
+``[redacted]`` in error messages and excerpts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, quote_plus, urlencode
+
+import httpx
+import orjson
+
+from mcp_app.conf import get_conf
+from mcp_app.executors.base import ConfigError, Executor
+from mcp_app.executors.netguard import (
+    BlockedAddressError,
+    FetchedResponse,
+    GuardedClient,
+    NetworkPolicy,
+    ResponseTooLargeError,
+    TooManyRedirectsError,
+    safe_url,
+)
+from mcp_app.protocol.context import ToolCallContext
+from mcp_app.protocol.results import ToolError, ToolResult
+
+logger = logging.getLogger(__name__)
+
+METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+# RFC 9110 section 9.2.2: repeating these has the effect of sending once.
+IDEMPOTENT_METHODS = frozenset({"GET", "HEAD", "PUT", "DELETE", "OPTIONS"})
+BODY_MODES = ("none", "arguments", "json", "form")
+RETRY_STATUSES = frozenset({502, 503, 504})
+MAX_RETRIES = 5
+MAX_TIMEOUT_SECONDS = 300.0
+# Backoff before retry n (0-based): 0.1 s, 0.2 s, 0.4 s ... at most 1 s.
+BACKOFF_BASE_SECONDS = 0.1
+BACKOFF_MAX_SECONDS = 1.0
+EXCERPT_CHARS = 500
+REDACTED = "[redacted]"
+CONFIG_KEYS = frozenset(
+    {
+        "method", "url", "query", "headers", "body", "body_template", "timeout", "retries",
+        "expected_status", "select", "credential", "allow_hosts", "allow_networks",
+        "resolved_credential",
+    }
+)  # fmt: skip
+# Set by the client from the URL and body, or hop-by-hop: an operator mapping may not set them.
+FORBIDDEN_HEADERS = frozenset(
+    {
+        "host", "content-length", "transfer-encoding", "connection", "keep-alive", "te",
+        "trailer", "upgrade", "proxy-connection", "proxy-authorization",
+    }
+)  # fmt: skip
+_RETRYABLE_ERRORS = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.ReadError,
+    httpx.WriteError,
+    httpx.RemoteProtocolError,
+)
+_TOKEN = re.compile(r"\{\{|\}\}|\{([^{}]*)\}|[{}]")
+_EXACT = re.compile(r"\{([^{}]+)\}")
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_STATUS_CLASS = re.compile(r"[1-5]xx")
+_SELECT_SEGMENT = re.compile(r"([^.\[\]]+)?((?:\[-?\d+\])*)")
+_MISSING: Any = object()
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAuth:
+    """A credential resolved into what goes on the request, plus the strings to redact.
+
+    Built by ``services.credentials``; plain values only, never shown by ``repr``.
+    """
+
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    query: Mapping[str, str] = field(default_factory=dict, repr=False)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+
+def placeholder_names(config: Mapping[str, Any]) -> set[str]:
+    """Return the argument names the config's URL, query, headers and body template use.
+
+    Raises:
+        ConfigError: a template has an unmatched brace or an empty ``{}``.
+    """
+    names: set[str] = set()
+    url = config.get("url")
+    if isinstance(url, str):
+        names.update(_placeholders(url, "url"))
+    for key in ("query", "headers"):
+        mapping = config.get(key)
+        if isinstance(mapping, Mapping):
+            for name, value in mapping.items():
+                if isinstance(value, str):
+                    names.update(_placeholders(value, f"{key} {name!r}"))
+    template = config.get("body_template")
+    if config.get("body") in ("json", "form") and template is not None:
+        names.update(_json_placeholders(template))
+    return names
+
+
+def _placeholders(text: str, where: str) -> list[str]:
+    names = []
+    for match in _TOKEN.finditer(text):
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            continue
+        if token in ("{", "}") or not match.group(1):
+            raise ConfigError(
+                f"{where}: unmatched or empty brace in {text!r}; write {{{{ or }}}} for a "
+                "literal brace."
+            )
+        names.append(match.group(1))
+    return names
+
+
+def _json_placeholders(node: Any) -> list[str]:
+    if isinstance(node, str):
+        return _placeholders(node, "body_template")
+    if isinstance(node, Mapping):
+        return [name for value in node.values() for name in _json_placeholders(value)]
+    if isinstance(node, list):
+        return [name for value in node for name in _json_placeholders(value)]
+    return []
+
+
+def parse_select(path: str) -> list[str | int]:
+    """Parse a dotted path (``data.items[0].name``, ``[0]``, ``items[-1]``) into steps.
+
+    Raises:
+        ConfigError: not of that form.
+    """
+    steps: list[str | int] = []
+    if not path.strip():
+        raise ConfigError("select: enter a path such as data.items[0], or leave it empty.")
+    for segment in path.split("."):
+        match = _SELECT_SEGMENT.fullmatch(segment)
+        if not segment or match is None or (match.group(1) is None and not match.group(2)):
+            raise ConfigError(
+                f"select: {path!r} is not a dotted path such as data.items[0].name (keys "
+                "separated by dots, list indexes in brackets)."
+            )
+        if match.group(1) is not None:
+            steps.append(match.group(1))
+        steps.extend(int(index) for index in re.findall(r"-?\d+", match.group(2)))
+    return steps
+
+
+def apply_select(value: Any, path: str) -> Any:
+    """Return the part of ``value`` at ``path``.
+
+    Raises:
+        ToolError: the path does not exist in ``value``.
+    """
+    current = value
+    for step in parse_select(path):
+        if isinstance(step, int) and isinstance(current, list):
+            found = -len(current) <= step < len(current)
+        else:
+            found = isinstance(step, str) and isinstance(current, dict) and step in current
+        if found:
+            current = current[step]
+        else:
+            raise ToolError(f"The response has nothing at {path!r} (select).")
+    return current
+
+
+def _parse_status(value: Any) -> None:
+    if isinstance(value, bool) or not (
+        (isinstance(value, int) and 100 <= value <= 599)
+        or (isinstance(value, str) and _STATUS_CLASS.fullmatch(value))
+    ):
+        raise ConfigError(
+            f"expected_status: {value!r} is neither a status code (100-599) nor a class such "
+            'as "2xx".'
+        )
+
+
+def _status_expected(status: int, expected: Sequence[Any]) -> bool:
+    for item in expected:
+        if isinstance(item, str) and item[0] == str(status // 100):
+            return True
+        if item == status:
+            return True
+    return False
+
+
+class HttpExecutor(Executor):
+    kind = "http"
+    label = "HTTP request"
+
+    def validate_config(self, config: Mapping[str, Any]) -> None:
+        if unknown := sorted(set(config) - CONFIG_KEYS):
+            raise ConfigError(f"Unknown config keys: {', '.join(unknown)}.")
+        method = config.get("method", "GET")
+        if method not in METHODS:
+            raise ConfigError(f"method must be one of {', '.join(METHODS)}, not {method!r}.")
+        self._validate_url(config.get("url"))
+        for key in ("query", "headers"):
+            self._validate_mapping(key, config.get(key, {}))
+        self._validate_body(config)
+        timeout = config.get("timeout", get_conf().MCP_HTTP_TIMEOUT_SECONDS)
+        if (
+            isinstance(timeout, bool)
+            or not isinstance(timeout, int | float)
+            or not 0 < timeout <= MAX_TIMEOUT_SECONDS
+        ):
+            raise ConfigError(f"timeout must be seconds above 0, at most {MAX_TIMEOUT_SECONDS:g}.")
+        retries = config.get("retries", 0)
+        if isinstance(retries, bool) or not isinstance(retries, int):
+            raise ConfigError(f"retries must be a whole number from 0 to {MAX_RETRIES}.")
+        if not 0 <= retries <= MAX_RETRIES:
+            raise ConfigError(f"retries must be a whole number from 0 to {MAX_RETRIES}.")
+        expected = config.get("expected_status", ["2xx"])
+        if not isinstance(expected, list) or not expected:
+            raise ConfigError('expected_status must be a non-empty list, e.g. ["2xx", 304].')
+        for item in expected:
+            _parse_status(item)
+        select = config.get("select")
+        if select is not None:
+            if not isinstance(select, str):
+                raise ConfigError("select must be a dotted path such as data.items[0].")
+            parse_select(select)
+        credential = config.get("credential")
+        if credential is not None and (not isinstance(credential, str) or not credential):
+            raise ConfigError("credential must be the name of a credential.")
+        resolved = config.get("resolved_credential")
+        if resolved is not None and not isinstance(resolved, HttpAuth):
+            raise ConfigError("resolved_credential is set by the runner, not in the config.")
+        self._policy(config)
+
+    def _validate_url(self, url: Any) -> None:
+        if not isinstance(url, str) or not url.strip():
+            raise ConfigError('HTTP tools need a "url", e.g. https://api.example.com/items/{id}.')
+        _placeholders(url, "url")
+        scheme, sep, rest = url.partition("://")
+        authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+        if scheme.lower() not in ("http", "https") or not sep or not authority:
+            raise ConfigError(f"url must start with http:// or https:// and a host, not {url!r}.")
+        if "{" in scheme + authority or "}" in authority:
+            raise ConfigError("url: the scheme and host cannot contain placeholders.")
+        if "@" in authority:
+            raise ConfigError("url: put user names and passwords in a credential, not the URL.")
+        try:
+            httpx.URL(_TOKEN.sub("x", url))
+        except httpx.InvalidURL as exc:
+            raise ConfigError(f"url is not a valid URL: {exc}") from None
+
+    def _validate_mapping(self, key: str, mapping: Any) -> None:
+        if not isinstance(mapping, Mapping) or not all(
+            isinstance(name, str) and isinstance(value, str) for name, value in mapping.items()
+        ):
+            raise ConfigError(f'{key} must be an object of strings, e.g. {{"q": "{{query}}"}}.')
+        for name, value in mapping.items():
+            _placeholders(value, f"{key} {name!r}")
+            if key != "headers":
+                continue
+            if not _HEADER_NAME.fullmatch(name):
+                raise ConfigError(f"headers: {name!r} is not a valid header name.")
+            if name.lower() in FORBIDDEN_HEADERS:
+                raise ConfigError(f"headers: {name} is set by the HTTP client and cannot be set.")
+            if "\r" in value or "\n" in value:
+                raise ConfigError(f"headers: the value of {name} contains a line break.")
+
+    def _validate_body(self, config: Mapping[str, Any]) -> None:
+        body = config.get("body", "none")
+        if body not in BODY_MODES:
+            raise ConfigError(f"body must be one of {', '.join(BODY_MODES)}, not {body!r}.")
+        template = config.get("body_template")
+        if body in ("none", "arguments"):
+            if template is not None:
+                raise ConfigError('body_template is used only with body "json" or "form".')
+            return
+        if body == "json" and template is None:
+            raise ConfigError('body "json" needs a body_template (a JSON document).')
+        if body == "form" and (
+            not isinstance(template, Mapping)
+            or not all(isinstance(value, str) for value in template.values())
+        ):
+            raise ConfigError(
+                'body "form" needs a body_template object of strings, e.g. {"name": "{name}"}.'
+            )
+        _json_placeholders(template)
+
+    def _policy(self, config: Mapping[str, Any]) -> NetworkPolicy:
+        hosts = config.get("allow_hosts", [])
+        networks = config.get("allow_networks", [])
+        if not isinstance(hosts, list) or not all(isinstance(host, str) for host in hosts):
+            raise ConfigError("allow_hosts must be a list of host names.")
+        if not isinstance(networks, list) or not all(isinstance(net, str) for net in networks):
+            raise ConfigError("allow_networks must be a list of networks such as 10.0.0.0/8.")
+        try:
+            return NetworkPolicy.build(hosts, networks)
+        except ValueError as exc:
+            raise ConfigError(f"allow_networks: {exc}.") from None
+
+    async def run(
+        self, config: Mapping[str, Any], arguments: Mapping[str, Any], ctx: ToolCallContext
+    ) -> ToolResult:
+        self.validate_config(config)
+        if config.get("credential") and config.get("resolved_credential") is None:
+            raise ToolError(f"The credential {config['credential']!r} was not resolved.")
+        auth: HttpAuth = config.get("resolved_credential") or HttpAuth()
+        redactor = Redactor(auth.secrets)
+        try:
+            return await self._call(config, arguments, auth, redactor, ctx)
+        except ToolError as exc:
+            raise ToolError(redactor(exc.message)) from None
+
+    async def _call(
+        self,
+        config: Mapping[str, Any],
+        arguments: Mapping[str, Any],
+        auth: HttpAuth,
+        redactor: Redactor,
+        ctx: ToolCallContext,
+    ) -> ToolResult:
+        conf = get_conf()
+        method = config.get("method", "GET")
+        url = build_url(config, arguments, auth)
+        headers, content = build_headers_and_body(config, arguments, auth)
+        timeout = float(config.get("timeout", conf.MCP_HTTP_TIMEOUT_SECONDS))
+        policy = network_policy(config)
+        attempts = 1 + (config.get("retries", 0) if method in IDEMPOTENT_METHODS else 0)
+        async with GuardedClient(
+            policy,
+            max_response_bytes=conf.MCP_HTTP_MAX_RESPONSE_BYTES,
+            max_redirects=conf.MCP_HTTP_MAX_REDIRECTS,
+            timeout=timeout,
+        ) as client:
+            for attempt in range(attempts):
+                last = attempt == attempts - 1
+                try:
+                    async with asyncio.timeout(timeout):
+                        response = await client.request(
+                            method, url, headers=headers, content=content
+                        )
+                except _RETRYABLE_ERRORS as exc:
+                    if last:
+                        raise ToolError(
+                            f"Could not reach {safe_url(url)} ({type(exc).__name__})."
+                        ) from None
+                except TimeoutError:
+                    raise ToolError(
+                        f"{safe_url(url)} did not answer within {timeout:g} s."
+                    ) from None
+                except httpx.TimeoutException as exc:
+                    raise ToolError(
+                        f"{safe_url(url)} did not answer within {timeout:g} s "
+                        f"({type(exc).__name__})."
+                    ) from None
+                except (BlockedAddressError, ResponseTooLargeError, TooManyRedirectsError) as exc:
+                    raise ToolError(str(exc)) from None
+                except httpx.HTTPError as exc:
+                    raise ToolError(
+                        f"The request to {safe_url(url)} failed ({type(exc).__name__})."
+                    ) from None
+                else:
+                    if response.status not in RETRY_STATUSES or last:
+                        break
+                logger.debug(
+                    "HTTP tool %s: attempt %d of %d to %s failed; retrying",
+                    ctx.tool_name, attempt + 1, attempts, safe_url(url),
+                )  # fmt: skip
+                await asyncio.sleep(min(BACKOFF_BASE_SECONDS * 2**attempt, BACKOFF_MAX_SECONDS))
+        logger.debug(
+            "HTTP tool %s: %s %s -> %d", ctx.tool_name, method, safe_url(url), response.status
+        )
+        return map_response(response, config, redactor)
+
+
+def network_policy(config: Mapping[str, Any]) -> NetworkPolicy:
+    """Return the tool's allow-list merged with MCP_HTTP_ALLOWED_NETWORKS.
+
+    Raises:
+        ConfigError: the tool's allow-list is malformed.
+        ToolError: the setting is malformed.
+    """
+    return HttpExecutor()._policy(config).merged(global_policy())
+
+
+def global_policy() -> NetworkPolicy:
+    """Return the MCP_HTTP_ALLOWED_NETWORKS allow-list.
+
+    Raises:
+        ToolError: the setting holds something that is not a network (the check reports it).
+    """
+    value = get_conf().MCP_HTTP_ALLOWED_NETWORKS
+    networks = value.split(",") if isinstance(value, str) else list(value)
+    try:
+        return NetworkPolicy.build(networks=[network.strip() for network in networks])
+    except ValueError:
+        raise ToolError("MCP_HTTP_ALLOWED_NETWORKS is misconfigured.") from None
+
+
+class Redactor:
+    """Replaces every form of the credential's secrets by ``[redacted]``."""
+
+    def __init__(self, secrets: Sequence[str]) -> None:
+        forms = {form for secret in secrets if secret
+                 for form in (secret, quote(secret, safe=""), quote_plus(secret))}  # fmt: skip
+        # Longest first, so a secret containing another is replaced whole.
+        self._forms = sorted(forms, key=len, reverse=True)
+
+    def __call__(self, text: str) -> str:
+        for form in self._forms:
+            text = text.replace(form, REDACTED)
+        return text
+
+
+def _format(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return ""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def interpolate(text: str, arguments: Mapping[str, Any], encode: bool, where: str) -> str:
+    """Replace ``{name}`` by the argument (percent-encoded if ``encode``).
+
+    Raises:
+        ToolError: the call did not provide an argument the template names.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token in ("{{", "}}"):
+            return token[0]
+        name = match.group(1)
+        if name not in arguments:
+            raise ToolError(f"The {where} needs the argument {name!r}, which the call lacks.")
+        value = _format(arguments[name])
+        return quote(value, safe="") if encode else value
+
+    return _TOKEN.sub(replace, text)
+
+
+def _pairs(
+    mapping: Mapping[str, str], arguments: Mapping[str, Any], where: str
+) -> list[tuple[str, str]]:
+    pairs: list[tuple[str, str]] = []
+    for name, template in mapping.items():
+        exact = _EXACT.fullmatch(template)
+        if exact and exact.group(1) not in arguments:
+            continue  # an optional argument that was not given
+        if exact and isinstance(arguments[exact.group(1)], list):
+            pairs.extend((name, _format(item)) for item in arguments[exact.group(1)])
+            continue
+        pairs.append((name, interpolate(template, arguments, encode=False, where=where)))
+    return pairs
+
+
+def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], auth: HttpAuth) -> str:
+    """Render the URL template and append the query mapping and the credential's query."""
+    url = interpolate(config["url"], arguments, encode=True, where="URL")
+    pairs = _pairs(config.get("query", {}), arguments, "query") + list(auth.query.items())
+    if not pairs:
+        return url
+    base, _, fragment = url.partition("#")
+    separator = "&" if "?" in base else "?"
+    query = urlencode(pairs, quote_via=quote)
+    return f"{base}{separator}{query}" + (f"#{fragment}" if fragment else "")
+
+
+def build_headers_and_body(
+    config: Mapping[str, Any], arguments: Mapping[str, Any], auth: HttpAuth
+) -> tuple[dict[str, str], bytes | None]:
+    """Render the header mapping and the body; the credential's headers win.
+
+    Raises:
+        ToolError: an argument is missing, or a header value would contain a line break.
+    """
+    headers: dict[str, str] = {"User-Agent": "mcphost-http-tool"}
+    for name, value in _pairs(config.get("headers", {}), arguments, "header"):
+        if "\r" in value or "\n" in value:
+            raise ToolError(f"The header {name} would contain a line break.")
+        headers[name] = value
+    headers.update(auth.headers)
+    body = config.get("body", "none")
+    content: bytes | None = None
+    content_type = ""
+    if body == "arguments":
+        content, content_type = orjson.dumps(dict(arguments)), "application/json"
+    elif body == "json":
+        rendered = render_json_template(config["body_template"], arguments)
+        content, content_type = orjson.dumps(rendered), "application/json"
+    elif body == "form":
+        pairs = _pairs(config["body_template"], arguments, "form body")
+        content = urlencode(pairs).encode("ascii")
+        content_type = "application/x-www-form-urlencoded"
+    if content_type and not any(name.lower() == "content-type" for name in headers):
+        headers["Content-Type"] = content_type
+    return headers, content
+
+
+def render_json_template(node: Any, arguments: Mapping[str, Any]) -> Any:
+    """Render a JSON body template (see the module docstring)."""
+    rendered = _render_node(node, arguments)
+    return None if rendered is _MISSING else rendered
+
+
+def _render_node(node: Any, arguments: Mapping[str, Any]) -> Any:
+    if isinstance(node, str):
+        exact = _EXACT.fullmatch(node)
+        if exact:
+            return arguments.get(exact.group(1), _MISSING)
+        return interpolate(node, arguments, encode=False, where="body")
+    if isinstance(node, Mapping):
+        members = {key: _render_node(value, arguments) for key, value in node.items()}
+        return {key: value for key, value in members.items() if value is not _MISSING}
+    if isinstance(node, list):
+        items = [_render_node(value, arguments) for value in node]
+        return [None if item is _MISSING else item for item in items]
+    return node
+
+
+def map_response(
+    response: FetchedResponse, config: Mapping[str, Any], redactor: Redactor
+) -> ToolResult:
+    """Turn a response into a tool result (see the module docstring)."""
+    content_type = response.content_type
+    if not _status_expected(response.status, config.get("expected_status", ["2xx"])):
+        excerpt = _excerpt(response, redactor)
+        detail = f": {excerpt}" if excerpt else ""
+        return ToolResult.error(
+            f"HTTP {response.status} {response.reason} from {safe_url(response.url)}{detail}"
+        )
+    select = config.get("select")
+    if content_type == "application/json" or content_type.endswith("+json"):
+        try:
+            value = orjson.loads(response.content)
+        except orjson.JSONDecodeError:
+            raise ToolError(
+                f"{safe_url(response.url)} sent invalid JSON (Content-Type {content_type})."
+            ) from None
+        if select:
+            value = apply_select(value, select)
+        text = json.dumps(value, indent=2, ensure_ascii=False)
+        limit = get_conf().MCP_HTTP_MAX_RESPONSE_BYTES
+        if len(text) > limit:
+            text = text[:limit] + "\n... (truncated)"
+        return ToolResult(content=[{"type": "text", "text": text}], structured=value)
+    if select:
+        raise ToolError(
+            f"select needs a JSON response; {safe_url(response.url)} sent "
+            f"{content_type or 'no Content-Type'}."
+        )
+    if not response.content:
+        return ToolResult.text(f"HTTP {response.status} {response.reason} (empty body)")
+    if content_type.startswith("image/"):
+        data = base64.b64encode(response.content).decode("ascii")
+        return ToolResult(content=[{"type": "image", "data": data, "mimeType": content_type}])
+    if _is_textual(content_type):
+        return ToolResult.text(_decode(response))
+    blob = base64.b64encode(response.content).decode("ascii")
+    resource = {
+        "uri": safe_url(response.url),
+        "mimeType": content_type or "application/octet-stream",
+        "blob": blob,
+    }
+    return ToolResult(content=[{"type": "resource", "resource": resource}])
+
+
+def _is_textual(content_type: str) -> bool:
+    return (
+        not content_type
+        or content_type.startswith("text/")
+        or content_type.endswith(("+xml", "/xml", "/javascript", "/yaml", "/x-yaml"))
+        or content_type == "application/x-www-form-urlencoded"
+    )
+
+
+def _decode(response: FetchedResponse) -> str:
+    charset = "utf-8"
+    for param in response.headers.get("content-type", "").split(";")[1:]:
+        key, _, value = param.strip().partition("=")
+        if key.lower() == "charset" and value:
+            charset = value.strip('"')
+    try:
+        return response.content.decode(charset, errors="replace")
+    except LookupError:
+        return response.content.decode("utf-8", errors="replace")
+
+
+def _excerpt(response: FetchedResponse, redactor: Redactor) -> str:
+    if response.content_type.startswith("image/") or not response.content:
+        return ""
+    # Redacted before it is cut, so a secret across the cut cannot leave a readable prefix.
+    text = " ".join(redactor(_decode(response)).split())
+    return text if len(text) <= EXCERPT_CHARS else text[:EXCERPT_CHARS] + "..."
