@@ -218,6 +218,139 @@ def random_uuid(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
     return str(uuid.uuid4())
 
 
+# -- Tools that ask the client ----------------------------------------------------------------
+# They work in every revision: a legacy call asks on its own stream and waits for the answer; a
+# 2026-07-28 call returns input_required and the client retries with the answer. They ask
+# before doing anything, since each 2026 round runs the tool again from the start.
+
+ASK_MAX_TOKENS = 4096
+
+
+@mcp_tool_function(
+    "ask_confirmation",
+    title="Ask for confirmation",
+    description=(
+        "Ask the user a yes/no question (elicitation) and report whether they confirmed. "
+        "Needs a client that supports elicitation."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {"question": {"type": "string", "minLength": 1}},
+        "required": ["question"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {"confirmed": {"type": "boolean"}, "action": {"type": "string"}},
+        "required": ["confirmed", "action"],
+    },
+    annotations={"readOnlyHint": True, "openWorldHint": False},
+)
+async def ask_confirmation(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
+    answer = await ctx.elicit(
+        str(arguments["question"]),
+        {
+            "type": "object",
+            "properties": {"confirm": {"type": "boolean", "title": "Confirm", "default": False}},
+            "required": ["confirm"],
+        },
+    )
+    action = str(answer.get("action", "cancel"))
+    content = answer.get("content") if isinstance(answer.get("content"), dict) else {}
+    return {"confirmed": action == "accept" and content.get("confirm") is True, "action": action}
+
+
+@mcp_tool_function(
+    "ask_value",
+    title="Ask for a value",
+    description=(
+        "Ask the user for one value (elicitation), optionally from a list of choices and with "
+        "a default. Needs a client that supports elicitation."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "question": {"type": "string", "minLength": 1},
+            "choices": {"type": "array", "items": {"type": "string"}, "maxItems": 50},
+            "default": {"type": "string"},
+        },
+        "required": ["question"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {"action": {"type": "string"}, "value": {"type": ["string", "null"]}},
+        "required": ["action", "value"],
+    },
+    annotations={"readOnlyHint": True, "openWorldHint": False},
+)
+async def ask_value(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
+    field: dict[str, Any] = {"type": "string", "title": "Value"}
+    if choices := arguments.get("choices"):
+        field["enum"] = list(choices)
+    if "default" in arguments:
+        if choices and arguments["default"] not in choices:
+            raise ToolError("default must be one of the choices.")
+        field["default"] = arguments["default"]
+    answer = await ctx.elicit(
+        str(arguments["question"]),
+        {"type": "object", "properties": {"value": field}, "required": ["value"]},
+    )
+    action = str(answer.get("action", "cancel"))
+    content = answer.get("content") if isinstance(answer.get("content"), dict) else {}
+    value = content.get("value") if action == "accept" else None
+    return {"action": action, "value": None if value is None else str(value)}
+
+
+@mcp_tool_function(
+    "ask_model",
+    title="Ask the client's model",
+    description=(
+        "Send a prompt to the model of the calling client (sampling) and return its answer. "
+        "Needs a client that supports sampling."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "prompt": {"type": "string", "minLength": 1},
+            "max_tokens": {"type": "integer", "minimum": 1, "maximum": ASK_MAX_TOKENS},
+        },
+        "required": ["prompt"],
+        "additionalProperties": False,
+    },
+    annotations={"readOnlyHint": True, "openWorldHint": True},
+)
+async def ask_model(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    answer = await ctx.sample(
+        [{"role": "user", "content": {"type": "text", "text": str(arguments["prompt"])}}],
+        max_tokens=int(arguments.get("max_tokens", 512)),
+    )
+    content = answer.get("content")
+    blocks = content if isinstance(content, list) else [content]
+    texts = [b["text"] for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    if not texts:
+        raise ToolError("The client's model answered without text.")
+    return "\n".join(texts)
+
+
+@mcp_tool_function(
+    "client_roots",
+    title="Client roots",
+    description="List the roots (folders, projects) the calling client exposes. Needs roots.",
+    input_schema={"type": "object", "properties": {}, "additionalProperties": False},
+    output_schema={
+        "type": "object",
+        "properties": {"roots": {"type": "array", "items": {"type": "object"}}},
+        "required": ["roots"],
+    },
+    annotations={"readOnlyHint": True, "openWorldHint": False},
+)
+async def client_roots(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
+    answer = await ctx.list_roots()
+    roots = answer.get("roots")
+    return {"roots": roots if isinstance(roots, list) else []}
+
+
 @mcp_resource_function("echo", description="Return the URI and its template variables as JSON.")
 def echo_resource(uri: str, variables: Mapping[str, str]) -> list[dict[str, Any]]:
     text = json.dumps({"uri": uri, "variables": dict(variables)}, indent=2, ensure_ascii=False)

@@ -28,6 +28,9 @@ class McpConf:
     MCP_SSE_KEEPALIVE_SECONDS: int = 15
     # Hosts always allowed in Host/Origin besides PUBLIC_BASE_URL's host (comma separated).
     MCP_ALLOWED_HOSTS: str = "127.0.0.1,localhost,[::1]"
+    # Seconds a legacy call waits for the client to answer its question (elicitation,
+    # sampling, roots) before it ends with an error result.
+    MCP_CLIENT_REQUEST_TIMEOUT_SECONDS: float = 120.0
     # Seconds an inline tool call may run before it is stopped with an error result.
     MCP_INLINE_TOOL_TIMEOUT: float = 300.0
     # Largest resource blob an operator may upload, in bytes.

@@ -8,12 +8,15 @@ frame). Without ``send`` the request cannot stream and notifications are dropped
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping
+import secrets
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from mcp_app.protocol.catalog import CatalogSnapshot
-from mcp_app.protocol.ports import ResourceReader, SessionStore, ToolRunner
+from mcp_app.protocol.errors import MissingClientCapability
+from mcp_app.protocol.ports import ClientRequester, ResourceReader, SessionStore, ToolRunner
+from mcp_app.protocol.results import InputRequired, ToolError
 from mcp_app.protocol.versions import Era, Feature, era_of, supports
 
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
@@ -62,6 +65,14 @@ class RequestContext:
     # Key that makes pagination cursors tamper-evident, and the page size of list results.
     cursor_secret: bytes = b""
     page_size: int = 100
+    # Legacy calls: sends server-to-client requests (elicitation, sampling, roots) on the
+    # call's stream and waits for the answer. None when the call cannot stream.
+    client_requests: ClientRequester | None = None
+    # 2026-07-28 calls: the answers gathered so far (earlier rounds plus this retry's
+    # inputResponses), the key sealing requestState, and who is asking.
+    input_responses: Mapping[str, Any] = field(default_factory=dict)
+    state_secret: bytes = b""
+    principal: str = ""
 
     @property
     def era(self) -> Era:
@@ -72,12 +83,19 @@ class RequestContext:
 
 
 class ToolCallContext:
-    """What an executor may do while it runs: report progress and log, on this request only."""
+    """What an executor may do while it runs: report progress and log, and ask the client.
+
+    Asking works in every era with the same code: a legacy call sends the request on its own
+    stream and waits for the answer; a 2026-07-28 call raises ``InputRequired`` for the first
+    unanswered question, and the client retries the whole call with the answers, so a tool
+    that asks should ask before it changes anything (each round runs it again from the start).
+    """
 
     def __init__(self, request: RequestContext, tool_name: str) -> None:
         self.request = request
         self.tool_name = tool_name
         self._last_progress: float | None = None
+        self._asked = 0
 
     @property
     def can_stream(self) -> bool:
@@ -119,3 +137,86 @@ class ToolCallContext:
             params["logger"] = logger
         await req.send({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         return True
+
+    async def elicit(
+        self, message: str, requested_schema: Mapping[str, Any], *, key: str | None = None
+    ) -> dict[str, Any]:
+        """Ask the user to fill in a form; return the ``ElicitResult`` (action, content)."""
+        params = {"mode": "form", "message": message, "requestedSchema": dict(requested_schema)}
+        if not self.request.supports(Feature.ELICITATION_URL):
+            del params["mode"]  # before 2025-11-25 form was the only mode and had no field
+        return await self._ask("elicitation/create", params, "elicitation", "form", key)
+
+    async def elicit_url(self, message: str, url: str, *, key: str | None = None) -> dict[str, Any]:
+        """Send the user to ``url`` (for anything sensitive); return the ``ElicitResult``."""
+        params: dict[str, Any] = {"mode": "url", "message": message, "url": url}
+        if self.request.era is Era.LEGACY:
+            # 2025-11-25 correlates URL elicitations by id; 2026-07-28 removed it (MRTR state).
+            params["elicitationId"] = secrets.token_urlsafe(16)
+        return await self._ask("elicitation/create", params, "elicitation", "url", key)
+
+    async def sample(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+        key: str | None = None,
+    ) -> dict[str, Any]:
+        """Ask the client's model for a completion; return the ``CreateMessageResult``."""
+        params: dict[str, Any] = {"messages": [dict(m) for m in messages], "maxTokens": max_tokens}
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        return await self._ask("sampling/createMessage", params, "sampling", None, key)
+
+    async def list_roots(self, *, key: str | None = None) -> dict[str, Any]:
+        """Ask the client for its roots; return the ``ListRootsResult``."""
+        return await self._ask("roots/list", {}, "roots", None, key)
+
+    async def _ask(
+        self,
+        method: str,
+        params: dict[str, Any],
+        capability: str,
+        mode: str | None,
+        key: str | None,
+    ) -> dict[str, Any]:
+        req = self.request
+        self._asked += 1
+        # Keys must be stable across the rounds of one call: the n-th question keeps its key.
+        key = key or f"{method.split('/')[0]}-{self._asked}"
+        if capability == "elicitation" and not req.supports(Feature.ELICITATION):
+            raise ToolError(f"Protocol {req.version} has no elicitation: this tool needs it.")
+        if not _declares(req.client_capabilities, capability, mode):
+            needed = {capability: {mode: {}} if mode else {}}
+            if req.era is Era.MODERN:
+                raise MissingClientCapability(
+                    f"This tool needs the {capability} capability", needed
+                )
+            raise ToolError(
+                f"This tool needs the client's {capability} capability"
+                f"{f' ({mode} mode)' if mode else ''}, which this client did not declare."
+            )
+        if req.era is Era.MODERN:
+            if key in req.input_responses:
+                answer = req.input_responses[key]
+                return dict(answer) if isinstance(answer, Mapping) else {"value": answer}
+            raise InputRequired({key: {"method": method, "params": params}})
+        if req.client_requests is None:
+            raise ToolError("This call cannot ask the client: it needs an event-stream response.")
+        return dict(await req.client_requests.request(method, params))
+
+
+def _declares(capabilities: Mapping[str, Any], capability: str, mode: str | None) -> bool:
+    """Whether the client declared ``capability`` (and, for elicitation, ``mode``).
+
+    An empty elicitation object means form mode only (2025-11-25 client/elicitation).
+    """
+    declared = capabilities.get(capability)
+    if not isinstance(declared, Mapping):
+        return False
+    if mode is None:
+        return True
+    if not declared:
+        return mode == "form"
+    return mode in declared

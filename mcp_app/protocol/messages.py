@@ -59,13 +59,22 @@ class ListParams:
 class CallToolParams:
     name: str
     arguments: Mapping[str, Any] = field(default_factory=dict)
+    # A 2026-07-28 retry after input_required: the client's answers and the sealed state.
+    input_responses: Mapping[str, Any] = field(default_factory=dict)
+    request_state: str | None = None
 
     @classmethod
     def parse(cls, params: Params) -> CallToolParams:
         name = _required(params, "name", str)
         # Absent (or null) arguments mean "no arguments" (schema: `arguments?`).
         arguments = _optional(params, "arguments", dict)
-        return cls(name=name, arguments=arguments if arguments is not None else {})
+        input_responses = _optional(params, "inputResponses", dict)
+        return cls(
+            name=name,
+            arguments=arguments if arguments is not None else {},
+            input_responses=input_responses if input_responses is not None else {},
+            request_state=_optional(params, "requestState", str),
+        )
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,3 +48,13 @@ class SessionStore(Protocol):
     async def subscribe(self, session_id: str, uri: str) -> None: ...
 
     async def unsubscribe(self, session_id: str, uri: str) -> None: ...
+
+
+class ClientRequester(Protocol):
+    """Sends a server-to-client request on a legacy call's stream and waits for the answer.
+
+    Raises ``ToolError`` when the client does not answer in time, answers with an error, or
+    the call cannot stream.
+    """
+
+    async def request(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]: ...

@@ -47,3 +47,17 @@ class ToolResult:
     @property
     def has_structured(self) -> bool:
         return self.structured is not NO_STRUCTURED
+
+
+class InputRequired(Exception):
+    """A 2026-07-28 tool needs answers from the client before it can finish.
+
+    Raised by ``ToolCallContext`` when a question has no answer yet in the request's
+    ``inputResponses``; the tools/call handler turns it into an ``input_required`` result
+    with a sealed ``requestState`` (2026-07-28 basic/patterns/mrtr). ``requests`` maps each
+    question's key to ``{"method": ..., "params": ...}``.
+    """
+
+    def __init__(self, requests: Mapping[str, Mapping[str, Any]]) -> None:
+        super().__init__("input required")
+        self.requests = dict(requests)

@@ -214,11 +214,14 @@ def finish_result(
     """
     if not supports(version, Feature.RESULT_TYPE):
         return result
-    result["resultType"] = "complete"
+    # A handler may have answered "input_required" (MRTR); everything else is complete.
+    result.setdefault("resultType", "complete")
     meta = dict(result.get("_meta") or {})
     meta[SERVER_INFO_KEY] = _json_object(server_info)
     result["_meta"] = meta
-    if cacheable and supports(version, Feature.CACHEABLE_RESULTS):
+    complete = result["resultType"] == "complete"
+    # ttlMs/cacheScope belong to complete results only (2026-07-28 server/utilities/caching).
+    if cacheable and complete and supports(version, Feature.CACHEABLE_RESULTS):
         result["ttlMs"] = ttl_ms
         result["cacheScope"] = cache_scope
     return result

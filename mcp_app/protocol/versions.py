@@ -61,6 +61,7 @@ class Feature(enum.Enum):
     ANY_JSON_STRUCTURED = "any_json_structured"  # modern: non-object outputSchema/structuredContent
     RESOURCE_NOT_FOUND_AS_INVALID_PARAMS = "resource_not_found_as_invalid_params"  # modern
     SERVER_DISCOVER = "server_discover"  # modern
+    INPUT_REQUIRED = "input_required"  # modern: multi-round-trip requests (MRTR)
 
 
 _SINCE: Final[dict[Feature, str]] = {
@@ -90,6 +91,7 @@ _ONLY: Final[dict[Feature, frozenset[str]]] = {
     Feature.ANY_JSON_STRUCTURED: frozenset(MODERN_VERSIONS),
     Feature.RESOURCE_NOT_FOUND_AS_INVALID_PARAMS: frozenset(MODERN_VERSIONS),
     Feature.SERVER_DISCOVER: frozenset(MODERN_VERSIONS),
+    Feature.INPUT_REQUIRED: frozenset(MODERN_VERSIONS),
 }
 
 

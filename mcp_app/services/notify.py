@@ -4,15 +4,18 @@ Every open legacy GET stream and every 2026 ``subscriptions/listen`` stream of a
 joins that endpoint's group, in whichever web process holds it; a catalog edit (admin, shell,
 fixtures, services) publishes one message per affected endpoint after the transaction
 commits, so a client that refetches on the notification sees the new catalog. The group names
-and message shapes live here and nowhere else.
+and message shapes live here and nowhere else, as do those of the client's answers to a
+legacy call's questions (elicitation, sampling, roots), which may be POSTed to any process.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable
 from typing import Any, Final, Literal
 
+import orjson
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
@@ -22,11 +25,34 @@ CatalogKind = Literal["tools", "resources", "prompts"]
 CATALOG_KINDS: Final[tuple[CatalogKind, ...]] = ("tools", "resources", "prompts")
 LIST_CHANGED: Final = "mcp.list_changed"
 RESOURCE_UPDATED: Final = "mcp.resource_updated"
+CLIENT_REPLY: Final = "mcp.client_reply"
 
 
 def endpoint_group(endpoint_id: int) -> str:
     """The channel-layer group of every live stream of one endpoint."""
     return f"mcp.endpoint.{endpoint_id}"
+
+
+def client_reply_group(session_id: str, request_id: object) -> str:
+    """The group a call waiting for the client's answer to ``request_id`` listens on.
+
+    Keyed by session and id, so a client can only answer its own session's questions; hashed,
+    because ids are the client's strings and group names must stay short and plain.
+    """
+    key = orjson.dumps([session_id, request_id])
+    return f"mcp.reply.{hashlib.sha256(key).hexdigest()[:48]}"
+
+
+async def apublish_client_reply(
+    *, session_id: str, request_id: object, result: Any, error: Any
+) -> None:
+    """Route a client's answer (a JSON-RPC response POSTed anywhere) to the waiting call."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(
+            client_reply_group(session_id, request_id),
+            {"type": CLIENT_REPLY, "result": result, "error": error},
+        )
 
 
 def _send(endpoint_ids: Iterable[int], message: dict[str, Any]) -> None:

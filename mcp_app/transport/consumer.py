@@ -49,7 +49,12 @@ from mcp_app.services.sessions import (
 )
 from mcp_app.transport import http
 from mcp_app.transport.http import first
-from mcp_app.transport.streams import GroupListener, HttpResponder, RequestStream
+from mcp_app.transport.streams import (
+    GroupListener,
+    HttpResponder,
+    RequestStream,
+    StreamClientRequester,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -69,9 +74,12 @@ _session_store = DatabaseSessionStore()
 _detached: set[asyncio.Task[None]] = set()
 
 
-@lru_cache(maxsize=1)
-def _cursor_secret(secret_key: str) -> bytes:
-    return hmac.new(secret_key.encode(), b"mcphost.protocol.cursor", hashlib.sha256).digest()
+@lru_cache(maxsize=8)
+def _derived_key(secret_key: str, purpose: str) -> bytes:
+    """A key for one purpose (cursors, request state), derived from SECRET_KEY."""
+    return hmac.new(
+        secret_key.encode(), f"mcphost.protocol.{purpose}".encode(), hashlib.sha256
+    ).digest()
 
 
 def _public_origin() -> str:
@@ -301,8 +309,16 @@ class StreamableHttpConsumer:
             session=session,
             sessions=_session_store if session is not None else None,
             send=stream.notify if stream is not None and stream.can_stream else None,
-            cursor_secret=_cursor_secret(settings.SECRET_KEY),
+            cursor_secret=_derived_key(settings.SECRET_KEY, "cursor"),
             page_size=get_conf().MCP_PAGE_SIZE,
+            client_requests=(
+                StreamClientRequester(
+                    stream, session.id, get_conf().MCP_CLIENT_REQUEST_TIMEOUT_SECONDS
+                )
+                if session is not None and stream is not None
+                else None
+            ),
+            state_secret=_derived_key(settings.SECRET_KEY, "request-state"),
         )
 
     async def _run(
@@ -417,7 +433,14 @@ class StreamableHttpConsumer:
             await dispatch.handle_notification(ctx, message.method, message.params)
             await self.responder.respond(202)
         else:
-            # A client's answer to a server-initiated request; routed to its waiter later on.
+            # A client's answer to a question a call of this session asked, possibly from
+            # another process: route it to the waiting call by session and id.
+            await notify.apublish_client_reply(
+                session_id=session.id,
+                request_id=message.id,
+                result=message.result,
+                error=message.error,
+            )
             await self.responder.respond(202)
 
     def _legacy_context(

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from channels.layers import get_channel_layer
 
 from mcp_app.protocol import jsonrpc, sse
+from mcp_app.protocol.results import ToolError
+from mcp_app.services import notify
 
 AsgiSend = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -213,3 +216,39 @@ class GroupListener:
                 return await self._queue.get()
         except TimeoutError:
             return None
+
+
+class StreamClientRequester:
+    """protocol.ports.ClientRequester for a legacy call: ask on its stream, await the POST.
+
+    The question goes out on the call's own SSE stream; the client answers with a separate
+    POST, which may reach any web process and is routed back over the channel layer
+    (``services.notify.client_reply_group``).
+    """
+
+    def __init__(self, stream: RequestStream, session_id: str, timeout: float) -> None:
+        self.stream = stream
+        self.session_id = session_id
+        self.timeout = timeout
+
+    async def request(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        if not self.stream.can_stream:
+            raise ToolError(
+                "This tool asks the client questions: call it with Accept: text/event-stream."
+            )
+        request_id = f"mcphost-{secrets.token_urlsafe(12)}"
+        group = notify.client_reply_group(self.session_id, request_id)
+        async with GroupListener(group) as replies:
+            message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
+            await self.stream.notify(message)
+            reply = await replies.next(self.timeout)
+        if reply is None:
+            raise ToolError(f"The client did not answer {method} within {self.timeout:g} s.")
+        if reply.get("error") is not None:
+            error = reply["error"]
+            detail = error.get("message") if isinstance(error, Mapping) else None
+            raise ToolError(f"The client declined {method}: {detail or 'no reason given'}")
+        result = reply.get("result")
+        if not isinstance(result, Mapping):
+            raise ToolError(f"The client's answer to {method} is not an object.")
+        return result

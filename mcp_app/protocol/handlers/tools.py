@@ -10,6 +10,7 @@ are protocol errors.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any
@@ -21,12 +22,14 @@ from jsonschema.protocols import Validator
 from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
+from mcp_app.protocol import mrtr
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.cursors import paginate
 from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
 from mcp_app.protocol.messages import CallToolParams, ListParams
-from mcp_app.protocol.results import ToolError, ToolResult
+from mcp_app.protocol.results import InputRequired, ToolError, ToolResult
 from mcp_app.protocol.shaping import shape_call_result, shape_tool, structured_text
+from mcp_app.protocol.versions import Feature
 
 logger = logging.getLogger(__name__)
 
@@ -105,8 +108,31 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
         return shape_call_result(
             ToolResult.error(f"Invalid arguments: {describe_error(error)}"), ctx.version
         )
+    binding = None
+    if ctx.supports(Feature.INPUT_REQUIRED):
+        binding = mrtr.Binding(
+            endpoint=ctx.catalog.endpoint.slug,
+            principal=ctx.principal,
+            method="tools/call",
+            request_digest=mrtr.request_digest(tool.name, arguments),
+        )
+        ctx.input_responses = _answers(ctx, binding, params)
     try:
         result = await ctx.tools.run_tool(tool, arguments, ToolCallContext(ctx, tool.name))
+    except InputRequired as needed:
+        if binding is None:
+            raise InternalError("Tool failed") from None
+        # 2026-07-28 basic/patterns/mrtr: the client answers and retries with this state.
+        return {
+            "resultType": "input_required",
+            "inputRequests": needed.requests,
+            "requestState": mrtr.seal(
+                secret=ctx.state_secret,
+                binding=binding,
+                answers=ctx.input_responses,
+                now=time.time(),
+            ),
+        }
     except ToolError as failure:
         result = ToolResult.error(failure.message)
     except McpError:
@@ -120,6 +146,21 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
         # Clients without structured-output support still see the value (SHOULD, all eras).
         result.content = [{"type": "text", "text": structured_text(result.structured)}]
     return shape_call_result(result, ctx.version)
+
+
+def _answers(ctx: RequestContext, binding: mrtr.Binding, params: CallToolParams) -> dict[str, Any]:
+    """The answers of earlier rounds (from the sealed state) plus this retry's.
+
+    Raises:
+        InvalidParams: the state is tampered with, expired, or from another request.
+    """
+    answers: dict[str, Any] = {}
+    if params.request_state is not None:
+        answers = mrtr.unseal(
+            params.request_state, secret=ctx.state_secret, binding=binding, now=time.time()
+        )
+    answers.update(params.input_responses)
+    return answers
 
 
 def _checked_output(schema: Mapping[str, Any], result: ToolResult) -> ToolResult:

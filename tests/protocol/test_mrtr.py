@@ -1,0 +1,194 @@
+"""Asking the client: sealed requestState (2026-07-28 MRTR) and the legacy live round trip."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import pytest
+
+from mcp_app.protocol import errors, mrtr
+from mcp_app.protocol.catalog import CatalogSnapshot, EndpointInfo, ToolDef
+from mcp_app.protocol.context import ToolCallContext
+from mcp_app.protocol.dispatch import handle_request
+from mcp_app.protocol.errors import InvalidParams
+from mcp_app.protocol.results import ToolResult
+from tests.protocol.conftest import MakeContext
+
+SECRET = b"mrtr-test-secret"
+BINDING = mrtr.Binding(
+    endpoint="demo", principal="", method="tools/call", request_digest=mrtr.request_digest("t", {})
+)
+MODERN = "2026-07-28"
+FORM = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
+
+
+def test_a_sealed_state_gives_back_its_answers() -> None:
+    state = mrtr.seal(secret=SECRET, binding=BINDING, answers={"k": {"action": "accept"}}, now=1000)
+    assert mrtr.unseal(state, secret=SECRET, binding=BINDING, now=1001) == {
+        "k": {"action": "accept"}
+    }
+
+
+@pytest.mark.spec("2026-07-28", "basic/patterns/mrtr", "integrity-protect requestState")
+def test_a_tampered_state_is_refused() -> None:
+    state = mrtr.seal(secret=SECRET, binding=BINDING, answers={"k": 1}, now=1000)
+    version, body, mac = state.split(".")
+    forged = mrtr.seal(secret=b"another key", binding=BINDING, answers={"k": 2}, now=1000)
+    for bad in (f"{version}.{forged.split('.')[1]}.{mac}", state[:-2] + "AA", "garbage", ""):
+        with pytest.raises(InvalidParams):
+            mrtr.unseal(bad, secret=SECRET, binding=BINDING, now=1001)
+
+
+def test_an_expired_state_is_refused() -> None:
+    state = mrtr.seal(secret=SECRET, binding=BINDING, answers={}, now=1000, ttl_seconds=10)
+    with pytest.raises(InvalidParams, match="expired"):
+        mrtr.unseal(state, secret=SECRET, binding=BINDING, now=1011)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [
+        mrtr.Binding("other", "", "tools/call", BINDING.request_digest),
+        mrtr.Binding("demo", "someone", "tools/call", BINDING.request_digest),
+        mrtr.Binding("demo", "", "tools/call", mrtr.request_digest("t", {"a": 1})),
+    ],
+    ids=["endpoint", "principal", "arguments"],
+)
+def test_a_state_is_refused_for_another_request(other: mrtr.Binding) -> None:
+    state = mrtr.seal(secret=SECRET, binding=BINDING, answers={}, now=1000)
+    with pytest.raises(InvalidParams, match="another request"):
+        mrtr.unseal(state, secret=SECRET, binding=other, now=1001)
+
+
+async def two_questions(arguments: Mapping[str, Any], ctx: ToolCallContext) -> ToolResult:
+    first = await ctx.elicit("First?", FORM)
+    second = await ctx.elicit("Second?", FORM)
+    return ToolResult.text(f"{first['action']} then {second['action']}")
+
+
+def asking_catalog() -> CatalogSnapshot:
+    tool = ToolDef(
+        name="ask",
+        description="Asks twice.",
+        input_schema={"type": "object"},
+        key=two_questions,
+    )
+    return CatalogSnapshot(endpoint=EndpointInfo(slug="demo"), tools=(tool,))
+
+
+ELICITING = {"elicitation": {"form": {}}}
+
+
+@pytest.mark.spec("2026-07-28", "basic/patterns/mrtr", "retry with inputResponses and requestState")
+async def test_a_modern_call_asks_round_by_round_until_it_completes(make_ctx: MakeContext) -> None:
+    def ctx() -> Any:
+        return make_ctx(
+            MODERN, catalog=asking_catalog(), client_capabilities=ELICITING, state_secret=SECRET
+        )
+
+    first = await handle_request(ctx(), "tools/call", {"name": "ask", "arguments": {}})
+    assert first["resultType"] == "input_required"
+    assert "ttlMs" not in first
+    assert first["inputRequests"] == {
+        "elicitation-1": {
+            "method": "elicitation/create",
+            "params": {"mode": "form", "message": "First?", "requestedSchema": FORM},
+        }
+    }
+    second = await handle_request(
+        ctx(),
+        "tools/call",
+        {
+            "name": "ask",
+            "arguments": {},
+            "inputResponses": {"elicitation-1": {"action": "accept", "content": {"ok": True}}},
+            "requestState": first["requestState"],
+        },
+    )
+    assert list(second["inputRequests"]) == ["elicitation-2"]
+    # The first answer travels in the new state; the client only sends the new one.
+    done = await handle_request(
+        ctx(),
+        "tools/call",
+        {
+            "name": "ask",
+            "arguments": {},
+            "inputResponses": {"elicitation-2": {"action": "decline"}},
+            "requestState": second["requestState"],
+        },
+    )
+    assert done["resultType"] == "complete"
+    assert done["content"] == [{"type": "text", "text": "accept then decline"}]
+
+
+async def test_a_state_replayed_with_other_arguments_is_invalid_params(
+    make_ctx: MakeContext,
+) -> None:
+    ctx = make_ctx(
+        MODERN, catalog=asking_catalog(), client_capabilities=ELICITING, state_secret=SECRET
+    )
+    first = await handle_request(ctx, "tools/call", {"name": "ask", "arguments": {}})
+    with pytest.raises(InvalidParams):
+        await handle_request(
+            ctx,
+            "tools/call",
+            {"name": "ask", "arguments": {"x": 1}, "requestState": first["requestState"]},
+        )
+
+
+async def test_a_modern_call_without_the_capability_is_missing_capability(
+    make_ctx: MakeContext,
+) -> None:
+    ctx = make_ctx(MODERN, catalog=asking_catalog(), state_secret=SECRET)
+    with pytest.raises(errors.MissingClientCapability) as excinfo:
+        await handle_request(ctx, "tools/call", {"name": "ask", "arguments": {}})
+    assert excinfo.value.data == {"requiredCapabilities": {"elicitation": {"form": {}}}}
+
+
+class RecordingRequester:
+    """A legacy client that answers every question with the next canned answer."""
+
+    def __init__(self, *answers: Mapping[str, Any]) -> None:
+        self.answers = list(answers)
+        self.asked: list[tuple[str, dict[str, Any]]] = []
+
+    async def request(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]:
+        self.asked.append((method, dict(params)))
+        return self.answers.pop(0)
+
+
+async def test_a_legacy_call_asks_live_and_continues(make_ctx: MakeContext) -> None:
+    requester = RecordingRequester({"action": "accept"}, {"action": "cancel"})
+    ctx = make_ctx(
+        "2025-06-18",
+        catalog=asking_catalog(),
+        client_capabilities={"elicitation": {}},
+        client_requests=requester,
+    )
+    done = await handle_request(ctx, "tools/call", {"name": "ask", "arguments": {}})
+    assert done["content"] == [{"type": "text", "text": "accept then cancel"}]
+    # 2025-06-18 elicitation has no "mode" field (form was the only mode).
+    assert requester.asked[0] == (
+        "elicitation/create",
+        {"message": "First?", "requestedSchema": FORM},
+    )
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26"])
+async def test_elicitation_before_2025_06_18_is_a_tool_error(
+    make_ctx: MakeContext, version: str
+) -> None:
+    ctx = make_ctx(version, catalog=asking_catalog(), client_capabilities={"elicitation": {}})
+    result = await handle_request(ctx, "tools/call", {"name": "ask", "arguments": {}})
+    assert result["isError"] is True
+    assert "no elicitation" in result["content"][0]["text"]
+
+
+def test_a_state_carries_its_expiry() -> None:
+    now = time.time()
+    state = mrtr.seal(secret=SECRET, binding=BINDING, answers={}, now=now, ttl_seconds=60)
+    mrtr.unseal(state, secret=SECRET, binding=BINDING, now=now + 59)
+    with pytest.raises(InvalidParams):
+        mrtr.unseal(state, secret=SECRET, binding=BINDING, now=now + 61)
