@@ -66,6 +66,9 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "mcp_app",
+    # Only a management command (load_conformance_fixtures); its tools are offered only
+    # when MCP_PYTHON_TOOL_MODULES lists conformance.tools.
+    "conformance",
 ]
 
 MIDDLEWARE = [

@@ -1,0 +1,206 @@
+"""The catalog the conformance scenarios expect, created through the ordinary services.
+
+``load(slug)`` (re)creates endpoint ``slug`` with every tool, resource, template and prompt the
+official suite calls, by the names and with the behaviours its scenario descriptions give.
+Rows of an earlier load are replaced, so loading twice gives the same catalog.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.files.base import ContentFile
+from django.db import transaction
+
+from conformance.media import PNG
+from mcp_app.executors.python import tool_functions
+from mcp_app.models import Endpoint, Prompt, Resource, ResourceTemplate, Tool
+from mcp_app.services.catalog import (
+    endpoint_create,
+    prompt_create,
+    resource_create,
+    resource_template_create,
+    tool_create,
+)
+
+TOOLS_MODULE = "conformance.tools"
+NO_ARGUMENTS = {"type": "object", "properties": {}, "additionalProperties": False}
+
+# Tool name -> the conformance.tools function behind it.
+PYTHON_TOOLS = {
+    "test_image_content": "conformance_image",
+    "test_audio_content": "conformance_audio",
+    "test_embedded_resource": "conformance_embedded_resource",
+    "test_multiple_content_types": "conformance_mixed_content",
+    "test_tool_with_logging": "conformance_logging",
+    "test_tool_with_progress": "conformance_progress",
+    "test_error_handling": "conformance_error",
+    "test_sampling": "conformance_sampling",
+    "test_elicitation": "conformance_elicitation",
+    "test_elicitation_sep1034_defaults": "conformance_elicitation_defaults",
+    "test_elicitation_sep1330_enums": "conformance_elicitation_enums",
+}
+JSON_SCHEMA_2020_12 = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "additionalProperties": False,
+}
+
+
+class NotConfigured(Exception):
+    """The server does not offer ``conformance.tools``: the python fixtures cannot be made."""
+
+
+def _template_tool(name: str, description: str, text: str, **fields: Any) -> dict[str, Any]:
+    return {
+        "name": name,
+        "kind": Tool.Kind.TEMPLATE,
+        "config": {"template": text, "output": "text"},
+        "description": description,
+        "input_schema": fields.pop("input_schema", NO_ARGUMENTS),
+        **fields,
+    }
+
+
+def _tools() -> list[dict[str, Any]]:
+    tools = [
+        _template_tool(
+            "test_simple_text",
+            "Returns a fixed text.",
+            "This is a simple text response for testing.",
+        ),
+        _template_tool(
+            "json_schema_2020_12_tool",
+            "Takes a JSON Schema 2020-12 input with $defs and a $ref.",
+            "Received {{ name }}.",
+            input_schema=JSON_SCHEMA_2020_12,
+        ),
+        _template_tool(
+            "test_reconnection",
+            "Answers after the stream may have been reconnected.",
+            "Reconnection test completed successfully.",
+        ),
+    ]
+    tools += [
+        {"name": name, "kind": Tool.Kind.PYTHON, "config": {"function": function}}
+        for name, function in PYTHON_TOOLS.items()
+    ]
+    return tools
+
+
+def _clear(slug: str) -> None:
+    endpoint = Endpoint.objects.filter(slug=slug).first()
+    if endpoint is None:
+        return
+    Tool.objects.filter(endpoints=endpoint).delete()
+    Resource.objects.filter(endpoints=endpoint).delete()
+    ResourceTemplate.objects.filter(endpoints=endpoint).delete()
+    Prompt.objects.filter(endpoints=endpoint).delete()
+    endpoint.delete()
+
+
+@transaction.atomic
+def load(slug: str = "conformance") -> Endpoint:
+    """Create endpoint ``slug`` with every fixture; return it.
+
+    Raises:
+        NotConfigured: ``conformance.tools`` is not in ``MCP_PYTHON_TOOL_MODULES``.
+    """
+    missing = sorted(set(PYTHON_TOOLS.values()) - set(tool_functions()))
+    if missing:
+        raise NotConfigured(
+            f"Add {TOOLS_MODULE} to MCP_PYTHON_TOOL_MODULES (missing: {', '.join(missing)})."
+        )
+    _clear(slug)
+    endpoint = endpoint_create(
+        slug=slug,
+        title="MCP conformance fixtures",
+        instructions="Fixtures for the official MCP conformance suite.",
+    )
+    for values in _tools():
+        tool_create(endpoints=[endpoint], **values)
+
+    resource_create(
+        uri="test://static-text",
+        name="static-text",
+        mime_type="text/plain",
+        text="This is the content of the static text resource.",
+        endpoints=[endpoint],
+    )
+    resource_create(
+        uri="test://static-binary",
+        name="static-binary",
+        mime_type="image/png",
+        file=ContentFile(PNG, name="conformance-static-binary.png"),
+        endpoints=[endpoint],
+    )
+    resource_create(
+        uri="test://watched-resource",
+        name="watched-resource",
+        mime_type="text/plain",
+        text="Watched resource content.",
+        endpoints=[endpoint],
+    )
+    resource_template_create(
+        uri_template="test://template/{id}/data",
+        name="template-data",
+        mime_type="application/json",
+        kind=ResourceTemplate.Kind.TEMPLATE,
+        config={"template": '{"id":"{{ id }}","templateTest":true,"data":"Data for ID: {{ id }}"}'},
+        endpoints=[endpoint],
+    )
+
+    prompt_create(
+        name="test_simple_prompt",
+        description="A prompt without arguments.",
+        messages=[{"role": "user", "text": "This is a simple prompt for testing."}],
+        endpoints=[endpoint],
+    )
+    prompt_create(
+        name="test_prompt_with_arguments",
+        description="A prompt with two required arguments.",
+        arguments=[
+            {"name": "arg1", "description": "First test argument", "required": True},
+            {"name": "arg2", "description": "Second test argument", "required": True},
+        ],
+        messages=[{"role": "user", "text": "Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"}],
+        endpoints=[endpoint],
+    )
+    prompt_create(
+        name="test_prompt_with_embedded_resource",
+        description="A prompt that embeds the resource it is given.",
+        arguments=[{"name": "resourceUri", "description": "URI of the resource", "required": True}],
+        messages=[
+            {
+                "role": "user",
+                "kind": "resource",
+                "uri": "{resourceUri}",
+                "mime_type": "text/plain",
+                "text": "Embedded resource content for testing.",
+            },
+            {"role": "user", "text": "Please process the embedded resource above."},
+        ],
+        endpoints=[endpoint],
+    )
+    prompt_create(
+        name="test_prompt_with_image",
+        description="A prompt with an image.",
+        messages=[
+            {
+                "role": "user",
+                "kind": "image",
+                "mime_type": "image/png",
+                "file": ContentFile(PNG, name="conformance-prompt.png"),
+            },
+            {"role": "user", "text": "Please analyze the image above."},
+        ],
+        endpoints=[endpoint],
+    )
+    return endpoint
