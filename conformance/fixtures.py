@@ -39,17 +39,43 @@ PYTHON_TOOLS = {
     "test_elicitation": "conformance_elicitation",
     "test_elicitation_sep1034_defaults": "conformance_elicitation_defaults",
     "test_elicitation_sep1330_enums": "conformance_elicitation_enums",
+    # 2026-07-28: asking by retry (input_required), capabilities, change notifications.
+    "test_input_required_result_elicitation": "conformance_ask_name",
+    "test_input_required_result_sampling": "conformance_ask_model",
+    "test_input_required_result_list_roots": "conformance_ask_roots",
+    "test_input_required_result_request_state": "conformance_ask_state",
+    "test_input_required_result_multiple_inputs": "conformance_ask_everything",
+    "test_input_required_result_multi_round": "conformance_ask_twice",
+    "test_input_required_result_tampered_state": "conformance_ask_state",
+    "test_input_required_result_capabilities": "conformance_ask_what_the_client_can",
+    "test_missing_capability": "conformance_needs_sampling",
+    "test_streaming_elicitation": "conformance_ask_name",
+    "test_logging_tool": "conformance_logging",
+    "test_trigger_tool_change": "conformance_change_tools",
+    "test_trigger_prompt_change": "conformance_change_prompts",
 }
+# Every 2020-12 keyword family the suites look for, to be kept verbatim (SEP-2106).
 JSON_SCHEMA_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
     "$defs": {
         "address": {
+            "$anchor": "addressDef",
             "type": "object",
             "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
         }
     },
-    "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+        "contactMethod": {"type": "string", "enum": ["phone", "email"]},
+        "phone": {"type": "string"},
+        "email": {"type": "string"},
+    },
+    "allOf": [{"anyOf": [{"required": ["phone"]}, {"required": ["email"]}]}],
+    "if": {"properties": {"contactMethod": {"const": "phone"}}, "required": ["contactMethod"]},
+    "then": {"required": ["phone"]},
+    "else": {"required": ["email"]},
     "additionalProperties": False,
 }
 
@@ -81,6 +107,16 @@ def _tools() -> list[dict[str, Any]]:
             "Takes a JSON Schema 2020-12 input with $defs and a $ref.",
             "Received {{ name }}.",
             input_schema=JSON_SCHEMA_2020_12,
+        ),
+        _template_tool(
+            "test_x_mcp_header",
+            "Echoes a region that clients also send as the Mcp-Param-Region header.",
+            "Region: {{ region }}",
+            input_schema={
+                "type": "object",
+                "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
+                "required": ["region"],
+            },
         ),
         _template_tool(
             "test_reconnection",

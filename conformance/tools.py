@@ -199,3 +199,153 @@ async def elicitation_enums(arguments: dict[str, Any], ctx: ToolCallContext) -> 
         },
     )
     return f"Elicitation completed: action={answer.get('action')}"
+
+
+# -- 2026-07-28 fixtures: asking the client by retry (input_required) ----------------------------
+
+NAME_FORM = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+
+
+def _content_text(answer: dict[str, Any]) -> str:
+    content = answer.get("content")
+    return str(content.get("text", "")) if isinstance(content, dict) else ""
+
+
+@mcp_tool_function(
+    "conformance_ask_name", description="Asks the user for their name.", input_schema=NO_ARGUMENTS
+)
+async def ask_name(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    answer = await ctx.elicit("What is your name?", NAME_FORM, key="user_name")
+    content = answer.get("content") if isinstance(answer.get("content"), dict) else {}
+    return f"Hello, {content.get('name', 'stranger')}!"
+
+
+@mcp_tool_function(
+    "conformance_ask_model",
+    description="Asks the client's model a question.",
+    input_schema=NO_ARGUMENTS,
+)
+async def ask_capital(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    answer = await ctx.sample(
+        [{"role": "user", "content": {"type": "text", "text": "What is the capital of France?"}}],
+        max_tokens=50,
+        key="capital_question",
+    )
+    return f"The model answered: {_content_text(answer)}"
+
+
+@mcp_tool_function(
+    "conformance_ask_roots", description="Asks the client for its roots.", input_schema=NO_ARGUMENTS
+)
+async def ask_roots(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    answer = await ctx.list_roots(key="client_roots")
+    roots = answer.get("roots") if isinstance(answer.get("roots"), list) else []
+    return f"The client has {len(roots)} root(s)."
+
+
+@mcp_tool_function(
+    "conformance_ask_state",
+    description="Asks one question and reports that its request state held.",
+    input_schema=NO_ARGUMENTS,
+)
+async def ask_state(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    await ctx.elicit("Confirm to continue.", NAME_FORM, key="confirmation")
+    return "state-ok"
+
+
+@mcp_tool_function(
+    "conformance_ask_everything",
+    description="Asks for a form, a model answer and the roots in one round.",
+    input_schema=NO_ARGUMENTS,
+)
+async def ask_everything(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    answers = await ctx.ask(
+        {
+            "user_name": ctx.form_question("What is your name?", NAME_FORM),
+            "capital_question": ctx.sampling_question(
+                [{"role": "user", "content": {"type": "text", "text": "Capital of France?"}}],
+                max_tokens=50,
+            ),
+            "client_roots": ctx.roots_question(),
+        }
+    )
+    return f"Got {len(answers)} answers."
+
+
+@mcp_tool_function(
+    "conformance_ask_twice",
+    description="Asks two questions, one round each.",
+    input_schema=NO_ARGUMENTS,
+)
+async def ask_twice(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    await ctx.elicit("First question.", NAME_FORM, key="first")
+    await ctx.elicit("Second question.", NAME_FORM, key="second")
+    return "Both rounds answered."
+
+
+@mcp_tool_function(
+    "conformance_ask_what_the_client_can",
+    description="Asks by elicitation when the client can answer it, else by sampling.",
+    input_schema=NO_ARGUMENTS,
+)
+async def ask_what_the_client_can(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    if ctx.can_ask("elicitation", "form"):
+        await ctx.elicit("What is your name?", NAME_FORM, key="user_name")
+    else:
+        await ctx.sample(
+            [{"role": "user", "content": {"type": "text", "text": "Say hello."}}],
+            max_tokens=20,
+            key="greeting",
+        )
+    return "Answered with what the client supports."
+
+
+@mcp_tool_function(
+    "conformance_needs_sampling",
+    description="Needs the client's sampling capability.",
+    input_schema=NO_ARGUMENTS,
+)
+async def needs_sampling(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    answer = await ctx.sample(
+        [{"role": "user", "content": {"type": "text", "text": "Hello?"}}], max_tokens=10
+    )
+    return _content_text(answer)
+
+
+# -- Catalog changes on demand (for change notifications) ---------------------------------------
+
+
+def _touch(model_name: str, name: str) -> None:
+    from mcp_app.models import Prompt, Tool
+
+    model = {"tool": Tool, "prompt": Prompt}[model_name]
+    row = model.objects.get(name=name)
+    # Toggling a trailing space keeps the description meaningful while changing the row.
+    row.description = (
+        row.description[:-1] if row.description.endswith(" ") else row.description + " "
+    )
+    row.save()
+
+
+@mcp_tool_function(
+    "conformance_change_tools",
+    description="Edits a tool of this catalog, so connected clients hear tools/list_changed.",
+    input_schema=NO_ARGUMENTS,
+)
+async def change_tools(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    from channels.db import database_sync_to_async
+
+    await database_sync_to_async(_touch)("tool", "test_simple_text")
+    return "Tool list changed."
+
+
+@mcp_tool_function(
+    "conformance_change_prompts",
+    description="Edits a prompt of this catalog, so connected clients hear prompts/list_changed.",
+    input_schema=NO_ARGUMENTS,
+)
+async def change_prompts(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    from channels.db import database_sync_to_async
+
+    await database_sync_to_async(_touch)("prompt", "test_simple_prompt")
+    return "Prompt list changed."

@@ -138,22 +138,55 @@ class ToolCallContext:
         await req.send({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         return True
 
-    async def elicit(
-        self, message: str, requested_schema: Mapping[str, Any], *, key: str | None = None
-    ) -> dict[str, Any]:
-        """Ask the user to fill in a form; return the ``ElicitResult`` (action, content)."""
-        params = {"mode": "form", "message": message, "requestedSchema": dict(requested_schema)}
+    def form_question(self, message: str, requested_schema: Mapping[str, Any]) -> Question:
+        """An ``elicitation/create`` form: the user fills in ``requested_schema``."""
+        params: dict[str, Any] = {
+            "mode": "form",
+            "message": message,
+            "requestedSchema": dict(requested_schema),
+        }
         if not self.request.supports(Feature.ELICITATION_URL):
             del params["mode"]  # before 2025-11-25 form was the only mode and had no field
-        return await self._ask("elicitation/create", params, "elicitation", "form", key)
+        return Question("elicitation/create", params, "elicitation", "form")
 
-    async def elicit_url(self, message: str, url: str, *, key: str | None = None) -> dict[str, Any]:
-        """Send the user to ``url`` (for anything sensitive); return the ``ElicitResult``."""
+    def url_question(self, message: str, url: str) -> Question:
+        """An ``elicitation/create`` in URL mode: the user goes to ``url`` (sensitive input)."""
         params: dict[str, Any] = {"mode": "url", "message": message, "url": url}
         if self.request.era is Era.LEGACY:
             # 2025-11-25 correlates URL elicitations by id; 2026-07-28 removed it (MRTR state).
             params["elicitationId"] = secrets.token_urlsafe(16)
-        return await self._ask("elicitation/create", params, "elicitation", "url", key)
+        return Question("elicitation/create", params, "elicitation", "url")
+
+    def sampling_question(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        max_tokens: int,
+        system_prompt: str | None = None,
+    ) -> Question:
+        """A ``sampling/createMessage``: the client's model completes ``messages``."""
+        params: dict[str, Any] = {"messages": [dict(m) for m in messages], "maxTokens": max_tokens}
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        return Question("sampling/createMessage", params, "sampling")
+
+    def roots_question(self) -> Question:
+        """A ``roots/list``: the client names its roots."""
+        return Question("roots/list", {}, "roots")
+
+    def can_ask(self, capability: str, mode: str | None = None) -> bool:
+        """Whether this request's client declared ``capability`` (and elicitation ``mode``)."""
+        return _declares(self.request.client_capabilities, capability, mode)
+
+    async def elicit(
+        self, message: str, requested_schema: Mapping[str, Any], *, key: str | None = None
+    ) -> dict[str, Any]:
+        """Ask the user to fill in a form; return the ``ElicitResult`` (action, content)."""
+        return await self._ask_one(self.form_question(message, requested_schema), key)
+
+    async def elicit_url(self, message: str, url: str, *, key: str | None = None) -> dict[str, Any]:
+        """Send the user to ``url`` (for anything sensitive); return the ``ElicitResult``."""
+        return await self._ask_one(self.url_question(message, url), key)
 
     async def sample(
         self,
@@ -164,47 +197,99 @@ class ToolCallContext:
         key: str | None = None,
     ) -> dict[str, Any]:
         """Ask the client's model for a completion; return the ``CreateMessageResult``."""
-        params: dict[str, Any] = {"messages": [dict(m) for m in messages], "maxTokens": max_tokens}
-        if system_prompt is not None:
-            params["systemPrompt"] = system_prompt
-        return await self._ask("sampling/createMessage", params, "sampling", None, key)
+        question = self.sampling_question(
+            messages, max_tokens=max_tokens, system_prompt=system_prompt
+        )
+        return await self._ask_one(question, key)
 
     async def list_roots(self, *, key: str | None = None) -> dict[str, Any]:
         """Ask the client for its roots; return the ``ListRootsResult``."""
-        return await self._ask("roots/list", {}, "roots", None, key)
+        return await self._ask_one(self.roots_question(), key)
 
-    async def _ask(
-        self,
-        method: str,
-        params: dict[str, Any],
-        capability: str,
-        mode: str | None,
-        key: str | None,
-    ) -> dict[str, Any]:
+    async def ask(self, questions: Mapping[str, Question]) -> dict[str, dict[str, Any]]:
+        """Ask several questions at once; return the answers by key.
+
+        A 2026-07-28 call puts every unanswered question in one ``input_required`` round; a
+        legacy call asks them one after another on its stream. Keys must be stable across
+        the rounds of one call (the same question keeps its key).
+        """
         req = self.request
-        self._asked += 1
-        # Keys must be stable across the rounds of one call: the n-th question keeps its key.
-        key = key or f"{method.split('/')[0]}-{self._asked}"
-        if capability == "elicitation" and not req.supports(Feature.ELICITATION):
-            raise ToolError(f"Protocol {req.version} has no elicitation: this tool needs it.")
-        if not _declares(req.client_capabilities, capability, mode):
-            needed = {capability: {mode: {}} if mode else {}}
-            if req.era is Era.MODERN:
-                raise MissingClientCapability(
-                    f"This tool needs the {capability} capability", needed
-                )
-            raise ToolError(
-                f"This tool needs the client's {capability} capability"
-                f"{f' ({mode} mode)' if mode else ''}, which this client did not declare."
-            )
+        for question in questions.values():
+            self._check_can_ask(question)
         if req.era is Era.MODERN:
-            if key in req.input_responses:
-                answer = req.input_responses[key]
-                return dict(answer) if isinstance(answer, Mapping) else {"value": answer}
-            raise InputRequired({key: {"method": method, "params": params}})
+            answers = {
+                key: dict(req.input_responses[key])
+                for key, question in questions.items()
+                if _valid_answer(question.method, req.input_responses.get(key))
+            }
+            missing = {
+                key: {"method": q.method, "params": dict(q.params)}
+                for key, q in questions.items()
+                if key not in answers
+            }
+            if missing:
+                raise InputRequired(missing)
+            return answers
         if req.client_requests is None:
             raise ToolError("This call cannot ask the client: it needs an event-stream response.")
-        return dict(await req.client_requests.request(method, params))
+        return {
+            key: dict(await req.client_requests.request(question.method, question.params))
+            for key, question in questions.items()
+        }
+
+    async def _ask_one(self, question: Question, key: str | None) -> dict[str, Any]:
+        self._asked += 1
+        # The n-th question of a call keeps its key across rounds unless the tool names it.
+        key = key or f"{question.method.split('/')[0]}-{self._asked}"
+        return (await self.ask({key: question}))[key]
+
+    def _check_can_ask(self, question: Question) -> None:
+        req = self.request
+        if question.capability == "elicitation" and not req.supports(Feature.ELICITATION):
+            raise ToolError(f"Protocol {req.version} has no elicitation: this tool needs it.")
+        if self.can_ask(question.capability, question.mode):
+            return
+        mode = question.mode
+        if req.era is Era.MODERN:
+            needed = {question.capability: {mode: {}} if mode else {}}
+            raise MissingClientCapability(
+                f"This tool needs the {question.capability} capability", needed
+            )
+        raise ToolError(
+            f"This tool needs the client's {question.capability} capability"
+            f"{f' ({mode} mode)' if mode else ''}, which this client did not declare."
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    """One thing a tool asks the client: a server-to-client request and what it needs."""
+
+    method: str
+    params: Mapping[str, Any]
+    capability: str
+    mode: str | None = None
+
+
+# What a usable answer to each question must contain; anything else is asked again
+# (2026-07-28 basic/patterns/mrtr: missing or invalid answers SHOULD be re-requested).
+_ANSWER_SHAPES: dict[str, tuple[str, ...]] = {
+    "elicitation/create": ("action",),
+    "sampling/createMessage": ("content",),
+    "roots/list": ("roots",),
+}
+
+
+def _valid_answer(method: str, answer: Any) -> bool:
+    if not isinstance(answer, Mapping):
+        return False
+    if method == "elicitation/create" and answer.get("action") not in (
+        "accept",
+        "decline",
+        "cancel",
+    ):
+        return False
+    return all(key in answer for key in _ANSWER_SHAPES.get(method, ()))
 
 
 def _declares(capabilities: Mapping[str, Any], capability: str, mode: str | None) -> bool:

@@ -18,12 +18,11 @@ MODERN_VERSIONS: Final[tuple[str, ...]] = ("2026-07-28",)
 ALL_VERSIONS: Final[tuple[str, ...]] = (*LEGACY_VERSIONS, *MODERN_VERSIONS)
 LATEST_LEGACY: Final[str] = LEGACY_VERSIONS[-1]
 LATEST_MODERN: Final[str] = MODERN_VERSIONS[-1]
-# What an UnsupportedProtocolVersion error offers: modern first, so a dual-era client that finds
-# no mutual modern version still sees a handshake version and falls back to initialize.
-SUPPORTED_FOR_ERRORS: Final[tuple[str, ...]] = (
-    *reversed(MODERN_VERSIONS),
-    *reversed(LEGACY_VERSIONS),
-)
+# What an UnsupportedProtocolVersion error offers: the versions usable with the per-request
+# envelope, the same list server/discover gives (2026-07-28 basic/versioning). Handshake
+# revisions are reached through initialize, so a client that speaks only those falls back to
+# it (any modern error it does not recognise makes a dual-era client try initialize).
+SUPPORTED_FOR_ERRORS: Final[tuple[str, ...]] = tuple(reversed(MODERN_VERSIONS))
 # The version a legacy request without MCP-Protocol-Version is assumed to speak
 # (2025-06-18 basic/transports, "Protocol Version Header").
 HEADERLESS_DEFAULT: Final[str] = "2025-03-26"

@@ -67,7 +67,7 @@ def test_unsupported_version_lists_every_served_version_modern_first() -> None:
         "code": -32022,
         "message": "Unsupported protocol version",
         "data": {
-            "supported": ["2026-07-28", "2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"],
+            "supported": ["2026-07-28"],
             "requested": "2027-01-15",
         },
     }

@@ -192,3 +192,88 @@ def test_a_state_carries_its_expiry() -> None:
     mrtr.unseal(state, secret=SECRET, binding=BINDING, now=now + 59)
     with pytest.raises(InvalidParams):
         mrtr.unseal(state, secret=SECRET, binding=BINDING, now=now + 61)
+
+
+async def asks_three_at_once(arguments: Mapping[str, Any], ctx: ToolCallContext) -> ToolResult:
+    answers = await ctx.ask(
+        {
+            "form": ctx.form_question("Name?", FORM),
+            "model": ctx.sampling_question([], max_tokens=5),
+            "roots": ctx.roots_question(),
+        }
+    )
+    return ToolResult.text(",".join(sorted(answers)))
+
+
+def catalog_with(function: Any) -> CatalogSnapshot:
+    tool = ToolDef(name="ask", description="Asks.", input_schema={"type": "object"}, key=function)
+    return CatalogSnapshot(endpoint=EndpointInfo(slug="demo"), tools=(tool,))
+
+
+EVERYTHING = {"elicitation": {}, "sampling": {}, "roots": {}}
+
+
+async def test_several_questions_go_out_in_one_round(make_ctx: MakeContext) -> None:
+    def ctx() -> Any:
+        return make_ctx(
+            MODERN,
+            catalog=catalog_with(asks_three_at_once),
+            client_capabilities=EVERYTHING,
+            state_secret=SECRET,
+        )
+
+    first = await handle_request(ctx(), "tools/call", {"name": "ask", "arguments": {}})
+    assert sorted(first["inputRequests"]) == ["form", "model", "roots"]
+    done = await handle_request(
+        ctx(),
+        "tools/call",
+        {
+            "name": "ask",
+            "arguments": {},
+            "requestState": first["requestState"],
+            "inputResponses": {
+                "form": {"action": "accept", "content": {"ok": True}},
+                "model": {"role": "assistant", "content": {"type": "text", "text": "hi"}},
+                "roots": {"roots": []},
+            },
+        },
+    )
+    assert done["content"] == [{"type": "text", "text": "form,model,roots"}]
+
+
+@pytest.mark.spec("2026-07-28", "basic/patterns/mrtr", "missing answers SHOULD be re-requested")
+@pytest.mark.parametrize(
+    "responses",
+    [{"elicitation-1": 12345}, {"elicitation-1": {"action": "maybe"}}, {"wrong_key": {}}, None],
+    ids=["not-an-object", "unknown-action", "other-key", "null"],
+)
+async def test_an_unusable_answer_is_asked_again(make_ctx: MakeContext, responses: Any) -> None:
+    ctx = make_ctx(
+        MODERN, catalog=asking_catalog(), client_capabilities=ELICITING, state_secret=SECRET
+    )
+    again = await handle_request(
+        ctx, "tools/call", {"name": "ask", "arguments": {}, "inputResponses": responses}
+    )
+    assert again["resultType"] == "input_required"
+    assert list(again["inputRequests"]) == ["elicitation-1"]
+
+
+async def test_a_legacy_call_asks_several_questions_one_after_another(
+    make_ctx: MakeContext,
+) -> None:
+    requester = RecordingRequester(
+        {"action": "accept"}, {"role": "assistant", "content": {}}, {"roots": []}
+    )
+    ctx = make_ctx(
+        "2025-11-25",
+        catalog=catalog_with(asks_three_at_once),
+        client_capabilities=EVERYTHING,
+        client_requests=requester,
+    )
+    done = await handle_request(ctx, "tools/call", {"name": "ask", "arguments": {}})
+    assert done["content"] == [{"type": "text", "text": "form,model,roots"}]
+    assert [method for method, _ in requester.asked] == [
+        "elicitation/create",
+        "sampling/createMessage",
+        "roots/list",
+    ]
