@@ -226,6 +226,13 @@ def load(slug: str = "conformance") -> Endpoint:
         endpoints=[endpoint],
     )
     prompt_create(
+        name="test_input_required_result_prompt",
+        description="A prompt whose missing context is asked from the user (2026-07-28).",
+        arguments=[{"name": "context", "description": "What to focus on", "required": True}],
+        messages=[{"role": "user", "text": "Prompt with context: {context}"}],
+        endpoints=[endpoint],
+    )
+    prompt_create(
         name="test_prompt_with_image",
         description="A prompt with an image.",
         messages=[

@@ -100,12 +100,21 @@ def _string_map(value: Any, where: str) -> dict[str, str]:
 class GetPromptParams:
     name: str
     arguments: Mapping[str, str] = field(default_factory=dict)
+    # A 2026-07-28 retry after input_required (missing arguments asked from the user).
+    input_responses: Mapping[str, Any] = field(default_factory=dict)
+    request_state: str | None = None
 
     @classmethod
     def parse(cls, params: Params) -> GetPromptParams:
         name = _required(params, "name", str)
         raw = params.get("arguments") if params is not None else None
-        return cls(name=name, arguments=_string_map(raw, "params.arguments"))
+        input_responses = _optional(params, "inputResponses", dict)
+        return cls(
+            name=name,
+            arguments=_string_map(raw, "params.arguments"),
+            input_responses=input_responses if input_responses is not None else {},
+            request_state=_optional(params, "requestState", str),
+        )
 
 
 @dataclass(frozen=True, slots=True)

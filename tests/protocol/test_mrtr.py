@@ -9,7 +9,14 @@ from typing import Any
 import pytest
 
 from mcp_app.protocol import errors, mrtr
-from mcp_app.protocol.catalog import CatalogSnapshot, EndpointInfo, ToolDef
+from mcp_app.protocol.catalog import (
+    CatalogSnapshot,
+    EndpointInfo,
+    PromptArgumentDef,
+    PromptDef,
+    PromptMessageDef,
+    ToolDef,
+)
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.dispatch import handle_request
 from mcp_app.protocol.errors import InvalidParams
@@ -277,3 +284,69 @@ async def test_a_legacy_call_asks_several_questions_one_after_another(
         "sampling/createMessage",
         "roots/list",
     ]
+
+
+def prompt_catalog() -> CatalogSnapshot:
+    prompt = PromptDef(
+        name="brief",
+        description="Briefs on a topic.",
+        arguments=(PromptArgumentDef(name="topic", title="Topic", required=True),),
+        messages=(PromptMessageDef(role="user", text="Brief me on {topic}."),),
+    )
+    return CatalogSnapshot(endpoint=EndpointInfo(slug="demo"), prompts=(prompt,))
+
+
+@pytest.mark.spec("2026-07-28", "basic/patterns/mrtr", "prompts/get MAY answer input_required")
+async def test_a_missing_prompt_argument_is_asked_from_a_2026_client(make_ctx: MakeContext) -> None:
+    def ctx() -> Any:
+        return make_ctx(
+            MODERN, catalog=prompt_catalog(), client_capabilities=ELICITING, state_secret=SECRET
+        )
+
+    asked = await handle_request(ctx(), "prompts/get", {"name": "brief"})
+    assert asked["resultType"] == "input_required"
+    form = asked["inputRequests"]["prompt_arguments"]["params"]["requestedSchema"]
+    assert form == {
+        "type": "object",
+        "properties": {"topic": {"type": "string", "title": "Topic"}},
+        "required": ["topic"],
+    }
+    done = await handle_request(
+        ctx(),
+        "prompts/get",
+        {
+            "name": "brief",
+            "requestState": asked["requestState"],
+            "inputResponses": {
+                "prompt_arguments": {"action": "accept", "content": {"topic": "MCP"}}
+            },
+        },
+    )
+    assert done["messages"] == [
+        {"role": "user", "content": {"type": "text", "text": "Brief me on MCP."}}
+    ]
+
+
+async def test_a_declined_prompt_form_is_invalid_params(make_ctx: MakeContext) -> None:
+    ctx = make_ctx(
+        MODERN, catalog=prompt_catalog(), client_capabilities=ELICITING, state_secret=SECRET
+    )
+    with pytest.raises(InvalidParams, match="topic"):
+        await handle_request(
+            ctx,
+            "prompts/get",
+            {"name": "brief", "inputResponses": {"prompt_arguments": {"action": "decline"}}},
+        )
+
+
+@pytest.mark.parametrize(
+    ("version", "capabilities"),
+    [("2025-11-25", {"elicitation": {}}), (MODERN, {}), (MODERN, {"elicitation": {"url": {}}})],
+    ids=["legacy", "no-elicitation", "url-only"],
+)
+async def test_without_a_form_capable_2026_client_a_missing_argument_is_invalid_params(
+    make_ctx: MakeContext, version: str, capabilities: dict[str, Any]
+) -> None:
+    ctx = make_ctx(version, catalog=prompt_catalog(), client_capabilities=capabilities)
+    with pytest.raises(InvalidParams, match="topic"):
+        await handle_request(ctx, "prompts/get", {"name": "brief"})

@@ -10,15 +10,18 @@ no declared argument stays as written, so operator text such as ``{"json": 1}`` 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_app.protocol.catalog import PromptDef, PromptMessageDef
+from mcp_app.protocol import mrtr
+from mcp_app.protocol.catalog import PromptArgumentDef, PromptDef, PromptMessageDef
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.cursors import paginate
 from mcp_app.protocol.errors import InternalError, InvalidParams
 from mcp_app.protocol.messages import GetPromptParams, ListParams
 from mcp_app.protocol.shaping import shape_content, shape_prompt
+from mcp_app.protocol.versions import Feature
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]+)\}")
 
@@ -89,20 +92,99 @@ def render_prompt(prompt: PromptDef, arguments: Mapping[str, str]) -> list[dict[
 async def handle_prompts_get(ctx: RequestContext, params: GetPromptParams) -> dict[str, Any]:
     """Render a prompt with the caller's arguments.
 
+    A 2026-07-28 client that accepts forms is asked for missing required arguments
+    (``input_required``, then a retry); anyone else gets ``-32602`` for them.
+
     Raises:
-        InvalidParams: unknown prompt, or a required argument is missing.
+        InvalidParams: unknown prompt, a required argument is missing (and was not given when
+            asked), or a tampered, expired or foreign ``requestState``.
     """
     prompt = ctx.catalog.prompt(params.name)
     if prompt is None:
         raise InvalidParams(f"Unknown prompt: {params.name}")
-    missing = [a.name for a in prompt.arguments if a.required and a.name not in params.arguments]
+    arguments = dict(params.arguments)
+    missing = [a for a in prompt.arguments if a.required and a.name not in arguments]
+    if missing and _can_ask_for_arguments(ctx):
+        asked = _asked_arguments(ctx, params, missing)
+        if isinstance(asked, dict) and "inputRequests" in asked:
+            return asked
+        arguments.update(asked)
+        missing = [a for a in missing if a.name not in arguments]
     if missing:
-        raise InvalidParams(f"Missing required arguments: {', '.join(missing)}")
+        names = ", ".join(a.name for a in missing)
+        raise InvalidParams(f"Missing required arguments: {names}")
     messages = [
         {"role": m["role"], "content": shape_content(m["content"], ctx.version)}
-        for m in render_prompt(prompt, params.arguments)
+        for m in render_prompt(prompt, arguments)
     ]
     result: dict[str, Any] = {"messages": messages}
     if prompt.description:
         result["description"] = prompt.description
     return result
+
+
+# The key of the form that asks for a prompt's missing arguments.
+ARGUMENTS_KEY = "prompt_arguments"
+
+
+def _can_ask_for_arguments(ctx: RequestContext) -> bool:
+    """2026-07-28 clients that accept forms are asked for missing arguments (MRTR)."""
+    if not ctx.supports(Feature.INPUT_REQUIRED):
+        return False
+    elicitation = ctx.client_capabilities.get("elicitation")
+    return isinstance(elicitation, Mapping) and (not elicitation or "form" in elicitation)
+
+
+def _asked_arguments(
+    ctx: RequestContext, params: GetPromptParams, missing: list[PromptArgumentDef]
+) -> dict[str, Any]:
+    """Return the arguments the user gave, or the ``input_required`` result that asks them.
+
+    A declined or cancelled form leaves the arguments missing (the caller then reports
+    them); an answer without the required values asks again.
+    """
+    binding = mrtr.Binding(
+        endpoint=ctx.catalog.endpoint.slug,
+        principal=ctx.principal,
+        method="prompts/get",
+        request_digest=mrtr.request_digest(params.name, params.arguments),
+    )
+    answers: dict[str, Any] = {}
+    if params.request_state is not None:
+        answers = mrtr.unseal(
+            params.request_state, secret=ctx.state_secret, binding=binding, now=time.time()
+        )
+    answers.update(params.input_responses)
+    answer = answers.get(ARGUMENTS_KEY)
+    if isinstance(answer, Mapping) and answer.get("action") in ("decline", "cancel"):
+        return {}
+    content = answer.get("content") if isinstance(answer, Mapping) else None
+    if isinstance(content, Mapping) and all(isinstance(content.get(a.name), str) for a in missing):
+        return {a.name: content[a.name] for a in missing}
+    schema = {
+        "type": "object",
+        "properties": {
+            a.name: {
+                "type": "string",
+                **({"title": a.title} if a.title else {}),
+                **({"description": a.description} if a.description else {}),
+            }
+            for a in missing
+        },
+        "required": [a.name for a in missing],
+    }
+    request = {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "form",
+            "message": f"The prompt {params.name} needs: {', '.join(a.name for a in missing)}.",
+            "requestedSchema": schema,
+        },
+    }
+    return {
+        "resultType": "input_required",
+        "inputRequests": {ARGUMENTS_KEY: request},
+        "requestState": mrtr.seal(
+            secret=ctx.state_secret, binding=binding, answers=answers, now=time.time()
+        ),
+    }
