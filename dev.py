@@ -336,6 +336,8 @@ def _test(timer: PhaseTimer, pytest_args: list[str]) -> int:
             env["DATABASE_URL"] = stack.enter_context(services.postgres())
         with timer.phase("start redis"):
             env["REDIS_URL"] = stack.enter_context(services.redis())
+        with timer.phase("chromium"):
+            services.ensure_chromium()
         log(f"DATABASE_URL={env['DATABASE_URL']} REDIS_URL={env['REDIS_URL']}")
         start = time.monotonic()
         code = run_child([str(venv_bin("python")), "-m", "pytest", *pytest_args], env)

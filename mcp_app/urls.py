@@ -1,12 +1,20 @@
-"""URLs of the staff pages (endpoint index, connect page). MCP endpoints are routed in asgi.py."""
+"""URLs of the staff pages (endpoint index, connect page, audit UI). MCP endpoints are routed in
+asgi.py."""
 
 from django.urls import path
 
 from mcp_app import views
+from mcp_app.audit import views as audit
 
 app_name = "mcp_app"
 
 urlpatterns = [
     path("endpoints/", views.endpoint_index, name="endpoint_index"),
     path("endpoints/<slug:slug>/connect/", views.endpoint_connect, name="endpoint_connect"),
+    path("audit/", audit.call_list, name="audit_list"),
+    path("audit/feed/", audit.call_feed, name="audit_feed"),
+    path("audit/stats/", audit.call_stats, name="audit_stats"),
+    path("audit/export.csv", audit.export_csv, name="audit_export_csv"),
+    path("audit/export.jsonl", audit.export_jsonl, name="audit_export_jsonl"),
+    path("audit/<int:pk>/", audit.call_detail, name="audit_detail"),
 ]

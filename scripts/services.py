@@ -89,6 +89,31 @@ def apt_install(*packages: str) -> None:
             POLICY_RC_D.unlink(missing_ok=True)
 
 
+# --------------------------------------------------------------------------- Chromium
+
+
+def find_chromium() -> Path | None:
+    """Return Debian's headless-capable Chromium (the browser tests drive it), or None."""
+    found = shutil.which("chromium") or next(
+        (p for p in ("/usr/bin/chromium",) if Path(p).exists()), None
+    )
+    return Path(found) if found else None
+
+
+def ensure_chromium() -> None:
+    """Install Debian's ``chromium`` for the browser tests when it is missing and we are root.
+
+    Playwright's own browser download does not work on our machines, so the tests launch the
+    system binary. Without root the tests that need it fail with an install hint.
+    """
+    if find_chromium() is not None:
+        return
+    if not is_root():
+        log("chromium is missing: the browser tests will fail (sudo apt-get install chromium)")
+        return
+    apt_install("chromium")
+
+
 # --------------------------------------------------------------------------- PostgreSQL
 
 

@@ -1,5 +1,24 @@
-"""Django admin for the catalog, credentials and sessions: a module per model, forms in forms.py."""
+"""Django admin for the catalog, credentials, sessions and the (read-only) call log: a module per
+model, forms in forms.py."""
 
-from mcp_app.admin import credential, endpoint, prompt, resource, resource_template, session, tool
+from mcp_app.admin import (
+    call_log,
+    credential,
+    endpoint,
+    prompt,
+    resource,
+    resource_template,
+    session,
+    tool,
+)
 
-__all__ = ["credential", "endpoint", "prompt", "resource", "resource_template", "session", "tool"]
+__all__ = [
+    "call_log",
+    "credential",
+    "endpoint",
+    "prompt",
+    "resource",
+    "resource_template",
+    "session",
+    "tool",
+]

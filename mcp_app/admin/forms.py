@@ -233,7 +233,7 @@ class ToolForm(forms.ModelForm):
         fields = [
             "name", "title", "description", "enabled", "kind", "input_schema", "output_schema",
             "read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint", "icons",
-            "meta",
+            "meta", "capture_mode", "capture_max_bytes", "capture_redact",
         ]  # fmt: skip
         field_classes = {
             "input_schema": JsonTextField,
@@ -252,6 +252,9 @@ class ToolForm(forms.ModelForm):
         self.fields["input_schema"].required = False
         self.fields["input_schema"].empty_json = None
         self.fields["description"].required = False
+        # Omitted from a POST (a script, an older form), the call-log policy keeps its value.
+        self.fields["capture_mode"].required = False
+        self.fields["capture_max_bytes"].required = False
         config = self.instance.config or {}
         if self.instance.kind == Tool.Kind.PYTHON:
             self.initial.setdefault("function", config.get("function", ""))

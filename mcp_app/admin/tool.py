@@ -55,6 +55,7 @@ class ToolAdmin(admin.ModelAdmin):
                 ]
             },
         ),
+        ("Call log", {"fields": ["capture_mode", "capture_max_bytes", "capture_redact"]}),
         ("Advanced", {"classes": ["collapse"], "fields": ["icons", "meta"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]

@@ -1,5 +1,6 @@
-"""Catalog, credential and session models: import them from here (``mcp_app.models``)."""
+"""Catalog, credential, session and call-log models: import them from here (``mcp_app.models``)."""
 
+from mcp_app.models.call_log import CallLog
 from mcp_app.models.credential import Credential
 from mcp_app.models.endpoint import Endpoint
 from mcp_app.models.prompt import Prompt, PromptArgument, PromptMessage
@@ -8,6 +9,7 @@ from mcp_app.models.session import Session
 from mcp_app.models.tool import Tool
 
 __all__ = [
+    "CallLog",
     "Credential",
     "Endpoint",
     "Prompt",

@@ -6,6 +6,7 @@ from collections.abc import Collection
 from typing import Any
 
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 
 from mcp_app.executors import get_executor
@@ -28,6 +29,13 @@ class Tool(TimestampedModel):
         PYTHON = "python", "Python function"
         TEMPLATE = "template", "Text template"
         HTTP = "http", "HTTP request"
+
+    class Capture(models.TextChoices):
+        """How much of a call's arguments and result the call log keeps (services/audit.py)."""
+
+        NONE = "none", "Nothing"
+        METADATA = "metadata", "Metadata only (field names, types and sizes)"
+        FULL = "full", "Full (up to the byte cap, with redaction)"
 
     name = models.CharField(
         max_length=128,
@@ -72,6 +80,30 @@ class Tool(TimestampedModel):
         blank=True,
         validators=[validate_json_object],
         help_text="Kind-specific settings, checked by the executor of that kind.",
+    )
+    # The call log's policy for this tool. Metadata by default: values may be personal data,
+    # so keeping them is an operator's explicit choice.
+    capture_mode = models.CharField(
+        max_length=8,
+        choices=Capture.choices,
+        default=Capture.METADATA,
+        verbose_name="call log capture",
+        help_text="What the call log keeps of this tool's arguments and results.",
+    )
+    capture_max_bytes = models.PositiveIntegerField(
+        default=4096,
+        validators=[MinValueValidator(16), MaxValueValidator(1_048_576)],
+        verbose_name="capture byte cap",
+        help_text="Full capture: arguments and result are each cut to this many bytes of JSON.",
+    )
+    capture_redact = models.TextField(
+        blank=True,
+        verbose_name="redacted fields",
+        help_text=(
+            "Field names (one per line or comma-separated) whose values are never kept, at any "
+            "depth. Secret-looking names (password, token, secret, api key, authorization) and "
+            'input fields marked "writeOnly" or "format": "password" are always redacted.'
+        ),
     )
 
     class Meta:

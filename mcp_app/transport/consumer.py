@@ -36,7 +36,7 @@ from mcp_app.protocol.errors import (
 from mcp_app.protocol.handlers import lifecycle, subscriptions
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Feature, supports
-from mcp_app.services import notify
+from mcp_app.services import audit, notify
 from mcp_app.services.catalog import EndpointState, aget_endpoint_state
 from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
 from mcp_app.services.sessions import (
@@ -118,11 +118,15 @@ class StreamableHttpConsumer:
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
         self.scope = scope
-        self.responder = HttpResponder(send)
         self.headers: dict[str, list[str]] = http.parse_headers(scope.get("headers", ()))
+        # The call log: told what this request does, queued once its work ends (one row per
+        # JSON-RPC message, or one for the request when it carried none).
+        self.audit = audit.CallRecorder(scope, self.headers)
+        self.responder = HttpResponder(self.audit.watch(send))
         self.cancel_on_disconnect = False
         body = await self._read_body(receive)
         if body is None:
+            self.audit.submit()
             return
         self.body = body
         task = asyncio.create_task(self._handle())
@@ -138,6 +142,10 @@ class StreamableHttpConsumer:
                 else:
                     _detached.add(task)
                     task.add_done_callback(_detached.discard)
+            if task.done():
+                self.audit.submit(cancelled=task.cancelled())
+            else:
+                task.add_done_callback(self.audit.submit_after)
 
     async def _read_body(self, receive: Any) -> bytes | None:
         """Read the whole request body, or answer 413/408 and return None.
@@ -211,6 +219,7 @@ class StreamableHttpConsumer:
             return
         slug = self.scope["url_route"]["kwargs"]["slug"]
         state = await aget_endpoint_state(slug)
+        self.audit.endpoint(state)
         if state is None or not state.enabled:
             await self._reject(404, f"No MCP endpoint at /mcp/{slug}")
             return
@@ -265,9 +274,11 @@ class StreamableHttpConsumer:
             return
         header_version = first(self.headers, VERSION_HEADER)
         if isinstance(payload, list):
+            self.audit.received(payload, modern=False)
             await self._post_batch(state, payload)
             return
         route = inbound.classify(payload, header_version)
+        self.audit.received([payload], modern=route is inbound.Route.MODERN)
         if route is inbound.Route.MODERN:
             await self._post_modern(state, payload)
         elif route is inbound.Route.INITIALIZE:
@@ -325,6 +336,14 @@ class StreamableHttpConsumer:
         self, ctx: RequestContext, request: Request
     ) -> tuple[dict[str, Any], McpError | None]:
         """Dispatch one request; return the response body and the error, if any."""
+        self.audit.dispatched(request, ctx.version)
+        body, error = await self._dispatch(ctx, request)
+        self.audit.answered(request, body, error)
+        return body, error
+
+    async def _dispatch(
+        self, ctx: RequestContext, request: Request
+    ) -> tuple[dict[str, Any], McpError | None]:
         try:
             result = await dispatch.handle_request(ctx, request.method, request.params)
         except McpError as exc:
@@ -396,6 +415,7 @@ class StreamableHttpConsumer:
             client_capabilities=capabilities,
             client_info=client_info,
         )
+        self.audit.session(session)
         result = lifecycle.initialize_result(
             version,
             state.snapshot,
@@ -416,6 +436,8 @@ class StreamableHttpConsumer:
         session = await asession_load(session_id=session_id, endpoint_id=state.id)
         if session is None:
             await self._reject(404, "Session not found", request_id=request_id)
+        else:
+            self.audit.session(session)
         return session
 
     async def _post_legacy(self, state: EndpointState, message: Any) -> None:

@@ -1,0 +1,308 @@
+"""Read-side queries of the call log: filtered search, keyset pages and iteration, statistics.
+
+Every list query is ``filter ... ORDER BY id DESC LIMIT n`` with an id bound instead of an
+OFFSET, so page 1,000 costs what page 1 costs, and each filter column has an index ending in
+id (models/call_log.py). Statistics aggregate in the database: PostgreSQL computes latency
+percentiles with ``percentile_cont``; other databases (SQLite, the embedded default) compute
+them in Python over the newest ``PERCENTILE_SAMPLE`` rows of the range.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import connection
+from django.db.models import Aggregate, Count, FloatField, Q, QuerySet
+from django.db.models.functions import Trunc
+
+from mcp_app.models import CallLog, Endpoint, Tool
+
+PAGE_SIZE = 50
+FEED_LIMIT = 200
+EXPORT_CHUNK = 2000
+STATS_GROUPS = 15
+PERCENTILE_SAMPLE = 200_000
+PERCENTILES = (0.5, 0.95, 0.99)
+_OK_STATUSES = (CallLog.Status.OK, CallLog.Status.RUNNING)
+
+
+@dataclass(frozen=True, slots=True)
+class CallFilter:
+    """The audit list's filters, all optional; the same object drives list, export and stats."""
+
+    endpoint: Endpoint | None = None
+    tool: str = ""
+    method: str = ""
+    status: str = ""
+    era: str = ""
+    session: str = ""
+    since: datetime | None = None
+    until: datetime | None = None
+    q: str = ""
+
+
+def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
+    """Return the records matching ``filters``, newest first."""
+    qs = CallLog.objects.all()
+    if filters.endpoint is not None:
+        qs = qs.filter(endpoint_id=filters.endpoint.pk)
+    if filters.tool:
+        qs = qs.filter(target=filters.tool)
+    if filters.method:
+        qs = qs.filter(rpc_method=filters.method)
+    if filters.status:
+        qs = qs.filter(status=filters.status)
+    if filters.era:
+        qs = qs.filter(era=filters.era)
+    if filters.session:
+        qs = qs.filter(session_id=filters.session)
+    if filters.since is not None:
+        qs = qs.filter(created_at__gte=filters.since)
+    if filters.until is not None:
+        qs = qs.filter(created_at__lt=filters.until)
+    if filters.q:
+        text = filters.q.strip()
+        # Names by substring; ids exactly (a session id or JSON-RPC id is pasted whole).
+        match = (
+            Q(target__icontains=text)
+            | Q(rpc_method__icontains=text)
+            | Q(session_id=text)
+            | Q(rpc_id=text)
+            | Q(rpc_id=f'"{text}"')
+        )
+        if text.isdigit() and int(text) < 2**63:
+            match |= Q(pk=int(text))
+        qs = qs.filter(match)
+    return qs.select_related("endpoint").order_by("-id")
+
+
+def call_log_page(
+    qs: QuerySet[CallLog], *, before: int | None, size: int = PAGE_SIZE
+) -> tuple[list[CallLog], int | None]:
+    """Return one page older than id ``before`` (the newest page when None) and the next bound."""
+    if before is not None:
+        qs = qs.filter(id__lt=before)
+    rows = list(qs[: size + 1])
+    more = len(rows) > size
+    rows = rows[:size]
+    return rows, rows[-1].pk if more and rows else None
+
+
+def call_log_newer(qs: QuerySet[CallLog], *, after: int, limit: int = FEED_LIMIT) -> list[CallLog]:
+    """Return records newer than id ``after``, newest first (the live tail's poll)."""
+    return list(qs.filter(id__gt=after)[:limit])
+
+
+def call_log_iter(qs: QuerySet[CallLog], *, chunk: int = EXPORT_CHUNK) -> Iterator[CallLog]:
+    """Yield every matching record, newest first, ``chunk`` rows per query (keyset, no OFFSET).
+
+    Memory stays at one chunk whatever the total, so an export of millions of rows streams.
+    """
+    before: int | None = None
+    while True:
+        page = qs if before is None else qs.filter(id__lt=before)
+        rows = list(page[:chunk])
+        yield from rows
+        if len(rows) < chunk:
+            return
+        before = rows[-1].pk
+
+
+def tool_for_call(record: CallLog) -> Tool | None:
+    """The tool a ``tools/call`` record names, if its endpoint still publishes one by that name."""
+    if record.rpc_method != "tools/call" or record.endpoint_id is None or not record.target:
+        return None
+    return Tool.objects.filter(endpoints=record.endpoint_id, name=record.target).first()
+
+
+# -- statistics -----------------------------------------------------------------------------
+
+
+class Percentile(Aggregate):
+    """PostgreSQL's ``percentile_cont(fraction) WITHIN GROUP (ORDER BY expression)``."""
+
+    function = "percentile_cont"
+    template = "%(function)s(%(fraction)s) WITHIN GROUP (ORDER BY %(expressions)s)"
+    output_field = FloatField()
+
+    def __init__(self, expression: str, fraction: float) -> None:
+        # A float we choose, never user input: safe to place in the SQL text.
+        super().__init__(expression, fraction=repr(float(fraction)))
+
+
+@dataclass(frozen=True, slots=True)
+class Bucket:
+    start: datetime
+    total: int
+    errors: int
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.total if self.total else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LatencyRow:
+    name: str
+    calls: int
+    errors: int
+    p50: float | None
+    p95: float | None
+    p99: float | None
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.calls if self.calls else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class CallStats:
+    since: datetime
+    until: datetime
+    bucket: str
+    buckets: list[Bucket]
+    per_tool: list[LatencyRow]
+    per_endpoint: list[LatencyRow]
+
+    @property
+    def total(self) -> int:
+        return sum(bucket.total for bucket in self.buckets)
+
+    @property
+    def errors(self) -> int:
+        return sum(bucket.errors for bucket in self.buckets)
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.total if self.total else 0.0
+
+
+def bucket_kind(span: timedelta) -> str:
+    """Pick a bucket size giving a readable number of bars (about 24 to 180)."""
+    if span <= timedelta(hours=3):
+        return "minute"
+    if span <= timedelta(days=7):
+        return "hour"
+    return "day"
+
+
+def call_log_stats(*, filters: CallFilter, since: datetime, until: datetime) -> CallStats:
+    """Calls over time, error rate and latency percentiles per tool and per endpoint.
+
+    Three aggregate queries, whatever the number of rows; the time range is required so
+    every one of them is bounded by the created_at index.
+    """
+    qs = call_log_search(filters=filters).filter(created_at__gte=since, created_at__lt=until)
+    qs = qs.select_related(None).order_by()
+    errors = Count("id", filter=~Q(status__in=_OK_STATUSES))
+    kind = bucket_kind(until - since)
+    buckets = [
+        Bucket(row["bucket"], row["total"], row["errors"])
+        for row in qs.annotate(bucket=Trunc("created_at", kind, tzinfo=UTC))
+        .values("bucket")
+        .annotate(total=Count("id"), errors=errors)
+        .order_by("bucket")
+    ]
+    per_tool = _latency(qs.filter(rpc_method="tools/call").exclude(target=""), "target")
+    per_endpoint = _latency(qs.exclude(endpoint_slug=""), "endpoint_slug")
+    return CallStats(since, until, kind, _fill(buckets, kind, since, until), per_tool, per_endpoint)
+
+
+def _latency(qs: QuerySet[CallLog], group: str) -> list[LatencyRow]:
+    errors = Count("id", filter=~Q(status__in=_OK_STATUSES))
+    grouped = qs.values(group).annotate(calls=Count("id"), errors=errors).order_by("-calls")
+    if connection.vendor == "postgresql":
+        percentiles = {f"p{round(p * 100)}": Percentile("duration_ms", p) for p in PERCENTILES}
+        return [
+            LatencyRow(row[group], row["calls"], row["errors"], row["p50"], row["p95"], row["p99"])
+            for row in grouped.annotate(**percentiles)[:STATS_GROUPS]
+        ]
+    top = list(grouped[:STATS_GROUPS])
+    names = [row[group] for row in top]
+    samples: dict[str, list[float]] = defaultdict(list)
+    sample = (
+        qs.filter(**{f"{group}__in": names}, duration_ms__isnull=False)
+        .order_by("-id")
+        .values_list(group, "duration_ms")[:PERCENTILE_SAMPLE]
+    )
+    for name, duration in sample:
+        samples[name].append(duration)
+    rows = []
+    for row in top:
+        values = sorted(samples[row[group]])
+        p50, p95, p99 = (percentile(values, p) for p in PERCENTILES)
+        rows.append(LatencyRow(row[group], row["calls"], row["errors"], p50, p95, p99))
+    return rows
+
+
+def percentile(values: Sequence[float], fraction: float) -> float | None:
+    """Linear interpolation between closest ranks, as ``percentile_cont`` does."""
+    if not values:
+        return None
+    position = (len(values) - 1) * fraction
+    low, high = math.floor(position), math.ceil(position)
+    return values[low] + (values[high] - values[low]) * (position - low)
+
+
+def _fill(buckets: list[Bucket], kind: str, since: datetime, until: datetime) -> list[Bucket]:
+    """Add the empty buckets, so the time axis is even and quiet periods show as gaps."""
+    step = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+    start = _truncate(since.astimezone(UTC), kind)
+    found = {bucket.start.astimezone(UTC): bucket for bucket in buckets}
+    filled = []
+    current = start
+    while current < until:
+        filled.append(found.get(current, Bucket(current, 0, 0)))
+        current += step[kind]
+    return filled
+
+
+def _truncate(moment: datetime, kind: str) -> datetime:
+    moment = moment.replace(second=0, microsecond=0)
+    if kind in ("hour", "day"):
+        moment = moment.replace(minute=0)
+    if kind == "day":
+        moment = moment.replace(hour=0)
+    return moment
+
+
+def as_export_row(record: CallLog, *, payloads: bool) -> dict[str, Any]:
+    """One record as plain JSON data (CSV and JSON Lines exports share this)."""
+    row: dict[str, Any] = {
+        "id": record.pk,
+        "created_at": record.created_at.isoformat(),
+        "duration_ms": record.duration_ms,
+        "endpoint": record.endpoint_slug,
+        "era": record.era,
+        "protocol_version": record.protocol_version,
+        "session_id": record.session_id,
+        "http_method": record.http_method,
+        "http_status": record.http_status,
+        "message_type": record.message_type,
+        "rpc_method": record.rpc_method,
+        "rpc_id": record.rpc_id,
+        "target": record.target,
+        "principal_id": record.principal_id,
+        "client_id": record.client_id,
+        "remote_addr": record.remote_addr,
+        "user_agent": record.user_agent,
+        "status": record.status,
+        "error_code": record.error_code,
+        "error_message": record.error_message,
+        "capture": record.capture,
+        "arguments_bytes": record.arguments_bytes,
+        "result_bytes": record.result_bytes,
+        "truncated": record.truncated,
+        "task_id": record.task_id,
+        "worker": record.worker,
+    }
+    if payloads:
+        row["arguments"] = record.arguments
+        row["result"] = record.result
+        row["progress"] = record.progress
+    return row

@@ -1,0 +1,200 @@
+"""Audit pages: the call list (with its live-tail feed), one call, statistics and exports.
+
+Thin by design (style.md §3): parse the GET filters (``forms``), call a selector, render.
+Reading needs ``mcp_app.audit_calls``; arguments and results also need
+``mcp_app.view_call_payloads``. Anonymous users go to the login page, others get 403.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from collections.abc import Callable, Iterator
+from functools import wraps
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.shortcuts import get_object_or_404, render
+from django.urls import reverse, reverse_lazy
+from django.utils import timezone
+
+from mcp_app.audit import charts
+from mcp_app.audit.forms import KNOWN_METHODS, RANGES, CallFilterForm
+from mcp_app.audit.selectors import (
+    as_export_row,
+    call_log_iter,
+    call_log_newer,
+    call_log_page,
+    call_log_search,
+    call_log_stats,
+    tool_for_call,
+)
+from mcp_app.models import CallLog
+
+AUDIT_PERMISSION = "mcp_app.audit_calls"
+PAYLOAD_PERMISSION = "mcp_app.view_call_payloads"
+View = Callable[..., HttpResponse]
+
+
+def auditor_required(view: View) -> View:
+    """Send anonymous users to log in; answer 403 to users without the audit permission."""
+
+    @wraps(view)
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not request.user.has_perm(AUDIT_PERMISSION):
+            raise PermissionDenied
+        return view(request, *args, **kwargs)
+
+    return login_required(checked, login_url=reverse_lazy("admin:login"))
+
+
+def _filters(request: HttpRequest) -> CallFilterForm:
+    form = CallFilterForm(request.GET or None)
+    form.is_valid()
+    return form
+
+
+def _int_param(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name, "")
+    return int(value) if value.isdigit() and len(value) < 19 else None
+
+
+def _query_without(request: HttpRequest, *names: str) -> str:
+    params = request.GET.copy()
+    for name in names:
+        params.pop(name, None)
+    return params.urlencode()
+
+
+def _row_json(record: CallLog) -> dict[str, Any]:
+    return {
+        "id": record.pk,
+        "url": reverse("mcp_app:audit_detail", args=[record.pk]),
+        "created_at": timezone.localtime(record.created_at).strftime("%Y-%m-%d %H:%M:%S"),
+        "endpoint": record.endpoint_slug,
+        "method": record.rpc_method or record.http_method,
+        "target": record.target,
+        "era": record.era,
+        "status": record.status,
+        "status_label": record.get_status_display(),
+        "http_status": record.http_status,
+        "duration_ms": record.duration_ms,
+        "session_id": record.session_id,
+    }
+
+
+@auditor_required
+def call_list(request: HttpRequest) -> HttpResponse:
+    form = _filters(request)
+    before = _int_param(request, "before")
+    rows, next_before = call_log_page(call_log_search(filters=form.call_filter()), before=before)
+    query = _query_without(request, "before")
+    context = {
+        "nav": "audit",
+        "form": form,
+        "rows": rows,
+        "before": before,
+        "next_before": next_before,
+        "query": query,
+        "newest_id": rows[0].pk if rows else 0,
+        "methods": KNOWN_METHODS,
+        "filtered": bool(query),
+    }
+    return render(request, "audit/list.html", context)
+
+
+@auditor_required
+def call_feed(request: HttpRequest) -> JsonResponse:
+    """The live tail: records newer than ``?after=<id>`` matching the same filters."""
+    after = _int_param(request, "after") or 0
+    rows = call_log_newer(call_log_search(filters=_filters(request).call_filter()), after=after)
+    return JsonResponse(
+        {"rows": [_row_json(row) for row in rows], "latest": rows[0].pk if rows else after}
+    )
+
+
+@auditor_required
+def call_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    record = get_object_or_404(CallLog.objects.select_related("endpoint"), pk=pk)
+    payloads = request.user.has_perm(PAYLOAD_PERMISSION)
+    context = {
+        "nav": "audit",
+        "record": record,
+        "tool": tool_for_call(record),
+        "payloads": payloads,
+        "arguments": _pretty(record.arguments) if payloads else None,
+        "result": _pretty(record.result) if payloads else None,
+        "progress": _pretty(record.progress) if payloads else None,
+    }
+    return render(request, "audit/detail.html", context)
+
+
+def _pretty(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, indent=2, ensure_ascii=False)
+
+
+@auditor_required
+def call_stats(request: HttpRequest) -> HttpResponse:
+    form = _filters(request)
+    since, until = form.time_range()
+    stats = call_log_stats(filters=form.call_filter(), since=since, until=until)
+    context = {
+        "nav": "audit",
+        "form": form,
+        "stats": stats,
+        "error_pct": round(stats.error_rate * 100, 1),
+        "ranges": list(RANGES),
+        "current_range": request.GET.get("range", "" if "since" in request.GET else "24h"),
+        "query": _query_without(request, "range", "since", "until"),
+        "calls_chart": charts.calls_chart(stats.buckets, stats.bucket),
+        "error_chart": charts.error_rate_chart(stats.buckets, stats.bucket),
+        "tool_chart": charts.latency_chart(stats.per_tool, "Latency per tool"),
+        "endpoint_chart": charts.latency_chart(stats.per_endpoint, "Latency per endpoint"),
+    }
+    return render(request, "audit/stats.html", context)
+
+
+class _Echo:
+    """A file-like object whose write() returns the line, for csv.writer in a generator."""
+
+    def write(self, value: str) -> str:
+        return value
+
+
+def _export_rows(request: HttpRequest) -> tuple[Iterator[dict[str, Any]], bool]:
+    payloads = request.user.has_perm(PAYLOAD_PERMISSION)
+    qs = call_log_search(filters=_filters(request).call_filter()).select_related(None)
+    return (as_export_row(row, payloads=payloads) for row in call_log_iter(qs)), payloads
+
+
+def _filename(extension: str) -> str:
+    return f"call-log-{timezone.now():%Y%m%d-%H%M%S}.{extension}"
+
+
+@auditor_required
+def export_csv(request: HttpRequest) -> StreamingHttpResponse:
+    rows, payloads = _export_rows(request)
+    columns = list(as_export_row(CallLog(created_at=timezone.now()), payloads=payloads))
+    writer = csv.writer(_Echo())
+
+    def lines() -> Iterator[str]:
+        yield writer.writerow(columns)
+        for row in rows:
+            yield writer.writerow(
+                [json.dumps(row[c]) if isinstance(row[c], dict | list) else row[c] for c in columns]
+            )
+
+    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{_filename("csv")}"'
+    return response
+
+
+@auditor_required
+def export_jsonl(request: HttpRequest) -> StreamingHttpResponse:
+    rows, _payloads = _export_rows(request)
+    lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
+    response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{_filename("jsonl")}"'
+    return response

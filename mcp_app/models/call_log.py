@@ -1,0 +1,110 @@
+"""The CallLog model: one append-only row per MCP request (per JSON-RPC message in a batch).
+
+Rows are written only by ``services.audit`` (a background writer, one batched INSERT) and read
+by the audit UI (``mcp_app.audit``). Nothing updates a row; retention deletes old ones
+(``manage.py purge_call_logs``). Foreign keys carry no database constraint: a record must
+outlive the endpoint or user it names, and an INSERT must never fail because one was deleted.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class CallLog(models.Model):
+    class Status(models.TextChoices):
+        OK = "ok", "ok"
+        TOOL_ERROR = "tool_error", "tool error"
+        PROTOCOL_ERROR = "protocol_error", "protocol error"
+        REJECTED = "rejected", "rejected"
+        RUNNING = "running", "running"
+        CANCELLED = "cancelled", "cancelled"
+        TIMED_OUT = "timed_out", "timed out"
+
+    class Era(models.TextChoices):
+        LEGACY = "legacy", "legacy (sessions)"
+        MODERN = "modern", "modern (2026-07-28)"
+
+    class MessageType(models.TextChoices):
+        REQUEST = "request", "request"
+        NOTIFICATION = "notification", "notification"
+        RESPONSE = "response", "response"
+
+    id = models.BigAutoField(primary_key=True)
+    created_at = models.DateTimeField(help_text="When the request arrived.")
+    duration_ms = models.FloatField(null=True, blank=True)
+    # The endpoint row when the slug named one; the slug as requested in any case (a 404 for an
+    # unknown slug is recorded with endpoint NULL).
+    endpoint = models.ForeignKey(
+        "mcp_app.Endpoint",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    endpoint_slug = models.CharField(max_length=100, blank=True)
+    era = models.CharField(max_length=8, choices=Era.choices, blank=True)
+    protocol_version = models.CharField(max_length=16, blank=True)
+    session_id = models.CharField(max_length=64, blank=True)
+    http_method = models.CharField(max_length=8)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    message_type = models.CharField(max_length=12, choices=MessageType.choices, blank=True)
+    rpc_method = models.CharField(max_length=128, blank=True)
+    rpc_id = models.CharField(max_length=200, blank=True, help_text="The JSON-RPC id, as JSON.")
+    target = models.CharField(
+        max_length=512, blank=True, help_text="The tool or prompt name, or the resource URI."
+    )
+    # Authentication arrives in a later issue; until then both stay empty.
+    principal = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
+    client_id = models.CharField(max_length=200, blank=True, help_text="OAuth client id.")
+    remote_addr = models.GenericIPAddressField(null=True, blank=True)
+    user_agent = models.CharField(max_length=512, blank=True)
+    status = models.CharField(max_length=16, choices=Status.choices)
+    error_code = models.IntegerField(null=True, blank=True)
+    error_message = models.TextField(blank=True)
+    # What the tool's capture policy kept (services/audit.py): None when nothing was captured.
+    capture = models.CharField(max_length=8, blank=True)
+    arguments = models.JSONField(null=True, blank=True)
+    result = models.JSONField(null=True, blank=True)
+    arguments_bytes = models.PositiveIntegerField(null=True, blank=True)
+    result_bytes = models.PositiveIntegerField(null=True, blank=True)
+    truncated = models.BooleanField(default=False)
+    # Background calls (a later Celery issue) fill these; inline calls leave them empty.
+    task_id = models.CharField(max_length=64, blank=True)
+    worker = models.CharField(max_length=200, blank=True)
+    progress = models.JSONField(null=True, blank=True)
+
+    class Meta:
+        # Append-only: no add/change/delete permissions exist to grant.
+        default_permissions = ("view",)
+        permissions = [
+            ("audit_calls", "Can search, inspect and export the call log"),
+            ("view_call_payloads", "Can see recorded arguments and results"),
+        ]
+        # The list is keyset-paginated on id (newest first); every filter has an index that
+        # ends in id, so "filter ... ORDER BY id DESC LIMIT n" is one backward index scan.
+        indexes = [
+            models.Index(fields=["created_at"], name="calllog_created"),
+            models.Index(fields=["endpoint", "-id"], name="calllog_endpoint_id"),
+            models.Index(fields=["target", "-id"], name="calllog_target_id"),
+            models.Index(fields=["rpc_method", "-id"], name="calllog_method_id"),
+            models.Index(fields=["status", "-id"], name="calllog_status_id"),
+            models.Index(fields=["session_id", "-id"], name="calllog_session_id"),
+        ]
+
+    def __str__(self) -> str:
+        what = self.rpc_method or self.http_method
+        return f"#{self.pk} {what} {self.target} {self.status}".replace("  ", " ")
+
+    @property
+    def is_error(self) -> bool:
+        return self.status not in (self.Status.OK, self.Status.RUNNING)

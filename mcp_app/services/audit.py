@@ -1,0 +1,750 @@
+"""Call-log recording: one row per MCP request, shaped by the tool's capture policy.
+
+The transport creates one ``CallRecorder`` per HTTP request and tells it what it learns (the
+endpoint, the decoded messages, the session, each answer); the recorder also watches the
+response's status. When the request's work ends the transport calls ``submit()``, which hands
+plain records to this process's single writer thread and returns at once. The writer applies
+each tool's capture policy (nothing, metadata only, or full with a byte cap), redacts secret
+fields, and INSERTs whole batches: a request costs no query of its own, only a row in a batched
+INSERT. Recording never raises into the transport: a failure is logged, never answered.
+
+Also here: the capture policy itself, and ``call_log_purge`` (retention).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import collections
+import logging
+import os
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import orjson
+from django.db import DatabaseError, DataError, IntegrityError, connections, router
+from django.db.models import Max
+from django.utils import timezone
+
+from mcp_app.models import CallLog, Endpoint, Tool
+from mcp_app.protocol.catalog import CatalogSnapshot
+from mcp_app.protocol.context import LegacySession
+from mcp_app.protocol.jsonrpc import Notification, Request, Response
+from mcp_app.protocol.versions import MODERN_VERSIONS
+from mcp_app.services.catalog import EndpointState
+
+logger = logging.getLogger(__name__)
+# The thread that writes the call log; it serves no request (bench/run.py measures its cost).
+WRITER_THREAD = "mcp-call-log"
+
+AsgiSend = Callable[[dict[str, Any]], Awaitable[None]]
+Status = CallLog.Status
+Capture = Tool.Capture
+
+REDACTED = "[redacted]"
+# Key names that always hold secrets, matched as substrings of the lower-cased name with "-"
+# read as "_": "secrets and tokens never appear" holds even when an operator forgot to list one.
+SECRET_NAME_PARTS = (
+    "password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "cookie",
+    "private_key", "credential",
+)  # fmt: skip
+# Secret values shorter than this are redacted under their key but not scrubbed elsewhere.
+MIN_SCRUB_CHARS = 4
+# Depth past which captured JSON is cut: redaction walks it recursively.
+MAX_DEPTH = 32
+# Metadata capture describes at most this many keys per object and this many levels.
+METADATA_KEYS = 50
+METADATA_DEPTH = 3
+# Capture policy of messages that are not tool calls (lists, reads, prompts, lifecycle).
+DEFAULT_POLICY_MODE = Capture.METADATA
+ERROR_MESSAGE_CHARS = 1000
+USER_AGENT_CHARS = 512
+
+# The writer: rows per INSERT, rows held while the database is unreachable, retry pacing.
+BATCH_ROWS = 200
+MAX_PENDING = 100_000
+RETRY_FIRST_SECONDS = 0.5
+RETRY_MAX_SECONDS = 10.0
+EXIT_FLUSH_SECONDS = 5.0
+
+_TARGET_PARAM = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "resources/subscribe": "uri",
+    "resources/unsubscribe": "uri",
+}
+_ARGUMENT_METHODS = frozenset({"tools/call", "prompts/get"})
+
+
+# -- capture policy -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class CapturePolicy:
+    """What one tool's calls keep of their arguments and results."""
+
+    mode: str = DEFAULT_POLICY_MODE
+    max_bytes: int = 4096
+    # Lower-cased field names redacted at any depth, besides the secret-looking ones.
+    redact: frozenset[str] = frozenset()
+
+
+def parse_redact_names(text: str) -> frozenset[str]:
+    """Split the admin's "redacted fields" text (lines or commas) into lower-cased names."""
+    return frozenset(
+        name.strip().lower()
+        for line in text.splitlines()
+        for name in line.split(",")
+        if name.strip()
+    )
+
+
+def secret_fields_of_schema(schema: Any) -> frozenset[str]:
+    """Return the names of input properties marked secret (``writeOnly`` or format password)."""
+    found: set[str] = set()
+
+    def walk(node: Any, depth: int) -> None:
+        if not isinstance(node, Mapping) or depth > MAX_DEPTH:
+            return
+        properties = node.get("properties")
+        if isinstance(properties, Mapping):
+            for name, spec in properties.items():
+                if isinstance(spec, Mapping):
+                    if spec.get("writeOnly") is True or spec.get("format") == "password":
+                        found.add(str(name).lower())
+                    walk(spec, depth + 1)
+        for key in ("items", "additionalProperties"):
+            walk(node.get(key), depth + 1)
+        for defs in ("$defs", "definitions"):
+            if isinstance(node.get(defs), Mapping):
+                for spec in node[defs].values():
+                    walk(spec, depth + 1)
+
+    walk(schema, 0)
+    return frozenset(found)
+
+
+def is_secret_name(name: str, redact: frozenset[str] = frozenset()) -> bool:
+    lowered = name.lower()
+    if lowered in redact:
+        return True
+    normalized = lowered.replace("-", "_")
+    return any(part in normalized for part in SECRET_NAME_PARTS)
+
+
+def redact(
+    value: Any, names: frozenset[str] = frozenset(), found: set[str] | None = None, depth: int = 0
+) -> Any:
+    """Return ``value`` with the values of secret or listed keys replaced, at any depth.
+
+    The string values replaced are added to ``found``, so ``scrub`` can remove them from
+    elsewhere too (a tool echoing its API key in a text block).
+    """
+    if depth > MAX_DEPTH:
+        return "[too deep]"
+    if isinstance(value, Mapping):
+        cleaned = {}
+        for key, item in value.items():
+            if is_secret_name(str(key), names):
+                cleaned[str(key)] = REDACTED
+                if found is not None:
+                    _collect_strings(item, found, depth + 1)
+            else:
+                cleaned[str(key)] = redact(item, names, found, depth + 1)
+        return cleaned
+    if isinstance(value, list | tuple):
+        return [redact(item, names, found, depth + 1) for item in value]
+    return value
+
+
+def _collect_strings(value: Any, found: set[str], depth: int) -> None:
+    if depth > MAX_DEPTH:
+        return
+    if isinstance(value, str):
+        # Short values ("1", "yes") would blank out unrelated text; they leak little alone.
+        if len(value) >= MIN_SCRUB_CHARS:
+            found.add(value)
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            _collect_strings(item, found, depth + 1)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            _collect_strings(item, found, depth + 1)
+
+
+def scrub(value: Any, secrets: Iterable[str], depth: int = 0) -> Any:
+    """Replace every occurrence of each of ``secrets`` inside the strings of ``value``."""
+    ordered = sorted(secrets, key=len, reverse=True)  # a secret containing another goes whole
+    if not ordered or depth > MAX_DEPTH:
+        return value
+    if isinstance(value, str):
+        for secret in ordered:
+            value = value.replace(secret, REDACTED)
+        return value
+    if isinstance(value, Mapping):
+        return {key: scrub(item, ordered, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub(item, ordered, depth + 1) for item in value]
+    return value
+
+
+def describe(value: Any, depth: int = 0) -> Any:
+    """Metadata capture: the payload's shape (keys and value types), never its values."""
+    if isinstance(value, Mapping):
+        if depth >= METADATA_DEPTH:
+            return f"<object of {len(value)} keys>"
+        shown = list(value.items())[:METADATA_KEYS]
+        described = {str(key): describe(item, depth + 1) for key, item in shown}
+        if len(value) > METADATA_KEYS:
+            described["…"] = f"<{len(value) - METADATA_KEYS} more keys>"
+        return described
+    if isinstance(value, list | tuple):
+        return f"<array of {len(value)}>"
+    if isinstance(value, bool):
+        return "<boolean>"
+    if isinstance(value, int | float):
+        return "<number>"
+    if isinstance(value, str):
+        return "<string>"
+    return "<null>" if value is None else f"<{type(value).__name__}>"
+
+
+@dataclass(frozen=True, slots=True)
+class Captured:
+    """One payload after the policy: what is stored, its original size, and whether it was cut."""
+
+    value: Any = None
+    size: int | None = None
+    truncated: bool = False
+
+
+def capture_call(
+    arguments: Any, result: Any, policy: CapturePolicy, secret_fields: frozenset[str]
+) -> tuple[Captured, Captured]:
+    """Apply ``policy`` to a call's arguments and result.
+
+    Secret-looking keys, the policy's listed fields and the tool's secret input fields are
+    redacted, and their values scrubbed from every other string of both payloads, before
+    anything is measured against the cap: a cut never exposes a prefix of a secret.
+    """
+    if policy.mode == Capture.NONE:
+        return Captured(), Captured()
+    if policy.mode == Capture.METADATA:
+        # Types and key names hold no values, so nothing needs redacting: no walk of the
+        # payload in Python (a tools/list result is the whole catalog).
+        return _describe(arguments), _describe(result)
+    names = policy.redact | secret_fields
+    secrets: set[str] = set()
+    cleaned_arguments = redact(arguments, names, secrets)
+    cleaned_result = redact(result, names, secrets)
+    if secrets:
+        cleaned_arguments = scrub(cleaned_arguments, secrets)
+        cleaned_result = scrub(cleaned_result, secrets)
+    return _fit(cleaned_arguments, policy), _fit(cleaned_result, policy)
+
+
+def _describe(value: Any) -> Captured:
+    if value is None:
+        return Captured()
+    return Captured(describe(value), len(orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)))
+
+
+def _fit(value: Any, policy: CapturePolicy) -> Captured:
+    if value is None:
+        return Captured()
+    encoded = orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS)
+    if len(encoded) <= policy.max_bytes:
+        return Captured(value, len(encoded))
+    head = encoded[: policy.max_bytes].decode("utf-8", errors="ignore")
+    marker = {
+        "truncated": True,
+        "bytes": len(encoded),
+        "kept_bytes": policy.max_bytes,
+        "head": head,
+    }
+    return Captured(marker, len(encoded), truncated=True)
+
+
+# -- the recorder (event-loop side: no I/O) -------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Entry:
+    """What is known about one JSON-RPC message (or about a request that carried none)."""
+
+    message_type: str = ""
+    rpc_method: str = ""
+    rpc_id: str = ""
+    target: str = ""
+    arguments: Any = None
+    result: Any = None
+    status: str = ""
+    error_code: int | None = None
+    error_message: str = ""
+    version: str = ""
+    dispatched: bool = False
+    started: float | None = None
+    finished: float | None = None
+
+
+@dataclass(slots=True)
+class PendingCall:
+    """A finished request's record, waiting for the writer thread (policy not yet applied)."""
+
+    row: dict[str, Any]
+    arguments: Any
+    result: Any
+    tool_pk: int | None
+    input_schema: Any
+    policy_tag: tuple[int, int] | None
+
+
+def _json_id(value: Any) -> str:
+    return "" if value is None else orjson.dumps(value).decode()[:200]
+
+
+def _cut(text: str, limit: int = ERROR_MESSAGE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class CallRecorder:
+    """Collects what one HTTP request to an MCP endpoint did; ``submit()`` queues its rows.
+
+    Every method is cheap and never raises for odd input: the transport calls them on the hot
+    path, and recording must never turn a served request into an error.
+    """
+
+    def __init__(self, scope: Mapping[str, Any], headers: Mapping[str, Sequence[str]]) -> None:
+        self._created_at = timezone.now()
+        self._t0 = time.monotonic()
+        self._http_method = str(scope.get("method", ""))[:8]
+        route = scope.get("url_route") or {}
+        self._slug = str(route.get("kwargs", {}).get("slug", ""))[:100]
+        client = scope.get("client")
+        self._remote_addr = client[0] if client else None
+        self._user_agent = _cut(_header(headers, "user-agent"), USER_AGENT_CHARS)
+        self._session_id = _header(headers, "mcp-session-id")[:64]
+        self._version = _header(headers, "mcp-protocol-version")[:16]
+        self._era = ""
+        self._endpoint_id: int | None = None
+        self._snapshot: CatalogSnapshot | None = None
+        self._policy_tag: tuple[int, int] | None = None
+        self._entries: list[_Entry] = []
+        self._by_message: dict[int, _Entry] = {}
+        self._http_status: int | None = None
+        self._error_body = b""
+        self._submitted = False
+
+    def watch(self, send: AsgiSend) -> AsgiSend:
+        """Wrap the ASGI ``send`` to see the response status (and the body of an error)."""
+
+        async def watched(message: dict[str, Any]) -> None:
+            if message["type"] == "http.response.start":
+                self._http_status = message["status"]
+                for name, value in message.get("headers", ()):
+                    if name == b"mcp-session-id":
+                        self._session_id = value.decode("latin-1")[:64]
+            elif (self._http_status or 0) >= 400 and len(self._error_body) < 4096:
+                # Error bodies are small JSON-RPC errors; keep enough to read code and message.
+                self._error_body += message.get("body", b"")[:4096]
+            await send(message)
+
+        return watched
+
+    def endpoint(self, state: EndpointState | None) -> None:
+        if state is not None:
+            self._endpoint_id = state.id
+            self._snapshot = state.snapshot
+            self._policy_tag = (state.id, state.catalog_version)
+
+    def received(self, messages: Iterable[Any], *, modern: bool) -> None:
+        """Note the decoded message(s) of a POST: one row each."""
+        self._era = CallLog.Era.MODERN if modern else CallLog.Era.LEGACY
+        for message in messages:
+            entry = _Entry()
+            if isinstance(message, Request | Notification):
+                entry.message_type = (
+                    CallLog.MessageType.REQUEST
+                    if isinstance(message, Request)
+                    else CallLog.MessageType.NOTIFICATION
+                )
+                entry.rpc_method = message.method[:128]
+                params = message.params if isinstance(message.params, Mapping) else {}
+                key = _TARGET_PARAM.get(message.method)
+                if key is not None and isinstance(params.get(key), str):
+                    entry.target = params[key][:512]
+                if message.method in _ARGUMENT_METHODS:
+                    entry.arguments = params.get("arguments")
+                elif params:
+                    entry.arguments = {k: v for k, v in params.items() if k != "_meta"} or None
+                if isinstance(message, Request):
+                    entry.rpc_id = _json_id(message.id)
+            elif isinstance(message, Response):
+                entry.message_type = CallLog.MessageType.RESPONSE
+                entry.rpc_id = _json_id(message.id)
+                if message.error is not None:
+                    entry.error_code, entry.error_message = _error_fields(message.error)
+            self._entries.append(entry)
+            self._by_message[id(message)] = entry
+
+    def session(self, session: LegacySession) -> None:
+        self._session_id = session.id[:64]
+        self._version = session.protocol_version
+        self._era = CallLog.Era.LEGACY
+
+    def dispatched(self, request: Request, version: str) -> None:
+        entry = self._by_message.get(id(request))
+        if entry is not None:
+            entry.version = version
+            entry.dispatched = True
+            entry.started = time.monotonic()
+
+    def answered(self, request: Request, body: Mapping[str, Any], error: Any) -> None:
+        """Record the JSON-RPC answer to ``request`` (a result, or an error object in ``body``)."""
+        entry = self._by_message.get(id(request))
+        if entry is None:
+            return
+        entry.finished = time.monotonic()
+        if error is not None:
+            entry.status = Status.PROTOCOL_ERROR
+            entry.error_code, entry.error_message = _error_fields(body.get("error"))
+            return
+        result = body.get("result")
+        entry.result = result
+        entry.status = Status.OK
+        if request.method == "tools/call" and isinstance(result, Mapping) and result.get("isError"):
+            entry.status = Status.TOOL_ERROR
+            entry.error_message = _cut(_first_text(result.get("content")))
+
+    def submit_after(self, task: asyncio.Task[None]) -> None:
+        """``add_done_callback`` form of ``submit``: a cancelled task's open calls are cancelled."""
+        self.submit(cancelled=task.cancelled())
+
+    def submit(self, *, cancelled: bool = False) -> None:
+        """Queue this request's rows for the writer; only the first call counts."""
+        if self._submitted:
+            return
+        self._submitted = True
+        try:
+            _writer().put(self._records(cancelled))
+        except Exception:
+            # The boundary between serving and recording: a recording bug is logged, the
+            # served answer stands.
+            logger.exception("Call log record dropped", extra={"endpoint": self._slug})
+
+    def _records(self, cancelled: bool) -> list[PendingCall]:
+        now = time.monotonic()
+        request_ms = (now - self._t0) * 1000
+        entries = self._entries or [_Entry()]
+        rejection: tuple[int | None, str] | None = None
+        records = []
+        for entry in entries:
+            status, code, message = entry.status, entry.error_code, entry.error_message
+            if not status:
+                if cancelled and entry.dispatched or self._http_status is None:
+                    status = Status.CANCELLED
+                elif self._http_status < 400:
+                    status = Status.OK
+                else:
+                    status = Status.PROTOCOL_ERROR if self._http_status >= 500 else Status.REJECTED
+                    if rejection is None:
+                        rejection = _error_from_body(self._error_body)
+                    if code is None and not message:
+                        code, message = rejection
+            if entry.started is not None:
+                duration = ((entry.finished or now) - entry.started) * 1000
+            else:
+                duration = request_ms
+            version = entry.version or self._version
+            era = self._era
+            if version:
+                era = CallLog.Era.MODERN if version in MODERN_VERSIONS else CallLog.Era.LEGACY
+            tool = None
+            if entry.rpc_method == "tools/call" and self._snapshot is not None:
+                tool = self._snapshot.tool(entry.target)
+            records.append(
+                PendingCall(
+                    row={
+                        "created_at": self._created_at,
+                        "duration_ms": round(duration, 3),
+                        "endpoint_id": self._endpoint_id,
+                        "endpoint_slug": self._slug,
+                        "era": era,
+                        "protocol_version": version[:16],
+                        "session_id": self._session_id,
+                        "http_method": self._http_method,
+                        "http_status": self._http_status,
+                        "message_type": entry.message_type,
+                        "rpc_method": entry.rpc_method,
+                        "rpc_id": entry.rpc_id,
+                        "target": entry.target,
+                        "remote_addr": self._remote_addr,
+                        "user_agent": self._user_agent,
+                        "status": status,
+                        "error_code": code,
+                        "error_message": _cut(message),
+                    },
+                    arguments=entry.arguments,
+                    result=entry.result,
+                    tool_pk=tool.key.pk if tool is not None else None,
+                    input_schema=tool.input_schema if tool is not None else None,
+                    policy_tag=self._policy_tag,
+                )
+            )
+        return records
+
+
+def _header(headers: Mapping[str, Sequence[str]], name: str) -> str:
+    values = headers.get(name)
+    return values[0] if values else ""
+
+
+def _error_fields(error: Any) -> tuple[int | None, str]:
+    if not isinstance(error, Mapping):
+        return None, ""
+    code = error.get("code")
+    message = error.get("message")
+    return (
+        code if isinstance(code, int) and not isinstance(code, bool) else None,
+        _cut(message) if isinstance(message, str) else "",
+    )
+
+
+def _error_from_body(body: bytes) -> tuple[int | None, str]:
+    """Read code and message of the JSON-RPC error an HTTP-level rejection answered with."""
+    try:
+        data = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        return None, ""
+    if isinstance(data, list) and data:
+        data = data[0]
+    return _error_fields(data.get("error")) if isinstance(data, Mapping) else (None, "")
+
+
+def _first_text(content: Any) -> str:
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, Mapping) and isinstance(block.get("text"), str):
+                return block["text"]
+    return ""
+
+
+# -- the writer thread ----------------------------------------------------------------------
+
+
+class _Writer:
+    """One thread per process that turns pending records into batched INSERTs.
+
+    Records wait in memory while the database is unreachable (retried with backoff) up to
+    ``MAX_PENDING``; past that they are dropped and counted, so an outage cannot exhaust the
+    web process. At exit the queue is flushed for up to ``EXIT_FLUSH_SECONDS``.
+    """
+
+    def __init__(self) -> None:
+        self._queue: collections.deque[PendingCall] = collections.deque()
+        self._cond = threading.Condition()
+        self._busy = False
+        self._stopping = False
+        self.dropped = 0
+        self._policies: dict[tuple[int, int, int], CapturePolicy] = {}
+        self._thread = threading.Thread(target=self._run, name=WRITER_THREAD, daemon=True)
+        self._thread.start()
+
+    def put(self, records: Sequence[PendingCall]) -> None:
+        with self._cond:
+            room = MAX_PENDING - len(self._queue)
+            if room < len(records):
+                self.dropped += len(records) - max(room, 0)
+                logger.error("Call log queue full: %d records dropped so far", self.dropped)
+                records = records[: max(room, 0)]
+            self._queue.extend(records)
+            self._cond.notify()
+
+    def flush(self, timeout: float) -> bool:
+        """Wait until every queued record is written; False if ``timeout`` passed first."""
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while self._queue or self._busy:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+        return True
+
+    def stop(self) -> None:
+        self.flush(EXIT_FLUSH_SECONDS)
+        with self._cond:
+            self._stopping = True
+            self._cond.notify_all()
+
+    def _run(self) -> None:
+        delay = RETRY_FIRST_SECONDS
+        while True:
+            with self._cond:
+                while not self._queue and not self._stopping:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                batch = [self._queue.popleft() for _ in range(min(BATCH_ROWS, len(self._queue)))]
+                self._busy = True
+            try:
+                self._write(batch)
+            except DatabaseError:
+                logger.warning("Call log write failed; retrying in %.1f s", delay, exc_info=True)
+                connections[router.db_for_write(CallLog)].close()
+                with self._cond:
+                    self._queue.extendleft(reversed(batch))
+                    self._busy = False
+                    self._cond.wait(delay)
+                delay = min(delay * 2, RETRY_MAX_SECONDS)
+                continue
+            except Exception:
+                logger.exception("Call log batch dropped (%d records)", len(batch))
+            delay = RETRY_FIRST_SECONDS
+            with self._cond:
+                self._busy = False
+                self._cond.notify_all()
+
+    def _write(self, batch: Sequence[PendingCall]) -> None:
+        alias = router.db_for_write(CallLog)
+        self._load_policies(alias, batch)
+        self._resolve_endpoints(alias, batch)
+        rows = [self._row(pending) for pending in batch]
+        try:
+            CallLog.objects.using(alias).bulk_create(rows)
+        except DatabaseError as exc:
+            if not _is_data_error(exc) or len(rows) == 1:
+                raise
+            # One bad row must not cost the batch: write them one by one, dropping the bad.
+            for row in rows:
+                try:
+                    CallLog.objects.using(alias).bulk_create([row])
+                except DatabaseError as single:
+                    if not _is_data_error(single):
+                        raise
+                    logger.exception("Call log record rejected by the database")
+
+    def _load_policies(self, alias: str, batch: Sequence[PendingCall]) -> None:
+        """Fetch the capture policy of every tool in ``batch`` not cached for its catalog version.
+
+        A tool edit bumps its endpoints' catalog version, so (endpoint, version, tool) never
+        serves a stale policy; one query covers every miss of the batch.
+        """
+        missing = {
+            pending.tool_pk
+            for pending in batch
+            if pending.tool_pk is not None
+            and pending.policy_tag is not None
+            and (*pending.policy_tag, pending.tool_pk) not in self._policies
+        }
+        if not missing:
+            return
+        if len(self._policies) > 10_000:
+            self._policies.clear()
+        rows = (
+            Tool.objects.using(alias)
+            .filter(pk__in=missing)
+            .values_list("pk", "capture_mode", "capture_max_bytes", "capture_redact")
+        )
+        found = {
+            pk: CapturePolicy(mode, max_bytes, parse_redact_names(names))
+            for pk, mode, max_bytes, names in rows
+        }
+        for pending in batch:
+            if pending.tool_pk in found and pending.policy_tag is not None:
+                self._policies[(*pending.policy_tag, pending.tool_pk)] = found[pending.tool_pk]
+
+    @staticmethod
+    def _resolve_endpoints(alias: str, batch: Sequence[PendingCall]) -> None:
+        """Name the endpoint of requests rejected before it was looked up (Host, size).
+
+        Only rejections lack it, so this query runs only for batches that hold one.
+        """
+        slugs = {
+            pending.row["endpoint_slug"]
+            for pending in batch
+            if pending.row["endpoint_id"] is None and pending.row["endpoint_slug"]
+        }
+        if not slugs:
+            return
+        ids = dict(Endpoint.objects.using(alias).filter(slug__in=slugs).values_list("slug", "pk"))
+        for pending in batch:
+            if pending.row["endpoint_id"] is None:
+                pending.row["endpoint_id"] = ids.get(pending.row["endpoint_slug"])
+
+    def _row(self, pending: PendingCall) -> CallLog:
+        policy = CapturePolicy()
+        secret_fields: frozenset[str] = frozenset()
+        if pending.tool_pk is not None and pending.policy_tag is not None:
+            # A tool deleted since the call has no row: its calls keep metadata only.
+            policy = self._policies.get((*pending.policy_tag, pending.tool_pk), policy)
+            secret_fields = secret_fields_of_schema(pending.input_schema)
+        arguments, result = capture_call(pending.arguments, pending.result, policy, secret_fields)
+        return CallLog(
+            **pending.row,
+            capture=policy.mode if arguments.size is not None or result.size is not None else "",
+            arguments=arguments.value,
+            result=result.value,
+            arguments_bytes=arguments.size,
+            result_bytes=result.size,
+            truncated=arguments.truncated or result.truncated,
+        )
+
+
+def _is_data_error(exc: DatabaseError) -> bool:
+    return isinstance(exc, DataError | IntegrityError)
+
+
+_writer_lock = threading.Lock()
+_writer_instance: tuple[int, _Writer] | None = None
+
+
+def _writer() -> _Writer:
+    """This process's writer, started on first use (and again in a forked child)."""
+    global _writer_instance
+    pid = os.getpid()
+    if _writer_instance is None or _writer_instance[0] != pid:
+        with _writer_lock:
+            if _writer_instance is None or _writer_instance[0] != pid:
+                writer = _Writer()
+                atexit.register(writer.stop)
+                _writer_instance = (pid, writer)
+    return _writer_instance[1]
+
+
+def call_log_flush(*, timeout: float = 10.0) -> bool:
+    """Block until this process's queued records are written; False if ``timeout`` passed."""
+    return _writer().flush(timeout)
+
+
+# -- retention ------------------------------------------------------------------------------
+
+
+def call_log_purge(*, older_than: timedelta, chunk: int = 10_000) -> int:
+    """Delete records created more than ``older_than`` ago; return how many.
+
+    Deletes by id range in chunks, so a purge of millions of rows holds no long lock and
+    never builds a huge transaction. Ids grow with time, so the scan stops at the newest
+    expired id; the date condition still decides each row (a slow request's row is written
+    after quicker, younger ones).
+    """
+    cutoff: datetime = timezone.now() - older_than
+    newest = CallLog.objects.filter(created_at__lt=cutoff).aggregate(top=Max("id"))["top"]
+    if newest is None:
+        return 0
+    deleted = 0
+    while True:
+        ids = list(
+            CallLog.objects.filter(id__lte=newest, created_at__lt=cutoff)
+            .order_by("id")
+            .values_list("id", flat=True)[:chunk]
+        )
+        if not ids:
+            return deleted
+        count, _ = CallLog.objects.filter(id__in=ids).delete()
+        deleted += count

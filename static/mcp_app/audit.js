@@ -1,0 +1,103 @@
+// The audit pages' script. Filter forms leave empty fields out of the URL, so a shared link
+// names only the filters in use. Live tail of the call log: while the box is ticked, poll the
+// feed for records newer than the newest one shown (same filters) and put them on top. Rows
+// are built with textContent only.
+"use strict";
+(function () {
+  for (const form of document.querySelectorAll("form.filters")) {
+    form.addEventListener("submit", function () {
+      for (const field of form.elements) {
+        if (field.name && field.value === "") field.disabled = true;
+      }
+    });
+  }
+})();
+(function () {
+  const table = document.getElementById("calls");
+  const toggle = document.getElementById("live-tail");
+  const status = document.getElementById("live-status");
+  if (!table || !toggle) return;
+  const body = table.tBodies[0];
+  const maxRows = 500;
+  const intervalMs = 2000;
+  let newest = Number(table.dataset.newest || 0);
+  let timer = null;
+  let busy = false;
+
+  function cell(text, className) {
+    const td = document.createElement("td");
+    if (className) td.className = className;
+    td.textContent = text == null ? "" : String(text);
+    return td;
+  }
+
+  function rowFor(record) {
+    const tr = document.createElement("tr");
+    tr.className = "fresh";
+    const id = document.createElement("td");
+    const link = document.createElement("a");
+    link.href = record.url;
+    link.textContent = record.id;
+    id.appendChild(link);
+    tr.appendChild(id);
+    tr.appendChild(cell(record.created_at, "nowrap"));
+    tr.appendChild(cell(record.endpoint || "\u2014"));
+    const method = cell("");
+    const code = document.createElement("code");
+    code.textContent = record.method;
+    method.appendChild(code);
+    tr.appendChild(method);
+    tr.appendChild(cell(record.target, "target"));
+    tr.appendChild(cell(record.era));
+    const state = cell("");
+    const badge = document.createElement("span");
+    badge.className = "status " + record.status;
+    badge.textContent = record.status_label;
+    state.appendChild(badge);
+    if (record.http_status >= 400) {
+      const code = document.createElement("span");
+      code.className = "muted";
+      code.textContent = " " + record.http_status;
+      state.appendChild(code);
+    }
+    tr.appendChild(state);
+    tr.appendChild(cell(record.duration_ms == null ? "" : record.duration_ms.toFixed(1), "num"));
+    return tr;
+  }
+
+  async function poll() {
+    if (busy) return;
+    busy = true;
+    try {
+      const url = new URL(table.dataset.feed, window.location.href);
+      url.searchParams.set("after", String(newest));
+      const response = await fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } });
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      const data = await response.json();
+      const empty = body.querySelector("tr.empty");
+      if (data.rows.length && empty) empty.remove();
+      // Rows arrive newest first: insert the oldest first so the newest ends on top.
+      for (const record of data.rows.slice().reverse()) {
+        body.insertBefore(rowFor(record), body.firstChild);
+      }
+      while (body.rows.length > maxRows) body.deleteRow(body.rows.length - 1);
+      newest = Math.max(newest, data.latest);
+      status.textContent = "Live: updated " + new Date().toLocaleTimeString();
+    } catch (error) {
+      status.textContent = "Live tail paused: " + error.message;
+    } finally {
+      busy = false;
+    }
+  }
+
+  toggle.addEventListener("change", function () {
+    if (toggle.checked) {
+      poll();
+      timer = window.setInterval(poll, intervalMs);
+    } else {
+      window.clearInterval(timer);
+      timer = null;
+      status.textContent = "";
+    }
+  });
+})();
