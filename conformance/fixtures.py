@@ -39,6 +39,7 @@ PYTHON_TOOLS = {
     "test_elicitation": "conformance_elicitation",
     "test_elicitation_sep1034_defaults": "conformance_elicitation_defaults",
     "test_elicitation_sep1330_enums": "conformance_elicitation_enums",
+    "test_reconnection": "conformance_slow",
     # 2026-07-28: asking by retry (input_required), capabilities, change notifications.
     "test_input_required_result_elicitation": "conformance_ask_name",
     "test_input_required_result_sampling": "conformance_ask_model",
@@ -117,11 +118,6 @@ def _tools() -> list[dict[str, Any]]:
                 "properties": {"region": {"type": "string", "x-mcp-header": "Region"}},
                 "required": ["region"],
             },
-        ),
-        _template_tool(
-            "test_reconnection",
-            "Answers after the stream may have been reconnected.",
-            "Reconnection test completed successfully.",
         ),
     ]
     tools += [

@@ -349,3 +349,13 @@ async def change_prompts(arguments: dict[str, Any], ctx: ToolCallContext) -> str
 
     await database_sync_to_async(_touch)("prompt", "test_simple_prompt")
     return "Prompt list changed."
+
+
+@mcp_tool_function(
+    "conformance_slow",
+    description="Answers after a second: long enough for a server that polls to close the stream.",
+    input_schema=NO_ARGUMENTS,
+)
+async def slow(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    await asyncio.sleep(1.0)
+    return "Reconnection test completed successfully."

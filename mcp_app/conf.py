@@ -26,6 +26,15 @@ class McpConf:
     MCP_SESSION_IDLE_SECONDS: int = 30 * 60
     # Seconds between SSE keep-alive comments on long-lived streams.
     MCP_SSE_KEEPALIVE_SECONDS: int = 15
+    # Events of a 2025-11-25 stream stay replayable (GET + Last-Event-ID) this long, and at
+    # most this many per stream.
+    MCP_SSE_EVENT_TTL_SECONDS: int = 300
+    MCP_SSE_MAX_EVENTS: int = 1000
+    # A 2025-11-25 call still running after this many seconds has its POST stream closed
+    # (after a retry hint) and the client resumes by polling; 0 keeps streams open.
+    MCP_SSE_POLL_AFTER_SECONDS: float = 0.0
+    # The retry hint (milliseconds) sent in a stream's priming event.
+    MCP_SSE_RETRY_MS: int = 1000
     # Hosts always allowed in Host/Origin besides PUBLIC_BASE_URL's host (comma separated).
     MCP_ALLOWED_HOSTS: str = "127.0.0.1,localhost,[::1]"
     # Seconds a legacy call waits for the client to answer its question (elicitation,

@@ -26,6 +26,7 @@ CATALOG_KINDS: Final[tuple[CatalogKind, ...]] = ("tools", "resources", "prompts"
 LIST_CHANGED: Final = "mcp.list_changed"
 RESOURCE_UPDATED: Final = "mcp.resource_updated"
 CLIENT_REPLY: Final = "mcp.client_reply"
+STREAM_EVENT: Final = "mcp.stream_event"
 
 
 def endpoint_group(endpoint_id: int) -> str:
@@ -52,6 +53,20 @@ async def apublish_client_reply(
         await layer.group_send(
             client_reply_group(session_id, request_id),
             {"type": CLIENT_REPLY, "result": result, "error": error},
+        )
+
+
+def stream_group(stream_id: str) -> str:
+    """The group a resumed stream (GET + Last-Event-ID) follows its request's events on."""
+    return f"mcp.sse.{stream_id}"
+
+
+async def apublish_stream_event(*, stream_id: str, event_id: str, data: bytes) -> None:
+    """Hand one event of a resumable stream to whichever process resumed it."""
+    layer = get_channel_layer()
+    if layer is not None:
+        await layer.group_send(
+            stream_group(stream_id), {"type": STREAM_EVENT, "id": event_id, "data": data}
         )
 
 

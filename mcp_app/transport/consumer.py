@@ -36,7 +36,7 @@ from mcp_app.protocol.errors import (
 from mcp_app.protocol.handlers import lifecycle, subscriptions
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Feature, supports
-from mcp_app.services import audit, notify
+from mcp_app.services import audit, events, notify
 from mcp_app.services.catalog import EndpointState, aget_endpoint_state
 from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
 from mcp_app.services.sessions import (
@@ -53,7 +53,9 @@ from mcp_app.transport.streams import (
     GroupListener,
     HttpResponder,
     RequestStream,
+    Resumable,
     StreamClientRequester,
+    is_response,
 )
 
 logger = logging.getLogger(__name__)
@@ -286,12 +288,23 @@ class StreamableHttpConsumer:
         else:
             await self._post_legacy(state, payload)
 
-    def _stream(self, headers: Sequence[tuple[str, str]] = ()) -> RequestStream:
+    def _stream(self, session: LegacySession | None = None) -> RequestStream:
+        """The answer stream of one request; resumable for 2025-11-25 sessions."""
+        conf = get_conf()
+        resumable = None
+        if session is not None and supports(session.protocol_version, Feature.SSE_PRIMING):
+            resumable = Resumable(
+                stream_id=events.new_stream_id(),
+                session_id=session.id,
+                store=events.get_event_store(),
+                retry_ms=conf.MCP_SSE_RETRY_MS,
+                poll_after=conf.MCP_SSE_POLL_AFTER_SECONDS,
+            )
         return RequestStream(
             self.responder,
             can_stream=http.accepts(self.headers, "text/event-stream"),
-            keepalive_seconds=get_conf().MCP_SSE_KEEPALIVE_SECONDS,
-            headers=headers,
+            keepalive_seconds=conf.MCP_SSE_KEEPALIVE_SECONDS,
+            resumable=resumable,
         )
 
     def _context(
@@ -446,7 +459,8 @@ class StreamableHttpConsumer:
         if session is None:
             return
         if isinstance(message, Request):
-            stream = self._stream()
+            stream = self._stream(session)
+            stream.start_poll_timer()
             ctx = self._legacy_context(state, session, message, stream)
             body, _error = await self._run(ctx, message)
             await stream.reply(200, body)
@@ -534,6 +548,10 @@ class StreamableHttpConsumer:
         session = await self._load_session(state, None)
         if session is None:
             return
+        last_event_id = first(self.headers, "last-event-id")
+        if last_event_id is not None:
+            await self._resume(session, last_event_id)
+            return
         # The standalone stream: server-initiated messages for this session travel here.
         # It ends when the client disconnects or the session is closed or expires.
         self.cancel_on_disconnect = True
@@ -565,6 +583,49 @@ class StreamableHttpConsumer:
                     frames = subscriptions.list_changed_notifications(event["kinds"])
                 for frame in frames:
                     await self.responder.write(sse.encode_event(jsonrpc.encode(frame)))
+        await self.responder.finish()
+
+    async def _resume(self, session: LegacySession, last_event_id: str) -> None:
+        """Replay a request stream's events after ``last_event_id``, then follow it live.
+
+        Only the session's own streams resume, and only the events of the stream the id
+        belongs to (2025-11-25 basic/transports, "Resumability and Redelivery"); the stream
+        ends with the request's response.
+        """
+        parsed = events.parse_event_id(last_event_id)
+        if parsed is None:
+            await self._reject(400, "Last-Event-ID is not an event id of this server")
+            return
+        stream_id, seq = parsed
+        store = events.get_event_store()
+        if await store.owner(stream_id) != session.id:
+            await self._reject(404, "No stream of this session has that Last-Event-ID")
+            return
+        self.cancel_on_disconnect = True
+        keepalive = get_conf().MCP_SSE_KEEPALIVE_SECONDS
+        async with GroupListener(notify.stream_group(stream_id)) as live:
+            # Following before reading the backlog: nothing falls between the two.
+            await self.responder.start_stream(200)
+            for event in await store.after(stream_id, seq):
+                await self.responder.write(sse.encode_event(event.data, event_id=event.id))
+                seq = event.seq
+                if is_response(event.data):
+                    await self.responder.finish()
+                    return
+            while not self.responder.client_gone:
+                message = await live.next(keepalive)
+                if message is None:
+                    await self.responder.write(sse.keepalive())
+                    continue
+                number = events.parse_event_id(message["id"])
+                if number is None or number[1] <= seq:
+                    continue  # already replayed from the store
+                seq = number[1]
+                await self.responder.write(
+                    sse.encode_event(message["data"], event_id=message["id"])
+                )
+                if is_response(message["data"]):
+                    break
         await self.responder.finish()
 
     async def _listen(self, state: EndpointState, request: Request) -> None:

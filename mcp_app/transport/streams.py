@@ -12,13 +12,16 @@ import asyncio
 import contextlib
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import orjson
 from channels.layers import get_channel_layer
 
 from mcp_app.protocol import jsonrpc, sse
 from mcp_app.protocol.results import ToolError
 from mcp_app.services import notify
+from mcp_app.services.events import EventStore, event_id
 
 AsgiSend = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -115,6 +118,32 @@ class HttpResponder:
             await self._asgi({"type": "http.response.body", "body": chunk, "more_body": False})
 
 
+@dataclass(frozen=True, slots=True)
+class Resumable:
+    """How a 2025-11-25 stream is kept replayable (2025-11-25 basic/transports, SEP-1699).
+
+    Its first event primes the stream (an id, a ``retry`` hint, empty data); every later event
+    is kept in the event store under the stream's id and published to the stream's group, so
+    a client that lost the connection (or that the server made poll by closing it after
+    ``poll_after`` seconds) resumes with ``GET`` + ``Last-Event-ID`` on any web process.
+    """
+
+    stream_id: str
+    session_id: str
+    store: EventStore
+    retry_ms: int
+    poll_after: float
+
+
+def is_response(data: bytes) -> bool:
+    """Whether an event carries a JSON-RPC response (the last event of a request's stream)."""
+    try:
+        message = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return False
+    return isinstance(message, dict) and "id" in message and "method" not in message
+
+
 class RequestStream:
     """The answer to one JSON-RPC request: JSON, or SSE once a notification must go out first."""
 
@@ -125,46 +154,94 @@ class RequestStream:
         can_stream: bool,
         keepalive_seconds: float,
         headers: Sequence[tuple[str, str]] = (),
+        resumable: Resumable | None = None,
     ) -> None:
         self.responder = responder
         self.can_stream = can_stream
         self.headers = list(headers)
         self.keepalive_seconds = keepalive_seconds
+        self.resumable = resumable if can_stream else None
         self._keepalive: asyncio.Task[None] | None = None
+        self._poll: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
 
     @property
     def streaming(self) -> bool:
         return self.responder.started
 
+    def start_poll_timer(self) -> None:
+        """Close the connection if the request still runs after ``poll_after`` seconds.
+
+        The client then waits the primed ``retry`` and resumes with GET + Last-Event-ID, so a
+        long call does not hold a connection (SEP-1699). Only for resumable streams.
+        """
+        if self.resumable is not None and self.resumable.poll_after > 0:
+            self._poll = asyncio.create_task(self._close_for_polling(self.resumable.poll_after))
+
+    async def _close_for_polling(self, after: float) -> None:
+        await asyncio.sleep(after)
+        async with self._lock:
+            await self._start()
+            await self.responder.finish()
+
+    async def _start(self) -> None:
+        """Begin the SSE response (once): headers, the priming event, keep-alives."""
+        if self.responder.started:
+            return
+        await self.responder.start_stream(200, self.headers)
+        if self.resumable is not None:
+            # Registered only now: a call answered with plain JSON costs no store write.
+            await self.resumable.store.open(self.resumable.stream_id, self.resumable.session_id)
+            first = event_id(self.resumable.stream_id, 0)
+            await self.responder.write(sse.priming_event(first, self.resumable.retry_ms))
+        self._keepalive = asyncio.create_task(self._keep_alive())
+
+    async def _emit(self, data: bytes, *, last: bool) -> None:
+        if self.resumable is None:
+            frame = sse.encode_event(data)
+        else:
+            stream_id = self.resumable.stream_id
+            frame_id = await self.resumable.store.append(stream_id, data)
+            frame = sse.encode_event(data, event_id=frame_id)
+            # A client that resumed on another process follows the stream from its group.
+            await notify.apublish_stream_event(stream_id=stream_id, event_id=frame_id, data=data)
+        if last:
+            await self.responder.finish(frame)
+        else:
+            await self.responder.write(frame)
+
     async def notify(self, message: Mapping[str, Any]) -> None:
         """Write one JSON-RPC notification; switches the response to SSE on first use."""
         if not self.can_stream:
             return
-        if not self.responder.started:
-            await self.responder.start_stream(200, self.headers)
-            self._keepalive = asyncio.create_task(self._keep_alive())
-        await self.responder.write(sse.encode_event(jsonrpc.encode(message)))
+        async with self._lock:
+            await self._start()
+            await self._emit(jsonrpc.encode(message), last=False)
 
     async def _keep_alive(self) -> None:
         while not self.responder.finished:
             await asyncio.sleep(self.keepalive_seconds)
             await self.responder.write(sse.keepalive())
 
+    async def _stop_timers(self) -> None:
+        for task in (self._keepalive, self._poll):
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
     async def reply(self, status: int, payload: Any) -> None:
         """Send the final response: as JSON with ``status``, or as the stream's last event."""
-        if self._keepalive is not None:
-            self._keepalive.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._keepalive
-        if self.responder.started:
-            await self.responder.finish(sse.encode_event(jsonrpc.encode(payload)))
-        else:
-            await self.responder.respond_json(status, payload, self.headers)
+        await self._stop_timers()
+        async with self._lock:
+            if self.responder.started:
+                await self._emit(jsonrpc.encode(payload), last=True)
+            else:
+                await self.responder.respond_json(status, payload, self.headers)
 
     async def abandon(self) -> None:
-        """Stop the keep-alive of a request whose work was cancelled; send nothing more."""
-        if self._keepalive is not None:
-            self._keepalive.cancel()
+        """Stop the timers of a request whose work was cancelled; send nothing more."""
+        await self._stop_timers()
         await self.responder.finish()
 
 

@@ -30,7 +30,14 @@ MODULES = "mcp_app.builtin_tools,conformance.tools"
 def conformance_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
     with django_db_blocker.unblock(), override_settings(MCP_PYTHON_TOOL_MODULES=MODULES):
         fixtures.load("conformance")
-    with asgi_server("daphne", {"MCP_PYTHON_TOOL_MODULES": MODULES}) as base:
+    # Streams of 2025-11-25 sessions are closed after 0.5 s for the client to poll, so the
+    # reconnection scenario exercises priming, retry and GET + Last-Event-ID.
+    env = {
+        "MCP_PYTHON_TOOL_MODULES": MODULES,
+        "MCP_SSE_POLL_AFTER_SECONDS": "0.5",
+        "MCP_SSE_RETRY_MS": "100",
+    }
+    with asgi_server("daphne", env) as base:
         # The harness's DNS-rebinding check needs a loopback URL (127.0.0.1 or localhost).
         yield f"{base}/mcp/conformance"
     flush_database(django_db_blocker)
@@ -44,9 +51,9 @@ def test_conformance_0_1_16_suite_all(conformance_url: str) -> None:
     assert len(result.scenarios) == 32, result.log
     assert result.failed_scenarios() <= allowed, result.problems
     assert result.warned_scenarios() <= allowed, result.problems
-    # 47 is the maximum: sse-polling (3) and one of sse-multiple-streams report INFO while
-    # POST answers are JSON and streams are not resumable (issue #3, "Streams that survive").
-    assert result.passed >= 43, result.summary_line()
+    # 47 is the maximum: the second check of sse-multiple-streams is INFO because tools/list
+    # is answered as JSON (SSE only when a request streams, by design).
+    assert result.passed >= 46, result.summary_line()
 
 
 # Scenarios that fail because a feature is not built yet (not spec contradictions: those would
@@ -56,7 +63,7 @@ NOT_BUILT_YET: set[str] = set()
 
 @pytest.mark.parametrize(
     ("spec_version", "scenario_count", "passed_floor"),
-    [("2025-11-25", 33, 80), ("2026-07-28", 40, 152)],
+    [("2025-11-25", 33, 83), ("2026-07-28", 40, 152)],
 )
 def test_conformance_0_2_0_alpha_12_in_each_era(
     conformance_url: str, spec_version: str, scenario_count: int, passed_floor: int
