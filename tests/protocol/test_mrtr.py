@@ -350,3 +350,54 @@ async def test_without_a_form_capable_2026_client_a_missing_argument_is_invalid_
     ctx = make_ctx(version, catalog=prompt_catalog(), client_capabilities=capabilities)
     with pytest.raises(InvalidParams, match="topic"):
         await handle_request(ctx, "prompts/get", {"name": "brief"})
+
+
+async def asks_for_a_url(arguments: Mapping[str, Any], ctx: ToolCallContext) -> ToolResult:
+    answer = await ctx.elicit_url("Sign in to continue.", "https://auth.example/start")
+    return ToolResult.text(str(answer["action"]))
+
+
+@pytest.mark.spec("2025-11-25", "client/elicitation", "URL mode carries an elicitationId")
+async def test_url_elicitation_carries_an_id_in_2025_11_25_and_none_in_2026(
+    make_ctx: MakeContext,
+) -> None:
+    requester = RecordingRequester({"action": "accept"})
+    legacy = make_ctx(
+        "2025-11-25",
+        catalog=catalog_with(asks_for_a_url),
+        client_capabilities={"elicitation": {"url": {}}},
+        client_requests=requester,
+    )
+    await handle_request(legacy, "tools/call", {"name": "ask", "arguments": {}})
+    method, params = requester.asked[0]
+    assert (method, params["mode"], params["url"]) == (
+        "elicitation/create",
+        "url",
+        "https://auth.example/start",
+    )
+    assert len(params["elicitationId"]) >= 16
+    modern = make_ctx(
+        MODERN,
+        catalog=catalog_with(asks_for_a_url),
+        client_capabilities={"elicitation": {"url": {}}},
+        state_secret=SECRET,
+    )
+    asked = await handle_request(modern, "tools/call", {"name": "ask", "arguments": {}})
+    (request,) = asked["inputRequests"].values()
+    assert request["params"] == {
+        "mode": "url",
+        "message": "Sign in to continue.",
+        "url": "https://auth.example/start",
+    }
+
+
+async def test_a_form_only_client_cannot_be_sent_to_a_url(make_ctx: MakeContext) -> None:
+    ctx = make_ctx(
+        MODERN,
+        catalog=catalog_with(asks_for_a_url),
+        client_capabilities={"elicitation": {}},
+        state_secret=SECRET,
+    )
+    with pytest.raises(errors.MissingClientCapability) as excinfo:
+        await handle_request(ctx, "tools/call", {"name": "ask", "arguments": {}})
+    assert excinfo.value.data == {"requiredCapabilities": {"elicitation": {"url": {}}}}
