@@ -73,6 +73,8 @@ class RequestContext:
     input_responses: Mapping[str, Any] = field(default_factory=dict)
     state_secret: bytes = b""
     principal: str = ""
+    # What happened beyond the wire result, for the call log (e.g. "timed_out").
+    outcome: str | None = None
 
     @property
     def era(self) -> Era:

@@ -22,6 +22,10 @@ class ToolError(Exception):
         self.message = message
 
 
+class ToolTimeout(ToolError):
+    """The tool ran past its time limit: still an error result, recorded as timed out."""
+
+
 @dataclass(slots=True)
 class ToolResult:
     """A ``CallToolResult`` before per-revision shaping.

@@ -404,8 +404,13 @@ class CallRecorder:
             entry.dispatched = True
             entry.started = time.monotonic()
 
-    def answered(self, request: Request, body: Mapping[str, Any], error: Any) -> None:
-        """Record the JSON-RPC answer to ``request`` (a result, or an error object in ``body``)."""
+    def answered(
+        self, request: Request, body: Mapping[str, Any], error: Any, outcome: str | None = None
+    ) -> None:
+        """Record the JSON-RPC answer to ``request`` (a result, or an error object in ``body``).
+
+        ``outcome`` is what the wire does not show: "timed_out" for a tool stopped at its limit.
+        """
         entry = self._by_message.get(id(request))
         if entry is None:
             return
@@ -420,6 +425,8 @@ class CallRecorder:
         if request.method == "tools/call" and isinstance(result, Mapping) and result.get("isError"):
             entry.status = Status.TOOL_ERROR
             entry.error_message = _cut(_first_text(result.get("content")))
+            if outcome == "timed_out":
+                entry.status = Status.TIMED_OUT
 
     def submit_after(self, task: asyncio.Task[None]) -> None:
         """``add_done_callback`` form of ``submit``: a cancelled task's open calls are cancelled."""

@@ -21,7 +21,7 @@ from mcp_app.executors.python import resource_functions
 from mcp_app.executors.template import render_template
 from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef, ToolDef
 from mcp_app.protocol.context import ToolCallContext
-from mcp_app.protocol.results import ToolError, ToolResult
+from mcp_app.protocol.results import ToolResult, ToolTimeout
 from mcp_app.services.catalog import ResourceKey, ResourceTemplateKey, ToolKey
 from mcp_app.services.credentials import credential_resolve_for_tool
 
@@ -44,7 +44,8 @@ class CatalogToolRunner:
         """Run ``tool`` with its executor.
 
         Raises:
-            ToolError: the tool failed in a way the caller should read, or timed out.
+            ToolError: the tool failed in a way the caller should read.
+            ToolTimeout: the tool ran past MCP_INLINE_TOOL_TIMEOUT.
         """
         key: ToolKey = tool.key
         executor = get_executor(key.kind)
@@ -61,7 +62,7 @@ class CatalogToolRunner:
             # A TimeoutError of the tool's own (an upstream call, say) is not this deadline.
             if not deadline.expired():
                 raise
-            raise ToolError(f"Tool timed out after {seconds:g} s") from None
+            raise ToolTimeout(f"Tool timed out after {seconds:g} s") from None
 
 
 class CatalogResourceReader:

@@ -351,7 +351,7 @@ class StreamableHttpConsumer:
         """Dispatch one request; return the response body and the error, if any."""
         self.audit.dispatched(request, ctx.version)
         body, error = await self._dispatch(ctx, request)
-        self.audit.answered(request, body, error)
+        self.audit.answered(request, body, error, outcome=ctx.outcome)
         return body, error
 
     async def _dispatch(

@@ -15,6 +15,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_app.models import CallLog, Endpoint
 from mcp_app.protocol import errors
 from tests.audit.conftest import SLUG, last_id, only, recorded_since, wait_for
+from tests.support.live import asgi_server
 
 pytestmark = pytest.mark.django_db
 
@@ -365,3 +366,21 @@ def test_subscriptions_listen_is_one_row_when_the_stream_ends(audit_url):
         lambda: CallLog.objects.filter(id__gt=mark, rpc_method="subscriptions/listen").first()
     )
     assert (row.status, row.era, row.rpc_id) == (CallLog.Status.OK, "modern", '"listen-1"')
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_a_call_stopped_at_its_time_limit_is_timed_out(audit_url, mode):
+    with asgi_server("daphne", {"MCP_INLINE_TOOL_TIMEOUT": "0.2"}) as server:
+        url = f"{server}/mcp/{SLUG}"
+        mark = last_id()
+
+        async def scenario() -> None:
+            async with Client(url, mode=mode) as client:
+                result = await client.call_tool("sleep_with_progress", {"seconds": 2, "steps": 1})
+                assert result.is_error
+                assert "timed out" in result.content[0].text
+
+        run(scenario())
+        row = only(calls(recorded_since(mark, server)))
+    assert row.status == CallLog.Status.TIMED_OUT
+    assert row.error_message == "Tool timed out after 0.2 s"

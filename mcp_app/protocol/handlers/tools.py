@@ -27,7 +27,7 @@ from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.cursors import paginate
 from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
 from mcp_app.protocol.messages import CallToolParams, ListParams
-from mcp_app.protocol.results import InputRequired, ToolError, ToolResult
+from mcp_app.protocol.results import InputRequired, ToolError, ToolResult, ToolTimeout
 from mcp_app.protocol.shaping import shape_call_result, shape_tool, structured_text
 from mcp_app.protocol.versions import Feature
 
@@ -134,6 +134,8 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
             ),
         }
     except ToolError as failure:
+        if isinstance(failure, ToolTimeout):
+            ctx.outcome = "timed_out"
         result = ToolResult.error(failure.message)
     except McpError:
         raise
