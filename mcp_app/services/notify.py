@@ -27,6 +27,8 @@ LIST_CHANGED: Final = "mcp.list_changed"
 RESOURCE_UPDATED: Final = "mcp.resource_updated"
 CLIENT_REPLY: Final = "mcp.client_reply"
 STREAM_EVENT: Final = "mcp.stream_event"
+SESSION_STREAM_OPENED: Final = "mcp.session_stream_opened"
+SESSION_CLOSED: Final = "mcp.session_closed"
 
 
 def endpoint_group(endpoint_id: int) -> str:
@@ -48,12 +50,33 @@ async def apublish_client_reply(
     *, session_id: str, request_id: object, result: Any, error: Any
 ) -> None:
     """Route a client's answer (a JSON-RPC response POSTed anywhere) to the waiting call."""
+    message = {"type": CLIENT_REPLY, "result": result, "error": error}
+    await _asend(client_reply_group(session_id, request_id), message)
+
+
+def session_group(session_id: str) -> str:
+    """The group of a legacy session's standalone GET stream, in whichever process holds it."""
+    return f"mcp.session.{hashlib.sha256(session_id.encode()).hexdigest()[:48]}"
+
+
+async def apublish_session_stream_opened(*, session_id: str, stream_token: str) -> None:
+    """Tell an older GET stream of the session to give way to the one just opened.
+
+    Each server-to-client message of a session must go out on exactly one of its streams
+    (2025-11-25 basic/transports), so a session keeps only its newest GET stream.
+    """
+    await _asend(session_group(session_id), {"type": SESSION_STREAM_OPENED, "token": stream_token})
+
+
+async def apublish_session_closed(*, session_id: str) -> None:
+    """End the session's GET stream at once (DELETE), wherever it is held."""
+    await _asend(session_group(session_id), {"type": SESSION_CLOSED})
+
+
+async def _asend(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is not None:
-        await layer.group_send(
-            client_reply_group(session_id, request_id),
-            {"type": CLIENT_REPLY, "result": result, "error": error},
-        )
+        await layer.group_send(group, message)
 
 
 def stream_group(stream_id: str) -> str:
@@ -63,11 +86,7 @@ def stream_group(stream_id: str) -> str:
 
 async def apublish_stream_event(*, stream_id: str, event_id: str, data: bytes) -> None:
     """Hand one event of a resumable stream to whichever process resumed it."""
-    layer = get_channel_layer()
-    if layer is not None:
-        await layer.group_send(
-            stream_group(stream_id), {"type": STREAM_EVENT, "id": event_id, "data": data}
-        )
+    await _asend(stream_group(stream_id), {"type": STREAM_EVENT, "id": event_id, "data": data})
 
 
 def _send(endpoint_ids: Iterable[int], message: dict[str, Any]) -> None:

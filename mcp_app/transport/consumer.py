@@ -17,6 +17,7 @@ import asyncio
 import hashlib
 import hmac
 import logging
+import secrets
 from collections.abc import Mapping, Sequence
 from functools import lru_cache
 from typing import Any
@@ -557,7 +558,10 @@ class StreamableHttpConsumer:
         self.cancel_on_disconnect = True
         keepalive = get_conf().MCP_SSE_KEEPALIVE_SECONDS
         since_check = 0.0
-        async with GroupListener(notify.endpoint_group(state.id)) as events:
+        token = secrets.token_urlsafe(12)
+        groups = (notify.endpoint_group(state.id), notify.session_group(session.id))
+        async with GroupListener(*groups) as events:
+            await notify.apublish_session_stream_opened(session_id=session.id, stream_token=token)
             # Joined before the headers go out: a client that sees the stream open misses
             # no change made after that.
             await self.responder.start_stream(200)
@@ -570,6 +574,12 @@ class StreamableHttpConsumer:
                         if not await asession_is_live(session_id=session.id, endpoint_id=state.id):
                             break
                     await self.responder.write(sse.keepalive())
+                    continue
+                if event["type"] == notify.SESSION_CLOSED or (
+                    event["type"] == notify.SESSION_STREAM_OPENED and event["token"] != token
+                ):
+                    break  # the session ended, or a newer GET stream took over
+                if event["type"] == notify.SESSION_STREAM_OPENED:
                     continue
                 if event["type"] == notify.RESOURCE_UPDATED:
                     # Subscriptions change during the stream's life: read the current ones.
@@ -679,6 +689,7 @@ class StreamableHttpConsumer:
             await self._reject(400, "Missing Mcp-Session-Id header")
             return
         if await asession_close(session_id=session_id, endpoint_id=state.id):
+            await notify.apublish_session_closed(session_id=session_id)
             await self.responder.respond(204)
         else:
             await self._reject(404, "Session not found")

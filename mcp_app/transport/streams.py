@@ -246,14 +246,14 @@ class RequestStream:
 
 
 class GroupListener:
-    """The channel-layer messages of one group, for one long-lived stream.
+    """The channel-layer messages of some groups, for one long-lived stream.
 
     A single receiver task feeds a queue, so waiting with a timeout (for keep-alives) never
     cancels a channel-layer ``receive`` halfway. Without a channel layer nothing arrives.
     """
 
-    def __init__(self, group: str) -> None:
-        self.group = group
+    def __init__(self, *groups: str) -> None:
+        self.groups = groups
         self._layer = get_channel_layer()
         self._channel: str | None = None
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
@@ -262,7 +262,8 @@ class GroupListener:
     async def __aenter__(self) -> GroupListener:
         if self._layer is not None:
             self._channel = await self._layer.new_channel()
-            await self._layer.group_add(self.group, self._channel)
+            for group in self.groups:
+                await self._layer.group_add(group, self._channel)
             self._receiver = asyncio.create_task(self._receive())
         return self
 
@@ -272,8 +273,9 @@ class GroupListener:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._receiver
         if self._layer is not None and self._channel is not None:
-            with contextlib.suppress(Exception):
-                await self._layer.group_discard(self.group, self._channel)
+            for group in self.groups:
+                with contextlib.suppress(Exception):
+                    await self._layer.group_discard(group, self._channel)
 
     async def _receive(self) -> None:
         assert self._layer is not None and self._channel is not None

@@ -16,10 +16,14 @@ from typing import Any
 import httpx
 import pytest
 from channels.db import database_sync_to_async
+from django.contrib.auth import get_user_model
+from django.test import Client as AdminClient
+from django.urls import reverse
 from mcp import Client
 from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
 
 from mcp_app.models import Prompt, Resource, Tool
+from tests.support.admin_forms import tool_form
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import flush_database
 
@@ -45,12 +49,12 @@ def endpoints(live_server_url: str, uvicorn_server_url: str, django_db_blocker: 
     flush_database(django_db_blocker)
 
 
-def edit(django_db_blocker: Any, change: Callable[[], None]) -> Any:
+def edit(django_db_blocker: Any, change: Callable[[], Any]) -> Any:
     """Run a catalog edit committed in this process, as the admin would."""
 
-    def run() -> None:
+    def run() -> Any:
         with django_db_blocker.unblock():
-            change()
+            return change()
 
     # channels' wrapper closes the thread's connection afterwards (CONN_MAX_AGE is 0 in tests).
     return database_sync_to_async(run, thread_sensitive=False)()
@@ -236,3 +240,60 @@ async def test_listen_without_event_stream_accept_is_406(endpoints):
             },
         )
     assert response.status_code == 406
+
+
+@pytest.mark.spec("2025-11-25", "basic/transports", "each message on exactly one stream")
+async def test_a_session_keeps_only_its_newest_get_stream(endpoints, django_db_blocker):
+    daphne_url, uvicorn_url = endpoints
+    async with httpx.AsyncClient(timeout=30) as client:
+        session_id = await open_session(client, daphne_url)
+        headers = {"accept": "text/event-stream", "mcp-session-id": session_id}
+        async with client.stream("GET", daphne_url, headers=headers) as older:
+            assert older.status_code == 200
+            async with get_stream(client, uvicorn_url, session_id) as newer:
+                # The older stream gives way as soon as the newer one opens.
+                async with asyncio.timeout(10):
+                    await older.aread()
+                await edit(django_db_blocker, touch_tool("echo"))
+                assert await next_methods(newer, 1) == ["notifications/tools/list_changed"]
+
+
+async def test_deleting_the_session_ends_its_get_stream(endpoints):
+    daphne_url, uvicorn_url = endpoints
+    async with httpx.AsyncClient(timeout=30) as client:
+        session_id = await open_session(client, daphne_url)
+        headers = {"accept": "text/event-stream", "mcp-session-id": session_id}
+        async with client.stream("GET", uvicorn_url, headers=headers) as stream:
+            assert stream.status_code == 200
+            deleted = await client.delete(daphne_url, headers={"mcp-session-id": session_id})
+            assert deleted.status_code == 204
+            async with asyncio.timeout(10):
+                await stream.aread()  # returns once the server ends the stream
+
+
+async def test_an_operator_saving_a_tool_in_the_admin_refreshes_connected_clients(
+    endpoints, django_db_blocker
+):
+    """The issue's acceptance: an admin form save reaches a client listening elsewhere."""
+    _, uvicorn_url = endpoints
+
+    def save_in_admin() -> int:
+        user = get_user_model().objects.create_superuser(
+            "notify-operator", "op@example.com", "pw-123456"
+        )
+        admin = AdminClient()
+        admin.force_login(user)
+        endpoint_id = Tool.objects.get(name="echo").endpoints.get().pk
+        form = tool_form(endpoint_id, name="shout_notify")
+        return admin.post(reverse("admin:mcp_app_tool_add"), form).status_code
+
+    async with (
+        asyncio.timeout(20),
+        Client(uvicorn_url, mode="2026-07-28") as client,
+        client.listen(tools_list_changed=True) as sub,
+    ):
+        assert await edit(django_db_blocker, save_in_admin) == 302
+        event = await anext(aiter(sub))
+        tools = [tool.name for tool in (await client.list_tools(cache_mode="bypass")).tools]
+    assert isinstance(event, ToolsListChanged)
+    assert "shout_notify" in tools

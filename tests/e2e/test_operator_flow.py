@@ -17,6 +17,7 @@ from django.urls import reverse
 from mcp import Client
 
 from mcp_app.models import Tool
+from tests.support.admin_forms import tool_form
 from tests.support.catalog import make_endpoint
 from tests.support.live import flush_database
 
@@ -34,31 +35,6 @@ def operator(live_server_url: str, django_db_blocker: Any) -> Any:
         admin.force_login(user)
     yield admin, endpoint, f"{live_server_url}/mcp/{SLUG}"
     flush_database(django_db_blocker)
-
-
-def tool_form(endpoint_id: int, **overrides: str) -> dict[str, Any]:
-    data = {
-        "name": "shout",
-        "title": "Shout",
-        "description": "Repeats a word in capitals.",
-        "enabled": "on",
-        "kind": "template",
-        "function": "",
-        "template": "{{ word|upper }}!",
-        "template_output": "text",
-        "input_schema": '{"type": "object", "properties": {"word": {"type": "string"}},'
-        ' "required": ["word"]}',
-        "output_schema": "",
-        "read_only_hint": "true",
-        "destructive_hint": "unknown",
-        "idempotent_hint": "unknown",
-        "open_world_hint": "unknown",
-        "icons": "[]",
-        "meta": "{}",
-        "endpoints": [str(endpoint_id)],
-    }
-    data.update(overrides)
-    return data
 
 
 def admin_post(admin: AdminClient, django_db_blocker: Any, url: str, data: dict[str, Any]) -> int:
