@@ -9,7 +9,6 @@ serve both; the official SDK client drives them through its callbacks.
 from __future__ import annotations
 
 import asyncio
-import json
 from typing import Any
 
 import httpx
@@ -21,12 +20,13 @@ from mcp.shared.exceptions import MCPError
 from mcp_app.protocol import errors
 from mcp_app.services.catalog import endpoint_create, tool_create
 from tests.support.live import asgi_server, flush_database
+from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_messages
 
 pytestmark = pytest.mark.django_db
 
 SLUG = "ask"
+ELICITING = {"elicitation": {}}
 ASKING_TOOLS = ("ask_confirmation", "ask_value", "ask_model", "client_roots")
-JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture(scope="module")
@@ -131,34 +131,10 @@ async def test_a_modern_client_without_elicitation_gets_missing_capability(ask_u
 # -- raw wire checks ---------------------------------------------------------------------------
 
 
-async def open_session(client: httpx.AsyncClient, url: str) -> str:
-    response = await client.post(
-        url,
-        headers=JSON_HEADERS,
-        json={
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {"elicitation": {}},
-                "clientInfo": {"name": "raw", "version": "1"},
-            },
-        },
-    )
-    return response.headers["mcp-session-id"]
-
-
-async def sse_messages(response: httpx.Response) -> Any:
-    async for line in response.aiter_lines():
-        if line.startswith("data:") and line[5:].strip():
-            yield json.loads(line[5:])
-
-
 async def test_the_answer_may_reach_another_process(ask_url, uvicorn_server_url):
     other_url = f"{uvicorn_server_url}/mcp/{SLUG}"
     async with httpx.AsyncClient(timeout=30) as client:
-        session_id = await open_session(client, ask_url)
+        session_id = await open_session(client, ask_url, capabilities=ELICITING)
         headers = {
             **JSON_HEADERS,
             "mcp-session-id": session_id,
@@ -193,7 +169,7 @@ async def test_a_question_left_unanswered_ends_the_call_with_an_error(ask_url):
     with asgi_server("daphne", {"MCP_CLIENT_REQUEST_TIMEOUT_SECONDS": "0.5"}) as base:
         url = f"{base}/mcp/{SLUG}"
         async with httpx.AsyncClient(timeout=30) as client:
-            session_id = await open_session(client, url)
+            session_id = await open_session(client, url, capabilities=ELICITING)
             headers = {**JSON_HEADERS, "mcp-session-id": session_id}
             call = {
                 "jsonrpc": "2.0",
@@ -213,8 +189,8 @@ async def test_a_question_left_unanswered_ends_the_call_with_an_error(ask_url):
 
 async def test_an_answer_to_another_sessions_question_reaches_nobody(ask_url):
     async with httpx.AsyncClient(timeout=30) as client:
-        asker = await open_session(client, ask_url)
-        intruder = await open_session(client, ask_url)
+        asker = await open_session(client, ask_url, capabilities=ELICITING)
+        intruder = await open_session(client, ask_url, capabilities=ELICITING)
         headers = {**JSON_HEADERS, "mcp-session-id": asker}
         call = {
             "jsonrpc": "2.0",

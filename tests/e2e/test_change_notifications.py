@@ -26,12 +26,12 @@ from mcp_app.models import Prompt, Resource, Tool
 from tests.support.admin_forms import tool_form
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import flush_database
+from tests.support.raw_mcp import JSON_HEADERS, open_session
 
 pytestmark = pytest.mark.django_db
 
 SLUG = "notify"
 URI = "notify://status"
-JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture(scope="module")
@@ -76,24 +76,6 @@ def set_resource_text(text: str) -> Callable[[], None]:
         resource.save()
 
     return change
-
-
-async def open_session(client: httpx.AsyncClient, url: str) -> str:
-    response = await client.post(
-        url,
-        headers=JSON_HEADERS,
-        json={
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "notify-test", "version": "1"},
-            },
-        },
-    )
-    return response.headers["mcp-session-id"]
 
 
 @asynccontextmanager

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -16,12 +16,12 @@ import pytest
 
 from mcp_app.services.catalog import endpoint_create, tool_create
 from tests.support.live import asgi_server, flush_database
+from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_events
 
 pytestmark = pytest.mark.django_db
 
 SLUG = "resume"
 POLLING = {"MCP_SSE_POLL_AFTER_SECONDS": "0.3", "MCP_SSE_RETRY_MS": "50"}
-JSON_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 @pytest.fixture(scope="module")
@@ -39,39 +39,9 @@ def servers(django_db_setup: None, django_db_blocker: Any) -> Iterator[tuple[str
     flush_database(django_db_blocker)
 
 
-async def open_session(client: httpx.AsyncClient, url: str, version: str) -> dict[str, str]:
-    response = await client.post(
-        url,
-        headers=JSON_HEADERS,
-        json={
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": version,
-                "capabilities": {},
-                "clientInfo": {"name": "r", "version": "1"},
-            },
-        },
-    )
-    return {
-        **JSON_HEADERS,
-        "mcp-session-id": response.headers["mcp-session-id"],
-        "mcp-protocol-version": version,
-    }
-
-
-async def events(response: httpx.Response) -> AsyncIterator[dict[str, Any]]:
-    """Parse SSE events: {"id", "retry", "data"} per event."""
-    event: dict[str, Any] = {}
-    async for line in response.aiter_lines():
-        if not line:
-            if event:
-                yield event
-            event = {}
-        elif not line.startswith(":"):
-            field, _, value = line.partition(":")
-            event[field] = value.removeprefix(" ")
+async def session_headers(client: httpx.AsyncClient, url: str, version: str) -> dict[str, str]:
+    session_id = await open_session(client, url, version=version)
+    return {**JSON_HEADERS, "mcp-session-id": session_id, "mcp-protocol-version": version}
 
 
 def slow_call(request_id: int = 1) -> dict[str, Any]:
@@ -92,7 +62,7 @@ async def first_connection(
 ) -> list[dict[str, Any]]:
     async with client.stream("POST", url, json=slow_call(), headers=headers) as response:
         assert response.headers["content-type"] == "text/event-stream"
-        return [event async for event in events(response)]
+        return [event async for event in sse_events(response)]
 
 
 async def resume(
@@ -105,7 +75,7 @@ async def resume(
     }
     async with client.stream("GET", url, headers=get_headers) as response:
         assert response.status_code == 200
-        return [event async for event in events(response)]
+        return [event async for event in sse_events(response)]
 
 
 @pytest.mark.spec(
@@ -115,7 +85,7 @@ async def resume(
 async def test_a_closed_stream_resumes_with_exactly_the_missed_events(servers, resume_on):
     first_url, second_url = servers
     async with asyncio.timeout(20), httpx.AsyncClient(timeout=30) as client:
-        headers = await open_session(client, first_url, "2025-11-25")
+        headers = await session_headers(client, first_url, "2025-11-25")
         before = await first_connection(client, first_url, headers)
         after = await resume(
             client, first_url if resume_on == "same" else second_url, headers, before[-1]["id"]
@@ -134,7 +104,7 @@ async def test_a_closed_stream_resumes_with_exactly_the_missed_events(servers, r
 async def test_a_2025_06_18_session_gets_no_priming_event(servers):
     first_url, _ = servers
     async with asyncio.timeout(20), httpx.AsyncClient(timeout=30) as client:
-        headers = await open_session(client, first_url, "2025-06-18")
+        headers = await session_headers(client, first_url, "2025-06-18")
         received = await first_connection(client, first_url, headers)
     # Older clients cannot parse an event with empty data: no priming, no early close.
     assert all(event.get("data") for event in received)
@@ -144,8 +114,8 @@ async def test_a_2025_06_18_session_gets_no_priming_event(servers):
 async def test_another_sessions_stream_is_not_replayed(servers):
     first_url, _ = servers
     async with asyncio.timeout(20), httpx.AsyncClient(timeout=30) as client:
-        owner = await open_session(client, first_url, "2025-11-25")
-        stranger = await open_session(client, first_url, "2025-11-25")
+        owner = await session_headers(client, first_url, "2025-11-25")
+        stranger = await session_headers(client, first_url, "2025-11-25")
         before = await first_connection(client, first_url, owner)
         response = await client.get(
             first_url,
@@ -161,7 +131,7 @@ async def test_another_sessions_stream_is_not_replayed(servers):
 async def test_a_malformed_last_event_id_is_400(servers):
     first_url, _ = servers
     async with httpx.AsyncClient(timeout=30) as client:
-        headers = await open_session(client, first_url, "2025-11-25")
+        headers = await session_headers(client, first_url, "2025-11-25")
         response = await client.get(
             first_url,
             headers={
