@@ -30,6 +30,12 @@ def _optional(params: Params, name: str, kind: type[T]) -> T | None:
     return value
 
 
+def _retry_fields(params: Params) -> tuple[dict[str, Any], str | None]:
+    """``inputResponses`` and ``requestState`` of a 2026-07-28 retry (absent: none)."""
+    input_responses = _optional(params, "inputResponses", dict)
+    return input_responses or {}, _optional(params, "requestState", str)
+
+
 def _required(params: Params, name: str, kind: type[T]) -> T:
     value = _optional(params, name, kind)
     if value is None:
@@ -68,12 +74,12 @@ class CallToolParams:
         name = _required(params, "name", str)
         # Absent (or null) arguments mean "no arguments" (schema: `arguments?`).
         arguments = _optional(params, "arguments", dict)
-        input_responses = _optional(params, "inputResponses", dict)
+        input_responses, request_state = _retry_fields(params)
         return cls(
             name=name,
             arguments=arguments if arguments is not None else {},
-            input_responses=input_responses if input_responses is not None else {},
-            request_state=_optional(params, "requestState", str),
+            input_responses=input_responses,
+            request_state=request_state,
         )
 
 
@@ -108,12 +114,12 @@ class GetPromptParams:
     def parse(cls, params: Params) -> GetPromptParams:
         name = _required(params, "name", str)
         raw = params.get("arguments") if params is not None else None
-        input_responses = _optional(params, "inputResponses", dict)
+        input_responses, request_state = _retry_fields(params)
         return cls(
             name=name,
             arguments=_string_map(raw, "params.arguments"),
-            input_responses=input_responses if input_responses is not None else {},
-            request_state=_optional(params, "requestState", str),
+            input_responses=input_responses,
+            request_state=request_state,
         )
 
 
