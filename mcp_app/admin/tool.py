@@ -1,12 +1,16 @@
-"""Tool admin: schemas as JSON text, the kind's config through dedicated fields."""
+"""Tool admin: schemas as JSON text, the kind's config through dedicated fields, plus the
+OpenAPI import page (``admin/openapi.py``) and each tool's try-it page (``admin/try_it.py``)."""
 
 from __future__ import annotations
 
 from django.contrib import admin
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
 
 from mcp_app.admin.forms import ToolForm
+from mcp_app.admin.openapi import openapi_import_view
+from mcp_app.admin.try_it import try_it_view
 from mcp_app.models import Tool
 
 
@@ -63,6 +67,27 @@ class ToolAdmin(admin.ModelAdmin):
     class Media:
         css = {"all": ["mcp_app/admin.css"]}
         js = ["mcp_app/tool_form.js"]
+
+    def get_urls(self) -> list[URLPattern]:
+        pages = [
+            path(
+                "import-openapi/",
+                self.admin_site.admin_view(self.openapi_import_view),
+                name="mcp_app_tool_openapi_import",
+            ),
+            path(
+                "<int:object_id>/try/",
+                self.admin_site.admin_view(self.try_it_view),
+                name="mcp_app_tool_try",
+            ),
+        ]
+        return [*pages, *super().get_urls()]
+
+    def openapi_import_view(self, request: HttpRequest) -> HttpResponse:
+        return openapi_import_view(self, request)
+
+    def try_it_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        return try_it_view(self, request, object_id)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         return super().get_queryset(request).prefetch_related("endpoints")

@@ -724,6 +724,73 @@ def _writer() -> _Writer:
     return _writer_instance[1]
 
 
+# Marks rows of calls made from the admin's try-it page rather than over HTTP by a client.
+ADMIN_TEST_HTTP_METHOD = "ADMIN"
+ADMIN_TEST_USER_AGENT = "mcphost admin test call"
+
+
+def record_admin_test_call(
+    *,
+    tool: Tool,
+    arguments: Any,
+    result: Mapping[str, Any] | None,
+    error_code: int | None,
+    error_message: str,
+    duration_ms: float,
+    version: str,
+    user_id: int | None,
+) -> None:
+    """Queue the record of a ``tools/call`` an operator ran from the admin (try-it).
+
+    It goes through the same writer and capture policy as client calls; ``http_method``
+    ``ADMIN`` and the user agent tell it apart, the operator is its principal and no endpoint
+    is named (the tool ran outside any endpoint).
+    """
+    if result is None:
+        status, message = Status.PROTOCOL_ERROR, error_message
+    elif result.get("isError"):
+        status, message = Status.TOOL_ERROR, _first_text(result.get("content"))
+    else:
+        status, message = Status.OK, ""
+    row = {
+        "created_at": timezone.now(),
+        "duration_ms": round(duration_ms, 3),
+        "endpoint_id": None,
+        "endpoint_slug": "",
+        "era": CallLog.Era.MODERN if version in MODERN_VERSIONS else CallLog.Era.LEGACY,
+        "protocol_version": version[:16],
+        "session_id": "",
+        "http_method": ADMIN_TEST_HTTP_METHOD,
+        "http_status": None,
+        "message_type": CallLog.MessageType.REQUEST,
+        "rpc_method": "tools/call",
+        "rpc_id": "",
+        "target": tool.name[:512],
+        "principal_id": user_id,
+        "remote_addr": None,
+        "user_agent": ADMIN_TEST_USER_AGENT,
+        "status": status,
+        "error_code": error_code,
+        "error_message": _cut(message),
+    }
+    # The policy cache is keyed by (endpoint, catalog version, tool); with no endpoint, the
+    # tool's last edit stands in for the version, so an edited policy is never served stale.
+    edited = int(tool.updated_at.timestamp() * 1_000_000) if tool.updated_at else 0
+    pending = PendingCall(
+        row=row,
+        arguments=arguments,
+        result=result,
+        tool_pk=tool.pk,
+        input_schema=tool.input_schema,
+        policy_tag=(0, edited),
+    )
+    try:
+        _writer().put([pending])
+    except Exception:
+        # As for client calls: a recording bug is logged, the run's answer stands.
+        logger.exception("Call log record dropped", extra={"tool": tool.name})
+
+
 def call_log_flush(*, timeout: float = 10.0) -> bool:
     """Block until this process's queued records are written; False if ``timeout`` passed."""
     return _writer().flush(timeout)

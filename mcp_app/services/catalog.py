@@ -97,7 +97,7 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
     Runs a fixed number of queries whatever the catalog size (one per kind of row, plus two
     prefetches for prompt arguments and messages).
     """
-    tools = tuple(_tool_def(tool) for tool in endpoint.tools.filter(enabled=True))
+    tools = tuple(tool_def(tool) for tool in endpoint.tools.filter(enabled=True))
     resources = tuple(
         _resource_def(resource) for resource in endpoint.resources.filter(enabled=True)
     )
@@ -126,7 +126,8 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
     )
 
 
-def _tool_def(tool: Tool) -> ToolDef:
+def tool_def(tool: Tool) -> ToolDef:
+    """The protocol's definition of ``tool``, with the key the runner calls it by."""
     return ToolDef(
         name=tool.name,
         title=tool.title,

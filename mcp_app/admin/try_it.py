@@ -1,0 +1,112 @@
+"""The "Try it" admin page of a tool: arguments in, the tool's MCP result out.
+
+The page parses the arguments and calls ``services.try_it.tool_try``, which runs the tool
+through the protocol layer exactly as a client's ``tools/call`` and records the call; this
+module only parses and renders.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from django import forms
+from django.contrib import admin
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+
+from mcp_app.admin.forms import JsonTextarea, JsonTextField
+from mcp_app.models import Tool
+from mcp_app.services.try_it import TryOutcome, tool_try
+
+# How deep the example arguments follow nested object schemas.
+EXAMPLE_DEPTH = 3
+_EXAMPLE_BY_TYPE: Mapping[str, Any] = {
+    "string": "",
+    "integer": 0,
+    "number": 0,
+    "boolean": False,
+    "array": [],
+    "object": {},
+    "null": None,
+}
+
+
+class TryItForm(forms.Form):
+    arguments = JsonTextField(
+        required=True,
+        empty_json={},
+        label="Arguments",
+        widget=JsonTextarea(attrs={"rows": 12}),
+        help_text="A JSON object, checked against the tool's input schema as a client's call is.",
+    )
+
+    def clean_arguments(self) -> Any:
+        value = self.cleaned_data["arguments"]
+        if not isinstance(value, dict):
+            raise forms.ValidationError("The arguments must be a JSON object.")
+        return value
+
+
+def example_arguments(schema: Any, depth: int = 0) -> Any:
+    """An example value for ``schema``: its default, example, first enum value, or by type."""
+    if not isinstance(schema, Mapping):
+        return None
+    for key in ("default", "const"):
+        if key in schema:
+            return schema[key]
+    examples = schema.get("examples")
+    if isinstance(examples, list) and examples:
+        return examples[0]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return schema["enum"][0]
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        kind = next((item for item in kind if item != "null"), "null")
+    properties = schema.get("properties")
+    if (kind == "object" or isinstance(properties, Mapping)) and depth < EXAMPLE_DEPTH:
+        if not isinstance(properties, Mapping):
+            return {}
+        return {
+            name: example_arguments(spec, depth + 1)
+            for name, spec in properties.items()
+            if isinstance(spec, Mapping)
+        }
+    return _EXAMPLE_BY_TYPE.get(kind, None) if isinstance(kind, str) else None
+
+
+def try_it_view(
+    model_admin: admin.ModelAdmin, request: HttpRequest, object_id: int
+) -> HttpResponse:
+    """Show the arguments form; on POST run the tool and show its result."""
+    tool = get_object_or_404(Tool, pk=object_id)
+    # Running a tool can change things upstream: change permission, not view, is required.
+    if not model_admin.has_change_permission(request, tool):
+        raise PermissionDenied
+    outcome: TryOutcome | None = None
+    if request.method == "POST":
+        form = TryItForm(request.POST)
+        if form.is_valid():
+            outcome = tool_try(
+                tool=tool, arguments=form.cleaned_data["arguments"], user_id=request.user.pk
+            )
+    else:
+        form = TryItForm(initial={"arguments": example_arguments(tool.input_schema) or {}})
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": f"Try {tool.name}",
+        "opts": model_admin.opts,
+        "original": tool,
+        "tool": tool,
+        "form": form,
+        "outcome": outcome,
+        "result_json": _pretty(outcome.result) if outcome and outcome.result is not None else "",
+    }
+    return TemplateResponse(request, "admin/mcp_app/tool/try_it.html", context)
+
+
+def _pretty(value: Any) -> str:
+    return json.dumps(value, indent=2, ensure_ascii=False)

@@ -1,0 +1,135 @@
+"""Running one tool from the admin exactly as an MCP client's ``tools/call`` would.
+
+``tool_try`` puts the tool alone into a ``CatalogSnapshot`` (enabled or not: drafts are tried
+before they are published), builds a ``RequestContext`` of the newest legacy revision and calls
+``protocol.dispatch.handle_request``: argument validation, the executor, the mapping and the
+output-schema check are the protocol layer's own, not a copy. The call is recorded in the call
+log as an admin test call (``services.audit.record_admin_test_call``).
+
+For HTTP tools it also renders the request the executor sends, without the credential (whose
+headers or query are added on the way out and never shown).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from asgiref.sync import async_to_sync
+
+from mcp_app.executors.http import HttpAuth, build_headers_and_body, build_url
+from mcp_app.models import Tool
+from mcp_app.protocol.catalog import CatalogSnapshot, EndpointInfo
+from mcp_app.protocol.context import RequestContext
+from mcp_app.protocol.dispatch import handle_request
+from mcp_app.protocol.errors import McpError
+from mcp_app.protocol.results import ToolError
+from mcp_app.protocol.versions import LATEST_LEGACY
+from mcp_app.services.audit import REDACTED, is_secret_name, record_admin_test_call
+from mcp_app.services.catalog import tool_def
+from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
+
+# What the admin presents itself as; it serves no endpoint.
+TRY_SERVER_INFO = {"name": "mcphost-admin", "version": "try-it"}
+TRY_ENDPOINT_SLUG = "admin-try-it"
+BODY_PREVIEW_CHARS = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class RenderedRequest:
+    """The HTTP request an HTTP tool sends for these arguments, credential left out."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    body: str | None
+    credential: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class TryOutcome:
+    """A try-it run: the ``CallToolResult`` or the protocol error, and how long it took."""
+
+    version: str
+    duration_ms: float
+    result: Mapping[str, Any] | None = None
+    error_code: int | None = None
+    error_message: str = ""
+    request: RenderedRequest | None = field(default=None)
+
+    @property
+    def is_error(self) -> bool:
+        return self.result is None or bool(self.result.get("isError"))
+
+
+def tool_try(*, tool: Tool, arguments: Mapping[str, Any], user_id: int | None) -> TryOutcome:
+    """Call ``tool`` with ``arguments`` through the protocol layer and record the call."""
+    snapshot = CatalogSnapshot(
+        endpoint=EndpointInfo(slug=TRY_ENDPOINT_SLUG, title="Admin try-it"),
+        tools=(tool_def(tool),),
+    )
+    ctx = RequestContext(
+        version=LATEST_LEGACY,
+        catalog=snapshot,
+        tools=CatalogToolRunner(),
+        resources=CatalogResourceReader(),
+        server_info=TRY_SERVER_INFO,
+        client_info={"name": "mcphost admin try-it"},
+        request_id=1,
+        # No cursor or request-state keys: a legacy tools/call uses neither.
+    )
+    params = {"name": tool.name, "arguments": dict(arguments)}
+    started = time.monotonic()
+    try:
+        result = async_to_sync(handle_request)(ctx, "tools/call", params)
+    except McpError as exc:
+        outcome = TryOutcome(
+            version=LATEST_LEGACY,
+            duration_ms=(time.monotonic() - started) * 1000,
+            error_code=exc.code,
+            error_message=exc.message,
+        )
+    else:
+        outcome = TryOutcome(
+            version=LATEST_LEGACY,
+            duration_ms=(time.monotonic() - started) * 1000,
+            result=result,
+            request=_rendered_request(tool, arguments),
+        )
+    record_admin_test_call(
+        tool=tool,
+        arguments=dict(arguments),
+        result=outcome.result,
+        error_code=outcome.error_code,
+        error_message=outcome.error_message,
+        duration_ms=outcome.duration_ms,
+        version=outcome.version,
+        user_id=user_id,
+    )
+    return outcome
+
+
+def _rendered_request(tool: Tool, arguments: Mapping[str, Any]) -> RenderedRequest | None:
+    """Render an HTTP tool's request with the executor's own functions (no credential)."""
+    if tool.kind != Tool.Kind.HTTP:
+        return None
+    config = tool.config or {}
+    try:
+        url = build_url(config, arguments, HttpAuth())
+        headers, content = build_headers_and_body(config, arguments, HttpAuth())
+    except (ToolError, KeyError):
+        return None  # the run itself reports what is missing
+    masked = {name: REDACTED if is_secret_name(name) else value for name, value in headers.items()}
+    body = None
+    if content is not None:
+        text = content.decode("utf-8", errors="replace")
+        body = text if len(text) <= BODY_PREVIEW_CHARS else text[:BODY_PREVIEW_CHARS] + "..."
+    return RenderedRequest(
+        method=str(config.get("method", "GET")),
+        url=url,
+        headers=masked,
+        body=body,
+        credential=config.get("credential") or None,
+    )
