@@ -17,10 +17,16 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
 
 
 def parse_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, list[str]]:
-    """Return lower-cased header names mapped to every value they were sent with, in order."""
+    """Return lower-cased header names mapped to every value they were sent with, in order.
+
+    Leading and trailing whitespace is not part of a field value (RFC 9110 section 5.5);
+    servers differ in whether they strip it (Daphne does, uvicorn's httptools does not), so it
+    is stripped here and an ``Mcp-Name: "  echo  "`` compares equal to ``echo``.
+    """
     headers: dict[str, list[str]] = {}
     for name, value in raw:
-        headers.setdefault(name.decode("latin-1").lower(), []).append(value.decode("latin-1"))
+        text = value.decode("latin-1").strip(" \t")
+        headers.setdefault(name.decode("latin-1").lower(), []).append(text)
     return headers
 
 

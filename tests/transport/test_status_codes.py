@@ -546,3 +546,28 @@ def test_a_body_that_never_finishes_gets_408_not_a_hung_connection(endpoint_url)
             )
             status_line = sock.recv(4096).split(b"\r\n", 1)[0]
     assert status_line == b"HTTP/1.1 408 Request Timeout"
+
+
+@pytest.mark.spec("2026-07-28", "basic/transports/streamable-http", "OWS is not part of a value")
+@pytest.mark.parametrize("server", ["daphne", "uvicorn"])
+@pytest.mark.django_db
+def test_whitespace_around_a_header_value_is_not_part_of_it(endpoint_url, server):
+    body, headers = modern_request("tools/call", {"name": "echo", "arguments": {"message": "x"}})
+    payload = json.dumps(body).encode()
+    path = httpx.URL(endpoint_url).path
+    with asgi_server(server) as base:
+        port = httpx.URL(base).port
+        # httpx refuses to send such a value, so the request is written by hand.
+        head = "".join(f"{k}: {v}\r\n" for k, v in headers.items())
+        request = (
+            f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n{head}"
+            f"Mcp-Name:   echo  \r\nContent-Length: {len(payload)}\r\nConnection: close\r\n\r\n"
+        ).encode() + payload
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            sock.sendall(request)
+            raw = b""
+            while chunk := sock.recv(65536):
+                raw += chunk
+    status_line, _, rest = raw.partition(b"\r\n")
+    assert status_line.split()[1] == b"200", raw
+    assert b'"text":"x"' in rest
