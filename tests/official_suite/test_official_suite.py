@@ -19,6 +19,7 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 
 from conformance import fixtures
 from conformance.runner import expected_failures, inspector_cli, run_suite
+from tests.support.balancer import round_robin
 from tests.support.live import asgi_server, flush_database
 
 pytestmark = pytest.mark.django_db
@@ -37,7 +38,14 @@ def conformance_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[s
         "MCP_SSE_POLL_AFTER_SECONDS": "0.5",
         "MCP_SSE_RETRY_MS": "100",
     }
-    with asgi_server("daphne", env) as base:
+    # Production shape: two web processes (Daphne and uvicorn) on one PostgreSQL and Redis,
+    # behind a balancer without sticky sessions, so a session's requests, its GET stream,
+    # its answers to questions and its resumed streams land on different processes.
+    with (
+        asgi_server("daphne", env) as first,
+        asgi_server("uvicorn", env) as second,
+        round_robin([first, second]) as base,
+    ):
         # The harness's DNS-rebinding check needs a loopback URL (127.0.0.1 or localhost).
         yield f"{base}/mcp/conformance"
     flush_database(django_db_blocker)
