@@ -1,5 +1,6 @@
 """Catalog, credential, session and call-log models: import them from here (``mcp_app.models``)."""
 
+from mcp_app.models.background_call import BackgroundCall
 from mcp_app.models.call_log import CallLog
 from mcp_app.models.credential import Credential
 from mcp_app.models.endpoint import Endpoint
@@ -9,6 +10,7 @@ from mcp_app.models.session import Session
 from mcp_app.models.tool import Tool
 
 __all__ = [
+    "BackgroundCall",
     "CallLog",
     "Credential",
     "Endpoint",

@@ -56,7 +56,7 @@ class CallLog(models.Model):
     target = models.CharField(
         max_length=512, blank=True, help_text="The tool or prompt name, or the resource URI."
     )
-    # Authentication arrives in a later issue; until then both stay empty.
+    # Who called on an OAuth endpoint (mcp_app.auth.bearer); both empty on public endpoints.
     principal = models.ForeignKey(
         settings.AUTH_USER_MODEL,
         null=True,

@@ -3,13 +3,43 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
+from mcp_app.models.access import validate_scope_name
 from mcp_app.models.base import TimestampedModel
 from mcp_app.models.fields import validate_origin_lines
 
+DEFAULT_SCOPES = (
+    "mcp:read Use this endpoint: list and call its tools, read its resources and prompts\n"
+    "mcp:write Use the tools that change things"
+)
+
+
+def parse_scope_lines(text: str) -> tuple[tuple[str, str], ...]:
+    """Return ``(name, description)`` pairs of an endpoint's scope lines ("name description")."""
+    pairs = []
+    for line in text.splitlines():
+        name, _, description = line.strip().partition(" ")
+        if name:
+            pairs.append((name, description.strip() or name))
+    return tuple(pairs)
+
+
+def validate_scope_lines(value: str) -> None:
+    pairs = parse_scope_lines(value)
+    names = [name for name, _ in pairs]
+    for name in names:
+        validate_scope_name(name)
+    if len(set(names)) != len(names):
+        raise ValidationError("Each scope may be listed only once.")
+
 
 class Endpoint(TimestampedModel):
+    class AuthMode(models.TextChoices):
+        OAUTH = "oauth", "OAuth required"
+        PUBLIC = "public", "Public: anyone who can reach the URL (local trials only)"
+
     slug = models.SlugField(
         max_length=64, unique=True, help_text="The endpoint is served at /mcp/&lt;slug&gt;."
     )
@@ -35,6 +65,34 @@ class Endpoint(TimestampedModel):
             "https://app.example.com. Loopback and the site's own origin are always allowed."
         ),
     )
+    # Who may connect (mcp_app.auth): OAuth tokens bound to this endpoint, or anyone.
+    auth_mode = models.CharField(
+        max_length=8,
+        choices=AuthMode.choices,
+        default=AuthMode.OAUTH,
+        help_text=(
+            "OAuth: clients sign a user in and present a token issued for this endpoint. "
+            "Public ignores scopes and groups."
+        ),
+    )
+    scopes = models.TextField(
+        default=DEFAULT_SCOPES,
+        blank=True,
+        validators=[validate_scope_lines],
+        help_text=(
+            "The OAuth scopes of this endpoint, one per line: the name, a space, and what it "
+            "allows in plain words (shown on the consent page)."
+        ),
+    )
+    base_scope = models.CharField(
+        max_length=64,
+        default="mcp:read",
+        blank=True,
+        help_text=(
+            "Every token must carry this scope (one of the scopes above); clients ask for it "
+            "first. Empty: any token issued for this endpoint."
+        ),
+    )
     # Bumped (F() + 1) by services.catalog.catalog_changed whenever what the endpoint publishes
     # changes; the cached snapshot is keyed on it.
     catalog_version = models.PositiveBigIntegerField(default=1, editable=False)
@@ -45,11 +103,18 @@ class Endpoint(TimestampedModel):
     def __str__(self) -> str:
         return self.slug
 
+    def clean(self) -> None:
+        if self.base_scope and self.base_scope not in dict(self.scope_list()):
+            raise ValidationError({"base_scope": "The base scope must be one of the scopes."})
+
     def mcp_path(self) -> str:
         return f"/mcp/{self.slug}"
 
     def public_url(self) -> str:
         return f"{settings.PUBLIC_BASE_URL}{self.mcp_path()}"
+
+    def scope_list(self) -> tuple[tuple[str, str], ...]:
+        return parse_scope_lines(self.scopes)
 
     def origin_list(self) -> tuple[str, ...]:
         """Return the extra allowed origins, normalized (no blank lines, no trailing slash)."""

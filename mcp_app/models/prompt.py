@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from mcp_app.models.access import AccessRules
 from mcp_app.models.base import TimestampedModel
 from mcp_app.models.fields import empty_list, validate_icons, validate_mcp_name
 
 
-class Prompt(TimestampedModel):
+class Prompt(TimestampedModel, AccessRules):
     name = models.CharField(
         max_length=128,
         unique=True,

@@ -12,6 +12,7 @@ from mcp_app.conf import get_conf
 from mcp_app.executors.base import ConfigError
 from mcp_app.executors.python import resource_functions
 from mcp_app.executors.template import compile_template
+from mcp_app.models.access import AccessRules
 from mcp_app.models.base import TimestampedModel
 from mcp_app.models.fields import (
     empty_dict,
@@ -23,7 +24,7 @@ from mcp_app.models.fields import (
 )
 
 
-class Resource(TimestampedModel):
+class Resource(TimestampedModel, AccessRules):
     uri = models.CharField(
         max_length=2048,
         unique=True,
@@ -68,7 +69,7 @@ class Resource(TimestampedModel):
         return len(self.text.encode())
 
 
-class ResourceTemplate(TimestampedModel):
+class ResourceTemplate(TimestampedModel, AccessRules):
     class Kind(models.TextChoices):
         PYTHON = "python", "Python resource function"
         TEMPLATE = "template", "Text template"

@@ -5,6 +5,7 @@ Rows are written only by ``mcp_app.services.sessions``; any web process can serv
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
@@ -24,6 +25,16 @@ class Session(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_seen_at = models.DateTimeField(default=timezone.now, db_index=True)
     closed_at = models.DateTimeField(null=True, blank=True)
+    # Who opened it on an OAuth endpoint: only the same user through the same client may use
+    # it (tokens rotate, so the binding is to user and client, never to one token).
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="+",
+    )
+    oauth_client_id = models.CharField(max_length=255, blank=True)
 
     class Meta:
         ordering = ["-last_seen_at"]

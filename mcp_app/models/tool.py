@@ -11,6 +11,7 @@ from django.db import models
 
 from mcp_app.executors import get_executor
 from mcp_app.executors.base import ConfigError
+from mcp_app.models.access import AccessRules
 from mcp_app.models.base import TimestampedModel
 from mcp_app.models.fields import (
     default_input_schema,
@@ -24,7 +25,7 @@ from mcp_app.models.fields import (
 )
 
 
-class Tool(TimestampedModel):
+class Tool(TimestampedModel, AccessRules):
     class Kind(models.TextChoices):
         PYTHON = "python", "Python function"
         TEMPLATE = "template", "Text template"
@@ -36,6 +37,19 @@ class Tool(TimestampedModel):
         NONE = "none", "Nothing"
         METADATA = "metadata", "Metadata only (field names, types and sizes)"
         FULL = "full", "Full (up to the byte cap, with redaction)"
+
+    class Execution(models.TextChoices):
+        """Where a call runs (services/background.py): the executor code is the same."""
+
+        INLINE = "inline", "Inline (in the web process)"
+        AUTO = "auto", "Auto (inline; on a worker when the client asks for a task)"
+        BACKGROUND = "background", "Background (always on a Celery worker)"
+
+    class TaskSupport(models.TextChoices):
+        """Whether clients may, or must, run the tool as an MCP task (never for inline)."""
+
+        OPTIONAL = "optional", "Optional"
+        REQUIRED = "required", "Required (only as a task)"
 
     name = models.CharField(
         max_length=128,
@@ -106,6 +120,41 @@ class Tool(TimestampedModel):
         ),
     )
 
+    execution_mode = models.CharField(
+        max_length=10,
+        choices=Execution.choices,
+        default=Execution.INLINE,
+        help_text=(
+            "Background calls run on a Celery worker and stream progress; use it for anything "
+            "that takes more than a few seconds."
+        ),
+    )
+    task_support = models.CharField(
+        max_length=8,
+        choices=TaskSupport.choices,
+        default=TaskSupport.OPTIONAL,
+        verbose_name="MCP task support",
+        help_text="Auto and background tools can run as MCP tasks; required refuses plain calls.",
+    )
+    soft_time_limit = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.1), MaxValueValidator(7 * 24 * 3600)],
+        help_text=(
+            "Seconds a background call may run before it is stopped with an error result "
+            "(empty: MCP_BACKGROUND_SOFT_TIME_LIMIT)."
+        ),
+    )
+    hard_time_limit = models.FloatField(
+        null=True,
+        blank=True,
+        validators=[MinValueValidator(0.1), MaxValueValidator(7 * 24 * 3600)],
+        help_text=(
+            "Seconds after which the worker process running a background call is killed, for "
+            "tools that ignore the soft limit (empty: soft limit + 30 s)."
+        ),
+    )
+
     class Meta:
         ordering = ["name", "id"]
         indexes = [models.Index(fields=["name"])]
@@ -116,6 +165,23 @@ class Tool(TimestampedModel):
     def clean(self) -> None:
         if not self.description.strip():
             raise ValidationError({"description": "A tool needs a description."})
+        if (
+            self.execution_mode == self.Execution.INLINE
+            and self.task_support == self.TaskSupport.REQUIRED
+        ):
+            raise ValidationError(
+                {"task_support": "An inline tool cannot require tasks: tasks run on a worker."}
+            )
+        soft, hard = self.soft_time_limit, self.hard_time_limit
+        if soft is not None and hard is not None and hard <= soft:
+            raise ValidationError(
+                {"hard_time_limit": "The hard limit must be longer than the soft limit."}
+            )
+
+    @property
+    def runs_on_worker(self) -> bool:
+        """Whether every call runs on a worker (auto tools only when asked for a task)."""
+        return self.execution_mode == self.Execution.BACKGROUND
 
     def clean_fields(self, exclude: Collection[str] | None = None) -> None:
         # The config check lives here, not in clean(), because clean_fields() knows the
