@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import queue
-import statistics
 import subprocess
 import sys
 import threading
@@ -30,10 +29,9 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from bench.common import distribution, open_session  # noqa: E402
 from scripts import services  # noqa: E402
 from tests.support.live import SERVERS, free_port, wait_for_port  # noqa: E402
-
-JSON = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 
 
 def start_daphne(stack: ExitStack, env: dict[str, str]) -> str:
@@ -85,21 +83,7 @@ def main() -> None:
         call_command("seed_demo", stdout=open(os.devnull, "w"))  # noqa: SIM115
         env = {**os.environ}
         first, second = start_daphne(stack, env), start_daphne(stack, env)
-        init = httpx.post(
-            first,
-            headers=JSON,
-            json={
-                "jsonrpc": "2.0",
-                "id": 1,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": "2025-11-25",
-                    "capabilities": {},
-                    "clientInfo": {"name": "bench", "version": "0"},
-                },
-            },
-        )
-        session_id = init.headers["mcp-session-id"]
+        session_id = open_session(first)
         arrivals: queue.Queue[float] = queue.Queue()
         ready = threading.Event()
         threading.Thread(
@@ -114,15 +98,12 @@ def main() -> None:
             tool.save()  # autocommit: the change is published as soon as it is committed
             latencies.append((arrivals.get(timeout=10) - started) * 1000)
             time.sleep(0.02)
-        latencies.sort()
         print(
             json.dumps(
                 {
                     "scenario": "tool edit -> list_changed on another Daphne process",
                     "edits": len(latencies),
-                    "p50_ms": round(statistics.median(latencies), 1),
-                    "p95_ms": round(latencies[int(len(latencies) * 0.95) - 1], 1),
-                    "max_ms": round(latencies[-1], 1),
+                    **distribution(latencies),
                 }
             )
         )

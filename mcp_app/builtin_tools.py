@@ -20,6 +20,7 @@ from mcp_app.protocol.results import ToolError
 
 SLEEP_MAX_SECONDS = 60
 SLEEP_MAX_STEPS = 100
+COUNTDOWN_MAX_SECONDS = 24 * 3600
 JSON_FORMAT_MAX_INDENT = 8
 
 
@@ -135,6 +136,40 @@ async def sleep_with_progress(arguments: dict[str, Any], ctx: ToolCallContext) -
         await ctx.progress(step, steps, f"Step {step} of {steps}")
     await ctx.log("info", "Done sleeping", logger="sleep_with_progress")
     return f"Slept {seconds:g} seconds in {steps} steps."
+
+
+@mcp_tool_function(
+    "countdown",
+    title="Countdown",
+    description=(
+        f"Count down the given number of seconds (at most {COUNTDOWN_MAX_SECONDS}), reporting "
+        "progress every second. A long-running job for background execution: set the tool's "
+        "execution mode to background so it runs on a worker, streams progress, and can run "
+        "as an MCP task."
+    ),
+    input_schema={
+        "type": "object",
+        "properties": {
+            "seconds": {"type": "integer", "minimum": 1, "maximum": COUNTDOWN_MAX_SECONDS},
+        },
+        "required": ["seconds"],
+        "additionalProperties": False,
+    },
+    output_schema={
+        "type": "object",
+        "properties": {"counted": {"type": "integer"}},
+        "required": ["counted"],
+    },
+    annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
+)
+async def countdown(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, int]:
+    seconds = int(arguments["seconds"])
+    if not 1 <= seconds <= COUNTDOWN_MAX_SECONDS:
+        raise ToolError(f"seconds must be between 1 and {COUNTDOWN_MAX_SECONDS}.")
+    for done in range(1, seconds + 1):
+        await asyncio.sleep(1)
+        await ctx.progress(done, seconds, f"{seconds - done} s left")
+    return {"counted": seconds}
 
 
 @mcp_tool_function(

@@ -55,6 +55,22 @@ class McpConf:
     # HTTP tools: networks (CIDR, comma separated) reachable although not public, e.g. an
     # internal API range; every tool may then reach them.
     MCP_HTTP_ALLOWED_NETWORKS: str = ""
+    # Background calls (services/background.py). Soft limit when the tool sets none; the
+    # hard limit (the worker process is killed) defaults to the soft one plus 30 s.
+    MCP_BACKGROUND_SOFT_TIME_LIMIT: float = 600.0
+    # A queued call no worker has started after this many seconds ends with an error.
+    MCP_BACKGROUND_START_TIMEOUT_SECONDS: float = 60.0
+    # A running call's worker refreshes its heartbeat this often (it also notices there that
+    # the call was cancelled); a call whose heartbeat is older than LOST_AFTER is failed.
+    MCP_BACKGROUND_HEARTBEAT_SECONDS: float = 1.0
+    MCP_BACKGROUND_LOST_AFTER_SECONDS: float = 10.0
+    # Finished plain (non-task) background calls are kept this long, then purged.
+    MCP_BACKGROUND_KEEP_SECONDS: int = 24 * 3600
+    # MCP tasks: the lifetime granted when the client asks for none or for more, and the
+    # poll interval suggested to clients (milliseconds).
+    MCP_TASK_DEFAULT_TTL_MS: int = 3600 * 1000
+    MCP_TASK_MAX_TTL_MS: int = 24 * 3600 * 1000
+    MCP_TASK_POLL_INTERVAL_MS: int = 1000
     # Fernet keys (comma separated) for credential secrets: the first encrypts, all decrypt.
     # Empty: a key derived from SECRET_KEY (a system check warns).
     MCP_SECRET_KEYS: str = field(default="", repr=False)

@@ -65,6 +65,7 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "channels",
+    "oauth2_provider",
     "mcp_app",
     # Only a management command (load_conformance_fixtures); its tools are offered only
     # when MCP_PYTHON_TOOL_MODULES lists conformance.tools.
@@ -124,17 +125,94 @@ if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
             "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
+            # channels_redis blocks 5 s per receive (BZPOPMIN) and redis-py's default read
+            # timeout is also 5 s: the two race and idle receivers die with "Timeout reading".
+            # Reads may take longer than the block; connecting may not.
+            "CONFIG": {
+                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}]
+            },
         }
     }
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
+# Background tool calls (mcp_app/services/background.py). Without a broker the web process
+# runs an embedded worker on Celery's in-memory transport (for trying the product only).
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL or "memory://")
 CELERY_RESULT_BACKEND = None
-CELERY_TASK_ACKS_LATE = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
+# Acknowledged only after the call ends, so a worker that dies before starting a call leaves
+# the message for another worker; a call that did start is never run twice (its row says it
+# started, and a worker lost mid-call is failed, not retried: tools may have side effects).
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = False
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+# -- OAuth 2.1 (django-oauth-toolkit as the authorization server; docs/auth.md) -------------
+# The issuer is PUBLIC_BASE_URL exactly (no trailing slash): clients compare it byte for byte
+# with the protected-resource metadata's authorization_servers entry.
+LOGIN_URL = "/accounts/login/"
+# Seconds a validated access token stays cached per web process: the bound on how late a
+# revocation takes effect on MCP requests.
+OAUTH_TOKEN_CACHE_SECONDS = float(os.environ.get("OAUTH_TOKEN_CACHE_SECONDS", "10"))
+# Dynamic Client Registration: registrations per client address and hour (0 = unlimited).
+OAUTH_DCR_RATE_PER_HOUR = int(os.environ.get("OAUTH_DCR_RATE_PER_HOUR", "20"))
+
+OAUTH2_PROVIDER = {
+    "OAUTH2_VALIDATOR_CLASS": "mcp_app.auth.validators.McpOAuth2Validator",
+    # Scopes are per endpoint (Endpoint.scopes); the backend reads them from the catalog.
+    "SCOPES_BACKEND_CLASS": "mcp_app.auth.scopes.EndpointScopes",
+    "SCOPES": {},
+    "DEFAULT_SCOPES": [],
+    "OIDC_ISS_ENDPOINT": PUBLIC_BASE_URL,
+    "PKCE_REQUIRED": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    "OAUTH2_RESPONSE_TYPES_SUPPORTED": ["code"],
+    "OAUTH2_GRANT_TYPES_SUPPORTED": ["authorization_code", "refresh_token"],
+    "OAUTH2_TOKEN_ENDPOINT_AUTH_METHODS_SUPPORTED": [
+        "client_secret_basic",
+        "client_secret_post",
+        "none",
+    ],
+    "ACCESS_TOKEN_EXPIRE_SECONDS": int(os.environ.get("OAUTH_ACCESS_TOKEN_SECONDS", "3600")),
+    "REFRESH_TOKEN_EXPIRE_SECONDS": int(
+        os.environ.get("OAUTH_REFRESH_TOKEN_SECONDS", str(30 * 24 * 3600))
+    ),
+    "AUTHORIZATION_CODE_EXPIRE_SECONDS": 60,
+    "ROTATE_REFRESH_TOKEN": True,
+    # A replayed refresh token revokes its whole family. No grace period: DOT's grace period
+    # answers a retried refresh with the token it issued before, which it can only do when
+    # tokens are stored in plaintext (oauth2_provider.E001); hashed storage matters more.
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "REFRESH_TOKEN_GRACE_PERIOD_SECONDS": 0,
+    "REQUEST_APPROVAL_PROMPT": "force",
+    "ALLOW_LOCALHOST_LOOPBACK": True,
+    "DCR_ENABLED": _env_bool("OAUTH_DCR_ENABLED", True),
+    "DCR_REGISTRATION_PERMISSION_CLASSES": ("oauth2_provider.dcr.AllowAllDCRPermission",),
+    "CIMD_ENABLED": _env_bool("OAUTH_CIMD_ENABLED", True),
+    "CIMD_METADATA_FETCHER": os.environ.get(
+        "OAUTH_CIMD_FETCHER", "mcp_app.auth.cimd.GuardedMetadataFetcher"
+    ),
+}
+
+if REDIS_URL:
+    # Shared by every web process: DCR rate limits and DOT's CIMD fetch backoff.
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": REDIS_URL,
+            "KEY_PREFIX": "mcphost",
+        }
+    }
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

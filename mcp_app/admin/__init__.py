@@ -1,7 +1,8 @@
-"""Django admin for the catalog, credentials, sessions and the (read-only) call log: a module per
-model, forms in forms.py."""
+"""Django admin for the catalog, credentials, sessions, background calls and the (read-only)
+call log: a module per model, forms in forms.py."""
 
 from mcp_app.admin import (
+    background_call,
     call_log,
     credential,
     endpoint,
@@ -13,6 +14,7 @@ from mcp_app.admin import (
 )
 
 __all__ = [
+    "background_call",
     "call_log",
     "credential",
     "endpoint",

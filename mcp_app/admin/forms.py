@@ -15,6 +15,7 @@ from django import forms
 from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.core.exceptions import ValidationError
 
+from mcp_app.admin.access import ACCESS_FIELDS
 from mcp_app.executors import get_executor
 from mcp_app.executors.base import ConfigError
 from mcp_app.executors.http import BODY_MODES, MAX_RETRIES, METHODS, placeholder_names
@@ -233,7 +234,9 @@ class ToolForm(forms.ModelForm):
         fields = [
             "name", "title", "description", "enabled", "kind", "input_schema", "output_schema",
             "read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint", "icons",
-            "meta", "capture_mode", "capture_max_bytes", "capture_redact",
+            "meta", "capture_mode", "capture_max_bytes", "capture_redact", "execution_mode",
+            "task_support", "soft_time_limit", "hard_time_limit",
+            *ACCESS_FIELDS,
         ]  # fmt: skip
         field_classes = {
             "input_schema": JsonTextField,
@@ -452,7 +455,7 @@ class ResourceTemplateForm(forms.ModelForm):
         model = ResourceTemplate
         fields = [
             "uri_template", "name", "title", "description", "mime_type", "kind", "completions",
-            "icons", "enabled",
+            "icons", "enabled", *ACCESS_FIELDS,
         ]  # fmt: skip
         field_classes = {"completions": JsonTextField, "icons": JsonTextField}
 
@@ -492,6 +495,7 @@ class EndpointForm(forms.ModelForm):
         fields = [
             "slug", "title", "description", "instructions", "enabled", "allowed_origins",
             "tools", "resources", "resource_templates", "prompts",
+            "auth_mode", "scopes", "base_scope",
         ]  # fmt: skip
 
     def clean_tools(self) -> Any:

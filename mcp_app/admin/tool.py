@@ -8,6 +8,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
+from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.forms import ToolForm
 from mcp_app.admin.openapi import openapi_import_view
 from mcp_app.admin.try_it import try_it_view
@@ -17,9 +18,12 @@ from mcp_app.models import Tool
 @admin.register(Tool)
 class ToolAdmin(admin.ModelAdmin):
     form = ToolForm
-    list_display = ["name", "title", "kind", "enabled", "endpoint_list", "updated_at"]
-    list_filter = ["kind", "enabled", "endpoints"]
+    list_display = [
+        "name", "title", "kind", "execution_mode", "enabled", "endpoint_list", "updated_at"
+    ]  # fmt: skip
+    list_filter = ["kind", "execution_mode", "enabled", "endpoints"]
     search_fields = ["name", "title", "description"]
+    filter_horizontal = ["allowed_groups"]
     readonly_fields = ["created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["name", "title", "description", "enabled", "endpoints"]}),
@@ -49,6 +53,17 @@ class ToolAdmin(admin.ModelAdmin):
         ),
         ("Schemas", {"fields": ["input_schema", "output_schema"]}),
         (
+            "Execution",
+            {
+                "fields": [
+                    "execution_mode",
+                    "task_support",
+                    "soft_time_limit",
+                    "hard_time_limit",
+                ]
+            },
+        ),
+        (
             "Behaviour hints (empty = not stated)",
             {
                 "fields": [
@@ -60,6 +75,7 @@ class ToolAdmin(admin.ModelAdmin):
             },
         ),
         ("Call log", {"fields": ["capture_mode", "capture_max_bytes", "capture_redact"]}),
+        ACCESS_FIELDSET,
         ("Advanced", {"classes": ["collapse"], "fields": ["icons", "meta"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]

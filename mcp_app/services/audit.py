@@ -290,6 +290,9 @@ class _Entry:
     dispatched: bool = False
     started: float | None = None
     finished: float | None = None
+    # Background calls: the call's id (also its MCP task id) and the worker that ran it.
+    task_id: str = ""
+    worker: str = ""
 
 
 @dataclass(slots=True)
@@ -339,6 +342,8 @@ class CallRecorder:
         self._http_status: int | None = None
         self._error_body = b""
         self._submitted = False
+        self._principal_id: int | None = None
+        self._client_id = ""
 
     def watch(self, send: AsgiSend) -> AsgiSend:
         """Wrap the ASGI ``send`` to see the response status (and the body of an error)."""
@@ -392,6 +397,11 @@ class CallRecorder:
             self._entries.append(entry)
             self._by_message[id(message)] = entry
 
+    def principal(self, user_id: int | None, client_id: str) -> None:
+        """Note who called (an OAuth user and client); anonymous requests never call this."""
+        self._principal_id = user_id
+        self._client_id = client_id[:200]
+
     def session(self, session: LegacySession) -> None:
         self._session_id = session.id[:64]
         self._version = session.protocol_version
@@ -405,16 +415,25 @@ class CallRecorder:
             entry.started = time.monotonic()
 
     def answered(
-        self, request: Request, body: Mapping[str, Any], error: Any, outcome: str | None = None
+        self,
+        request: Request,
+        body: Mapping[str, Any],
+        error: Any,
+        outcome: str | None = None,
+        detail: Mapping[str, Any] | None = None,
     ) -> None:
         """Record the JSON-RPC answer to ``request`` (a result, or an error object in ``body``).
 
-        ``outcome`` is what the wire does not show: "timed_out" for a tool stopped at its limit.
+        ``outcome`` is what the wire does not show: "timed_out" for a tool stopped at its limit;
+        ``detail`` says where a background call ran ({"task_id", "worker"}).
         """
         entry = self._by_message.get(id(request))
         if entry is None:
             return
         entry.finished = time.monotonic()
+        if detail:
+            entry.task_id = str(detail.get("task_id") or "")[:64]
+            entry.worker = str(detail.get("worker") or "")[:200]
         if error is not None:
             entry.status = Status.PROTOCOL_ERROR
             entry.error_code, entry.error_message = _error_fields(body.get("error"))
@@ -490,11 +509,15 @@ class CallRecorder:
                         "rpc_method": entry.rpc_method,
                         "rpc_id": entry.rpc_id,
                         "target": entry.target,
+                        "principal_id": self._principal_id,
+                        "client_id": self._client_id,
                         "remote_addr": self._remote_addr,
                         "user_agent": self._user_agent,
                         "status": status,
                         "error_code": code,
                         "error_message": _cut(message),
+                        "task_id": entry.task_id,
+                        "worker": entry.worker,
                     },
                     arguments=entry.arguments,
                     result=entry.result,

@@ -10,6 +10,8 @@ legacy call's questions (elicitation, sampling, roots), which may be POSTed to a
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
 import logging
 from collections.abc import Iterable
@@ -29,6 +31,14 @@ CLIENT_REPLY: Final = "mcp.client_reply"
 STREAM_EVENT: Final = "mcp.stream_event"
 SESSION_STREAM_OPENED: Final = "mcp.session_stream_opened"
 SESSION_CLOSED: Final = "mcp.session_closed"
+# A background call: worker -> web process holding the client's request ...
+CALL_FRAME: Final = "mcp.call_frame"
+CALL_ASK: Final = "mcp.call_ask"
+CALL_DONE: Final = "mcp.call_done"
+# ... and any web process -> the worker running it.
+CALL_ANSWER: Final = "mcp.call_answer"
+CALL_CANCEL: Final = "mcp.call_cancel"
+CALL_INPUT: Final = "mcp.call_input"
 
 
 def endpoint_group(endpoint_id: int) -> str:
@@ -89,6 +99,53 @@ async def apublish_stream_event(*, stream_id: str, event_id: str, data: bytes) -
     await _asend(stream_group(stream_id), {"type": STREAM_EVENT, "id": event_id, "data": data})
 
 
+def call_group(call_id: str) -> str:
+    """The group of whoever follows a background call (the web process holding the request)."""
+    return f"mcp.call.{call_id}"
+
+
+def call_control_group(call_id: str) -> str:
+    """The group of the worker running a background call: answers, new input, cancellation."""
+    return f"mcp.callctl.{call_id}"
+
+
+async def apublish_call_frame(*, call_id: str, frame: dict[str, Any]) -> None:
+    """A JSON-RPC notification (progress, log) the call emitted, for its client's stream."""
+    await _asend(call_group(call_id), {"type": CALL_FRAME, "frame": frame})
+
+
+async def apublish_call_ask(
+    *, call_id: str, ask_id: str, method: str, params: dict[str, Any]
+) -> None:
+    """A legacy call's question for the client, asked on the request's stream by the follower."""
+    message = {"type": CALL_ASK, "ask_id": ask_id, "method": method, "params": params}
+    await _asend(call_group(call_id), message)
+
+
+async def apublish_call_done(*, call_id: str) -> None:
+    """The call reached a final status (or is waiting for input): read its row."""
+    await _asend(call_group(call_id), {"type": CALL_DONE})
+
+
+async def apublish_call_answer(
+    *, call_id: str, ask_id: str, result: Any = None, error: str | None = None
+) -> None:
+    """The client's answer to a question the worker asked (``error``: why there is none)."""
+    message = {"type": CALL_ANSWER, "ask_id": ask_id, "result": result, "error": error}
+    await _asend(call_control_group(call_id), message)
+
+
+async def apublish_call_cancel(*, call_id: str) -> None:
+    """Stop the call now (its row already says cancelled; the worker also sees it there)."""
+    await _asend(call_control_group(call_id), {"type": CALL_CANCEL})
+    await _asend(call_group(call_id), {"type": CALL_DONE})
+
+
+async def apublish_call_input(*, call_id: str) -> None:
+    """New answers for a task waiting in input_required are in its row."""
+    await _asend(call_control_group(call_id), {"type": CALL_INPUT})
+
+
 def _send(endpoint_ids: Iterable[int], message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is None:
@@ -112,3 +169,70 @@ def publish_list_changed(*, endpoint_ids: Iterable[int], kinds: Iterable[Catalog
 def publish_resource_updated(*, endpoint_ids: Iterable[int], uri: str) -> None:
     """Tell the endpoints' streams that the resource at ``uri`` changed (for its subscribers)."""
     _send(endpoint_ids, {"type": RESOURCE_UPDATED, "uri": uri})
+
+
+# Seconds a closing listener waits for its receiver; the rest of the stop happens unattended.
+RECEIVER_STOP_SECONDS = 0.1
+_stopping: set[asyncio.Task[None]] = set()
+
+
+def _forget_receiver(task: asyncio.Task[None]) -> None:
+    _stopping.discard(task)
+    if not task.cancelled():
+        # redis-py may report the cancelled read as its own TimeoutError: nothing to do.
+        task.exception()
+
+
+class GroupListener:
+    """The channel-layer messages of some groups, for one long-lived stream.
+
+    A single receiver task feeds a queue, so waiting with a timeout (for keep-alives) never
+    cancels a channel-layer ``receive`` halfway. Without a channel layer nothing arrives.
+    """
+
+    def __init__(self, *groups: str) -> None:
+        self.groups = groups
+        self._layer = get_channel_layer()
+        self._channel: str | None = None
+        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._receiver: asyncio.Task[None] | None = None
+
+    async def __aenter__(self) -> GroupListener:
+        if self._layer is not None:
+            self._channel = await self._layer.new_channel()
+            for group in self.groups:
+                await self._layer.group_add(group, self._channel)
+            self._receiver = asyncio.create_task(self._receive())
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._receiver is not None:
+            self._receiver.cancel()
+            # A channel-layer receive can sit in a blocking Redis read for seconds before it
+            # honours the cancellation: never hold the caller (a response!) waiting on it.
+            await asyncio.wait({self._receiver}, timeout=RECEIVER_STOP_SECONDS)
+            _stopping.add(self._receiver)
+            self._receiver.add_done_callback(_forget_receiver)
+        if self._layer is not None and self._channel is not None:
+            for group in self.groups:
+                with contextlib.suppress(Exception):
+                    await self._layer.group_discard(group, self._channel)
+
+    async def _receive(self) -> None:
+        assert self._layer is not None and self._channel is not None
+        while True:
+            self._queue.put_nowait(await self._layer.receive(self._channel))
+
+    async def next(self, timeout: float) -> dict[str, Any] | None:
+        """Return the next message, or None when ``timeout`` passes first.
+
+        Raises whatever ended the receiver (e.g. a lost Redis connection): the stream ends
+        and the client reconnects, instead of waiting on a dead subscription.
+        """
+        if self._receiver is not None and self._receiver.done() and self._queue.empty():
+            self._receiver.result()
+        try:
+            async with asyncio.timeout(timeout):
+                return await self._queue.get()
+        except TimeoutError:
+            return None

@@ -1,6 +1,7 @@
 """The catalog's implementations of the protocol ports ToolRunner and ResourceReader.
 
-``CatalogToolRunner`` runs a tool through the executor of its kind under the inline timeout;
+``CatalogToolRunner`` runs a tool through the executor of its kind, inline under the inline
+timeout or on a Celery worker (``services.background``);
 ``CatalogResourceReader`` produces ``resources/read`` contents from the snapshot keys built by
 ``services.catalog`` (text needs no query; files are read from storage).
 """
@@ -16,14 +17,14 @@ from typing import Any
 from django.core.files.storage import default_storage
 
 from mcp_app.conf import get_conf
-from mcp_app.executors import get_executor
 from mcp_app.executors.python import resource_functions
 from mcp_app.executors.template import render_template
 from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef, ToolDef
 from mcp_app.protocol.context import ToolCallContext
-from mcp_app.protocol.results import ToolResult, ToolTimeout
+from mcp_app.protocol.results import ToolResult
+from mcp_app.services import background
 from mcp_app.services.catalog import ResourceKey, ResourceTemplateKey, ToolKey
-from mcp_app.services.credentials import credential_resolve_for_tool
+from mcp_app.services.execution import execute_tool
 
 # MIME types served as text (when the bytes decode as UTF-8) although not text/*.
 _TEXTUAL_TYPES = frozenset(
@@ -36,33 +37,22 @@ _DEFAULT_TEMPLATE_MIME = "text/plain"
 
 
 class CatalogToolRunner:
-    """Runs catalog tools inline, in this process, stopped after MCP_INLINE_TOOL_TIMEOUT."""
+    """Runs catalog tools inline (stopped after MCP_INLINE_TOOL_TIMEOUT) or on a worker."""
 
     async def run_tool(
         self, tool: ToolDef, arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
-        """Run ``tool`` with its executor.
+        """Run ``tool`` with its executor, here or on a Celery worker (Tool.execution_mode).
 
         Raises:
             ToolError: the tool failed in a way the caller should read.
-            ToolTimeout: the tool ran past MCP_INLINE_TOOL_TIMEOUT.
+            ToolTimeout: the tool ran past its time limit.
+            CallCancelled: a background call was cancelled from another process.
         """
         key: ToolKey = tool.key
-        executor = get_executor(key.kind)
-        seconds = get_conf().MCP_INLINE_TOOL_TIMEOUT
-        deadline = asyncio.timeout(seconds)
-        try:
-            async with deadline:
-                config = key.config
-                if key.kind == "http":
-                    # Executors read no rows: the credential's secret is decrypted here.
-                    config = await credential_resolve_for_tool(config=config)
-                return await executor.run(config, arguments, ctx)
-        except TimeoutError:
-            # A TimeoutError of the tool's own (an upstream call, say) is not this deadline.
-            if not deadline.expired():
-                raise
-            raise ToolTimeout(f"Tool timed out after {seconds:g} s") from None
+        if key.execution == "background":
+            return await background.arun_on_worker(tool, arguments, ctx)
+        return await execute_tool(tool, arguments, ctx, get_conf().MCP_INLINE_TOOL_TIMEOUT)
 
 
 class CatalogResourceReader:

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
-from channels.layers import get_channel_layer
 
 from mcp_app.protocol import jsonrpc, sse
 from mcp_app.protocol.results import ToolError
 from mcp_app.services import notify
 from mcp_app.services.events import EventStore, event_id
+from mcp_app.services.notify import GroupListener
 
 AsgiSend = Callable[[dict[str, Any]], Awaitable[None]]
 
@@ -240,61 +240,19 @@ class RequestStream:
                 await self.responder.respond_json(status, payload, self.headers)
 
     async def abandon(self) -> None:
-        """Stop the timers of a request whose work was cancelled; send nothing more."""
-        await self._stop_timers()
-        await self.responder.finish()
+        """End the response of a cancelled request without answering it.
 
-
-class GroupListener:
-    """The channel-layer messages of some groups, for one long-lived stream.
-
-    A single receiver task feeds a queue, so waiting with a timeout (for keep-alives) never
-    cancels a channel-layer ``receive`` halfway. Without a channel layer nothing arrives.
-    """
-
-    def __init__(self, *groups: str) -> None:
-        self.groups = groups
-        self._layer = get_channel_layer()
-        self._channel: str | None = None
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-        self._receiver: asyncio.Task[None] | None = None
-
-    async def __aenter__(self) -> GroupListener:
-        if self._layer is not None:
-            self._channel = await self._layer.new_channel()
-            for group in self.groups:
-                await self._layer.group_add(group, self._channel)
-            self._receiver = asyncio.create_task(self._receive())
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        if self._receiver is not None:
-            self._receiver.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._receiver
-        if self._layer is not None and self._channel is not None:
-            for group in self.groups:
-                with contextlib.suppress(Exception):
-                    await self._layer.group_discard(group, self._channel)
-
-    async def _receive(self) -> None:
-        assert self._layer is not None and self._channel is not None
-        while True:
-            self._queue.put_nowait(await self._layer.receive(self._channel))
-
-    async def next(self, timeout: float) -> dict[str, Any] | None:
-        """Return the next message, or None when ``timeout`` passes first.
-
-        Raises whatever ended the receiver (e.g. a lost Redis connection): the stream ends
-        and the client reconnects, instead of waiting on a dead subscription.
+        Nothing more is sent for it (2025-11-25 basic/utilities/cancellation); a response that
+        had not started becomes an empty event stream, or a bare 202 for a JSON-only client.
         """
-        if self._receiver is not None and self._receiver.done() and self._queue.empty():
-            self._receiver.result()
-        try:
-            async with asyncio.timeout(timeout):
-                return await self._queue.get()
-        except TimeoutError:
-            return None
+        await self._stop_timers()
+        async with self._lock:
+            if not self.responder.started:
+                if not self.can_stream:
+                    await self.responder.respond(202)
+                    return
+                await self.responder.start_stream(200, self.headers)
+            await self.responder.finish()
 
 
 class StreamClientRequester:

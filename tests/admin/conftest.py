@@ -34,6 +34,10 @@ def tool_payload(**overrides: Any) -> dict[str, Any]:
         "open_world_hint": "unknown",
         "icons": "[]",
         "meta": "{}",
+        "execution_mode": "inline",
+        "task_support": "optional",
+        "soft_time_limit": "",
+        "hard_time_limit": "",
     }
     for key, value in overrides.items():
         data[key] = value if isinstance(value, str | list) else json.dumps(value)

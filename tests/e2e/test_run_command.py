@@ -24,6 +24,11 @@ DROPPED = ("DATABASE_URL", "REDIS_URL", "PUBLIC_BASE_URL", "SECRET_KEY", "CELERY
 
 
 async def test_run_command_serves_the_demo_endpoint(tmp_path: Path) -> None:
+    progress: list[float] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(value)
+
     port = free_port()
     env = {k: v for k, v in os.environ.items() if k not in DROPPED}
     env["MCPHOST_VAR_DIR"] = str(tmp_path)
@@ -40,12 +45,16 @@ async def test_run_command_serves_the_demo_endpoint(tmp_path: Path) -> None:
         try:
             await asyncio.to_thread(wait_for_port, port, process, 180.0)
             url = f"http://127.0.0.1:{port}/mcp/demo"
-            async with asyncio.timeout(30):
+            async with asyncio.timeout(40):
                 async with Client(url, mode="legacy") as client:
                     tools = {tool.name for tool in (await client.list_tools()).tools}
                     result = await client.call_tool("echo", {"message": "hello"})
                 async with Client(url, mode="2026-07-28") as client:
                     modern = await client.call_tool("add", {"a": 1, "b": 2})
+                    # A background tool runs on the embedded worker (no broker installed).
+                    background = await client.call_tool(
+                        "countdown", {"seconds": 2}, progress_callback=on_progress
+                    )
         finally:
             os.killpg(process.pid, signal.SIGINT)
             try:
@@ -57,5 +66,7 @@ async def test_run_command_serves_the_demo_endpoint(tmp_path: Path) -> None:
     assert {"echo", "add"} <= tools, output
     assert result.content[0].text == "hello"
     assert modern.structured_content == {"sum": 3}
+    assert background.structured_content == {"counted": 2}, background
+    assert progress == [1, 2]
     assert f"http://127.0.0.1:{port}/mcp/demo" in output
     assert "admin" in output and (tmp_path / "admin-credentials").exists()

@@ -100,6 +100,13 @@ async def test_sleep_with_progress_enforces_its_bounds(
         await run("sleep_with_progress", arguments, ctx)
 
 
+@pytest.mark.parametrize("seconds", [0, 24 * 3600 + 1])
+async def test_countdown_enforces_its_bounds(seconds: int, ctx: ToolCallContext) -> None:
+    # Its schema bounds it too, but a schema edited in the admin must not lift the limit.
+    with pytest.raises(ToolError, match="seconds must be between 1 and 86400"):
+        await run("countdown", {"seconds": seconds}, ctx)
+
+
 async def test_word_count_counts_words_characters_and_lines(ctx: ToolCallContext) -> None:
     result = await run("word_count", {"text": "one two\nthree"}, ctx)
 

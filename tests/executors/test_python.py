@@ -42,8 +42,8 @@ def test_base_executor_methods_must_be_overridden() -> None:
 
 def test_builtins_are_registered_by_default() -> None:
     assert set(tool_functions()) == {
-        "echo", "add", "current_time", "sleep_with_progress", "word_count", "json_format", "uuid",
-        "ask_confirmation", "ask_value", "ask_model", "client_roots",
+        "echo", "add", "current_time", "sleep_with_progress", "countdown", "word_count",
+        "json_format", "uuid", "ask_confirmation", "ask_value", "ask_model", "client_roots",
     }  # fmt: skip
     assert set(resource_functions()) == {"echo"}
 

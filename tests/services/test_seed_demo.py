@@ -21,7 +21,7 @@ def test_seed_demo_creates_the_demo_catalog(db: None) -> None:
 
     snapshot = build_snapshot(Endpoint.objects.get(slug="demo"))
     assert [tool.name for tool in snapshot.tools] == [
-        "add", "current_time", "echo", "greet", "sleep_with_progress",
+        "add", "countdown", "current_time", "echo", "greet", "sleep_with_progress",
     ]  # fmt: skip
     assert [resource.uri for resource in snapshot.resources] == ["demo://readme"]
     assert [t.uri_template for t in snapshot.resource_templates] == ["demo://notes/{topic}"]

@@ -25,6 +25,10 @@ def tool_form(endpoint_id: int, **overrides: str) -> dict[str, Any]:
         "open_world_hint": "unknown",
         "icons": "[]",
         "meta": "{}",
+        "execution_mode": "inline",
+        "task_support": "optional",
+        "soft_time_limit": "",
+        "hard_time_limit": "",
         "endpoints": [str(endpoint_id)],
     }
     data.update(overrides)

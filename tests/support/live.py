@@ -76,7 +76,8 @@ def asgi_server(server: str = "daphne", extra_env: dict[str, str] | None = None)
         "PYTHONUNBUFFERED": "1",
         **(extra_env or {}),
     }
-    # The server's output, kept only if it failed to start (for the post-mortem).
+    # The server's output, kept only if it failed to start (for the post-mortem) or when
+    # MCPHOST_KEEP_SERVER_LOGS is set.
     log_path = Path(tempfile.gettempdir()) / f"mcphost-{server}-{port}.log"
     log = open(log_path, "wb")  # noqa: SIM115
     args = [arg.format(port=port) for arg in SERVERS[server]]
@@ -89,7 +90,8 @@ def asgi_server(server: str = "daphne", extra_env: dict[str, str] | None = None)
         except (RuntimeError, TimeoutError) as exc:
             raise RuntimeError(f"{exc}; server output in {log_path}") from exc
         yield base_url
-        log_path.unlink(missing_ok=True)
+        if not os.environ.get("MCPHOST_KEEP_SERVER_LOGS"):
+            log_path.unlink(missing_ok=True)
     finally:
         process.terminate()
         try:

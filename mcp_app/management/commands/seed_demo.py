@@ -27,6 +27,7 @@ README = """# Demo endpoint
 This endpoint is created by `manage.py seed_demo`. It publishes:
 
 - python tools: echo, add, current_time, sleep_with_progress
+- countdown, a background tool: it runs on a worker and reports progress every second
 - a template tool: greet
 - this resource, and the template demo://notes/{topic}
 - the prompt code_review
@@ -46,8 +47,11 @@ class Command(BaseCommand):
                 description="Sample tools, resources and prompts to try any MCP client.",
                 instructions=(
                     "Use echo, add and current_time for quick checks; sleep_with_progress "
-                    "reports progress; greet renders a template. Read demo://readme first."
+                    "reports progress; countdown runs in the background on a worker; greet "
+                    "renders a template. Read demo://readme first."
                 ),
+                # For trying clients locally without signing in (docs/auth.md, "Auth modes").
+                auth_mode=Endpoint.AuthMode.PUBLIC,
             )
             self._created("endpoint", endpoint.slug)
         else:
@@ -63,6 +67,14 @@ class Command(BaseCommand):
                 endpoints=[endpoint],
             )  # fmt: skip
             self._created("tool", function)
+        if "countdown" in existing_tools:
+            self._exists("tool", "countdown")
+        else:
+            tool_create(
+                name="countdown", kind=Tool.Kind.PYTHON, config={"function": "countdown"},
+                execution_mode=Tool.Execution.BACKGROUND, endpoints=[endpoint],
+            )  # fmt: skip
+            self._created("tool", "countdown")
         if "greet" in existing_tools:
             self._exists("tool", "greet")
         else:
