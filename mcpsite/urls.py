@@ -1,9 +1,53 @@
-"""Django URLs: admin, the per-endpoint connect page. MCP endpoints are routed in asgi.py."""
+"""Django URLs: admin, staff pages, sign-in, and the OAuth authorization server.
+
+MCP endpoints are routed in asgi.py. The OAuth URLs are listed one by one (not DOT's
+``urls.py``) so only what MCP clients use is published: no implicit, password or device
+flows, no application-management pages. Metadata advertises exactly these URLs, trailing
+slashes included, so no client POST is ever redirected.
+"""
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from oauth2_provider import views as oauth_views
+
+from mcp_app.auth import views as auth
+
+oauth_patterns = (
+    [
+        path("authorize/", auth.ConsentView.as_view(), name="authorize"),
+        path("token/", auth.cors(oauth_views.TokenView.as_view()), name="token"),
+        path(
+            "revoke_token/", auth.cors(oauth_views.RevokeTokenView.as_view()), name="revoke-token"
+        ),
+        path(
+            "register/",
+            auth.cors(auth.RateLimitedRegistrationView.as_view()),
+            name="dcr-register",
+        ),
+        path(
+            "register/<str:client_id>/",
+            auth.cors(oauth_views.DynamicClientRegistrationManagementView.as_view()),
+            name="dcr-register-management",
+        ),
+    ],
+    "oauth2_provider",
+)
 
 urlpatterns = [
     path("admin/", admin.site.urls),
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("o/", include(oauth_patterns)),
+    path(
+        ".well-known/oauth-authorization-server",
+        auth.cors(oauth_views.OAuthServerMetadataView.as_view()),
+        name="oauth-server-metadata",
+    ),
+    path(
+        ".well-known/oauth-protected-resource/mcp/<slug:slug>",
+        auth.protected_resource_metadata,
+        name="oauth-resource-metadata",
+    ),
     path("", include("mcp_app.urls")),
 ]

@@ -47,8 +47,10 @@ def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[N
 
 @pytest.fixture
 def endpoint(db: None) -> Endpoint:
-    """An enabled, empty endpoint with slug "test"."""
-    return endpoint_create(slug="test", title="Test endpoint", instructions="For tests.")
+    """An enabled, empty, public endpoint with slug "test"."""
+    return endpoint_create(
+        slug="test", title="Test endpoint", instructions="For tests.", auth_mode="public"
+    )
 
 
 @pytest.fixture

@@ -26,8 +26,10 @@ PREVIEW_VERSIONS = (LATEST_MODERN, LATEST_LEGACY)
 @admin.register(Endpoint)
 class EndpointAdmin(admin.ModelAdmin):
     form = EndpointForm
-    list_display = ["slug", "title", "enabled", "tool_count", "catalog_version", "links"]
-    list_filter = ["enabled"]
+    list_display = [
+        "slug", "title", "enabled", "auth_mode", "tool_count", "catalog_version", "links",
+    ]  # fmt: skip
+    list_filter = ["enabled", "auth_mode"]
     search_fields = ["slug", "title", "description"]
     filter_horizontal = ["tools", "resources", "resource_templates", "prompts"]
     readonly_fields = ["mcp_url", "catalog_version", "created_at", "updated_at"]
@@ -35,6 +37,7 @@ class EndpointAdmin(admin.ModelAdmin):
         (None, {"fields": ["slug", "mcp_url", "title", "description", "instructions", "enabled"]}),
         ("Catalog", {"fields": ["tools", "resources", "resource_templates", "prompts"]}),
         ("Access", {"fields": ["allowed_origins"]}),
+        ("Authorization", {"fields": ["auth_mode", "scopes", "base_scope"]}),
         ("History", {"fields": ["catalog_version", "created_at", "updated_at"]}),
     ]
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db import models
 
+from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.forms import JSON_FORMFIELD, CodeTextarea
 from mcp_app.models import Prompt, PromptArgument, PromptMessage
 
@@ -30,11 +31,13 @@ class PromptAdmin(admin.ModelAdmin):
     list_display = ["name", "title", "enabled", "updated_at"]
     list_filter = ["enabled", "endpoints"]
     search_fields = ["name", "title", "description"]
+    filter_horizontal = ["allowed_groups"]
     readonly_fields = ["created_at", "updated_at"]
     formfield_overrides = {models.JSONField: JSON_FORMFIELD}
     inlines = [PromptArgumentInline, PromptMessageInline]
     fieldsets = [
         (None, {"fields": ["name", "title", "description", "enabled"]}),
+        ACCESS_FIELDSET,
         ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]

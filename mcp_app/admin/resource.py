@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.db import models
 
+from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.forms import JSON_FORMFIELD
 from mcp_app.models import Resource
 
@@ -14,11 +15,13 @@ class ResourceAdmin(admin.ModelAdmin):
     list_display = ["uri", "name", "mime_type", "size", "enabled", "updated_at"]
     list_filter = ["enabled", "mime_type", "endpoints"]
     search_fields = ["uri", "name", "title", "description"]
+    filter_horizontal = ["allowed_groups"]
     readonly_fields = ["size", "created_at", "updated_at"]
     formfield_overrides = {models.JSONField: JSON_FORMFIELD}
     fieldsets = [
         (None, {"fields": ["uri", "name", "title", "description", "mime_type", "enabled"]}),
         ("Content (text or file)", {"fields": ["text", "file", "size"]}),
+        ACCESS_FIELDSET,
         ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]

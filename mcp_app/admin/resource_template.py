@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.contrib import admin
 
+from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.forms import ResourceTemplateForm
 from mcp_app.models import ResourceTemplate
 
@@ -14,11 +15,13 @@ class ResourceTemplateAdmin(admin.ModelAdmin):
     list_display = ["uri_template", "name", "kind", "mime_type", "enabled", "updated_at"]
     list_filter = ["kind", "enabled", "endpoints"]
     search_fields = ["uri_template", "name", "title", "description"]
+    filter_horizontal = ["allowed_groups"]
     readonly_fields = ["created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["uri_template", "name", "title", "description", "mime_type"]}),
         ("Resolver", {"fields": ["kind", "function", "template"]}),
         (None, {"fields": ["completions", "enabled"]}),
+        ACCESS_FIELDSET,
         ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]

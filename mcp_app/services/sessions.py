@@ -3,6 +3,11 @@
 Sessions live in the database, never in process memory, so any web process can serve any
 session (2025-11-25 basic/transports, "Session Management"). Ids are 256-bit random,
 URL-safe base64: visible ASCII as the spec requires, unguessable, and never used as auth.
+
+On OAuth endpoints a session belongs to the user and client that opened it (``user_id``,
+``oauth_client_id``; the security best practices bind session ids to the user): every lookup
+here filters on them, so another principal's session is as unknown as a made-up id. Public
+endpoints pass neither and only ever match unbound sessions.
 """
 
 from __future__ import annotations
@@ -52,6 +57,8 @@ def session_open(
     protocol_version: str,
     client_capabilities: dict[str, Any],
     client_info: dict[str, Any],
+    user_id: int | None = None,
+    oauth_client_id: str = "",
 ) -> LegacySession:
     """Create a session for a successful ``initialize`` and return its state."""
     row = Session.objects.create(
@@ -61,6 +68,8 @@ def session_open(
         client_capabilities=client_capabilities,
         client_info=client_info,
         last_seen_at=timezone.now(),
+        user_id=user_id,
+        oauth_client_id=oauth_client_id,
     )
     return _as_legacy(row)
 
@@ -72,15 +81,24 @@ def _live(endpoint_id: int) -> Q:
     )
 
 
-def session_load(*, session_id: str, endpoint_id: int) -> LegacySession | None:
+def _live_and_owned(endpoint_id: int, user_id: int | None, oauth_client_id: str) -> Q:
+    owner = Q(user__isnull=True) if user_id is None else Q(user_id=user_id)
+    return _live(endpoint_id) & owner & Q(oauth_client_id=oauth_client_id)
+
+
+def session_load(
+    *, session_id: str, endpoint_id: int, user_id: int | None = None, oauth_client_id: str = ""
+) -> LegacySession | None:
     """Return a live session of this endpoint, refreshing its idle clock; else ``None``.
 
-    Unknown, closed, expired and other endpoints' sessions all look the same to the caller:
-    the transport answers 404 for each.
+    Unknown, closed, expired, other endpoints' and other principals' sessions all look the
+    same to the caller: the transport answers 404 for each.
     """
     if not session_id or len(session_id) > 64:
         return None
-    row = Session.objects.filter(_live(endpoint_id), id=session_id).first()
+    row = Session.objects.filter(
+        _live_and_owned(endpoint_id, user_id, oauth_client_id), id=session_id
+    ).first()
     if row is None:
         return None
     now = timezone.now()
@@ -91,18 +109,24 @@ def session_load(*, session_id: str, endpoint_id: int) -> LegacySession | None:
     return _as_legacy(row)
 
 
-def session_close(*, session_id: str, endpoint_id: int) -> bool:
+def session_close(
+    *, session_id: str, endpoint_id: int, user_id: int | None = None, oauth_client_id: str = ""
+) -> bool:
     """End a session (DELETE). Returns whether a live session was closed."""
     if not session_id or len(session_id) > 64:
         return False
-    closed = Session.objects.filter(_live(endpoint_id), id=session_id).update(
-        closed_at=timezone.now()
-    )
+    closed = Session.objects.filter(
+        _live_and_owned(endpoint_id, user_id, oauth_client_id), id=session_id
+    ).update(closed_at=timezone.now())
     return closed > 0
 
 
-def session_is_live(*, session_id: str, endpoint_id: int) -> bool:
-    return Session.objects.filter(_live(endpoint_id), id=session_id).exists()
+def session_is_live(
+    *, session_id: str, endpoint_id: int, user_id: int | None = None, oauth_client_id: str = ""
+) -> bool:
+    return Session.objects.filter(
+        _live_and_owned(endpoint_id, user_id, oauth_client_id), id=session_id
+    ).exists()
 
 
 def session_subscriptions(*, session_id: str, endpoint_id: int) -> frozenset[str] | None:

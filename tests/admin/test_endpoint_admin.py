@@ -25,6 +25,9 @@ def endpoint_payload(**overrides: Any) -> dict[str, Any]:
         "resources": [],
         "resource_templates": [],
         "prompts": [],
+        "auth_mode": "oauth",
+        "scopes": "mcp:read Use the endpoint",
+        "base_scope": "mcp:read",
         **overrides,
     }
 

@@ -32,7 +32,7 @@ ASKING_TOOLS = ("ask_confirmation", "ask_value", "ask_model", "client_roots")
 @pytest.fixture(scope="module")
 def ask_url(live_server_url: str, django_db_blocker: Any) -> Any:
     with django_db_blocker.unblock():
-        endpoint = endpoint_create(slug=SLUG, title="Asking tools")
+        endpoint = endpoint_create(slug=SLUG, title="Asking tools", auth_mode="public")
         for name in ASKING_TOOLS:
             tool_create(name=name, kind="python", config={"function": name}, endpoints=[endpoint])
     yield f"{live_server_url}/mcp/{SLUG}"

@@ -30,7 +30,7 @@ def upstream() -> Iterator[Upstream]:
 @pytest.fixture(scope="module")
 def openapi_url(live_server_url: str, upstream: Upstream, django_db_blocker: Any) -> Iterator[str]:
     with django_db_blocker.unblock():
-        endpoint = endpoint_create(slug=SLUG, title="Imported from OpenAPI")
+        endpoint = endpoint_create(slug=SLUG, title="Imported from OpenAPI", auth_mode="public")
         document = openapi_read(openapi_parse_text(as_text(upstream_api(upstream.base_url))))
         tools = openapi_tools_create(
             document=document,

@@ -27,7 +27,7 @@ POLLING = {"MCP_SSE_POLL_AFTER_SECONDS": "0.3", "MCP_SSE_RETRY_MS": "50"}
 @pytest.fixture(scope="module")
 def servers(django_db_setup: None, django_db_blocker: Any) -> Iterator[tuple[str, str]]:
     with django_db_blocker.unblock():
-        endpoint = endpoint_create(slug=SLUG)
+        endpoint = endpoint_create(slug=SLUG, auth_mode="public")
         tool_create(
             name="sleep_with_progress",
             kind="python",

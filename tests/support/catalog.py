@@ -8,7 +8,9 @@ from mcp_app.models import Endpoint, Tool
 
 
 def make_endpoint(slug: str, **fields: Any) -> Endpoint:
+    """An endpoint for tests; public (no OAuth) unless ``auth_mode`` says otherwise."""
     fields.setdefault("title", f"{slug} endpoint")
+    fields.setdefault("auth_mode", Endpoint.AuthMode.PUBLIC)
     return Endpoint.objects.create(slug=slug, **fields)
 
 
