@@ -55,6 +55,17 @@ PYTHON_TOOLS = {
     "test_trigger_tool_change": "conformance_change_tools",
     "test_trigger_prompt_change": "conformance_change_prompts",
 }
+# MCP tasks (the tasks-* scenarios): tool name -> (function, execution mode, task support).
+# Background tools become tasks whenever the request allows one; the auto tool asks first
+# and then continues as a task (ToolCallContext.continue_as_task).
+TASK_TOOLS = {
+    "slow_compute": ("conformance_slow_compute", Tool.Execution.BACKGROUND, "optional"),
+    "failing_job": ("conformance_failing_job", Tool.Execution.BACKGROUND, "required"),
+    "protocol_error_job": ("conformance_protocol_error_job", Tool.Execution.BACKGROUND, "optional"),
+    "confirm_delete": ("conformance_confirm_delete", Tool.Execution.BACKGROUND, "optional"),
+    "multi_input": ("conformance_multi_input", Tool.Execution.BACKGROUND, "optional"),
+    "test_tool_with_task": ("conformance_greet_then_task", Tool.Execution.AUTO, "required"),
+}
 # Every 2020-12 keyword family the suites look for, to be kept verbatim (SEP-2106).
 JSON_SCHEMA_2020_12 = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -124,6 +135,28 @@ def _tools() -> list[dict[str, Any]]:
         {"name": name, "kind": Tool.Kind.PYTHON, "config": {"function": function}}
         for name, function in PYTHON_TOOLS.items()
     ]
+    tools.append(
+        _template_tool(
+            "greet",
+            "Greets someone by name.",
+            "Hello, {{ name }}!",
+            input_schema={
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"],
+            },
+        )
+    )
+    tools += [
+        {
+            "name": name,
+            "kind": Tool.Kind.PYTHON,
+            "config": {"function": function},
+            "execution_mode": execution,
+            "task_support": task_support,
+        }
+        for name, (function, execution, task_support) in TASK_TOOLS.items()
+    ]
     return tools
 
 
@@ -145,7 +178,8 @@ def load(slug: str = "conformance") -> Endpoint:
     Raises:
         NotConfigured: ``conformance.tools`` is not in ``MCP_PYTHON_TOOL_MODULES``.
     """
-    missing = sorted(set(PYTHON_TOOLS.values()) - set(tool_functions()))
+    functions = {*PYTHON_TOOLS.values(), *(function for function, _, _ in TASK_TOOLS.values())}
+    missing = sorted(functions - set(tool_functions()))
     if missing:
         raise NotConfigured(
             f"Add {TOOLS_MODULE} to MCP_PYTHON_TOOL_MODULES (missing: {', '.join(missing)})."
@@ -155,6 +189,8 @@ def load(slug: str = "conformance") -> Endpoint:
         slug=slug,
         title="MCP conformance fixtures",
         instructions="Fixtures for the official MCP conformance suite.",
+        # The conformance suite tests the protocol, not authorization: no token is sent.
+        auth_mode=Endpoint.AuthMode.PUBLIC,
     )
     for values in _tools():
         tool_create(endpoints=[endpoint], **values)

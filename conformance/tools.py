@@ -13,6 +13,7 @@ from typing import Any
 from conformance.media import PNG_BASE64, WAV_BASE64
 from mcp_app.executors.python import mcp_tool_function
 from mcp_app.protocol.context import ToolCallContext
+from mcp_app.protocol.errors import InternalError
 from mcp_app.protocol.results import ToolError, ToolResult
 
 NO_ARGUMENTS = {"type": "object", "properties": {}, "additionalProperties": False}
@@ -359,3 +360,100 @@ async def change_prompts(arguments: dict[str, Any], ctx: ToolCallContext) -> str
 async def slow(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
     await asyncio.sleep(1.0)
     return "Reconnection test completed successfully."
+
+
+# -- MCP tasks (2025-11-25 core, 2026-07-28 extension): run on a Celery worker ------------------
+
+CONFIRM_FORM = {
+    "type": "object",
+    "properties": {"confirm": {"type": "boolean"}},
+    "required": ["confirm"],
+}
+
+
+def _accepted(answer: dict[str, Any]) -> dict[str, Any]:
+    content = answer.get("content")
+    return content if answer.get("action") == "accept" and isinstance(content, dict) else {}
+
+
+@mcp_tool_function(
+    "conformance_slow_compute",
+    description="Works for the given number of seconds, then reports what it computed.",
+    input_schema={
+        "type": "object",
+        "properties": {
+            "seconds": {"type": "number", "minimum": 0, "maximum": 600},
+            "label": {"type": "string"},
+        },
+        "required": ["seconds"],
+    },
+)
+async def slow_compute(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    seconds = float(arguments["seconds"])
+    await asyncio.sleep(seconds)
+    return f"Computed {arguments.get('label', 'result')} in {seconds:g} s."
+
+
+@mcp_tool_function(
+    "conformance_failing_job",
+    description="Works for about a second, then fails as a tool error.",
+    input_schema=NO_ARGUMENTS,
+)
+async def failing_job(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    await asyncio.sleep(1.0)
+    raise ToolError("The job failed: the input data could not be processed.")
+
+
+@mcp_tool_function(
+    "conformance_protocol_error_job",
+    description="Ends with a JSON-RPC (protocol) error instead of a result.",
+    input_schema=NO_ARGUMENTS,
+)
+async def protocol_error_job(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    raise InternalError("The job crashed before it produced a result.")
+
+
+@mcp_tool_function(
+    "conformance_confirm_delete",
+    description="Asks the user to confirm, then deletes the named file.",
+    input_schema={
+        "type": "object",
+        "properties": {"filename": {"type": "string"}},
+        "required": ["filename"],
+    },
+)
+async def confirm_delete(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    filename = arguments["filename"]
+    answer = await ctx.elicit(f"Delete {filename}?", CONFIRM_FORM, key="confirm_delete")
+    if _accepted(answer).get("confirm") is True:
+        return f"Deleted {filename}."
+    return f"Kept {filename}."
+
+
+@mcp_tool_function(
+    "conformance_multi_input",
+    description="Asks two questions at once, then reports both answers.",
+    input_schema=NO_ARGUMENTS,
+)
+async def multi_input(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    answers = await ctx.ask(
+        {
+            "project_name": ctx.form_question("Name the project.", NAME_FORM),
+            "confirm_start": ctx.form_question("Start the project now?", CONFIRM_FORM),
+        }
+    )
+    name = _accepted(answers["project_name"]).get("name", "unnamed")
+    return f"Project {name}: start confirmed={_accepted(answers['confirm_start']).get('confirm')}."
+
+
+@mcp_tool_function(
+    "conformance_greet_then_task",
+    description="Asks for the user's name, then finishes the greeting as a task.",
+    input_schema=NO_ARGUMENTS,
+)
+async def greet_then_task(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    answer = await ctx.elicit("What is your name?", NAME_FORM, key="user_name")
+    # The question is settled on the request itself; the rest runs as a task on a worker.
+    ctx.continue_as_task()
+    await asyncio.sleep(STEP_SECONDS)
+    return f"Hello, {_accepted(answer).get('name', 'stranger')}! (from a task)"

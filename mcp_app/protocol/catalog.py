@@ -32,6 +32,12 @@ class ToolDef:
     annotations: Mapping[str, JSON] = field(default_factory=dict)
     icons: Sequence[Mapping[str, JSON]] = ()
     meta: Mapping[str, JSON] = field(default_factory=dict)
+    # Where calls run: "inline", "auto" (inline unless the call becomes an MCP task) or
+    # "background" (always on a worker; a task whenever the request allows one).
+    execution: str = "inline"
+    # MCP task support (2025-11-25 `execution.taskSupport`): "forbidden", "optional" or
+    # "required" (never served as a plain call).
+    task_support: str = "forbidden"
     # Opaque to the protocol: handed back to the ToolRunner port (e.g. a primary key, the
     # executor kind and its config).
     key: Any = None
@@ -104,6 +110,8 @@ class PromptDef:
     arguments: Sequence[PromptArgumentDef] = ()
     messages: Sequence[PromptMessageDef] = ()
     icons: Sequence[Mapping[str, JSON]] = ()
+    # Opaque to the protocol, as on the other defs (the Django side keeps access rules here).
+    key: Any = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,8 +15,14 @@ from typing import Any
 
 from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.errors import MissingClientCapability
-from mcp_app.protocol.ports import ClientRequester, ResourceReader, SessionStore, ToolRunner
-from mcp_app.protocol.results import InputRequired, ToolError
+from mcp_app.protocol.ports import (
+    ClientRequester,
+    ResourceReader,
+    SessionStore,
+    TaskStore,
+    ToolRunner,
+)
+from mcp_app.protocol.results import ContinueAsTask, InputRequired, ToolError
 from mcp_app.protocol.versions import Era, Feature, era_of, supports
 
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
@@ -75,6 +81,13 @@ class RequestContext:
     principal: str = ""
     # What happened beyond the wire result, for the call log (e.g. "timed_out").
     outcome: str | None = None
+    # MCP tasks (2025-11-25 core, 2026-07-28 extension); None serves no task methods.
+    tasks: TaskStore | None = None
+    # Set by tools/call when a tool running inline may still turn the call into a task
+    # (ToolCallContext.continue_as_task); never on a worker.
+    may_become_task: bool = False
+    # Where the call ran when not inline, for the call log: {"task_id": ..., "worker": ...}.
+    call_detail: dict[str, Any] = field(default_factory=dict)
 
     @property
     def era(self) -> Era:
@@ -139,6 +152,22 @@ class ToolCallContext:
             params["logger"] = logger
         await req.send({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         return True
+
+    def continue_as_task(self) -> None:
+        """Hand the rest of this call to a worker as an MCP task, when the request allows it.
+
+        A tool that asks its questions first and then does long work calls this between the
+        two: in a 2026-07-28 request that declared the tasks extension, the questions are
+        settled by retries (input_required) and the call then answers with a task that runs
+        the tool again, from the start, on a worker with the answers (ext-tasks "Task
+        Creation": MRTR exchanges are resolved before the task is created). Everywhere else,
+        a worker included, it returns and the tool just carries on.
+
+        Raises:
+            ContinueAsTask: the call becomes a task (the tools/call handler catches it).
+        """
+        if self.request.may_become_task:
+            raise ContinueAsTask()
 
     def form_question(self, message: str, requested_schema: Mapping[str, Any]) -> Question:
         """An ``elicitation/create`` form: the user fills in ``requested_schema``."""
@@ -222,7 +251,7 @@ class ToolCallContext:
             answers = {
                 key: dict(req.input_responses[key])
                 for key, question in questions.items()
-                if _valid_answer(question.method, req.input_responses.get(key))
+                if valid_answer(question.method, req.input_responses.get(key))
             }
             missing = {
                 key: {"method": q.method, "params": dict(q.params)}
@@ -282,7 +311,8 @@ _ANSWER_SHAPES: dict[str, tuple[str, ...]] = {
 }
 
 
-def _valid_answer(method: str, answer: Any) -> bool:
+def valid_answer(method: str, answer: Any) -> bool:
+    """Whether ``answer`` can be the response to a ``method`` request (else it is asked again)."""
     if not isinstance(answer, Mapping):
         return False
     if method == "elicitation/create" and answer.get("action") not in (

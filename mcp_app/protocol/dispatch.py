@@ -27,6 +27,13 @@ from mcp_app.protocol.handlers.resources import (
     handle_resources_templates_list,
     handle_resources_unsubscribe,
 )
+from mcp_app.protocol.handlers.tasks import (
+    handle_tasks_cancel,
+    handle_tasks_get,
+    handle_tasks_list,
+    handle_tasks_result,
+    handle_tasks_update,
+)
 from mcp_app.protocol.handlers.tools import handle_tools_call, handle_tools_list
 from mcp_app.protocol.messages import (
     CallToolParams,
@@ -35,11 +42,13 @@ from mcp_app.protocol.messages import (
     GetPromptParams,
     ListParams,
     SetLevelParams,
+    TaskIdParams,
+    TaskUpdateParams,
     UriParams,
 )
 from mcp_app.protocol.methods import TRANSPORT_METHODS, known_methods
 from mcp_app.protocol.shaping import finish_result
-from mcp_app.protocol.versions import Era
+from mcp_app.protocol.versions import Era, Feature
 
 __all__ = ["handle_notification", "handle_request", "known_methods"]
 
@@ -52,6 +61,8 @@ class _Entry:
     handler: Callable[[RequestContext, Any], Awaitable[dict[str, Any]]]
     # ttlMs/cacheScope are required on these results in 2026-07-28 (CacheableResult).
     cacheable: bool = False
+    # Within its era, the method exists only for revisions with this feature.
+    feature: Feature | None = None
 
 
 _COMMON: Final[dict[str, _Entry]] = {
@@ -73,10 +84,19 @@ _TABLES: Final[dict[Era, dict[str, _Entry]]] = {
         "logging/setLevel": _Entry(SetLevelParams.parse, handle_logging_set_level),
         "resources/subscribe": _Entry(UriParams.parse, handle_resources_subscribe),
         "resources/unsubscribe": _Entry(UriParams.parse, handle_resources_unsubscribe),
+        # 2025-11-25 sessions only (experimental core tasks).
+        "tasks/get": _Entry(TaskIdParams.parse, handle_tasks_get, feature=Feature.TASKS_CORE),
+        "tasks/result": _Entry(TaskIdParams.parse, handle_tasks_result, feature=Feature.TASKS_CORE),
+        "tasks/list": _Entry(ListParams.parse, handle_tasks_list, feature=Feature.TASKS_CORE),
+        "tasks/cancel": _Entry(TaskIdParams.parse, handle_tasks_cancel, feature=Feature.TASKS_CORE),
     },
     Era.MODERN: {
         **_COMMON,
         "server/discover": _Entry(EmptyParams.parse, handle_server_discover, cacheable=True),
+        # The io.modelcontextprotocol/tasks extension.
+        "tasks/get": _Entry(TaskIdParams.parse, handle_tasks_get),
+        "tasks/update": _Entry(TaskUpdateParams.parse, handle_tasks_update),
+        "tasks/cancel": _Entry(TaskIdParams.parse, handle_tasks_cancel),
     },
 }
 
@@ -92,6 +112,8 @@ async def handle_request(
         McpError: whatever the handler raises (invalid params, not found, internal).
     """
     entry = _TABLES[ctx.era].get(method)
+    if entry is not None and entry.feature is not None and not ctx.supports(entry.feature):
+        entry = None
     if entry is None:
         if method in TRANSPORT_METHODS and method in known_methods(ctx.era):
             raise InvalidRequest(f"{method} is not valid here")

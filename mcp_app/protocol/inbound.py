@@ -31,7 +31,8 @@ from mcp_app.protocol.errors import (
     UnsupportedProtocolVersion,
 )
 from mcp_app.protocol.jsonrpc import Message, Notification, Request, Response
-from mcp_app.protocol.methods import NAME_BEARING_PARAMS, known_methods
+from mcp_app.protocol.methods import NAME_BEARING_PARAMS, TASK_EXTENSION_METHODS, known_methods
+from mcp_app.protocol.tasks import REQUIRED_EXTENSION
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Era
 
 PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
@@ -304,9 +305,22 @@ def required_client_capabilities(
 ) -> Mapping[str, Any] | None:
     """Return the client capabilities ``request`` cannot be served without, if any.
 
-    Ladder rung 5. Nothing served today needs one (elicitation and sampling arrive with
-    MRTR); a feature that does adds its rule here and the ladder enforces it.
+    Ladder rung 5. The tasks extension's methods need the extension, and so do a call of a
+    tool that is only served as a task and a listen request that asks for task status
+    notifications (ext-tasks "Capability Negotiation", "Task Status Notifications": MUST
+    answer ``-32021`` naming the extension). Questions a tool asks are checked when it asks.
     """
+    if request.method in TASK_EXTENSION_METHODS:
+        return REQUIRED_EXTENSION
+    if request.method == "subscriptions/listen" and request.params is not None:
+        notifications = request.params.get("notifications")
+        if isinstance(notifications, Mapping) and notifications.get("taskIds"):
+            return REQUIRED_EXTENSION
+    if request.method == "tools/call" and request.params is not None:
+        name = request.params.get("name")
+        tool = catalog.tool(name) if isinstance(name, str) else None
+        if tool is not None and tool.task_support == "required":
+            return REQUIRED_EXTENSION
     return None
 
 

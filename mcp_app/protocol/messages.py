@@ -68,6 +68,9 @@ class CallToolParams:
     # A 2026-07-28 retry after input_required: the client's answers and the sealed state.
     input_responses: Mapping[str, Any] = field(default_factory=dict)
     request_state: str | None = None
+    # 2025-11-25 task augmentation (`{ttl?}`), kept raw: only a 2025-11-25 session reads it,
+    # and other revisions must ignore it whatever it holds (ext-tasks: a v1 hint is tolerated).
+    task: Any = None
 
     @classmethod
     def parse(cls, params: Params) -> CallToolParams:
@@ -80,6 +83,7 @@ class CallToolParams:
             arguments=arguments if arguments is not None else {},
             input_responses=input_responses,
             request_state=request_state,
+            task=params.get("task") if params is not None else None,
         )
 
 
@@ -167,3 +171,29 @@ class SetLevelParams:
     @classmethod
     def parse(cls, params: Params) -> SetLevelParams:
         return cls(level=_required(params, "level", str))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskIdParams:
+    """``tasks/get``, ``tasks/result`` and ``tasks/cancel`` (both eras)."""
+
+    task_id: str
+
+    @classmethod
+    def parse(cls, params: Params) -> TaskIdParams:
+        return cls(task_id=_required(params, "taskId", str))
+
+
+@dataclass(frozen=True, slots=True)
+class TaskUpdateParams:
+    """``tasks/update`` (2026-07-28 tasks extension): answers to a task's input requests."""
+
+    task_id: str
+    input_responses: Mapping[str, Any]
+
+    @classmethod
+    def parse(cls, params: Params) -> TaskUpdateParams:
+        return cls(
+            task_id=_required(params, "taskId", str),
+            input_responses=_required(params, "inputResponses", dict),
+        )

@@ -2,8 +2,12 @@
 
 Legacy (2024-11-05 .. 2025-11-25) keeps the handshake, ``ping``, ``logging/setLevel`` and the
 subscribe pair; 2026-07-28 removes them and adds ``server/discover`` and
-``subscriptions/listen`` (SDK ``mcp_types/methods.py``). The 2025-11-25 experimental
-``tasks/*`` surface is not served, so those methods answer ``-32601``.
+``subscriptions/listen`` (SDK ``mcp_types/methods.py``).
+
+Tasks differ per era (protocol.md §3.12): 2025-11-25 sessions have the core
+``tasks/get|result|list|cancel`` (the dispatch table marks them 2025-11-25 only, so earlier
+legacy revisions answer ``-32601``); 2026-07-28 has the extension's ``tasks/get|update|cancel``
+only, so ``tasks/result`` and ``tasks/list`` answer ``-32601`` there.
 """
 
 from __future__ import annotations
@@ -30,16 +34,36 @@ LEGACY_METHODS: Final = COMMON_METHODS | {
     "logging/setLevel",
     "resources/subscribe",
     "resources/unsubscribe",
+    "tasks/get",
+    "tasks/result",
+    "tasks/list",
+    "tasks/cancel",
 }
-MODERN_METHODS: Final = COMMON_METHODS | {"server/discover", "subscriptions/listen"}
+MODERN_METHODS: Final = COMMON_METHODS | {
+    "server/discover",
+    "subscriptions/listen",
+    "tasks/get",
+    "tasks/update",
+    "tasks/cancel",
+}
+# 2026-07-28 methods of the tasks extension: a request must declare the extension to use them.
+TASK_EXTENSION_METHODS: Final = frozenset({"tasks/get", "tasks/update", "tasks/cancel"})
 
 # Requests the transport serves itself rather than through dispatch.handle_request:
 # `initialize` opens a session, `subscriptions/listen` is a long-lived stream.
 TRANSPORT_METHODS: Final = frozenset({"initialize", "subscriptions/listen"})
 
 # Methods whose `Mcp-Name` header mirrors a body parameter (2026-07-28 transports,
-# "Standard Request Headers").
-NAME_BEARING_PARAMS: Final = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+# "Standard Request Headers"; the tasks extension adds its methods' `taskId`, ext-tasks
+# "Streamable HTTP: Routing Headers").
+NAME_BEARING_PARAMS: Final = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "tasks/get": "taskId",
+    "tasks/update": "taskId",
+    "tasks/cancel": "taskId",
+}
 
 
 def known_methods(era: Era) -> frozenset[str]:

@@ -7,13 +7,15 @@ in-memory fakes. Nothing here does I/O by itself.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef, ToolDef
 from mcp_app.protocol.results import ToolResult
 
 if TYPE_CHECKING:
-    from mcp_app.protocol.context import ToolCallContext
+    from mcp_app.protocol.context import RequestContext, ToolCallContext
+    from mcp_app.protocol.tasks import TaskInfo, TaskOwner
 
 
 class ToolRunner(Protocol):
@@ -58,3 +60,48 @@ class ClientRequester(Protocol):
     """
 
     async def request(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]: ...
+
+
+class TaskStore(Protocol):
+    """Creates MCP tasks (tool calls run on a worker) and reads, answers and cancels them.
+
+    Every lookup is scoped to an owner: a task of another principal or session, an expired
+    one and an unknown id all come back as ``None``, so callers cannot tell them apart.
+    """
+
+    async def create(
+        self,
+        tool: ToolDef,
+        arguments: Mapping[str, Any],
+        ctx: RequestContext,
+        *,
+        ttl_ms: int | None,
+    ) -> TaskInfo:
+        """Start ``tool`` as a task and return it once a ``get`` would find it (durable).
+
+        ``ttl_ms`` is the lifetime the client asked for (None: the server's default); the
+        store may shorten it and reports what it granted.
+        """
+        ...
+
+    async def get(self, task_id: str, owner: TaskOwner) -> TaskInfo | None: ...
+
+    async def list(
+        self, owner: TaskOwner, *, after: tuple[datetime, str] | None, limit: int
+    ) -> Sequence[TaskInfo]:
+        """Return up to ``limit`` tasks, newest first, strictly after ``(created_at, id)``."""
+        ...
+
+    async def wait(self, task_id: str, owner: TaskOwner) -> TaskInfo | None:
+        """Return the task once it is terminal (blocks while it runs)."""
+        ...
+
+    async def cancel(self, task_id: str, owner: TaskOwner) -> TaskInfo | None:
+        """Ask an active task to stop; return it as it stands afterwards (terminal: as is)."""
+        ...
+
+    async def answer(
+        self, task_id: str, owner: TaskOwner, responses: Mapping[str, Any]
+    ) -> TaskInfo | None:
+        """Deliver answers to outstanding input requests (others are ignored)."""
+        ...

@@ -65,3 +65,20 @@ class InputRequired(Exception):
     def __init__(self, requests: Mapping[str, Mapping[str, Any]]) -> None:
         super().__init__("input required")
         self.requests = dict(requests)
+
+
+class CallCancelled(Exception):
+    """The client cancelled the call (from any process): no response may be sent for it.
+
+    Raised by a runner that learns of the cancellation from elsewhere (a background call's
+    row); the transport ends the request's stream without an answer (2025-11-25
+    basic/utilities/cancellation: "SHOULD NOT send a response for the cancelled request").
+    """
+
+
+class ContinueAsTask(Exception):
+    """A tool running inline asked to finish as an MCP task (``continue_as_task``).
+
+    The tools/call handler answers with a task handle instead of a result; the task runs the
+    tool again on a worker, with the answers gathered so far.
+    """

@@ -8,6 +8,7 @@ its schema rejects:
 - tool ``annotations`` from 2025-03-26; ``title``, ``outputSchema``, ``_meta`` from
   2025-06-18; ``icons`` from 2025-11-25. Legacy schemas require an object-rooted
   ``outputSchema`` and an object ``structuredContent``; other shapes are withheld there.
+  ``execution.taskSupport`` exists in 2025-11-25 only.
 - ``audio`` content becomes a text note for 2024-11-05, ``resource_link`` becomes text
   before 2025-06-18; ``structuredContent`` is dropped before 2025-06-18.
 - modern results carry ``resultType``, ``_meta["io.modelcontextprotocol/serverInfo"]`` and,
@@ -79,6 +80,10 @@ def shape_tool(tool: ToolDef, version: str) -> dict[str, Any]:
         shaped["annotations"] = _json_object(tool.annotations)
     if tool.meta and supports(version, Feature.TITLES):
         shaped["_meta"] = _json_object(tool.meta)
+    if tool.task_support != "forbidden" and supports(version, Feature.TASKS_CORE):
+        # Absent means "forbidden" (2025-11-25 basic/utilities/tasks, "Tool-Level
+        # Negotiation"); 2026-07-28 removed the field (the tasks extension is server-directed).
+        shaped["execution"] = {"taskSupport": tool.task_support}
     return shaped
 
 

@@ -61,6 +61,7 @@ class Feature(enum.Enum):
     RESOURCE_NOT_FOUND_AS_INVALID_PARAMS = "resource_not_found_as_invalid_params"  # modern
     SERVER_DISCOVER = "server_discover"  # modern
     INPUT_REQUIRED = "input_required"  # modern: multi-round-trip requests (MRTR)
+    TASKS_EXTENSION = "tasks_extension"  # modern: the io.modelcontextprotocol/tasks extension
 
 
 _SINCE: Final[dict[Feature, str]] = {
@@ -91,6 +92,7 @@ _ONLY: Final[dict[Feature, frozenset[str]]] = {
     Feature.RESOURCE_NOT_FOUND_AS_INVALID_PARAMS: frozenset(MODERN_VERSIONS),
     Feature.SERVER_DISCOVER: frozenset(MODERN_VERSIONS),
     Feature.INPUT_REQUIRED: frozenset(MODERN_VERSIONS),
+    Feature.TASKS_EXTENSION: frozenset(MODERN_VERSIONS),
 }
 
 

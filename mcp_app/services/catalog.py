@@ -49,12 +49,41 @@ SNAPSHOT_CACHE_SIZE = 256
 
 
 @dataclass(frozen=True, slots=True)
+class Access:
+    """Who may use one catalog item on an OAuth endpoint (``mcp_app.auth.access`` decides).
+
+    ``scope``: the OAuth scope a token needs to use it (listed anyway, so clients can step
+    up); ``groups``: Django group names whose members see it at all (empty: everyone).
+    """
+
+    scope: str = ""
+    groups: frozenset[str] = frozenset()
+
+
+OPEN = Access()
+
+
+def _access(row: Any) -> Access:
+    """The access rules of a catalog row (no query when ``allowed_groups`` was prefetched)."""
+    groups = frozenset(group.name for group in row.allowed_groups.all())
+    if not row.required_scope and not groups:
+        return OPEN
+    return Access(scope=row.required_scope, groups=groups)
+
+
+@dataclass(frozen=True, slots=True)
 class ToolKey:
     """What the runner needs to call a tool: ``ToolDef.key``. ``config`` must not be mutated."""
 
     pk: int
     kind: str
     config: Mapping[str, Any]
+    # Where calls run (Tool.Execution) and, on a worker, the tool's own time limits.
+    execution: str = "inline"
+    soft_time_limit: float | None = None
+    hard_time_limit: float | None = None
+    # Who may call it (mcp_app.auth).
+    access: Access = OPEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +97,7 @@ class ResourceKey:
     pk: int
     text: str | None = None
     file_name: str | None = None
+    access: Access = OPEN
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +107,15 @@ class ResourceTemplateKey:
     pk: int
     kind: str
     config: Mapping[str, Any]
+    access: Access = OPEN
+
+
+@dataclass(frozen=True, slots=True)
+class PromptKey:
+    """``PromptDef.key``: only what access checks need (prompts render from the def)."""
+
+    pk: int
+    access: Access = OPEN
 
 
 @dataclass(frozen=True)
@@ -89,24 +128,37 @@ class EndpointState:
     allowed_origins: tuple[str, ...]
     catalog_version: int
     snapshot: CatalogSnapshot
+    # mcp_app.auth: "oauth" or "public", the endpoint's (name, description) scopes and the
+    # scope every token needs.
+    auth_mode: str = "public"
+    scopes: tuple[tuple[str, str], ...] = ()
+    base_scope: str = ""
 
 
 def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
     """Return what ``endpoint`` publishes: its enabled tools, resources, templates and prompts.
 
-    Runs a fixed number of queries whatever the catalog size (one per kind of row, plus two
-    prefetches for prompt arguments and messages).
+    Runs a fixed number of queries whatever the catalog size (one per kind of row, one per
+    kind for the allowed groups, plus two prefetches for prompt arguments and messages).
     """
-    tools = tuple(tool_def(tool) for tool in endpoint.tools.filter(enabled=True))
+    tools = tuple(
+        tool_def(tool)
+        for tool in endpoint.tools.filter(enabled=True).prefetch_related("allowed_groups")
+    )
     resources = tuple(
-        _resource_def(resource) for resource in endpoint.resources.filter(enabled=True)
+        _resource_def(resource)
+        for resource in endpoint.resources.filter(enabled=True).prefetch_related("allowed_groups")
     )
     templates = tuple(
-        _template_def(template) for template in endpoint.resource_templates.filter(enabled=True)
+        _template_def(template)
+        for template in endpoint.resource_templates.filter(enabled=True).prefetch_related(
+            "allowed_groups"
+        )
     )
     prompts = tuple(
         _prompt_def(prompt)
         for prompt in endpoint.prompts.filter(enabled=True).prefetch_related(
+            "allowed_groups",
             Prefetch("arguments", queryset=PromptArgument.objects.order_by("position", "id")),
             Prefetch("messages", queryset=PromptMessage.objects.order_by("position", "id")),
         )
@@ -137,16 +189,26 @@ def tool_def(tool: Tool) -> ToolDef:
         annotations=tool.annotations(),
         icons=tuple(tool.icons or ()),
         meta=tool.meta or {},
-        key=ToolKey(pk=tool.pk, kind=tool.kind, config=tool.config or {}),
+        execution=tool.execution_mode,
+        task_support="forbidden" if tool.execution_mode == "inline" else tool.task_support,
+        key=ToolKey(
+            pk=tool.pk,
+            kind=tool.kind,
+            config=tool.config or {},
+            execution=tool.execution_mode,
+            soft_time_limit=tool.soft_time_limit,
+            hard_time_limit=tool.hard_time_limit,
+            access=_access(tool),
+        ),
     )
 
 
 def _resource_def(resource: Resource) -> ResourceDef:
     if resource.file:
-        key = ResourceKey(pk=resource.pk, file_name=resource.file.name)
+        key = ResourceKey(pk=resource.pk, file_name=resource.file.name, access=_access(resource))
         size = resource.size
     else:
-        key = ResourceKey(pk=resource.pk, text=resource.text)
+        key = ResourceKey(pk=resource.pk, text=resource.text, access=_access(resource))
         size = len(resource.text.encode())
     return ResourceDef(
         uri=resource.uri,
@@ -169,7 +231,12 @@ def _template_def(template: ResourceTemplate) -> ResourceTemplateDef:
         mime_type=template.mime_type,
         icons=tuple(template.icons or ()),
         completions={name: tuple(values) for name, values in (template.completions or {}).items()},
-        key=ResourceTemplateKey(pk=template.pk, kind=template.kind, config=template.config or {}),
+        key=ResourceTemplateKey(
+            pk=template.pk,
+            kind=template.kind,
+            config=template.config or {},
+            access=_access(template),
+        ),
     )
 
 
@@ -190,6 +257,7 @@ def _prompt_def(prompt: Prompt) -> PromptDef:
             for argument in prompt.arguments.all()
         ),
         messages=tuple(_message_def(message) for message in prompt.messages.all()),
+        key=PromptKey(pk=prompt.pk, access=_access(prompt)),
     )
 
 
@@ -268,6 +336,9 @@ def get_endpoint_state(slug: str) -> EndpointState | None:
         allowed_origins=endpoint.origin_list(),
         catalog_version=endpoint.catalog_version,
         snapshot=snapshot,
+        auth_mode=endpoint.auth_mode,
+        scopes=endpoint.scope_list(),
+        base_scope=endpoint.base_scope,
     )
 
 
@@ -408,9 +479,9 @@ def python_tool_defaults(function_name: str) -> dict[str, Any]:
 @transaction.atomic
 def endpoint_create(
     *, slug: str, title: str = "", description: str = "", instructions: str = "",
-    allowed_origins: str = "",
+    allowed_origins: str = "", auth_mode: str = Endpoint.AuthMode.OAUTH,
 ) -> Endpoint:  # fmt: skip
-    """Create an endpoint after full validation.
+    """Create an endpoint after full validation (OAuth-protected unless ``auth_mode`` says).
 
     Raises:
         ValidationError: a field is invalid (e.g. the slug is taken).
@@ -421,6 +492,7 @@ def endpoint_create(
         description=description,
         instructions=instructions,
         allowed_origins=allowed_origins,
+        auth_mode=auth_mode,
     )
     endpoint.full_clean()
     endpoint.save()

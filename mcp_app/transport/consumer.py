@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 from django.conf import settings
 
+from mcp_app.auth import access, bearer
 from mcp_app.conf import get_conf
 from mcp_app.protocol import dispatch, inbound, jsonrpc, sse
 from mcp_app.protocol.context import LegacySession, RequestContext
@@ -36,8 +37,9 @@ from mcp_app.protocol.errors import (
 )
 from mcp_app.protocol.handlers import lifecycle, subscriptions
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
+from mcp_app.protocol.results import CallCancelled
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Feature, supports
-from mcp_app.services import audit, events, notify
+from mcp_app.services import audit, background, events, notify
 from mcp_app.services.catalog import EndpointState, aget_endpoint_state
 from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
 from mcp_app.services.sessions import (
@@ -48,6 +50,7 @@ from mcp_app.services.sessions import (
     asession_open,
     asession_subscriptions,
 )
+from mcp_app.services.tasks import CatalogTaskStore
 from mcp_app.transport import http
 from mcp_app.transport.http import first
 from mcp_app.transport.streams import (
@@ -75,6 +78,9 @@ _session_store = DatabaseSessionStore()
 # Legacy requests keep running after their client disconnects (a disconnect is not a cancel
 # before 2026-07-28); hold references so the tasks are not garbage-collected mid-run.
 _detached: set[asyncio.Task[None]] = set()
+# Legacy requests running in this process, by (session id, JSON-encoded request id), so
+# notifications/cancelled can stop them.
+_in_flight: dict[tuple[str, bytes], StreamableHttpConsumer] = {}
 
 
 @lru_cache(maxsize=8)
@@ -127,12 +133,15 @@ class StreamableHttpConsumer:
         self.audit = audit.CallRecorder(scope, self.headers)
         self.responder = HttpResponder(self.audit.watch(send))
         self.cancel_on_disconnect = False
+        # Set when the client cancelled this request (notifications/cancelled).
+        self.cancelled_by_client = False
+        self.current_stream: RequestStream | None = None
         body = await self._read_body(receive)
         if body is None:
             self.audit.submit()
             return
         self.body = body
-        task = asyncio.create_task(self._handle())
+        task = self.task = asyncio.create_task(self._handle())
         watcher = asyncio.create_task(self._wait_disconnect(receive))
         try:
             await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
@@ -190,6 +199,18 @@ class StreamableHttpConsumer:
         while (await receive())["type"] != "http.disconnect":
             pass
 
+    def cancel_by_client(self) -> None:
+        """Stop this request's work; its stream ends without a response (legacy cancel)."""
+        self.cancelled_by_client = True
+        self.task.cancel()
+
+    async def _abandon(self) -> None:
+        """End a cancelled request's response without answering it."""
+        if self.current_stream is not None:
+            await self.current_stream.abandon()
+        else:
+            await self.responder.respond(202)
+
     async def _reject(
         self,
         status: int,
@@ -207,7 +228,13 @@ class StreamableHttpConsumer:
         try:
             await self._route()
         except asyncio.CancelledError:
+            if self.cancelled_by_client:
+                await self._abandon()
             raise
+        except CallCancelled:
+            # Cancelled through another process (its background call's row says so).
+            self.audit.submit(cancelled=True)
+            await self._abandon()
         except Exception:
             # The top-level boundary: a bug or an unavailable database, never bad input.
             logger.exception("MCP request failed", extra={"path": self.scope.get("path")})
@@ -233,9 +260,22 @@ class StreamableHttpConsumer:
         if origin is not None:
             self.responder.extra_headers += [
                 ("access-control-allow-origin", origin),
-                ("access-control-expose-headers", "Mcp-Session-Id, Mcp-Protocol-Version"),
+                (
+                    "access-control-expose-headers",
+                    "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate",
+                ),
                 ("vary", "Origin"),
             ]
+        self.principal = bearer.ANONYMOUS
+        if state.auth_mode == "oauth" and method != "OPTIONS":
+            # Browsers preflight without credentials; everything else needs the token.
+            found = await bearer.authenticate(state, self.headers, self.scope["query_string"])
+            if isinstance(found, bearer.Challenge):
+                await self._challenge(state, found)
+                return
+            self.principal = found
+            self.audit.principal(found.user_id, found.client_id)
+            state = access.state_for(state, found)
         if method == "POST":
             await self._post(state)
         elif method == "GET":
@@ -258,6 +298,35 @@ class StreamableHttpConsumer:
             )
         else:
             await self._reject(405, f"Method {method} not allowed", headers=[("allow", ALLOW)])
+
+    async def _challenge(
+        self, state: EndpointState, challenge: bearer.Challenge, request_id: Any = None
+    ) -> None:
+        """Refuse with the status and WWW-Authenticate header of an OAuth challenge."""
+        await self._reject(
+            challenge.status,
+            challenge.description or "Authorization required",
+            request_id=request_id,
+            headers=[("www-authenticate", challenge.header(state.slug))],
+        )
+
+    async def _scope_refused(self, state: EndpointState, request: Request) -> bool:
+        """Answer 403 ``insufficient_scope`` when the token lacks the scope the item needs.
+
+        Sent before any body, so a client can step up and retry (2025-11-25
+        basic/authorization, "Scope Challenge Handling").
+        """
+        needed = access.missing_scope(state, request.method, request.params, self.principal)
+        if needed is None:
+            return False
+        challenge = bearer.Challenge(
+            403,
+            "insufficient_scope",
+            f"This needs the {needed} scope",
+            bearer.step_up_scope(state, self.principal.scopes, needed),
+        )
+        await self._challenge(state, challenge, request_id=request.id)
+        return True
 
     # -- POST ---------------------------------------------------------------------------------
 
@@ -344,6 +413,8 @@ class StreamableHttpConsumer:
                 else None
             ),
             state_secret=_derived_key(settings.SECRET_KEY, "request-state"),
+            principal=self.principal.key,
+            tasks=CatalogTaskStore(state.id),
         )
 
     async def _run(
@@ -352,7 +423,7 @@ class StreamableHttpConsumer:
         """Dispatch one request; return the response body and the error, if any."""
         self.audit.dispatched(request, ctx.version)
         body, error = await self._dispatch(ctx, request)
-        self.audit.answered(request, body, error, outcome=ctx.outcome)
+        self.audit.answered(request, body, error, outcome=ctx.outcome, detail=ctx.call_detail)
         return body, error
 
     async def _dispatch(
@@ -362,6 +433,8 @@ class StreamableHttpConsumer:
             result = await dispatch.handle_request(ctx, request.method, request.params)
         except McpError as exc:
             return _error_body(request.id, exc), exc
+        except CallCancelled:
+            raise
         except Exception:
             logger.exception("MCP handler failed", extra={"method": request.method})
             exc = InternalError("Internal error")
@@ -389,12 +462,14 @@ class StreamableHttpConsumer:
                 modern_http_status(exc.code), _error_body(message.id, exc)
             )
             return
+        if await self._scope_refused(state, message):
+            return
         if message.method == "subscriptions/listen":
             await self._listen(state, message)
             return
         # 2026-07-28: closing the response stream is how a client cancels the request.
         self.cancel_on_disconnect = True
-        stream = self._stream()
+        stream = self.current_stream = self._stream()
         ctx = self._context(
             state,
             version=envelope.version,
@@ -413,7 +488,9 @@ class StreamableHttpConsumer:
             return
         session_id = first(self.headers, SESSION_HEADER)
         if session_id is not None:
-            if await asession_is_live(session_id=session_id, endpoint_id=state.id):
+            if await asession_is_live(
+                session_id=session_id, endpoint_id=state.id, **self._session_owner()
+            ):
                 await self._reject(400, "Session already initialized", request_id=message.id)
             else:
                 await self._reject(404, "Session not found", request_id=message.id)
@@ -428,6 +505,7 @@ class StreamableHttpConsumer:
             protocol_version=version,
             client_capabilities=capabilities,
             client_info=client_info,
+            **self._session_owner(),
         )
         self.audit.session(session)
         result = lifecycle.initialize_result(
@@ -441,13 +519,19 @@ class StreamableHttpConsumer:
             headers=[("mcp-session-id", session.id)],
         )
 
+    def _session_owner(self) -> dict[str, Any]:
+        """Who a legacy session belongs to: another user or client gets 404 for it."""
+        return {"user_id": self.principal.user_id, "oauth_client_id": self.principal.client_id}
+
     async def _load_session(self, state: EndpointState, request_id: Any) -> LegacySession | None:
         """Load the request's legacy session, answering 400/404 when there is none."""
         session_id = first(self.headers, SESSION_HEADER)
         if not session_id:
             await self._reject(400, "Missing Mcp-Session-Id header", request_id=request_id)
             return None
-        session = await asession_load(session_id=session_id, endpoint_id=state.id)
+        session = await asession_load(
+            session_id=session_id, endpoint_id=state.id, **self._session_owner()
+        )
         if session is None:
             await self._reject(404, "Session not found", request_id=request_id)
         else:
@@ -459,13 +543,23 @@ class StreamableHttpConsumer:
         session = await self._load_session(state, request_id)
         if session is None:
             return
+        if isinstance(message, Request) and await self._scope_refused(state, message):
+            return
         if isinstance(message, Request):
-            stream = self._stream(session)
+            stream = self.current_stream = self._stream(session)
             stream.start_poll_timer()
             ctx = self._legacy_context(state, session, message, stream)
-            body, _error = await self._run(ctx, message)
+            key = (session.id, jsonrpc.encode(message.id))
+            _in_flight[key] = self
+            try:
+                body, _error = await self._run(ctx, message)
+            finally:
+                if _in_flight.get(key) is self:
+                    del _in_flight[key]
             await stream.reply(200, body)
         elif isinstance(message, Notification):
+            if message.method == "notifications/cancelled":
+                await self._cancel(session, message.params)
             ctx = self._legacy_context(state, session, None, None)
             await dispatch.handle_notification(ctx, message.method, message.params)
             await self.responder.respond(202)
@@ -479,6 +573,26 @@ class StreamableHttpConsumer:
                 error=message.error,
             )
             await self.responder.respond(202)
+
+    @staticmethod
+    async def _cancel(session: LegacySession, params: Mapping[str, Any] | None) -> None:
+        """Cancel the session's request ``params.requestId``, wherever it runs.
+
+        A request in this process is stopped here; a background call is cancelled through
+        its row, which reaches its worker and the process following it. An inline call held
+        by another process is not reached (documented in docs/architecture.md). Unknown or
+        finished ids are ignored (2025-11-25 basic/utilities/cancellation).
+        """
+        if not isinstance(params, Mapping) or "requestId" not in params:
+            return
+        request_id = params["requestId"]
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            return
+        held = _in_flight.get((session.id, jsonrpc.encode(request_id)))
+        if held is not None:
+            held.cancel_by_client()
+            return
+        await background.acancel_request(session_id=session.id, request_id=request_id)
 
     def _legacy_context(
         self,
@@ -506,6 +620,10 @@ class StreamableHttpConsumer:
         if not supports(session.protocol_version, Feature.BATCHES):
             await self._reject(400, f"Batches are not part of protocol {session.protocol_version}")
             return
+        for message in messages:
+            # One status for the whole batch: refused before any of it runs.
+            if isinstance(message, Request) and await self._scope_refused(state, message):
+                return
         replies: list[dict[str, Any]] = []
         for message in messages:
             if isinstance(message, Request):
@@ -526,6 +644,16 @@ class StreamableHttpConsumer:
             await self.responder.respond(202)
 
     # -- GET and DELETE -----------------------------------------------------------------------
+
+    def _wait_seconds(self, keepalive: float) -> float:
+        """How long a stream may wait for its next event: a keep-alive, or the token's end."""
+        left = self.principal.seconds_left()
+        return keepalive if left is None else max(0.0, min(keepalive, left))
+
+    def _token_expired(self) -> bool:
+        """Whether this stream's access token has expired: long-lived streams end then."""
+        left = self.principal.seconds_left()
+        return left is not None and left <= 0
 
     async def _reject_non_legacy_version(self, method: str) -> bool:
         """GET and DELETE exist only in the legacy era: 405 for 2026-07-28, 400 for nonsense."""
@@ -566,12 +694,16 @@ class StreamableHttpConsumer:
             # no change made after that.
             await self.responder.start_stream(200)
             while not self.responder.client_gone:
-                event = await events.next(keepalive)
+                event = await events.next(self._wait_seconds(keepalive))
+                if self._token_expired():
+                    break  # the client reconnects with a refreshed token
                 if event is None:
                     since_check += keepalive
                     if since_check >= SESSION_RECHECK_SECONDS:
                         since_check = 0.0
-                        if not await asession_is_live(session_id=session.id, endpoint_id=state.id):
+                        if not await asession_is_live(
+                            session_id=session.id, endpoint_id=state.id, **self._session_owner()
+                        ):
                             break
                     await self.responder.write(sse.keepalive())
                     continue
@@ -623,7 +755,9 @@ class StreamableHttpConsumer:
                     await self.responder.finish()
                     return
             while not self.responder.client_gone:
-                message = await live.next(keepalive)
+                message = await live.next(self._wait_seconds(keepalive))
+                if self._token_expired():
+                    break
                 if message is None:
                     await self.responder.write(sse.keepalive())
                     continue
@@ -665,7 +799,9 @@ class StreamableHttpConsumer:
             ack = subscriptions.acknowledgement(request.id, honoured)
             await self.responder.write(sse.encode_event(jsonrpc.encode(ack)))
             while not self.responder.client_gone:
-                event = await events.next(keepalive)
+                event = await events.next(self._wait_seconds(keepalive))
+                if self._token_expired():
+                    break
                 if event is None:
                     await self.responder.write(sse.keepalive())
                     continue
@@ -688,7 +824,9 @@ class StreamableHttpConsumer:
         if not session_id:
             await self._reject(400, "Missing Mcp-Session-Id header")
             return
-        if await asession_close(session_id=session_id, endpoint_id=state.id):
+        if await asession_close(
+            session_id=session_id, endpoint_id=state.id, **self._session_owner()
+        ):
             await notify.apublish_session_closed(session_id=session_id)
             await self.responder.respond(204)
         else:

@@ -21,6 +21,7 @@ from conformance import fixtures
 from conformance.runner import expected_failures, inspector_cli, run_suite
 from tests.support.balancer import round_robin
 from tests.support.live import asgi_server, flush_database
+from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
 
@@ -37,11 +38,14 @@ def conformance_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[s
         "MCP_PYTHON_TOOL_MODULES": MODULES,
         "MCP_SSE_POLL_AFTER_SECONDS": "0.5",
         "MCP_SSE_RETRY_MS": "100",
+        **BACKGROUND_ENV,
     }
     # Production shape: two web processes (Daphne and uvicorn) on one PostgreSQL and Redis,
     # behind a balancer without sticky sessions, so a session's requests, its GET stream,
-    # its answers to questions and its resumed streams land on different processes.
+    # its answers to questions and its resumed streams land on different processes; the
+    # task scenarios' tools run on a Celery worker process.
     with (
+        celery_worker(extra_env=env),
         asgi_server("daphne", env) as first,
         asgi_server("uvicorn", env) as second,
         round_robin([first, second]) as base,
@@ -67,6 +71,8 @@ def test_conformance_0_1_16_suite_all(conformance_url: str) -> None:
 # Scenarios that fail because a feature is not built yet (not spec contradictions: those would
 # go in conformance/expected-failures-*.json). Each names the missing feature.
 NOT_BUILT_YET: set[str] = set()
+# Checks the bare `--suite all` run of alpha.12 passes (all 65 scenarios, tasks-* included).
+BARE_PASSED_FLOOR = 233
 
 
 @pytest.mark.parametrize(
@@ -87,6 +93,24 @@ def test_conformance_0_2_0_alpha_12_in_each_era(
     assert result.failed_scenarios() <= allowed, result.problems
     assert result.warned_scenarios() <= allowed, result.problems
     assert result.passed >= passed_floor, result.summary_line()
+
+
+def test_conformance_0_2_0_alpha_12_bare_suite_all(conformance_url: str) -> None:
+    """Every scenario at its own wire: the only run that reaches extensions (tasks-*).
+
+    Skills scenarios are all SKIPPED (the extension is not offered) and
+    ``tasks-status-notifications`` is always SKIPPED in alpha.12, so neither can fail.
+    """
+    version = "0.2.0-alpha.12"
+    result = run_suite(conformance_url, version=version, args=["--suite", "all"])
+    print("bare", result.summary_line())
+    print("\n".join(result.problems))
+    allowed = set(expected_failures(version)) | NOT_BUILT_YET
+    assert len(result.scenarios) == 65, result.log
+    assert result.failed_scenarios() <= allowed, result.problems
+    assert result.warned_scenarios() <= allowed, result.problems
+    assert result.failed == 0, result.problems
+    assert result.passed >= BARE_PASSED_FLOOR, result.summary_line()
 
 
 async def test_the_fixtures_behave_as_the_scenarios_describe(conformance_url: str) -> None:

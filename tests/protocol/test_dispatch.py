@@ -22,8 +22,18 @@ def test_known_methods_per_era() -> None:
         "tools/list", "tools/call", "resources/list", "resources/templates/list",
         "resources/read", "prompts/list", "prompts/get", "completion/complete",
     }  # fmt: skip
-    assert known_methods(Era.LEGACY) == common | {"initialize", *LEGACY_ONLY}
-    assert known_methods(Era.MODERN) == common | {"server/discover", "subscriptions/listen"}
+    legacy_tasks = {"tasks/get", "tasks/result", "tasks/list", "tasks/cancel"}
+    modern_tasks = {"tasks/get", "tasks/update", "tasks/cancel"}
+    assert known_methods(Era.LEGACY) == common | {"initialize", *LEGACY_ONLY} | legacy_tasks
+    assert (
+        known_methods(Era.MODERN)
+        == common
+        | {
+            "server/discover",
+            "subscriptions/listen",
+        }
+        | modern_tasks
+    )
 
 
 @pytest.mark.spec("2026-07-28", "basic/lifecycle", "removed methods are unknown")
@@ -40,7 +50,7 @@ async def test_discover_is_not_found_for_legacy_sessions(make_ctx: MakeContext) 
         await handle_request(make_ctx("2025-11-25"), "server/discover", None)
 
 
-@pytest.mark.parametrize("method", ["tasks/get", "sampling/createMessage", "nope", ""])
+@pytest.mark.parametrize("method", ["tasks/update", "sampling/createMessage", "nope", ""])
 async def test_unknown_methods_are_not_found(make_ctx: MakeContext, method: str) -> None:
     with pytest.raises(MethodNotFound):
         await handle_request(make_ctx(), method, None)

@@ -76,7 +76,10 @@ def test_initialize_result_validates_and_is_tailored(
     assert result["capabilities"]["prompts"] == {"listChanged": True}
     assert result["capabilities"]["logging"] == {}
     assert ("completions" in result["capabilities"]) is (version != "2024-11-05")
-    assert "tasks" not in result["capabilities"]
+    # 2025-11-25 core tasks (basic/utilities/tasks "Server Capabilities"); none before.
+    tasks = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    assert result["capabilities"].get("tasks") == (tasks if version == "2025-11-25" else None)
+    assert "extensions" not in result["capabilities"]
     assert "resultType" not in result
 
 
@@ -112,6 +115,7 @@ async def test_discover_lists_modern_versions_with_the_cacheable_envelope(
             "prompts": {"listChanged": True},
             "logging": {},
             "completions": {},
+            "extensions": {"io.modelcontextprotocol/tasks": {}},
         },
         "instructions": "Use add to add.",
         "resultType": "complete",

@@ -13,6 +13,7 @@ from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.errors import InvalidParams
 from mcp_app.protocol.messages import EmptyParams
+from mcp_app.protocol.tasks import TASKS_EXTENSION
 from mcp_app.protocol.versions import (
     MODERN_VERSIONS,
     Feature,
@@ -74,8 +75,10 @@ def shape_server_info(server_info: Mapping[str, Any], version: str) -> dict[str,
 def server_capabilities(version: str) -> dict[str, Any]:
     """Return the server capabilities declared to a client of ``version``.
 
-    ``completions`` is declared from 2025-03-26 (absent from 2024-11-05's schema); the
-    2025-11-25 experimental ``tasks`` and 2026 ``extensions`` are not offered.
+    ``completions`` is declared from 2025-03-26 (absent from 2024-11-05's schema). Tasks:
+    2025-11-25 gets the core ``tasks`` capability (list, cancel, task-augmented
+    ``tools/call``); 2026-07-28 gets the ``io.modelcontextprotocol/tasks`` extension instead
+    (never a ``tasks`` slot there, ext-tasks "Capability Negotiation").
     """
     capabilities: dict[str, Any] = {
         "tools": {"listChanged": NOTIFIES_LIST_CHANGES},
@@ -88,6 +91,10 @@ def server_capabilities(version: str) -> dict[str, Any]:
     }
     if supports(version, Feature.COMPLETIONS_CAPABILITY):
         capabilities["completions"] = {}
+    if supports(version, Feature.TASKS_CORE):
+        capabilities["tasks"] = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    if supports(version, Feature.TASKS_EXTENSION):
+        capabilities["extensions"] = {TASKS_EXTENSION: {}}
     return capabilities
 
 

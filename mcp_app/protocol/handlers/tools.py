@@ -23,11 +23,20 @@ from jsonschema.validators import validator_for
 from referencing.exceptions import Unresolvable
 
 from mcp_app.protocol import mrtr
+from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.cursors import paginate
 from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
+from mcp_app.protocol.handlers import tasks
 from mcp_app.protocol.messages import CallToolParams, ListParams
-from mcp_app.protocol.results import InputRequired, ToolError, ToolResult, ToolTimeout
+from mcp_app.protocol.results import (
+    CallCancelled,
+    ContinueAsTask,
+    InputRequired,
+    ToolError,
+    ToolResult,
+    ToolTimeout,
+)
 from mcp_app.protocol.shaping import shape_call_result, shape_tool, structured_text
 from mcp_app.protocol.versions import Feature
 
@@ -95,13 +104,17 @@ async def handle_tools_list(ctx: RequestContext, params: ListParams) -> dict[str
 async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict[str, Any]:
     """Call a tool and return its ``CallToolResult``, shaped for ``ctx.version``.
 
+    A call may instead answer with a task handle (``handlers/tasks.plan_call``).
+
     Raises:
         InvalidParams: the tool does not exist.
         InternalError: the runner failed unexpectedly (its message never reaches the wire).
+        MethodNotFound, MissingClientCapability: the tool's task support refuses this call.
     """
     tool = ctx.catalog.tool(params.name)
     if tool is None:
         raise InvalidParams(f"Unknown tool: {params.name}")
+    plan = tasks.plan_call(ctx, tool, params)
     arguments = params.arguments
     error = _first_error(tool.input_schema, arguments)
     if error is not None:
@@ -117,8 +130,14 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
             request_digest=mrtr.request_digest(tool.name, arguments),
         )
         ctx.input_responses = _answers(ctx, binding, params)
+    if plan.start_now:
+        return await tasks.start_task(ctx, tool, arguments, plan.ttl_ms)
+    ctx.may_become_task = plan.may_become_task
     try:
         result = await ctx.tools.run_tool(tool, arguments, ToolCallContext(ctx, tool.name))
+    except ContinueAsTask:
+        # The answers gathered so far go with the task (ctx.input_responses).
+        return await tasks.start_task(ctx, tool, arguments, None)
     except InputRequired as needed:
         if binding is None:
             raise InternalError("Tool failed") from None
@@ -137,17 +156,25 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
         if isinstance(failure, ToolTimeout):
             ctx.outcome = "timed_out"
         result = ToolResult.error(failure.message)
-    except McpError:
+    except (McpError, CallCancelled):
         raise
     except Exception:
         logger.exception("Tool call failed", extra={"tool": tool.name})
         raise InternalError("Tool failed") from None
+    return shape_call_result(finish_tool_result(tool, result), ctx.version)
+
+
+def finish_tool_result(tool: ToolDef, result: ToolResult) -> ToolResult:
+    """Check a successful result against the tool's output schema and give it text content.
+
+    Wherever the tool ran (inline, or on a worker), its result passes through here once.
+    """
     if tool.output_schema is not None and not result.is_error:
         result = _checked_output(tool.output_schema, result)
     if result.has_structured and not result.content:
         # Clients without structured-output support still see the value (SHOULD, all eras).
         result.content = [{"type": "text", "text": structured_text(result.structured)}]
-    return shape_call_result(result, ctx.version)
+    return result
 
 
 def _answers(ctx: RequestContext, binding: mrtr.Binding, params: CallToolParams) -> dict[str, Any]:
