@@ -375,6 +375,7 @@ class StreamableHttpConsumer:
             can_stream=http.accepts(self.headers, "text/event-stream"),
             keepalive_seconds=conf.MCP_SSE_KEEPALIVE_SECONDS,
             resumable=resumable,
+            prefer_stream=http.prefers(self.headers, "text/event-stream", over="application/json"),
         )
 
     def _context(

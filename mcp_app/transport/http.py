@@ -58,6 +58,42 @@ def accepts(headers: Headers, media_type: str, *, explicit: bool = False) -> boo
     return any(t in (media_type, "*/*", f"{major}/*") for t in _media_types(values))
 
 
+def _weighted_media_types(values: Sequence[str]) -> list[tuple[str, float]]:
+    """The Accept header's media ranges with their q values (1 when absent or unreadable)."""
+    weighted = []
+    for value in values:
+        for part in value.split(","):
+            media, *params = (piece.strip() for piece in part.split(";"))
+            if not media:
+                continue
+            q = 1.0
+            for param in params:
+                name, _, number = param.partition("=")
+                if name.strip().lower() == "q":
+                    try:
+                        q = float(number)
+                    except ValueError:
+                        q = 1.0
+            weighted.append((media.lower(), q))
+    return weighted
+
+
+def prefers(headers: Headers, media_type: str, *, over: str) -> bool:
+    """Whether the client asked for ``media_type`` ahead of ``over``, both named exactly.
+
+    A higher q value wins; between equal ones the client's own order decides (the first
+    listed), which is how clients that list ``text/event-stream`` first ask for a stream.
+    """
+    ranked = _weighted_media_types(headers.get("accept") or [])
+    positions = {media: index for index, (media, _q) in reversed(list(enumerate(ranked)))}
+    weights = dict(reversed(ranked))
+    if media_type not in positions or over not in positions:
+        return False
+    if weights[media_type] != weights[over]:
+        return weights[media_type] > weights[over]
+    return positions[media_type] < positions[over]
+
+
 def is_json_content(headers: Headers) -> bool:
     values = headers.get("content-type")
     return bool(values) and _media_types(values[:1]) == ["application/json"]

@@ -145,7 +145,11 @@ def is_response(data: bytes) -> bool:
 
 
 class RequestStream:
-    """The answer to one JSON-RPC request: JSON, or SSE once a notification must go out first."""
+    """The answer to one JSON-RPC request: JSON, or SSE once a notification must go out first.
+
+    A client that prefers SSE (lists ``text/event-stream`` ahead of ``application/json``) gets
+    SSE for every successful answer; everyone else gets the cheaper JSON when nothing streams.
+    """
 
     def __init__(
         self,
@@ -155,9 +159,12 @@ class RequestStream:
         keepalive_seconds: float,
         headers: Sequence[tuple[str, str]] = (),
         resumable: Resumable | None = None,
+        prefer_stream: bool = False,
     ) -> None:
         self.responder = responder
         self.can_stream = can_stream
+        # The client put text/event-stream first: a successful answer goes out as SSE too.
+        self.prefer_stream = prefer_stream and can_stream
         self.headers = list(headers)
         self.keepalive_seconds = keepalive_seconds
         self.resumable = resumable if can_stream else None
@@ -234,10 +241,13 @@ class RequestStream:
         """Send the final response: as JSON with ``status``, or as the stream's last event."""
         await self._stop_timers()
         async with self._lock:
+            if self.prefer_stream and status == 200:
+                await self._start()
             if self.responder.started:
                 await self._emit(jsonrpc.encode(payload), last=True)
             else:
                 await self.responder.respond_json(status, payload, self.headers)
+        await self._stop_timers()
 
     async def abandon(self) -> None:
         """End the response of a cancelled request without answering it.
