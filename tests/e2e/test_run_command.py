@@ -12,6 +12,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx
 import pytest
 from mcp import Client
 
@@ -55,6 +56,16 @@ async def test_run_command_serves_the_demo_endpoint(tmp_path: Path) -> None:
                     background = await client.call_tool(
                         "countdown", {"seconds": 2}, progress_callback=on_progress
                     )
+                # The OAuth demo endpoint sends a client without a token to its metadata.
+                async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}") as http:
+                    challenge = await http.post(
+                        "/mcp/demo-oauth",
+                        json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                        headers={"accept": "application/json, text/event-stream"},
+                    )
+                    metadata = await http.get(
+                        "/.well-known/oauth-protected-resource/mcp/demo-oauth"
+                    )
         finally:
             os.killpg(process.pid, signal.SIGINT)
             try:
@@ -68,5 +79,9 @@ async def test_run_command_serves_the_demo_endpoint(tmp_path: Path) -> None:
     assert modern.structured_content == {"sum": 3}
     assert background.structured_content == {"counted": 2}, background
     assert progress == [1, 2]
+    assert challenge.status_code == 401
+    assert "resource_metadata=" in challenge.headers["www-authenticate"]
+    assert metadata.json()["resource"] == f"http://127.0.0.1:{port}/mcp/demo-oauth"
+    assert f"http://127.0.0.1:{port}/mcp/demo-oauth" in output
     assert f"http://127.0.0.1:{port}/mcp/demo" in output
     assert "admin" in output and (tmp_path / "admin-credentials").exists()

@@ -33,6 +33,12 @@ def test_seed_demo_creates_the_demo_catalog(db: None) -> None:
     assert len(prompt.messages) == 2
     assert "Created tool greet" in output
     assert "Demo endpoint URL: http://" in output
+    protected = Endpoint.objects.get(slug="demo-oauth")
+    assert protected.auth_mode == Endpoint.AuthMode.OAUTH
+    assert [tool.name for tool in build_snapshot(protected).tools] == [
+        "add", "countdown", "current_time", "echo",
+    ]  # fmt: skip
+    assert "OAuth demo endpoint URL: http://" in output
 
 
 def test_seed_demo_is_idempotent(db: None) -> None:
@@ -45,4 +51,4 @@ def test_seed_demo_is_idempotent(db: None) -> None:
     assert "Created" not in output
     assert after.tools == before.tools
     assert after.prompts == before.prompts
-    assert Endpoint.objects.count() == 1
+    assert Endpoint.objects.count() == 2

@@ -21,6 +21,9 @@ from mcp_app.services.catalog import (
 )
 
 SLUG = "demo"
+# The same tools behind OAuth: sign in as the admin user to try a client's authorization flow.
+OAUTH_SLUG = "demo-oauth"
+OAUTH_TOOLS = ("echo", "add", "current_time", "countdown")
 PYTHON_TOOLS = ("echo", "add", "current_time", "sleep_with_progress")
 README = """# Demo endpoint
 
@@ -35,7 +38,10 @@ This endpoint is created by `manage.py seed_demo`. It publishes:
 
 
 class Command(BaseCommand):
-    help = "Create (or complete) the demo endpoint with sample tools, resources and a prompt."
+    help = (
+        "Create (or complete) the demo endpoint with sample tools, resources and a prompt, and "
+        "the same tools on an OAuth-protected endpoint."
+    )
 
     @transaction.atomic
     def handle(self, *args: Any, **options: Any) -> None:
@@ -99,7 +105,25 @@ class Command(BaseCommand):
         self._ensure_resource(endpoint)
         self._ensure_template(endpoint)
         self._ensure_prompt(endpoint)
+        protected = self._ensure_oauth_endpoint(endpoint)
         self.stdout.write(f"Demo endpoint URL: {endpoint.public_url()}")
+        self.stdout.write(f"OAuth demo endpoint URL: {protected.public_url()}")
+
+    def _ensure_oauth_endpoint(self, demo: Endpoint) -> Endpoint:
+        """The demo's tools on an OAuth-protected endpoint (the model's default auth mode)."""
+        endpoint = Endpoint.objects.filter(slug=OAUTH_SLUG).first()
+        if endpoint is not None:
+            self._exists("endpoint", OAUTH_SLUG)
+            return endpoint
+        endpoint = endpoint_create(
+            slug=OAUTH_SLUG,
+            title="Demo (OAuth)",
+            description="The demo tools behind OAuth: clients sign a user in first.",
+            instructions="Use echo, add and current_time for quick checks; countdown is long.",
+        )
+        endpoint.tools.add(*demo.tools.filter(name__in=OAUTH_TOOLS))
+        self._created("endpoint", OAUTH_SLUG)
+        return endpoint
 
     def _ensure_resource(self, endpoint: Endpoint) -> None:
         uri = "demo://readme"
