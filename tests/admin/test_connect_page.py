@@ -11,7 +11,7 @@ from django.urls import reverse
 from pytest_django.fixtures import Settings
 
 from mcp_app.models import Endpoint
-from mcp_app.services.catalog import tool_create
+from mcp_app.services.catalog import endpoint_create, tool_create
 
 CONNECT = reverse("mcp_app:endpoint_connect", args=["test"])
 
@@ -75,3 +75,20 @@ def test_index_lists_endpoints_with_their_urls(admin_client: Client, endpoint: E
     assert response.status_code == 200
     assert b"http://127.0.0.1:8000/mcp/test" in response.content
     assert CONNECT.encode() in response.content
+
+
+@pytest.mark.django_db
+def test_the_page_says_how_clients_sign_in(admin_client: Client) -> None:
+    protected = endpoint_create(slug="protected")
+    public = endpoint_create(slug="open", auth_mode=Endpoint.AuthMode.PUBLIC)
+
+    def page(endpoint: Endpoint) -> str:
+        url = reverse("mcp_app:endpoint_connect", args=[endpoint.slug])
+        return admin_client.get(url).content.decode()
+
+    oauth_page, public_page = page(protected), page(public)
+
+    assert "Sign-in: OAuth 2.1" in oauth_page
+    assert "<code title=" in oauth_page and ">mcp:read</code>" in oauth_page
+    assert "Public: anyone who can reach this URL" in public_page
+    assert "Sign-in: OAuth" not in public_page
