@@ -24,6 +24,10 @@ class McpConf:
     MCP_PAGE_SIZE: int = 100
     # A legacy session unused for this long is expired (404 afterwards).
     MCP_SESSION_IDLE_SECONDS: int = 30 * 60
+    # Each web process keeps endpoints and legacy sessions in memory, dropped when another
+    # process pushes a change over Redis; should a push be missed, an entry is re-read from the
+    # database at most this many seconds after it was last read (the bound on staleness).
+    MCP_CACHE_RECHECK_SECONDS: float = 5.0
     # Seconds between SSE keep-alive comments on long-lived streams.
     MCP_SSE_KEEPALIVE_SECONDS: int = 15
     # Events of a 2025-11-25 stream stay replayable (GET + Last-Event-ID) this long, and at

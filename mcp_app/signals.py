@@ -22,7 +22,7 @@ from mcp_app.models import (
     ResourceTemplate,
     Tool,
 )
-from mcp_app.services import notify
+from mcp_app.services import invalidation, notify
 from mcp_app.services.catalog import (
     catalog_changed,
     check_tools_attachable,
@@ -110,8 +110,16 @@ def _endpoint_saved(
     sender: type[Endpoint], instance: Endpoint, created: bool, **kwargs: Any
 ) -> None:
     # Title, description and instructions are part of the snapshot.
-    if not created:
+    if created:
+        # Processes may remember the slug as unknown (404).
+        invalidation.invalidate(slugs=[instance.slug])
+    else:
         catalog_changed(endpoint_ids=[instance.pk])
+
+
+@receiver(post_delete, sender=Endpoint, dispatch_uid="mcp_endpoint_deleted")
+def _endpoint_deleted(sender: type[Endpoint], instance: Endpoint, **kwargs: Any) -> None:
+    invalidation.invalidate(endpoint_ids=[instance.pk], slugs=[instance.slug])
 
 
 @receiver(m2m_changed, sender=Endpoint.tools.through, dispatch_uid="mcp_endpoint_tools")

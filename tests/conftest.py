@@ -14,6 +14,7 @@ from django.db import connection
 
 from mcp_app.models import Endpoint
 from mcp_app.services.catalog import clear_snapshot_cache, endpoint_create
+from mcp_app.services.sessions import clear_session_cache
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -51,6 +52,17 @@ def endpoint(db: None) -> Endpoint:
     return endpoint_create(
         slug="test", title="Test endpoint", instructions="For tests.", auth_mode="public"
     )
+
+
+@pytest.fixture(autouse=True)
+def _forget_process_caches() -> Iterator[None]:
+    """Start each test with no endpoint or session remembered from an earlier test's rows.
+
+    Rolled-back or flushed rows fire no signal, and ids and slugs are reused across tests.
+    """
+    clear_snapshot_cache()
+    clear_session_cache()
+    yield
 
 
 @pytest.fixture

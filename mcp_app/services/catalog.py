@@ -1,15 +1,20 @@
 """The catalog side of an endpoint: snapshots for the protocol core, and catalog changes.
 
 ``build_snapshot`` turns an endpoint's enabled rows into the plain ``protocol.catalog`` defs in a
-fixed number of queries; ``aget_endpoint_state`` serves the hot path (one query per request when
-the snapshot of the current catalog version is cached in this process). ``catalog_changed`` is
+fixed number of queries; ``aget_endpoint_state`` serves the hot path from this process's
+memory (no query in steady state: entries are dropped by pushed invalidations and re-checked
+at most once per ``MCP_CACHE_RECHECK_SECONDS``). ``catalog_changed`` is
 the one writer of ``Endpoint.catalog_version``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import concurrent.futures
+import logging
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -18,10 +23,11 @@ from typing import Any
 
 from channels.db import database_sync_to_async
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import F, Prefetch, Q
 from django.db.models.functions import Now
 
+from mcp_app.conf import get_conf
 from mcp_app.executors.python import tool_functions
 from mcp_app.models import (
     Endpoint,
@@ -42,7 +48,9 @@ from mcp_app.protocol.catalog import (
     ResourceTemplateDef,
     ToolDef,
 )
-from mcp_app.services import notify
+from mcp_app.services import invalidation, notify
+
+logger = logging.getLogger(__name__)
 
 # Endpoints whose snapshot stays in memory; least recently used ones are dropped beyond this.
 SNAPSHOT_CACHE_SIZE = 256
@@ -279,12 +287,19 @@ def _message_def(message: PromptMessage) -> PromptMessageDef:
 
 
 class _SnapshotCache:
-    """A small thread-safe LRU of snapshots by endpoint id, tagged with what they were built at."""
+    """A small thread-safe LRU of snapshots by endpoint id, tagged with what they were built at.
+
+    Builds are single-flight per endpoint: a thread that finds no snapshot for the tag it
+    needs takes that endpoint's build lock, and whoever waited on it finds the snapshot built.
+    """
 
     def __init__(self, size: int) -> None:
         self._size = size
         self._lock = threading.Lock()
         self._items: OrderedDict[int, tuple[tuple[int, datetime], CatalogSnapshot]] = OrderedDict()
+        self._build_locks: dict[int, threading.Lock] = {}
+        # Builds done, for tests that check there is one per version (never reset).
+        self.builds = 0
 
     def get(self, endpoint_id: int, tag: tuple[int, datetime]) -> CatalogSnapshot | None:
         with self._lock:
@@ -301,6 +316,24 @@ class _SnapshotCache:
             while len(self._items) > self._size:
                 self._items.popitem(last=False)
 
+    def get_or_build(self, endpoint: Endpoint) -> CatalogSnapshot:
+        """The snapshot of ``endpoint`` at its current tag, built at most once per tag."""
+        # updated_at is part of the tag: an Endpoint.save() from a stale instance can write an
+        # old catalog_version back before its post_save bump, and updated_at tells them apart.
+        tag = (endpoint.catalog_version, endpoint.updated_at)
+        snapshot = self.get(endpoint.pk, tag)
+        if snapshot is not None:
+            return snapshot
+        with self._lock:
+            build_lock = self._build_locks.setdefault(endpoint.pk, threading.Lock())
+        with build_lock:
+            snapshot = self.get(endpoint.pk, tag)
+            if snapshot is None:
+                snapshot = build_snapshot(endpoint)
+                self.builds += 1
+                self.put(endpoint.pk, tag, snapshot)
+        return snapshot
+
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
@@ -309,47 +342,180 @@ class _SnapshotCache:
 _snapshots = _SnapshotCache(SNAPSHOT_CACHE_SIZE)
 
 
-def clear_snapshot_cache() -> None:
-    """Forget every cached snapshot of this process (tests, and after a database reset)."""
-    _snapshots.clear()
+def snapshot_builds() -> int:
+    """How many snapshots this process has built (tests check one build per version)."""
+    return _snapshots.builds
 
 
-def get_endpoint_state(slug: str) -> EndpointState | None:
-    """Return the endpoint's state with its current snapshot, or None for an unknown slug.
-
-    One query when this process already holds the snapshot of the current catalog version.
-    """
+def _load_endpoint_state(slug: str) -> EndpointState | None:
+    """Read the endpoint row (one query) and pair it with its snapshot (built if new)."""
     endpoint = Endpoint.objects.filter(slug=slug).first()
     if endpoint is None:
         return None
-    # updated_at is part of the tag: an Endpoint.save() from a stale instance can write an old
-    # catalog_version back before its post_save bump, and updated_at tells the two apart.
-    tag = (endpoint.catalog_version, endpoint.updated_at)
-    snapshot = _snapshots.get(endpoint.pk, tag)
-    if snapshot is None:
-        snapshot = build_snapshot(endpoint)
-        _snapshots.put(endpoint.pk, tag, snapshot)
     return EndpointState(
         id=endpoint.pk,
         slug=endpoint.slug,
         enabled=endpoint.enabled,
         allowed_origins=endpoint.origin_list(),
         catalog_version=endpoint.catalog_version,
-        snapshot=snapshot,
+        snapshot=_snapshots.get_or_build(endpoint),
         auth_mode=endpoint.auth_mode,
         scopes=endpoint.scope_list(),
         base_scope=endpoint.base_scope,
     )
 
 
-async def aget_endpoint_state(slug: str) -> EndpointState | None:
-    """Async twin of ``get_endpoint_state``: one thread hop, and one query when cached.
+@dataclass
+class _Entry:
+    state: EndpointState | None  # None: no endpoint has this slug
+    checked_at: float  # time.monotonic() when it was last read from the database
 
-    Not thread-sensitive: the lookup is self-contained, so concurrent requests use the pool's
-    threads (each with its own connection) instead of queueing on asgiref's single one,
-    which cut tools/call throughput by a third (bench/run.py).
+
+class _EndpointDirectory:
+    """This process's endpoint states by slug, trusted until invalidated or due for a re-check.
+
+    Entries are dropped by pushed invalidations (``services.invalidation``) and re-read at
+    most once per ``MCP_CACHE_RECHECK_SECONDS`` in case a push was missed. Loads are
+    single-flight per slug: concurrent requests for an endpoint that must be (re)loaded wait
+    for the one load rather than each querying and building. They wait rather than being
+    served the previous version, because a client that refetches after ``list_changed`` must
+    see the catalog that notification announced.
     """
-    return await database_sync_to_async(get_endpoint_state, thread_sensitive=False)(slug)
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._entries: OrderedDict[str, _Entry] = OrderedDict()
+        self._loading: dict[str, concurrent.futures.Future[EndpointState | None]] = {}
+        # Bumped by every invalidation: a load that overlapped one is not trusted afterwards.
+        self._epoch = 0
+
+    def fresh(self, slug: str, recheck_seconds: float) -> _Entry | None:
+        entry = self._entries.get(slug)
+        if entry is None or time.monotonic() - entry.checked_at > recheck_seconds:
+            return None
+        return entry
+
+    def load(self, slug: str) -> EndpointState | None:
+        """Read the endpoint now (sync callers); on a database error keep serving a cached one."""
+        epoch = self._epoch
+        try:
+            state = _load_endpoint_state(slug)
+        except DatabaseError:
+            stale = self._entries.get(slug)
+            if stale is None:
+                raise
+            self._keep_serving(slug, stale)
+            return stale.state
+        self._store(slug, state, epoch)
+        return state
+
+    async def aload(self, slug: str) -> EndpointState | None:
+        """Load ``slug`` once for every concurrent caller in this process."""
+        with self._lock:
+            future = self._loading.get(slug)
+            owner = future is None
+            if future is None:
+                future = self._loading[slug] = concurrent.futures.Future()
+        if owner:
+            # A task of its own: a waiter (even the one that started it) may be cancelled by
+            # its client without failing the load for the others.
+            task = asyncio.get_running_loop().create_task(self._aload_into(slug, future))
+            _loads.add(task)
+            task.add_done_callback(_loads.discard)
+        return await asyncio.shield(asyncio.wrap_future(future))
+
+    async def _aload_into(
+        self, slug: str, future: concurrent.futures.Future[EndpointState | None]
+    ) -> None:
+        try:
+            result = await database_sync_to_async(self.load, thread_sensitive=False)(slug)
+        except BaseException as exc:
+            future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            future.set_result(result)
+        finally:
+            with self._lock:
+                if self._loading.get(slug) is future:
+                    del self._loading[slug]
+
+    @staticmethod
+    def _keep_serving(slug: str, stale: _Entry) -> None:
+        """Go on serving a cached entry while the database is unreachable; retry in a second."""
+        logger.warning("Database unavailable; serving endpoint %r from memory", slug)
+        stale.checked_at = time.monotonic() - get_conf().MCP_CACHE_RECHECK_SECONDS + 1.0
+
+    def _store(self, slug: str, state: EndpointState | None, epoch: int) -> None:
+        with self._lock:
+            # Read before an invalidation landed: usable now, but re-checked on next use.
+            checked = time.monotonic() if epoch == self._epoch else float("-inf")
+            self._entries[slug] = _Entry(state, checked)
+            self._entries.move_to_end(slug)
+            while len(self._entries) > self._size:
+                self._entries.popitem(last=False)
+
+    def forget(self, message: invalidation.Invalidation) -> None:
+        """Drop what an invalidation names (and every unknown-slug entry with endpoint news)."""
+        with self._lock:
+            self._epoch += 1
+            if message.everything:
+                self._entries.clear()
+                return
+            if not (message.endpoint_ids or message.slugs):
+                return
+            for slug in [
+                slug
+                for slug, entry in self._entries.items()
+                if entry.state is None
+                or slug in message.slugs
+                or entry.state.id in message.endpoint_ids
+            ]:
+                del self._entries[slug]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._epoch += 1
+            self._entries.clear()
+
+
+# Endpoint states kept per process; least recently used ones are dropped beyond this.
+DIRECTORY_SIZE = 1024
+_directory = _EndpointDirectory(DIRECTORY_SIZE)
+invalidation.register(_directory.forget)
+_loads: set[asyncio.Task[None]] = set()
+
+
+def clear_snapshot_cache() -> None:
+    """Forget every cached endpoint state and snapshot of this process (tests, database resets)."""
+    _directory.clear()
+    _snapshots.clear()
+
+
+def get_endpoint_state(slug: str) -> EndpointState | None:
+    """Return the endpoint's state with its current snapshot, or None for an unknown slug.
+
+    No query while this process holds a fresh entry; otherwise one query, plus a snapshot
+    build when the catalog version is new to this process.
+    """
+    entry = _directory.fresh(slug, get_conf().MCP_CACHE_RECHECK_SECONDS)
+    if entry is not None:
+        return entry.state
+    return _directory.load(slug)
+
+
+async def aget_endpoint_state(slug: str) -> EndpointState | None:
+    """Async twin of ``get_endpoint_state`` for the hot path: no thread hop when cached.
+
+    A (re)load runs on the thread pool, not thread-sensitive (self-contained, so concurrent
+    loads of different endpoints do not queue on asgiref's single thread).
+    """
+    invalidation.ensure_subscribed()
+    entry = _directory.fresh(slug, get_conf().MCP_CACHE_RECHECK_SECONDS)
+    if entry is not None:
+        return entry.state
+    return await _directory.aload(slug)
 
 
 def catalog_changed(
@@ -360,9 +526,10 @@ def catalog_changed(
 ) -> None:
     """Record that what these endpoints publish changed, and tell their connected clients.
 
-    Bumps ``catalog_version`` (one UPDATE), so every process rebuilds its snapshot on the next
-    request; once the transaction commits, publishes ``list_changed`` for ``kinds`` and
-    ``resources/updated`` for ``updated_resource_uri`` to the endpoints' streams.
+    Bumps ``catalog_version`` (one UPDATE) and invalidates the endpoints' cached states in
+    every process (``services.invalidation``), so each rebuilds on its next request; once the
+    transaction commits, publishes ``list_changed`` for ``kinds`` and ``resources/updated``
+    for ``updated_resource_uri`` to the endpoints' streams.
     """
     ids = sorted(set(endpoint_ids))
     if not ids:
@@ -370,6 +537,7 @@ def catalog_changed(
     Endpoint.objects.filter(pk__in=ids).update(
         catalog_version=F("catalog_version") + 1, updated_at=Now()
     )
+    invalidation.invalidate(endpoint_ids=ids)
     kinds = tuple(kinds)
     if kinds:
         transaction.on_commit(lambda: notify.publish_list_changed(endpoint_ids=ids, kinds=kinds))

@@ -1,8 +1,12 @@
 """Legacy-era (handshake) MCP sessions: open, load, touch, close, and their per-session state.
 
-Sessions live in the database, never in process memory, so any web process can serve any
-session (2025-11-25 basic/transports, "Session Management"). Ids are 256-bit random,
-URL-safe base64: visible ASCII as the spec requires, unguessable, and never used as auth.
+Sessions live in the database, so any web process can serve any session (2025-11-25
+basic/transports, "Session Management"); each process also keeps the sessions it serves in
+memory, so a session in steady use costs no query per message. A change to a session (DELETE,
+log level, subscriptions) drops it from every process's memory (``services.invalidation``),
+and a cached session is re-read at most once per ``MCP_CACHE_RECHECK_SECONDS`` in case such a
+push was missed. Ids are 256-bit random, URL-safe base64: visible ASCII as the spec
+requires, unguessable, and never used as auth.
 
 On OAuth endpoints a session belongs to the user and client that opened it (``user_id``,
 ``oauth_client_id``; the security best practices bind session ids to the user): every lookup
@@ -14,8 +18,11 @@ from __future__ import annotations
 
 import functools
 import secrets
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async
@@ -26,6 +33,7 @@ from django.utils import timezone
 from mcp_app.conf import get_conf
 from mcp_app.models import Session
 from mcp_app.protocol.context import LegacySession
+from mcp_app.services import invalidation
 
 # Each service call is self-contained (its own autocommit statements or atomic block), so none
 # needs asgiref's single thread-sensitive thread: concurrent requests run on the thread pool,
@@ -34,6 +42,97 @@ _in_thread = functools.partial(database_sync_to_async, thread_sensitive=False)
 
 # last_seen_at is refreshed at most this often, so a busy session costs no write per request.
 TOUCH_INTERVAL = timedelta(seconds=60)
+
+
+# Sessions kept per process; least recently used ones are dropped beyond this.
+SESSION_CACHE_SIZE = 20_000
+
+
+@dataclass
+class _Cached:
+    session: LegacySession
+    endpoint_id: int
+    user_id: int | None
+    oauth_client_id: str
+    # The idle clock as this process knows it (another process may have refreshed it since).
+    last_seen_at: datetime
+    checked_at: float  # time.monotonic() when it was last read from the database
+
+    def owned_by(self, endpoint_id: int, user_id: int | None, oauth_client_id: str) -> bool:
+        return (self.endpoint_id, self.user_id, self.oauth_client_id) == (
+            endpoint_id,
+            user_id,
+            oauth_client_id,
+        )
+
+
+class _SessionCache:
+    """This process's live sessions by id (an LRU), trusted until invalidated or re-checked."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._lock = threading.Lock()
+        self._items: OrderedDict[str, _Cached] = OrderedDict()
+        # Bumped by every invalidation: a read that overlapped one is re-checked on next use.
+        self._epoch = 0
+
+    def get(self, session_id: str) -> _Cached | None:
+        item = self._items.get(session_id)
+        if item is None:
+            return None
+        if time.monotonic() - item.checked_at > get_conf().MCP_CACHE_RECHECK_SECONDS:
+            return None
+        return item
+
+    def epoch(self) -> int:
+        return self._epoch
+
+    def put(self, item: _Cached, epoch: int) -> None:
+        with self._lock:
+            if epoch != self._epoch:
+                item.checked_at = float("-inf")
+            self._items[item.session.id] = item
+            self._items.move_to_end(item.session.id)
+            while len(self._items) > self._size:
+                self._items.popitem(last=False)
+
+    def forget(self, message: invalidation.Invalidation) -> None:
+        with self._lock:
+            self._epoch += 1
+            if message.everything:
+                self._items.clear()
+            for session_id in message.session_ids:
+                self._items.pop(session_id, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._epoch += 1
+            self._items.clear()
+
+
+_cache = _SessionCache(SESSION_CACHE_SIZE)
+invalidation.register(_cache.forget)
+
+
+def clear_session_cache() -> None:
+    """Forget every session this process keeps in memory (tests, database resets)."""
+    _cache.clear()
+
+
+def _cached(row: Session, epoch: int) -> LegacySession:
+    session = _as_legacy(row)
+    _cache.put(
+        _Cached(
+            session=session,
+            endpoint_id=row.endpoint_id,
+            user_id=row.user_id,
+            oauth_client_id=row.oauth_client_id,
+            last_seen_at=row.last_seen_at,
+            checked_at=time.monotonic(),
+        ),
+        epoch,
+    )
+    return session
 
 
 def _new_session_id() -> str:
@@ -61,6 +160,7 @@ def session_open(
     oauth_client_id: str = "",
 ) -> LegacySession:
     """Create a session for a successful ``initialize`` and return its state."""
+    epoch = _cache.epoch()
     row = Session.objects.create(
         id=_new_session_id(),
         endpoint_id=endpoint_id,
@@ -71,7 +171,7 @@ def session_open(
         user_id=user_id,
         oauth_client_id=oauth_client_id,
     )
-    return _as_legacy(row)
+    return _cached(row, epoch)
 
 
 def _live(endpoint_id: int) -> Q:
@@ -86,27 +186,87 @@ def _live_and_owned(endpoint_id: int, user_id: int | None, oauth_client_id: str)
     return _live(endpoint_id) & owner & Q(oauth_client_id=oauth_client_id)
 
 
+def _from_memory(
+    session_id: str, endpoint_id: int, user_id: int | None, oauth_client_id: str, now: datetime
+) -> tuple[bool, LegacySession | None]:
+    """Answer a lookup from this process's memory: ``(answered, session)``.
+
+    Not answered when the session is not held, is due for a re-check, or looks idle (another
+    process may have used it since): the database decides then.
+    """
+    cached = _cache.get(session_id)
+    if cached is None:
+        return False, None
+    if not cached.owned_by(endpoint_id, user_id, oauth_client_id):
+        return True, None  # owners never change
+    idle = timedelta(seconds=get_conf().MCP_SESSION_IDLE_SECONDS)
+    if cached.last_seen_at < now - idle:
+        return False, None
+    return True, cached.session
+
+
+def _claim_touch(session_id: str, now: datetime) -> bool:
+    """Whether the caller should refresh the session's idle clock now (once per interval)."""
+    cached = _cache.get(session_id)
+    if cached is None or cached.last_seen_at >= now - TOUCH_INTERVAL:
+        return False
+    cached.last_seen_at = now
+    return True
+
+
+def _touch(session_id: str, now: datetime) -> None:
+    Session.objects.filter(id=session_id, last_seen_at__lt=now - TOUCH_INTERVAL).update(
+        last_seen_at=now
+    )
+
+
 def session_load(
     *, session_id: str, endpoint_id: int, user_id: int | None = None, oauth_client_id: str = ""
 ) -> LegacySession | None:
     """Return a live session of this endpoint, refreshing its idle clock; else ``None``.
 
     Unknown, closed, expired, other endpoints' and other principals' sessions all look the
-    same to the caller: the transport answers 404 for each.
+    same to the caller: the transport answers 404 for each. No query for a session this
+    process holds in memory, but one UPDATE per ``TOUCH_INTERVAL`` for its idle clock.
     """
     if not session_id or len(session_id) > 64:
         return None
+    now = timezone.now()
+    answered, session = _from_memory(session_id, endpoint_id, user_id, oauth_client_id, now)
+    if answered:
+        if session is not None and _claim_touch(session_id, now):
+            _touch(session_id, now)
+        return session
+    epoch = _cache.epoch()
     row = Session.objects.filter(
         _live_and_owned(endpoint_id, user_id, oauth_client_id), id=session_id
     ).first()
     if row is None:
         return None
-    now = timezone.now()
     if row.last_seen_at < now - TOUCH_INTERVAL:
-        Session.objects.filter(id=row.id, last_seen_at__lt=now - TOUCH_INTERVAL).update(
-            last_seen_at=now
+        _touch(session_id, now)
+        row.last_seen_at = now
+    return _cached(row, epoch)
+
+
+async def asession_load(
+    *, session_id: str, endpoint_id: int, user_id: int | None = None, oauth_client_id: str = ""
+) -> LegacySession | None:
+    """Async twin of ``session_load``: no thread hop for a session held in memory."""
+    if not session_id or len(session_id) > 64:
+        return None
+    now = timezone.now()
+    answered, session = _from_memory(session_id, endpoint_id, user_id, oauth_client_id, now)
+    if not answered:
+        return await _in_thread(session_load)(
+            session_id=session_id,
+            endpoint_id=endpoint_id,
+            user_id=user_id,
+            oauth_client_id=oauth_client_id,
         )
-    return _as_legacy(row)
+    if session is not None and _claim_touch(session_id, now):
+        await _in_thread(_touch)(session_id, now)
+    return session
 
 
 def session_close(
@@ -118,6 +278,8 @@ def session_close(
     closed = Session.objects.filter(
         _live_and_owned(endpoint_id, user_id, oauth_client_id), id=session_id
     ).update(closed_at=timezone.now())
+    if closed:
+        invalidation.invalidate(session_ids=[session_id])
     return closed > 0
 
 
@@ -153,7 +315,6 @@ def session_purge(*, idle_for: timedelta) -> int:
 
 
 asession_open = _in_thread(session_open)
-asession_load = _in_thread(session_load)
 asession_close = _in_thread(session_close)
 asession_is_live = _in_thread(session_is_live)
 asession_subscriptions = _in_thread(session_subscriptions)
@@ -167,6 +328,7 @@ class DatabaseSessionStore:
     @_in_thread
     def _set_log_level(session_id: str, level: str) -> None:
         Session.objects.filter(id=session_id).update(log_level=level)
+        invalidation.invalidate(session_ids=[session_id])
 
     @staticmethod
     @_in_thread
@@ -185,6 +347,7 @@ class DatabaseSessionStore:
                 return
             row.subscriptions = uris
             row.save(update_fields=["subscriptions"])
+            invalidation.invalidate(session_ids=[session_id])
 
     async def set_log_level(self, session_id: str, level: str) -> None:
         await self._set_log_level(session_id, level)

@@ -23,6 +23,8 @@ import pytest
 from django.conf import settings
 from django.core.management import call_command
 
+from mcp_app.services import invalidation
+
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_KEY = "live-server-test-key-not-secret"
 
@@ -123,3 +125,5 @@ def flush_database(django_db_blocker: Any) -> None:
     """
     with django_db_blocker.unblock():
         call_command("flush", interactive=False, verbosity=0)
+        # A flush fires no signal: tell the live servers to forget what they keep in memory.
+        invalidation.invalidate(everything=True)

@@ -1,4 +1,4 @@
-"""The hot path's database cost: a fixed, small number of queries, whatever the catalog size.
+"""The hot path's database cost: no query at all in steady state, whatever the catalog size.
 
 The consumer runs in-process; its ORM calls run on asgiref's thread pool, so queries are
 counted in every thread (tests/support/queries.py).
@@ -14,6 +14,7 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from mcp_app.models import Tool
+from mcp_app.services.sessions import clear_session_cache
 from mcpsite.asgi import application
 from tests.support.catalog import make_endpoint
 from tests.support.queries import all_threads_queries
@@ -100,7 +101,7 @@ def catalog_of(slug: str, size: int) -> None:
 
 @pytest.mark.parametrize("size", [5, 50])
 @pytest.mark.django_db(transaction=True)
-def test_modern_list_and_call_need_one_query_once_the_snapshot_is_built(size):
+def test_modern_list_and_call_need_no_query_once_the_endpoint_is_cached(size):
     slug = f"budget-{size}"
     catalog_of(slug, size)
     assert modern(slug, "tools/list", {})["status"] == 200  # builds and caches the snapshot
@@ -111,12 +112,12 @@ def test_modern_list_and_call_need_one_query_once_the_snapshot_is_built(size):
             slug, "tools/call", {"name": "t001", "arguments": {"message": "x"}}, name="t001"
         )
     assert json.loads(response["body"])["result"]["content"][0]["text"] == "x"
-    assert (len(listing), len(calling)) == (1, 1), (listing.statements, calling.statements)
+    assert (len(listing), len(calling)) == (0, 0), (listing.statements, calling.statements)
 
 
 @pytest.mark.parametrize("size", [5, 50])
 @pytest.mark.django_db(transaction=True)
-def test_legacy_call_needs_two_queries(size):
+def test_legacy_call_needs_no_query_once_the_session_is_cached(size):
     slug = f"budget-legacy-{size}"
     catalog_of(slug, size)
     init = post(
@@ -144,5 +145,38 @@ def test_legacy_call_needs_two_queries(size):
     with all_threads_queries() as queries:
         response = post(slug, call, headers)
     assert json.loads(response["body"])["result"]["content"][0]["text"] == "y"
-    # The endpoint row and the session row; last_seen_at is not rewritten within a minute.
-    assert len(queries) == 2, queries.statements
+    # The session opened in this process is held in memory; last_seen_at is not rewritten
+    # within a minute.
+    assert len(queries) == 0, queries.statements
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_session_opened_elsewhere_costs_one_query_then_none():
+    slug = "budget-elsewhere"
+    catalog_of(slug, 5)
+    init = post(
+        slug,
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "q", "version": "1"},
+            },
+        },
+        {},
+    )
+    session_id = dict(init["headers"])[b"mcp-session-id"].decode()
+    # As if another process had opened it: this one has never seen the session.
+    clear_session_cache()
+    headers = {"mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
+
+    with all_threads_queries() as first:
+        assert post(slug, call, headers)["status"] == 200
+    with all_threads_queries() as second:
+        assert post(slug, call, headers)["status"] == 200
+
+    assert (len(first), len(second)) == (1, 0), (first.statements, second.statements)
