@@ -71,9 +71,14 @@ class Access:
 OPEN = Access()
 
 
-def _access(row: Any) -> Access:
-    """The access rules of a catalog row (no query when ``allowed_groups`` was prefetched)."""
-    groups = frozenset(group.name for group in row.allowed_groups.all())
+def _access(row: Any, groups: frozenset[str] | None = None) -> Access:
+    """The access rules of a catalog row.
+
+    ``groups``: the row's allowed group names when the caller read them already; otherwise
+    they come from ``allowed_groups`` (no query when it was prefetched).
+    """
+    if groups is None:
+        groups = frozenset(group.name for group in row.allowed_groups.all())
     if not row.required_scope and not groups:
         return OPEN
     return Access(scope=row.required_scope, groups=groups)
@@ -147,12 +152,10 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
     """Return what ``endpoint`` publishes: its enabled tools, resources, templates and prompts.
 
     Runs a fixed number of queries whatever the catalog size (one per kind of row, one per
-    kind for the allowed groups, plus two prefetches for prompt arguments and messages).
+    kind for the allowed groups, plus two prefetches for prompt arguments and messages, and
+    one more for tools: see ``_tool_defs``).
     """
-    tools = tuple(
-        tool_def(tool)
-        for tool in endpoint.tools.filter(enabled=True).prefetch_related("allowed_groups")
-    )
+    tools = _tool_defs(endpoint)
     resources = tuple(
         _resource_def(resource)
         for resource in endpoint.resources.filter(enabled=True).prefetch_related("allowed_groups")
@@ -186,8 +189,81 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
     )
 
 
-def tool_def(tool: Tool) -> ToolDef:
-    """The protocol's definition of ``tool``, with the key the runner calls it by."""
+class _ToolDefCache:
+    """ToolDefs by tool id, reused by later snapshot builds while their row is unchanged.
+
+    A one-tool edit of an endpoint with thousands of tools then re-reads and rebuilds one
+    definition, not all of them. Every save of a tool moves its ``updated_at``; its groups
+    are compared separately (group membership is a separate table).
+    """
+
+    # Entries kept at most; past this the cache starts over (the next build re-reads rows).
+    LIMIT = 200_000
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._items: dict[int, tuple[datetime, frozenset[str], ToolDef]] = {}
+
+    def get(self, pk: int, stamp: datetime, groups: frozenset[str]) -> ToolDef | None:
+        item = self._items.get(pk)
+        if item is None or item[0] != stamp or item[1] != groups:
+            return None
+        return item[2]
+
+    def put(self, tool: Tool, groups: frozenset[str], definition: ToolDef) -> None:
+        with self._lock:
+            if len(self._items) >= self.LIMIT:
+                self._items.clear()
+            self._items[tool.pk] = (tool.updated_at, groups, definition)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+
+_tool_defs_cache = _ToolDefCache()
+
+
+def _tool_defs(endpoint: Endpoint) -> tuple[ToolDef, ...]:
+    """The endpoint's enabled tools, reading in full only rows not already defined here.
+
+    Three queries: each tool's id and ``updated_at``, the allowed groups of all of them, and
+    the full rows of those that are new or changed (all rows on a cold build).
+    """
+    enabled = endpoint.tools.filter(enabled=True)
+    stamps = list(enabled.values_list("pk", "updated_at"))
+    groups: dict[int, set[str]] = {}
+    for pk, name in Tool.allowed_groups.through.objects.filter(
+        tool_id__in=enabled.values("pk")
+    ).values_list("tool_id", "group__name"):
+        groups.setdefault(pk, set()).add(name)
+    groups_of = {pk: frozenset(names) for pk, names in groups.items()}
+    defs: list[ToolDef] = []
+    missing: list[int] = []
+    for pk, stamp in stamps:
+        found = _tool_defs_cache.get(pk, stamp, groups_of.get(pk, frozenset()))
+        if found is None:
+            missing.append(pk)
+        else:
+            defs.append(found)
+    if missing:
+        rows = enabled if len(missing) * 2 > len(stamps) else Tool.objects.filter(pk__in=missing)
+        wanted = set(missing)
+        for tool in rows:
+            if tool.pk not in wanted:
+                continue
+            tool_groups = groups_of.get(tool.pk, frozenset())
+            definition = tool_def(tool, tool_groups)
+            _tool_defs_cache.put(tool, tool_groups, definition)
+            defs.append(definition)
+    return tuple(defs)
+
+
+def tool_def(tool: Tool, groups: frozenset[str] | None = None) -> ToolDef:
+    """The protocol's definition of ``tool``, with the key the runner calls it by.
+
+    ``groups``: the tool's allowed group names, when already read.
+    """
     return ToolDef(
         name=tool.name,
         title=tool.title,
@@ -206,7 +282,7 @@ def tool_def(tool: Tool) -> ToolDef:
             execution=tool.execution_mode,
             soft_time_limit=tool.soft_time_limit,
             hard_time_limit=tool.hard_time_limit,
-            access=_access(tool),
+            access=_access(tool, groups),
         ),
     )
 
@@ -491,6 +567,7 @@ def clear_snapshot_cache() -> None:
     """Forget every cached endpoint state and snapshot of this process (tests, database resets)."""
     _directory.clear()
     _snapshots.clear()
+    _tool_defs_cache.clear()
 
 
 def get_endpoint_state(slug: str) -> EndpointState | None:

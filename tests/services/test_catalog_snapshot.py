@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Group
 from pytest_django import DjangoAssertNumQueries
 
 from mcp_app.models import Endpoint, Tool
@@ -160,8 +161,44 @@ def test_snapshot_query_count_does_not_grow_with_the_catalog(
 ) -> None:
     fill_catalog(endpoint, count)
 
-    # One per kind of row, one per kind for its allowed groups, two for prompt parts.
-    with django_assert_max_num_queries(10):
+    # One per kind of row, one per kind for its allowed groups, two for prompt parts, and
+    # the tools' change stamps.
+    with django_assert_max_num_queries(11):
         snapshot = build_snapshot(endpoint)
 
     assert len(snapshot.tools) == len(snapshot.resources) == len(snapshot.prompts) == count
+
+
+def test_a_rebuild_after_a_one_tool_edit_reads_and_redefines_only_that_tool(
+    endpoint: Endpoint, django_assert_max_num_queries: DjangoAssertNumQueries
+) -> None:
+    fill_catalog(endpoint, 50)
+    before = build_snapshot(endpoint)
+    edited = Tool.objects.get(name="tool7")
+    edited.description = "Edited."
+    edited.save()
+
+    with django_assert_max_num_queries(11) as queries:
+        rebuilt = build_snapshot(endpoint)
+
+    assert rebuilt.tool("tool7").description == "Edited."
+    unchanged = [tool for tool in before.tools if tool.name != "tool7"]
+    assert all(rebuilt.tool(tool.name) is tool for tool in unchanged)
+    # The one read of full tool rows names just the edited tool.
+    tool_rows = [
+        q["sql"]
+        for q in queries.captured_queries
+        if q["sql"].startswith('SELECT "mcp_app_tool"."id", "mcp_app_tool"."created_at"')
+    ]
+    assert len(tool_rows) == 1 and f"IN ({edited.pk})" in tool_rows[0], tool_rows
+
+
+def test_a_tool_whose_groups_changed_is_redefined_with_them(endpoint: Endpoint) -> None:
+    tool = template_tool("guarded", endpoint)
+    build_snapshot(endpoint)
+    tool.allowed_groups.add(Group.objects.create(name="ops"))
+
+    rebuilt = build_snapshot(endpoint)
+
+    key = rebuilt.tool("guarded").key
+    assert isinstance(key, ToolKey) and key.access.groups == frozenset({"ops"})
