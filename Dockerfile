@@ -1,4 +1,4 @@
-# One image for both processes of docker-compose.yml: web (Daphne) and worker (Celery).
+# One image for both processes of docker-compose.yml: web (uvicorn) and worker (Celery).
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -21,4 +21,6 @@ RUN useradd --system --home-dir /var/lib/mcphost --shell /usr/sbin/nologin mcpho
 USER mcphost
 
 EXPOSE 8000
-CMD ["daphne", "-b", "0.0.0.0", "-p", "8000", "mcpsite.asgi:application"]
+CMD ["uvicorn", "mcpsite.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
+     "--loop", "uvloop", "--http", "httptools", "--lifespan", "off", "--no-access-log", \
+     "--timeout-graceful-shutdown", "10"]
