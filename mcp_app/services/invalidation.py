@@ -38,7 +38,8 @@ RECONNECT_FIRST_SECONDS = 0.2
 RECONNECT_MAX_SECONDS = 5.0
 # redis-py pings an idle subscription this often, so a dead connection is noticed.
 HEALTH_CHECK_SECONDS = 10
-SOCKET_TIMEOUT_SECONDS = 5.0
+# Publishing runs after an operator's commit: never hold their request long on Redis.
+SOCKET_TIMEOUT_SECONDS = 2.0
 
 
 @dataclass(frozen=True)
@@ -84,8 +85,9 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     subscriber: tuple[int, threading.Thread] | None = None
     client: tuple[int, redis.Redis] | None = None
-    # Counts successful (re)subscriptions; tests and the benchmark wait on it.
+    # Counts successful (re)subscriptions and pushes applied, for tests.
     subscriptions: int = 0
+    received: int = 0
     subscribed: threading.Event = field(default_factory=threading.Event)
 
 
@@ -190,6 +192,11 @@ def wait_subscribed(timeout: float) -> bool:
     return _state.subscribed.wait(timeout)
 
 
+def pushes_received() -> int:
+    """How many pushed invalidations this process has applied (tests)."""
+    return _state.received
+
+
 def _subscribe_forever() -> None:
     delay = RECONNECT_FIRST_SECONDS
     while True:
@@ -214,6 +221,7 @@ def _subscribe_forever() -> None:
                 parsed = Invalidation.decode(message["data"])
                 if parsed is not None:
                     apply_locally(parsed)
+                    _state.received += 1
         except (redis.RedisError, OSError):
             _state.subscribed.clear()
             logger.warning("Cache invalidation subscription lost; reconnecting in %.1f s", delay)
