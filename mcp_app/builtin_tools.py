@@ -2,6 +2,11 @@
 
 Listed in the default ``MCP_PYTHON_TOOL_MODULES``. Each one is small, safe to expose and useful
 for checking that a client works end to end (progress, logging, structured output, errors).
+
+Functions whose work takes microseconds are ``async def``: a plain ``def`` runs on a worker
+thread (the executor's ``asyncio.to_thread``), and that hop costs more than the work itself.
+Ones whose input can be large (``word_count``, ``json_format``) stay on a thread, so a big
+argument never holds up the event loop.
 """
 
 from __future__ import annotations
@@ -36,7 +41,7 @@ JSON_FORMAT_MAX_INDENT = 8
     },
     annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
 )
-def echo(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+async def echo(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
     return str(arguments["message"])
 
 
@@ -57,7 +62,7 @@ def echo(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
     },
     annotations={"readOnlyHint": True, "idempotentHint": True, "openWorldHint": False},
 )
-def add(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
+async def add(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
     return {"sum": arguments["a"] + arguments["b"]}
 
 
@@ -87,7 +92,7 @@ def add(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
     },
     annotations={"readOnlyHint": True, "openWorldHint": False},
 )
-def current_time(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
+async def current_time(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str, Any]:
     name = arguments.get("timezone") or "UTC"
     try:
         zone = ZoneInfo(name)
@@ -249,7 +254,7 @@ def json_format(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
     input_schema={"type": "object", "properties": {}, "additionalProperties": False},
     annotations={"readOnlyHint": True, "openWorldHint": False},
 )
-def random_uuid(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+async def random_uuid(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
     return str(uuid.uuid4())
 
 
