@@ -579,8 +579,12 @@ def _error_fields(error: Any) -> tuple[int | None, str]:
         return None, ""
     code = error.get("code")
     message = error.get("message")
+    # The column is a 32-bit integer: a larger code (a client's own response) is not kept,
+    # rather than having the database refuse the whole record.
     return (
-        code if isinstance(code, int) and not isinstance(code, bool) else None,
+        code
+        if isinstance(code, int) and not isinstance(code, bool) and -(2**31) <= code < 2**31
+        else None,
         _cut(message) if isinstance(message, str) else "",
     )
 

@@ -26,6 +26,7 @@ from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from mcp_app.models import CallLog, Endpoint
+from mcp_app.protocol import jsonrpc
 from mcp_app.services import audit
 from mcp_app.services.audit import WRITER_THREAD, CallRecorder, PendingCall, call_log_flush
 from tests.audit.conftest import wait_for
@@ -353,3 +354,31 @@ def test_an_outage_keeps_the_writer_backoff_and_loses_no_record(proxied_server):
     assert len(re.findall("Call log database unreachable", text)) == 1, text[-3000:]
     assert len(re.findall("Call log database reachable again", text)) == 1, text[-3000:]
     assert "Call log write failed" not in text
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_client_response_with_a_huge_error_code_is_recorded_whole():
+    agent = f"writer-test-{uuid.uuid4()}"
+    recorder = CallRecorder(_asgi_scope(), {"user-agent": [agent]})
+    body = b'{"jsonrpc":"2.0","id":3,"error":{"code":1099511627776,"message":"no"}}'
+    recorder.received([jsonrpc.decode(body)], modern=False)
+
+    async def answer() -> None:
+        async def send(message: dict[str, Any]) -> None:
+            pass
+
+        watched = recorder.watch(send)
+        await watched({"type": "http.response.start", "status": 202, "headers": []})
+        await watched({"type": "http.response.body", "body": b""})
+
+    asyncio.run(answer())
+    recorder.submit()
+    assert call_log_flush(timeout=10)
+    row = CallLog.objects.get(user_agent=agent)
+    assert (row.message_type, row.rpc_id, row.error_code, row.error_message) == (
+        "response",
+        "3",
+        None,
+        "no",
+    )
+    assert row.capture != audit.REJECTED_CAPTURE
