@@ -727,9 +727,10 @@ class _Writer:
                 records = records[: max(room, 0)]
             self._queue.extend(records)
             # Wake the writer only when it waits for work or a batch is full: a notify per
-            # request would cost a thread switch per request.
+            # request would cost a thread switch per request. All waiters, since a flush()
+            # may be waiting too and must not take the writer's wake-up.
             if self._idle or len(self._queue) >= BATCH_ROWS:
-                self._cond.notify()
+                self._cond.notify_all()
 
     def flush(self, timeout: float) -> bool:
         """Wait until every queued record is written; False if ``timeout`` passed first."""
