@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import math
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.db import connection
 from django.db.models import Aggregate, Count, FloatField, Q, QuerySet
 from django.db.models.functions import Trunc
@@ -24,11 +25,13 @@ from mcp_app.models import CallLog, Endpoint, Tool
 
 PAGE_SIZE = 50
 FEED_LIMIT = 200
-EXPORT_CHUNK = 2000
+# Rows per export query: one chunk (with its rendered text) is what an export holds at once.
+EXPORT_CHUNK = 500
 STATS_GROUPS = 15
 PERCENTILE_SAMPLE = 200_000
 PERCENTILES = (0.5, 0.95, 0.99)
 _OK_STATUSES = (CallLog.Status.OK, CallLog.Status.RUNNING)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,14 +106,49 @@ def call_log_iter(qs: QuerySet[CallLog], *, chunk: int = EXPORT_CHUNK) -> Iterat
 
     Memory stays at one chunk whatever the total, so an export of millions of rows streams.
     """
+    for rows in call_log_chunks(qs, chunk=chunk):
+        yield from rows
+
+
+def call_log_chunks(qs: QuerySet[CallLog], *, chunk: int = EXPORT_CHUNK) -> Iterator[list[CallLog]]:
+    """``call_log_iter`` by chunks: one list of up to ``chunk`` records per query."""
     before: int | None = None
     while True:
-        page = qs if before is None else qs.filter(id__lt=before)
-        rows = list(page[:chunk])
-        yield from rows
+        rows = call_log_chunk(qs, before=before, size=chunk)
+        if rows:
+            yield rows
         if len(rows) < chunk:
             return
         before = rows[-1].pk
+
+
+async def acall_log_chunks(
+    qs: QuerySet[CallLog], *, render: Callable[[list[CallLog]], T], chunk: int = EXPORT_CHUNK
+) -> AsyncIterator[T]:
+    """``call_log_iter`` for the event loop: yield ``render`` of each chunk of records.
+
+    Each chunk is read and rendered in a thread, one at a time, so an ASGI response sends a
+    chunk before the next is read (its first byte leaves at once, the process holds one
+    chunk, not the export) and the event loop never runs the query or the formatting.
+    """
+
+    def read(before: int | None) -> tuple[int | None, int, T | None]:
+        rows = call_log_chunk(qs, before=before, size=chunk)
+        return (rows[-1].pk if rows else None), len(rows), (render(rows) if rows else None)
+
+    before: int | None = None
+    while True:
+        before, count, rendered = await sync_to_async(read)(before)
+        if rendered is not None:
+            yield rendered
+        if count < chunk:
+            return
+
+
+def call_log_chunk(qs: QuerySet[CallLog], *, before: int | None, size: int) -> list[CallLog]:
+    """Return up to ``size`` records older than id ``before`` (the newest when None)."""
+    page = qs if before is None else qs.filter(id__lt=before)
+    return list(page[:size])
 
 
 def tool_for_call(record: CallLog) -> Tool | None:

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import csv
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from functools import wraps
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
+from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse, reverse_lazy
@@ -23,8 +24,9 @@ from django.utils import timezone
 from mcp_app.audit import charts
 from mcp_app.audit.forms import KNOWN_METHODS, RANGES, CallFilterForm
 from mcp_app.audit.selectors import (
+    acall_log_chunks,
     as_export_row,
-    call_log_iter,
+    call_log_chunks,
     call_log_newer,
     call_log_page,
     call_log_search,
@@ -163,38 +165,60 @@ class _Echo:
         return value
 
 
-def _export_rows(request: HttpRequest) -> tuple[Iterator[dict[str, Any]], bool]:
+Format = Callable[[dict[str, Any]], str]
+
+
+def _export(
+    request: HttpRequest, header: str, line: Format, content_type: str, ext: str
+) -> StreamingHttpResponse:
+    """Stream the filtered records, one piece of text per chunk of rows read.
+
+    Under ASGI the body is an async iterator: Django would otherwise read a synchronous
+    iterator whole before sending its first byte (and hold the whole export in memory).
+    Each chunk is still read and formatted in a thread, by ``acall_log_chunks``.
+    """
     payloads = request.user.has_perm(PAYLOAD_PERMISSION)
     qs = call_log_search(filters=_filters(request).call_filter()).select_related(None)
-    return (as_export_row(row, payloads=payloads) for row in call_log_iter(qs)), payloads
 
+    def text(rows: list[CallLog]) -> str:
+        return "".join(line(as_export_row(row, payloads=payloads)) for row in rows)
 
-def _filename(extension: str) -> str:
-    return f"call-log-{timezone.now():%Y%m%d-%H%M%S}.{extension}"
+    async def achunks() -> AsyncIterator[str]:
+        if header:
+            yield header
+        async for piece in acall_log_chunks(qs, render=text):
+            yield piece
+
+    def chunks() -> Iterator[str]:
+        if header:
+            yield header
+        for rows in call_log_chunks(qs):
+            yield text(rows)
+
+    body = achunks() if isinstance(request, ASGIRequest) else chunks()
+    response = StreamingHttpResponse(body, content_type=content_type)
+    filename = f"call-log-{timezone.now():%Y%m%d-%H%M%S}.{ext}"
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
 
 
 @auditor_required
 def export_csv(request: HttpRequest) -> StreamingHttpResponse:
-    rows, payloads = _export_rows(request)
+    payloads = request.user.has_perm(PAYLOAD_PERMISSION)
     columns = list(as_export_row(CallLog(created_at=timezone.now()), payloads=payloads))
     writer = csv.writer(_Echo())
 
-    def lines() -> Iterator[str]:
-        yield writer.writerow(columns)
-        for row in rows:
-            yield writer.writerow(
-                [json.dumps(row[c]) if isinstance(row[c], dict | list) else row[c] for c in columns]
-            )
+    def line(row: dict[str, Any]) -> str:
+        return writer.writerow(
+            [json.dumps(row[c]) if isinstance(row[c], dict | list) else row[c] for c in columns]
+        )
 
-    response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{_filename("csv")}"'
-    return response
+    return _export(request, writer.writerow(columns), line, "text/csv; charset=utf-8", "csv")
 
 
 @auditor_required
 def export_jsonl(request: HttpRequest) -> StreamingHttpResponse:
-    rows, _payloads = _export_rows(request)
-    lines = (json.dumps(row, ensure_ascii=False) + "\n" for row in rows)
-    response = StreamingHttpResponse(lines, content_type="application/x-ndjson; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{_filename("jsonl")}"'
-    return response
+    def line(row: dict[str, Any]) -> str:
+        return json.dumps(row, ensure_ascii=False) + "\n"
+
+    return _export(request, "", line, "application/x-ndjson; charset=utf-8", "jsonl")

@@ -1,6 +1,6 @@
 """The CallLog model: one append-only row per MCP request (per JSON-RPC message in a batch).
 
-Rows are written only by ``services.audit`` (a background writer, one batched INSERT) and read
+Rows are written only by ``services.audit`` (a background writer, one COPY per batch) and read
 by the audit UI (``mcp_app.audit``). Nothing updates a row; retention deletes old ones
 (``manage.py purge_call_logs``). Foreign keys carry no database constraint: a record must
 outlive the endpoint or user it names, and an INSERT must never fail because one was deleted.

@@ -18,6 +18,7 @@ import atexit
 import collections
 import logging
 import os
+import re
 import threading
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
@@ -26,13 +27,22 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
-from django.db import DatabaseError, DataError, IntegrityError, connections, router
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    connections,
+    router,
+    transaction,
+)
 from django.db.models import Max
 from django.utils import timezone
 
 from mcp_app.models import CallLog, Endpoint, Tool
+from mcp_app.protocol import jsonrpc
 from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.context import LegacySession
+from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.versions import MODERN_VERSIONS
 from mcp_app.services.catalog import EndpointState
@@ -64,12 +74,15 @@ DEFAULT_POLICY_MODE = Capture.METADATA
 ERROR_MESSAGE_CHARS = 1000
 USER_AGENT_CHARS = 512
 
-# The writer: rows per INSERT, rows held while the database is unreachable, retry pacing.
-BATCH_ROWS = 200
+# The writer: rows per write, how long a batch waits to fill, rows held while the database
+# is unreachable, retry pacing, how long a slug's endpoint id is trusted.
+BATCH_ROWS = 1000
+COALESCE_SECONDS = 0.02
 MAX_PENDING = 100_000
 RETRY_FIRST_SECONDS = 0.5
 RETRY_MAX_SECONDS = 10.0
 EXIT_FLUSH_SECONDS = 5.0
+SLUG_CACHE_SECONDS = 60.0
 
 _TARGET_PARAM = {
     "tools/call": "name",
@@ -308,7 +321,12 @@ class PendingCall:
 
 
 def _json_id(value: Any) -> str:
-    return "" if value is None else orjson.dumps(value).decode()[:200]
+    if value is None:
+        return ""
+    try:
+        return orjson.dumps(value).decode()[:200]
+    except orjson.JSONEncodeError:  # a lone surrogate: the writer's safe_text replaces it
+        return str(value)[:200]
 
 
 def _cut(text: str, limit: int = ERROR_MESSAGE_CHARS) -> str:
@@ -344,6 +362,7 @@ class CallRecorder:
         self._submitted = False
         self._principal_id: int | None = None
         self._client_id = ""
+        self._body: bytes | None = None
 
     def watch(self, send: AsgiSend) -> AsgiSend:
         """Wrap the ASGI ``send`` to see the response status (and the body of an error)."""
@@ -367,9 +386,20 @@ class CallRecorder:
             self._snapshot = state.snapshot
             self._policy_tag = (state.id, state.catalog_version)
 
+    def request_body(self, body: bytes) -> None:
+        """Note the request's whole body; it is decoded only if the request ends undecoded.
+
+        A request refused after its body arrived but before the transport decoded it (a 500
+        while the database is down, a 415) is then still recorded with its method and id.
+        """
+        self._body = body
+
     def received(self, messages: Iterable[Any], *, modern: bool) -> None:
         """Note the decoded message(s) of a POST: one row each."""
         self._era = CallLog.Era.MODERN if modern else CallLog.Era.LEGACY
+        self._note(messages)
+
+    def _note(self, messages: Iterable[Any]) -> None:
         for message in messages:
             entry = _Entry()
             if isinstance(message, Request | Notification):
@@ -466,6 +496,8 @@ class CallRecorder:
     def _records(self, cancelled: bool) -> list[PendingCall]:
         now = time.monotonic()
         request_ms = (now - self._t0) * 1000
+        if not self._entries and self._body:
+            self._note_undecoded_body()
         entries = self._entries or [_Entry()]
         rejection: tuple[int | None, str] | None = None
         records = []
@@ -528,6 +560,14 @@ class CallRecorder:
             )
         return records
 
+    def _note_undecoded_body(self) -> None:
+        """Read the messages of a body the transport never decoded, if it is JSON-RPC at all."""
+        try:
+            decoded = jsonrpc.decode(self._body or b"")
+        except McpError:
+            return
+        self._note(decoded if isinstance(decoded, list) else [decoded])
+
 
 def _header(headers: Mapping[str, Sequence[str]], name: str) -> str:
     values = headers.get(name)
@@ -539,8 +579,12 @@ def _error_fields(error: Any) -> tuple[int | None, str]:
         return None, ""
     code = error.get("code")
     message = error.get("message")
+    # The column is a 32-bit integer: a larger code (a client's own response) is not kept,
+    # rather than having the database refuse the whole record.
     return (
-        code if isinstance(code, int) and not isinstance(code, bool) else None,
+        code
+        if isinstance(code, int) and not isinstance(code, bool) and -(2**31) <= code < 2**31
+        else None,
         _cut(message) if isinstance(message, str) else "",
     )
 
@@ -564,24 +608,110 @@ def _first_text(content: Any) -> str:
     return ""
 
 
+# -- safe text: what PostgreSQL's text and jsonb accept -------------------------------------
+
+# PostgreSQL text and jsonb reject U+0000, and UTF-8 cannot encode a lone surrogate: both are
+# replaced by U+FFFD in every stored string, so no character a client sends keeps its call out
+# of the log.
+REPLACEMENT = "\ufffd"
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def safe_text(text: str) -> str:
+    """Return ``text`` with U+0000 and lone surrogates replaced by U+FFFD."""
+    if "\x00" in text:
+        text = text.replace("\x00", REPLACEMENT)
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return _SURROGATE.sub(REPLACEMENT, text)
+    return text
+
+
+def safe_json(value: Any, depth: int = 0) -> Any:
+    """Return ``value`` with ``safe_text`` applied to every string and key, at any depth."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if depth > MAX_DEPTH:
+        return "[too deep]"
+    if isinstance(value, Mapping):
+        return {safe_text(str(key)): safe_json(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [safe_json(item, depth + 1) for item in value]
+    return value
+
+
+def _json_text(value: Any) -> str | None:
+    """Serialise a captured payload for a jsonb column, made safe only when it needs to be."""
+    if value is None:
+        return None
+    try:
+        encoded = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
+    except orjson.JSONEncodeError:  # a lone surrogate
+        encoded = b""
+    # The escape of U+0000 is the only way it appears in orjson's output; an escaped
+    # backslash followed by "u0000" also matches, and only costs a needless walk.
+    if not encoded or b"\\u0000" in encoded:
+        encoded = orjson.dumps(safe_json(value), default=str, option=orjson.OPT_NON_STR_KEYS)
+    return encoded.decode()
+
+
 # -- the writer thread ----------------------------------------------------------------------
+
+# The columns the writer fills (every column but the id): first those a record's ``row``
+# names, then what the capture policy decides, in this order in each written tuple.
+_CAPTURE_KEYS = (
+    "capture", "arguments", "result", "arguments_bytes", "result_bytes", "truncated", "progress",
+)  # fmt: skip
+_BY_ATTNAME = {field.attname: field for field in CallLog._meta.concrete_fields}
+_ROW_KEYS = tuple(
+    name
+    for name, field in _BY_ATTNAME.items()
+    if not field.primary_key and name not in _CAPTURE_KEYS
+)
+_FIELDS = tuple(_BY_ATTNAME[name] for name in (*_ROW_KEYS, *_CAPTURE_KEYS))
+_COLUMNS = tuple(field.column for field in _FIELDS)
+# The value of each column a record does not name (an admin test call names no client).
+_ROW_DEFAULTS = {name: _BY_ATTNAME[name].get_default() for name in _ROW_KEYS}
+_JSON_INDEXES = frozenset(
+    i for i, field in enumerate(_FIELDS) if field.attname in {"arguments", "result", "progress"}
+)
+# Marks a record the database refused whole: only its metadata (ASCII-escaped) was kept.
+REJECTED_CAPTURE = "rejected"
+# Outage errors are retried (the record waits); any other database error rejects the record.
+_OUTAGE_ERRORS = (OperationalError, InterfaceError)
+
+Row = tuple[Any, ...]
 
 
 class _Writer:
-    """One thread per process that turns pending records into batched INSERTs.
+    """One thread per process that turns pending records into batched writes.
 
-    Records wait in memory while the database is unreachable (retried with backoff) up to
-    ``MAX_PENDING``; past that they are dropped and counted, so an outage cannot exhaust the
-    web process. At exit the queue is flushed for up to ``EXIT_FLUSH_SECONDS``.
+    Under load batches grow (a batch waits up to ``COALESCE_SECONDS`` for more records, up to
+    ``BATCH_ROWS``), and a steady-state batch is one statement: PostgreSQL gets one COPY,
+    other databases one executemany INSERT, both built from plain tuples, never model
+    instances; capture policies are cached per (endpoint, catalog version, tool).
+
+    Records wait in memory while the database is unreachable (retried with backoff that new
+    records never shorten) up to ``MAX_PENDING``; past that they are dropped and counted, so
+    an outage cannot exhaust the web process. A record the database refuses is written again
+    reduced to its metadata, or dropped if even that is refused: it is never retried. At exit
+    the queue is flushed for up to ``EXIT_FLUSH_SECONDS``.
     """
 
     def __init__(self) -> None:
         self._queue: collections.deque[PendingCall] = collections.deque()
         self._cond = threading.Condition()
         self._busy = False
+        self._idle = False
         self._stopping = False
         self.dropped = 0
-        self._policies: dict[tuple[int, int, int], CapturePolicy] = {}
+        self._dropping = False
+        self._down_since: float | None = None
+        self._policies: dict[tuple[int, int, int], tuple[CapturePolicy, frozenset[str]]] = {}
+        self._slugs: dict[str, tuple[float, int | None]] = {}
         self._thread = threading.Thread(target=self._run, name=WRITER_THREAD, daemon=True)
         self._thread.start()
 
@@ -590,10 +720,17 @@ class _Writer:
             room = MAX_PENDING - len(self._queue)
             if room < len(records):
                 self.dropped += len(records) - max(room, 0)
-                logger.error("Call log queue full: %d records dropped so far", self.dropped)
+                if not self._dropping:
+                    # Once per episode: a full queue during an outage would log per request.
+                    self._dropping = True
+                    logger.error("Call log queue full: records are being dropped")
                 records = records[: max(room, 0)]
             self._queue.extend(records)
-            self._cond.notify()
+            # Wake the writer only when it waits for work or a batch is full: a notify per
+            # request would cost a thread switch per request. All waiters, since a flush()
+            # may be waiting too and must not take the writer's wake-up.
+            if self._idle or len(self._queue) >= BATCH_ROWS:
+                self._cond.notify_all()
 
     def flush(self, timeout: float) -> bool:
         """Wait until every queued record is written; False if ``timeout`` passed first."""
@@ -614,59 +751,164 @@ class _Writer:
 
     def _run(self) -> None:
         delay = RETRY_FIRST_SECONDS
+        batch: list[PendingCall] = []
+        rows: list[Row] = []
         while True:
-            with self._cond:
-                while not self._queue and not self._stopping:
-                    self._cond.wait()
-                if self._stopping:
+            if not rows:
+                batch = self._next_batch()
+                if not batch:
                     return
-                batch = [self._queue.popleft() for _ in range(min(BATCH_ROWS, len(self._queue)))]
-                self._busy = True
             try:
-                self._write(batch)
-            except DatabaseError:
-                logger.warning("Call log write failed; retrying in %.1f s", delay, exc_info=True)
+                alias = router.db_for_write(CallLog)
+                if not rows:
+                    rows = self._rows(alias, batch)
+                self._write_rows(alias, rows)
+            except _OUTAGE_ERRORS as exc:
+                if not rows:
+                    with self._cond:
+                        self._queue.extendleft(reversed(batch))
+                self._outage(exc)
                 connections[router.db_for_write(CallLog)].close()
-                with self._cond:
-                    self._queue.extendleft(reversed(batch))
-                    self._busy = False
-                    self._cond.wait(delay)
+                if not self._pause(delay):
+                    return
                 delay = min(delay * 2, RETRY_MAX_SECONDS)
                 continue
             except Exception:
-                logger.exception("Call log batch dropped (%d records)", len(batch))
+                logger.exception("Call log batch dropped (%d records)", len(rows) or len(batch))
+                rows = []
+            if self._down_since is not None:
+                logger.warning(
+                    "Call log database reachable again after %.1f s; %d records dropped so far",
+                    time.monotonic() - self._down_since,
+                    self.dropped,
+                )
+                self._down_since = None
             delay = RETRY_FIRST_SECONDS
             with self._cond:
                 self._busy = False
+                self._dropping = False
                 self._cond.notify_all()
 
-    def _write(self, batch: Sequence[PendingCall]) -> None:
-        alias = router.db_for_write(CallLog)
+    def _next_batch(self) -> list[PendingCall]:
+        """Wait for records, then up to ``COALESCE_SECONDS`` for a full batch; [] to stop."""
+        with self._cond:
+            self._idle = True
+            while not self._queue and not self._stopping:
+                self._cond.wait()
+            self._idle = False
+            deadline = time.monotonic() + COALESCE_SECONDS
+            while len(self._queue) < BATCH_ROWS and not self._stopping:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            if self._stopping:
+                return []
+            self._busy = True
+            return [self._queue.popleft() for _ in range(min(BATCH_ROWS, len(self._queue)))]
+
+    def _outage(self, exc: Exception) -> None:
+        if self._down_since is None:
+            # One line per outage, not a traceback per retry.
+            self._down_since = time.monotonic()
+            logger.warning(
+                "Call log database unreachable (%s); holding records and retrying",
+                type(exc).__name__,
+            )
+
+    def _pause(self, delay: float) -> bool:
+        """Wait ``delay`` seconds whatever arrives meanwhile; False when stopping."""
+        deadline = time.monotonic() + delay
+        with self._cond:
+            while not self._stopping:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return True
+                self._cond.wait(remaining)
+        return False
+
+    def _rows(self, alias: str, batch: Sequence[PendingCall]) -> list[Row]:
         self._load_policies(alias, batch)
         self._resolve_endpoints(alias, batch)
-        rows = [self._row(pending) for pending in batch]
+        rows = []
+        for pending in batch:
+            try:
+                rows.append(self._row(pending))
+            except Exception:
+                # A record this code cannot shape still leaves its metadata.
+                logger.exception("Call log record could not be captured; kept its metadata")
+                rows.append(_reduced(self._bare_row(pending)))
+        return rows
+
+    def _write_rows(self, alias: str, rows: list[Row]) -> None:
+        """Write ``rows``; on an outage, raise with the rows not yet written left in ``rows``."""
         try:
-            CallLog.objects.using(alias).bulk_create(rows)
-        except DatabaseError as exc:
-            if not _is_data_error(exc) or len(rows) == 1:
+            self._insert(alias, rows)
+            rows.clear()
+            return
+        except _OUTAGE_ERRORS:
+            raise
+        except DatabaseError:
+            pass
+        # One refused row must not cost the batch: write them one by one.
+        while rows:
+            try:
+                self._insert(alias, rows[:1])
+            except _OUTAGE_ERRORS:
                 raise
-            # One bad row must not cost the batch: write them one by one, dropping the bad.
-            for row in rows:
-                try:
-                    CallLog.objects.using(alias).bulk_create([row])
-                except DatabaseError as single:
-                    if not _is_data_error(single):
-                        raise
-                    logger.exception("Call log record rejected by the database")
+            except DatabaseError as exc:
+                self._write_reduced(alias, rows[0], exc)
+            del rows[0]
+
+    def _write_reduced(self, alias: str, row: Row, exc: DatabaseError) -> None:
+        logger.warning(
+            "Call log record rejected by the database (%s); kept its metadata only",
+            type(exc).__name__,
+        )
+        try:
+            self._insert(alias, [_reduced(row)])
+        except _OUTAGE_ERRORS:
+            raise
+        except DatabaseError as again:
+            logger.error("Call log record dropped: its metadata was rejected too (%s)", again)
+
+    @staticmethod
+    def _insert(alias: str, rows: Sequence[Row]) -> None:
+        connection = connections[alias]
+        table = connection.ops.quote_name(CallLog._meta.db_table)
+        columns = ", ".join(connection.ops.quote_name(column) for column in _COLUMNS)
+        if connection.vendor == "postgresql":
+            # COPY: one statement, rows streamed as text, no SQL to parse per row.
+            sql = f"COPY {table} ({columns}) FROM STDIN"
+            with (
+                connection.wrap_database_errors,
+                connection.cursor() as cursor,
+                cursor.cursor.copy(sql) as copy,
+            ):
+                for row in rows:
+                    copy.write_row(row)
+            return
+        # Other backends (SQLite in the embedded run): one executemany in one transaction.
+        prepared = [
+            tuple(
+                value if i in _JSON_INDEXES else _FIELDS[i].get_db_prep_save(value, connection)
+                for i, value in enumerate(row)
+            )
+            for row in rows
+        ]
+        marks = ", ".join(["%s"] * len(_COLUMNS))
+        with transaction.atomic(using=alias), connection.cursor() as cursor:
+            cursor.executemany(f"INSERT INTO {table} ({columns}) VALUES ({marks})", prepared)
 
     def _load_policies(self, alias: str, batch: Sequence[PendingCall]) -> None:
         """Fetch the capture policy of every tool in ``batch`` not cached for its catalog version.
 
         A tool edit bumps its endpoints' catalog version, so (endpoint, version, tool) never
-        serves a stale policy; one query covers every miss of the batch.
+        serves a stale policy; one query covers every miss of the batch, and a tool deleted
+        since is cached too (with the default policy), so a steady state runs no query.
         """
         missing = {
-            pending.tool_pk
+            (*pending.policy_tag, pending.tool_pk): pending.input_schema
             for pending in batch
             if pending.tool_pk is not None
             and pending.policy_tag is not None
@@ -678,56 +920,98 @@ class _Writer:
             self._policies.clear()
         rows = (
             Tool.objects.using(alias)
-            .filter(pk__in=missing)
+            .filter(pk__in={key[2] for key in missing})
             .values_list("pk", "capture_mode", "capture_max_bytes", "capture_redact")
         )
         found = {
             pk: CapturePolicy(mode, max_bytes, parse_redact_names(names))
             for pk, mode, max_bytes, names in rows
         }
-        for pending in batch:
-            if pending.tool_pk in found and pending.policy_tag is not None:
-                self._policies[(*pending.policy_tag, pending.tool_pk)] = found[pending.tool_pk]
+        for key, schema in missing.items():
+            # A tool deleted since the call has no row: its calls keep metadata only.
+            policy = found.get(key[2], CapturePolicy())
+            self._policies[key] = (policy, secret_fields_of_schema(schema))
 
-    @staticmethod
-    def _resolve_endpoints(alias: str, batch: Sequence[PendingCall]) -> None:
+    def _resolve_endpoints(self, alias: str, batch: Sequence[PendingCall]) -> None:
         """Name the endpoint of requests rejected before it was looked up (Host, size).
 
-        Only rejections lack it, so this query runs only for batches that hold one.
+        Only rejections lack it; slugs are cached for ``SLUG_CACHE_SECONDS``, so a stream of
+        rejections runs this query once in a while, not per batch.
         """
+        now = time.monotonic()
         slugs = {
             pending.row["endpoint_slug"]
             for pending in batch
-            if pending.row["endpoint_id"] is None and pending.row["endpoint_slug"]
+            if pending.row.get("endpoint_id") is None
+            and pending.row.get("endpoint_slug")
+            and self._slugs.get(pending.row["endpoint_slug"], (0.0, None))[0] < now
         }
-        if not slugs:
-            return
-        ids = dict(Endpoint.objects.using(alias).filter(slug__in=slugs).values_list("slug", "pk"))
+        if slugs:
+            if len(self._slugs) > 10_000:
+                self._slugs.clear()
+            ids = dict(
+                Endpoint.objects.using(alias).filter(slug__in=slugs).values_list("slug", "pk")
+            )
+            for slug in slugs:
+                self._slugs[slug] = (now + SLUG_CACHE_SECONDS, ids.get(slug))
         for pending in batch:
-            if pending.row["endpoint_id"] is None:
-                pending.row["endpoint_id"] = ids.get(pending.row["endpoint_slug"])
+            if pending.row.get("endpoint_id") is None and pending.row.get("endpoint_slug"):
+                cached = self._slugs.get(pending.row["endpoint_slug"])
+                pending.row["endpoint_id"] = cached[1] if cached else None
 
-    def _row(self, pending: PendingCall) -> CallLog:
-        policy = CapturePolicy()
-        secret_fields: frozenset[str] = frozenset()
+    def _row(self, pending: PendingCall) -> Row:
+        policy, secret_fields = CapturePolicy(), frozenset[str]()
         if pending.tool_pk is not None and pending.policy_tag is not None:
-            # A tool deleted since the call has no row: its calls keep metadata only.
-            policy = self._policies.get((*pending.policy_tag, pending.tool_pk), policy)
-            secret_fields = secret_fields_of_schema(pending.input_schema)
-        arguments, result = capture_call(pending.arguments, pending.result, policy, secret_fields)
-        return CallLog(
-            **pending.row,
-            capture=policy.mode if arguments.size is not None or result.size is not None else "",
-            arguments=arguments.value,
-            result=result.value,
-            arguments_bytes=arguments.size,
-            result_bytes=result.size,
-            truncated=arguments.truncated or result.truncated,
+            policy, secret_fields = self._policies.get(
+                (*pending.policy_tag, pending.tool_pk), (policy, secret_fields)
+            )
+        try:
+            arguments, result = capture_call(
+                pending.arguments, pending.result, policy, secret_fields
+            )
+        except orjson.JSONEncodeError:  # a lone surrogate, which no JSON text can carry
+            arguments, result = capture_call(
+                safe_json(pending.arguments), safe_json(pending.result), policy, secret_fields
+            )
+        captured = arguments.size is not None or result.size is not None
+        return (
+            *self._bare_values(pending),
+            policy.mode if captured else "",
+            _json_text(arguments.value),
+            _json_text(result.value),
+            arguments.size,
+            result.size,
+            arguments.truncated or result.truncated,
+            None,
         )
 
+    @staticmethod
+    def _bare_values(pending: PendingCall) -> list[Any]:
+        row = pending.row
+        values = []
+        for key in _ROW_KEYS:
+            value = row.get(key, _ROW_DEFAULTS[key])
+            values.append(safe_text(value) if type(value) is str else value)
+        return values
 
-def _is_data_error(exc: DatabaseError) -> bool:
-    return isinstance(exc, DataError | IntegrityError)
+    def _bare_row(self, pending: PendingCall) -> Row:
+        return (*self._bare_values(pending), "", None, None, None, None, False, None)
+
+
+def _reduced(row: Row) -> Row:
+    """The metadata of a refused row: no payloads, every string ASCII-escaped, and a marker."""
+    values = []
+    for field, value in zip(_FIELDS, row, strict=True):
+        if field.attname in {"arguments", "result", "progress", "error_code"}:
+            value = None  # payloads, and the one number a client chooses freely
+        elif field.attname == "capture":
+            value = REJECTED_CAPTURE
+        elif isinstance(value, str):
+            value = safe_text(value).encode("ascii", "backslashreplace").decode("ascii")
+            if field.max_length is not None:
+                value = value[: field.max_length]
+        values.append(value)
+    return tuple(values)
 
 
 _writer_lock = threading.Lock()

@@ -223,6 +223,24 @@ def test_full_capture_is_cut_at_the_byte_cap_and_marked(audit_url):
     assert row.arguments["head"] == '{"message":"' + "x" * 28
 
 
+def test_nul_characters_cannot_keep_a_call_out_of_the_log(audit_url):
+    """PostgreSQL refuses U+0000 in text and jsonb; each call is still recorded (as U+FFFD)."""
+    mark = last_id()
+    with httpx.Client(timeout=10) as client:
+        headers, body = modern_call("echo", {"message": "a\u0000b"})  # full capture
+        assert client.post(audit_url, headers=headers, json=body).status_code == 200
+        headers, body = modern_call("add", {"a": 1, "b\u0000": 2})  # metadata capture
+        assert client.post(audit_url, headers=headers, json=body).status_code == 200
+        headers, body = modern_call("no\u0000such", {})
+        del headers["mcp-name"]  # no header can carry U+0000: a refused request, still recorded
+        client.post(audit_url, headers=headers, json=body)
+    rows = calls(recorded_since(mark, base(audit_url)))
+    assert [row.target for row in rows] == ["echo", "add", "no\ufffdsuch"]
+    assert rows[0].arguments == {"message": "a\ufffdb"}
+    assert rows[0].status == CallLog.Status.OK
+    assert rows[1].arguments == {"a": "<number>", "b\ufffd": "<number>"}
+
+
 def test_capture_none_keeps_no_payload(audit_url):
     mark = last_id()
     with httpx.Client(timeout=10) as client:
