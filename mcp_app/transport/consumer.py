@@ -141,6 +141,8 @@ class StreamableHttpConsumer:
             self.audit.submit()
             return
         self.body = body
+        # Rows of requests refused before decoding (an outage) still name method and id.
+        self.audit.request_body(body)
         task = self.task = asyncio.create_task(self._handle())
         watcher = asyncio.create_task(self._wait_disconnect(receive))
         try:

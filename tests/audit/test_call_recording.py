@@ -283,6 +283,18 @@ def test_http_rejection_is_one_rejected_row(audit_url, request_args, status, slu
     assert row.error_code == response.json()["error"]["code"]
 
 
+def test_a_request_refused_before_decoding_keeps_its_method_and_id(audit_url):
+    mark = last_id()
+    headers = {**JSON, "content-type": "text/plain"}
+    with httpx.Client(timeout=10) as client:
+        response = client.post(
+            audit_url, headers=headers, content=b'{"jsonrpc": "2.0", "id": 41, "method": "ping"}'
+        )
+    assert response.status_code == 415
+    row = only(recorded_since(mark, base(audit_url)))
+    assert (row.status, row.rpc_method, row.rpc_id) == (CallLog.Status.REJECTED, "ping", "41")
+
+
 def test_modern_request_failing_validation_is_rejected_with_its_method(audit_url):
     mark = last_id()
     headers, body = modern_call("echo", {"message": "hi"})
