@@ -1,0 +1,151 @@
+"""Hostile input at the endpoint (issue #13, items 6, 7, 10, 11): clear 4xx errors, never 5xx.
+
+The application runs in-process against real PostgreSQL (tests/support/inprocess.py), so a
+request can carry what real servers may let through: a header twice, a NUL in a value.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from mcp_app.models import Session, Tool
+from mcp_app.protocol import errors
+from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
+from tests.support.inprocess import Answer, acall, encode_headers
+
+SLUG = "hostile"
+PATH = f"/mcp/{SLUG}"
+BASE_HEADERS = {
+    "host": "127.0.0.1",
+    "content-type": "application/json",
+    "accept": "application/json, text/event-stream",
+}
+FLUSH_SECONDS = 10.0
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def post(
+    body: Any, headers: dict[str, str] | None = None, *, raw: list[tuple[str, str]] | None = None
+) -> Answer:
+    pairs = raw if raw is not None else list({**BASE_HEADERS, **(headers or {})}.items())
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    return async_to_sync(acall)(PATH, data, encode_headers(pairs))
+
+
+def initialize(version: str = "2025-11-25", **params: Any) -> Answer:
+    return post(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": version,
+                "capabilities": {},
+                "clientInfo": {"name": "hostile-test", "version": "1"},
+                **params,
+            },
+        }
+    )
+
+
+def open_session(version: str = "2025-11-25") -> dict[str, str]:
+    answer = initialize(version)
+    assert answer.status == 200, answer.body
+    return {
+        "mcp-session-id": answer.header("mcp-session-id") or "",
+        "mcp-protocol-version": version,
+    }
+
+
+def error_code(answer: Answer, index: int | None = None) -> int:
+    body = answer.json()
+    return (body[index] if index is not None else body)["error"]["code"]
+
+
+@pytest.fixture
+def endpoint() -> Any:
+    endpoint = make_endpoint(SLUG)
+    endpoint.tools.add(
+        make_python_tool("echo", "echo", input_schema=echo_schema()),
+        make_python_tool(
+            "later",
+            "echo",
+            input_schema=echo_schema(),
+            execution_mode=Tool.Execution.BACKGROUND,
+            task_support=Tool.TaskSupport.OPTIONAL,
+        ),
+    )
+    return endpoint
+
+
+def call(request_id: Any, name: str, message: str = "hi", **meta: Any) -> dict[str, Any]:
+    params: dict[str, Any] = {"name": name, "arguments": {"message": message}}
+    if meta:
+        params["_meta"] = meta
+    return {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+
+
+# -- 6: NUL and lone surrogates in strings the server stores ---------------------------------
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"clientInfo": {"name": "a\u0000", "version": "1"}},
+        {"capabilities": {"x\u0000": {}}},
+    ],
+)
+def test_initialize_with_nul_in_client_info_or_capabilities_is_invalid_params(
+    endpoint: Any, params: dict[str, Any]
+) -> None:
+    answer = initialize(**params)
+
+    assert answer.status == 400
+    assert error_code(answer) == errors.INVALID_PARAMS
+    assert Session.objects.count() == 0
+
+
+def test_subscribing_to_a_uri_with_nul_is_invalid_params(endpoint: Any) -> None:
+    session = open_session()
+
+    answer = post(
+        {"jsonrpc": "2.0", "id": 2, "method": "resources/subscribe", "params": {"uri": "\u0000"}},
+        session,
+    )
+
+    assert answer.status == 200
+    assert error_code(answer) == errors.INVALID_PARAMS
+
+
+def test_a_background_call_with_nul_in_its_request_id_is_invalid_request(endpoint: Any) -> None:
+    session = open_session()
+
+    answer = post(call("id\u0000", "later"), session)
+
+    assert answer.status == 400
+    assert answer.json()["id"] is None
+    assert error_code(answer) == errors.INVALID_REQUEST
+
+
+def test_a_background_call_with_nul_in_its_progress_token_is_invalid_params(
+    endpoint: Any,
+) -> None:
+    session = open_session()
+
+    answer = post(call(2, "later", progressToken="p\u0000"), session)
+
+    assert error_code(answer) == errors.INVALID_PARAMS
+
+
+def test_an_inline_call_echoes_nul_unharmed(endpoint: Any) -> None:
+    session = open_session()
+
+    answer = post(call(2, "echo", message="a\u0000b"), session)
+
+    assert answer.status == 200
+    assert answer.json()["result"]["content"][0]["text"] == "a\u0000b"
