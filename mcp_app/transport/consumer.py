@@ -244,6 +244,10 @@ class StreamableHttpConsumer:
 
     async def _route(self) -> None:
         method = self.scope["method"]
+        problem = http.header_problem(self.headers)
+        if problem is not None:
+            await self._reject(400, problem)
+            return
         if not http.host_allowed(first(self.headers, "host"), _allowed_hosts()):
             await self._reject(403, "Host not allowed")
             return

@@ -149,3 +149,57 @@ def test_an_inline_call_echoes_nul_unharmed(endpoint: Any) -> None:
 
     assert answer.status == 200
     assert answer.json()["result"]["content"][0]["text"] == "a\u0000b"
+
+
+# -- 11: repeated headers --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("name", "first", "second"),
+    [
+        ("host", "127.0.0.1", "evil.example"),
+        ("content-type", "application/json", "text/plain"),
+        ("mcp-protocol-version", "2025-11-25", "2025-03-26"),
+        ("authorization", "Bearer a", "Bearer b"),
+        ("origin", "http://127.0.0.1", "https://evil.example"),
+    ],
+)
+def test_a_singleton_header_sent_twice_is_400(
+    endpoint: Any, name: str, first: str, second: str
+) -> None:
+    pairs = [*BASE_HEADERS.items(), (name, first), (name, second)]
+    pairs = [pair for pair in pairs if pair[0] != name] + [(name, first), (name, second)]
+
+    answer = post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, raw=pairs)
+
+    assert answer.status == 400
+    assert error_code(answer) == errors.INVALID_REQUEST
+    assert f"{name} header was sent more than once" in answer.json()["error"]["message"]
+
+
+def test_a_repeated_accept_header_is_combined(endpoint: Any) -> None:
+    pairs = [
+        ("host", "127.0.0.1"),
+        ("content-type", "application/json"),
+        ("accept", "text/event-stream"),
+        ("accept", "application/json"),
+    ]
+
+    answer = post(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {}},
+        },
+        raw=pairs,
+    )
+
+    assert answer.status == 200
+
+
+def test_a_nul_in_a_header_value_is_400(endpoint: Any) -> None:
+    answer = post({"jsonrpc": "2.0", "id": 1, "method": "ping"}, {"mcp-session-id": "a\u0000"})
+
+    assert answer.status == 400
+    assert "NUL" in answer.json()["error"]["message"]
