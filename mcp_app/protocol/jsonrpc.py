@@ -113,17 +113,18 @@ def _decode_one(obj: Any) -> Message:
     raise _invalid("Not a JSON-RPC request, notification or response", obj)
 
 
-def decode(body: bytes) -> Message | list[Message]:
+def decode(body: bytes, *, max_batch: int | None = None) -> Message | list[Message]:
     """Decode one POST body into a message, or a list of them for a JSON-RPC batch.
 
     A batch with any malformed element is rejected as a whole with ``InvalidRequest``:
     batches only exist for 2025-03-26 sessions, and answering a half-valid batch
-    element by element buys clients nothing while complicating every transport path.
+    element by element buys clients nothing while complicating every transport path. So is
+    a batch of more than ``max_batch`` messages, before any element is looked at.
 
     Raises:
         ParseError: the body is not JSON (or not UTF-8).
-        InvalidRequest: the JSON is not a valid JSON-RPC message; ``request_id`` carries
-            the id when one could be read.
+        InvalidRequest: the JSON is not a valid JSON-RPC message, or a batch too large;
+            ``request_id`` carries the id when one could be read.
     """
     try:
         data = orjson.loads(body)
@@ -132,6 +133,10 @@ def decode(body: bytes) -> Message | list[Message]:
     if isinstance(data, list):
         if not data:
             raise _invalid("An empty batch is not a valid JSON-RPC message")
+        if max_batch is not None and len(data) > max_batch:
+            raise _invalid(
+                f"A batch may hold at most {max_batch} messages; this one has {len(data)}"
+            )
         try:
             return [_decode_one(item) for item in data]
         except InvalidRequest as error:

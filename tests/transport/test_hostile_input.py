@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 from asgiref.sync import async_to_sync
+from django.test import override_settings
 
-from mcp_app.models import Session, Tool
+from mcp_app.models import CallLog, Session, Tool
 from mcp_app.protocol import errors
+from mcp_app.services.audit import call_log_flush
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
 from tests.support.inprocess import Answer, acall, encode_headers
 
@@ -149,6 +151,57 @@ def test_an_inline_call_echoes_nul_unharmed(endpoint: Any) -> None:
 
     assert answer.status == 200
     assert answer.json()["result"]["content"][0]["text"] == "a\u0000b"
+
+
+# -- 10: bounded batches ---------------------------------------------------------------------
+
+
+@override_settings(MCP_MAX_BATCH_MESSAGES=5)
+def test_a_batch_past_the_bound_is_refused_whole_and_runs_nothing(endpoint: Any) -> None:
+    session = open_session("2025-03-26")
+    call_log_flush(timeout=FLUSH_SECONDS)
+    before = CallLog.objects.count()
+
+    answer = post([call(i, "echo", message=f"m{i}") for i in range(6)], session)
+
+    assert answer.status == 400
+    assert error_code(answer) == errors.INVALID_REQUEST
+    assert "at most 5" in answer.json()["error"]["message"]
+    assert call_log_flush(timeout=FLUSH_SECONDS)
+    rows = CallLog.objects.all()[before:]
+    assert [(row.rpc_method, row.status) for row in rows] == [("", "rejected")]
+
+
+@override_settings(MCP_MAX_BATCH_MESSAGES=5)
+def test_a_batch_at_the_bound_is_served(endpoint: Any) -> None:
+    session = open_session("2025-03-26")
+
+    answer = post([call(i, "echo", message=f"m{i}") for i in range(5)], session)
+
+    assert answer.status == 200
+    assert [reply["result"]["content"][0]["text"] for reply in answer.json()] == [
+        f"m{i}" for i in range(5)
+    ]
+
+
+# The follower gives up on a call no worker takes after this long: the batch's one allowed
+# background call ends there, with no worker running in this test.
+@override_settings(MCP_BACKGROUND_START_TIMEOUT_SECONDS=0.3)
+def test_background_calls_past_the_bound_get_their_own_error_and_do_not_run(
+    endpoint: Any,
+) -> None:
+    session = open_session("2025-03-26")
+
+    answer = post([call(1, "later"), call(2, "echo"), call(3, "later"), call(4, "later")], session)
+
+    assert answer.status == 200
+    replies = {reply["id"]: reply for reply in answer.json()}
+    assert "result" in replies[1] and "result" in replies[2]
+    assert [replies[i]["error"]["code"] for i in (3, 4)] == [errors.INVALID_REQUEST] * 2
+    assert "at most 1 background" in replies[3]["error"]["message"]
+    assert call_log_flush(timeout=FLUSH_SECONDS)
+    statuses = dict(CallLog.objects.filter(rpc_method="tools/call").values_list("rpc_id", "status"))
+    assert statuses["3"] == statuses["4"] == "protocol_error"
 
 
 # -- 11: repeated headers --------------------------------------------------------------------
