@@ -7,6 +7,7 @@ request can carry what real servers may let through: a header twice, a NUL in a 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,8 +17,10 @@ from django.test import override_settings
 from mcp_app.models import CallLog, Session, Tool
 from mcp_app.protocol import errors
 from mcp_app.services.audit import call_log_flush
+from mcp_app.services.credentials import credential_create
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
 from tests.support.inprocess import Answer, acall, encode_headers
+from tests.support.upstream import Upstream, run_upstream
 
 SLUG = "hostile"
 PATH = f"/mcp/{SLUG}"
@@ -256,3 +259,48 @@ def test_a_nul_in_a_header_value_is_400(endpoint: Any) -> None:
 
     assert answer.status == 400
     assert "NUL" in answer.json()["error"]["message"]
+
+
+# -- 7: credential values never reach the call log ------------------------------------------
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    with run_upstream() as server:
+        yield server
+
+
+def test_an_api_key_sent_as_a_query_parameter_is_not_in_the_call_log(
+    endpoint: Any, upstream: Upstream
+) -> None:
+    secret = "k3y/with+chars&more"
+    credential_create(name="api", kind="api_key_query", query_param="key", secret=secret)
+    tool = Tool(
+        name="fetch",
+        description="Echo upstream",
+        kind=Tool.Kind.HTTP,
+        config={
+            "url": upstream.url("/echo"),
+            "credential": "api",
+            "allow_networks": ["127.0.0.1/32"],
+        },
+        capture_mode=Tool.Capture.FULL,
+    )
+    tool.full_clean()
+    tool.save()
+    endpoint.tools.add(tool)
+    session = open_session()
+
+    answer = post(
+        {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "fetch"}}, session
+    )
+
+    result = answer.json()["result"]
+    assert not result.get("isError"), result
+    assert result["structuredContent"]["query"] == {"key": ["[redacted]"]}
+    assert call_log_flush(timeout=FLUSH_SECONDS)
+    row = CallLog.objects.get(rpc_method="tools/call")
+    stored = json.dumps(row.result)
+    assert "[redacted]" in stored
+    for form in (secret, "k3y/with%2Bchars%26more", "k3y%2Fwith%2Bchars%26more"):
+        assert form not in stored and form not in answer.body.decode()
