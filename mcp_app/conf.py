@@ -20,6 +20,12 @@ class McpConf:
     MCP_MAX_BODY_BYTES: int = 4 * 1024 * 1024
     # Seconds a client may take to send a request body (408 after that).
     MCP_BODY_TIMEOUT_SECONDS: float = 30.0
+    # Messages in one JSON-RPC batch (2025-03-26 sessions); a larger batch is refused whole
+    # (400, -32600) before any of it runs.
+    MCP_MAX_BATCH_MESSAGES: int = 100
+    # Background tool calls one batch may start; the calls past it are answered with an
+    # error (-32600) and not run, so one request cannot fill the workers.
+    MCP_MAX_BATCH_BACKGROUND_CALLS: int = 1
     # Items per page of tools/list, resources/list, resources/templates/list, prompts/list.
     MCP_PAGE_SIZE: int = 100
     # A legacy session unused for this long is expired (404 afterwards).

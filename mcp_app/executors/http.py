@@ -31,8 +31,11 @@ an image block; text a text block; anything else an embedded binary resource. Bo
 at MCP_HTTP_MAX_RESPONSE_BYTES. Requests go through ``netguard`` (SSRF guard).
 
 The runner resolves ``credential`` into ``resolved_credential`` (an ``HttpAuth``) before the
-call: this module never reads rows. Every secret of that credential is replaced by
-``[redacted]`` in error messages and excerpts.
+call: this module never reads rows. Every secret of that credential, in every form it was
+sent (raw, percent-encoded, base64 in a Basic header), is replaced by ``[redacted]`` in
+everything the call returns: error messages, excerpts, text, ``structuredContent`` and binary
+blocks. An upstream that echoes its request (URL, headers, body) must not hand the secret to
+the model or the call log, and the call log's own redaction only knows secrets by key name.
 """
 
 from __future__ import annotations
@@ -345,9 +348,10 @@ class HttpExecutor(Executor):
         auth: HttpAuth = config.get("resolved_credential") or HttpAuth()
         redactor = Redactor(auth.secrets)
         try:
-            return await self._call(config, arguments, auth, redactor, ctx)
+            result = await self._call(config, arguments, auth, redactor, ctx)
         except ToolError as exc:
             raise ToolError(redactor(exc.message)) from None
+        return redactor.result(result)
 
     async def _call(
         self,
@@ -439,15 +443,68 @@ class Redactor:
     """Replaces every form of the credential's secrets by ``[redacted]``."""
 
     def __init__(self, secrets: Sequence[str]) -> None:
+        # quote() with its default safe "/" is how build_url encodes a credential's query.
         forms = {form for secret in secrets if secret
-                 for form in (secret, quote(secret, safe=""), quote_plus(secret))}  # fmt: skip
+                 for form in (secret, quote(secret, safe=""), quote(secret),
+                              quote_plus(secret))}  # fmt: skip
         # Longest first, so a secret containing another is replaced whole.
         self._forms = sorted(forms, key=len, reverse=True)
+        self._byte_forms = [form.encode() for form in self._forms]
 
     def __call__(self, text: str) -> str:
         for form in self._forms:
             text = text.replace(form, REDACTED)
         return text
+
+    def data(self, data: bytes) -> bytes:
+        """Redact a binary body (UTF-8 forms of the secrets)."""
+        for form in self._byte_forms:
+            data = data.replace(form, REDACTED.encode())
+        return data
+
+    def value(self, value: Any) -> Any:
+        """Redact every string (object keys too) of a JSON value."""
+        if not self._forms:
+            return value
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, Mapping):
+            return {self(str(key)): self.value(member) for key, member in value.items()}
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        return value
+
+    def result(self, result: ToolResult) -> ToolResult:
+        """Redact a tool result: its text, structured content, and base64 payloads."""
+        if not self._forms:
+            return result
+        content = []
+        for block in result.content:
+            redacted = dict(self.value(dict(block)))
+            if block.get("type") in ("image", "audio") and isinstance(block.get("data"), str):
+                redacted["data"] = self._base64(block["data"])
+            resource = block.get("resource")
+            if isinstance(resource, Mapping) and isinstance(resource.get("blob"), str):
+                redacted["resource"] = {
+                    **redacted["resource"],
+                    "blob": self._base64(resource["blob"]),
+                }
+            content.append(redacted)
+        return ToolResult(
+            content=content,
+            structured=(
+                self.value(result.structured) if result.has_structured else result.structured
+            ),
+            is_error=result.is_error,
+            meta=self.value(result.meta) if result.meta is not None else None,
+        )
+
+    def _base64(self, text: str) -> str:
+        try:
+            raw = base64.b64decode(text, validate=True)
+        except ValueError:
+            return text
+        return base64.b64encode(self.data(raw)).decode("ascii")
 
 
 def _format(value: Any) -> str:
@@ -578,6 +635,8 @@ def map_response(
             ) from None
         if select:
             value = apply_select(value, select)
+        # Before the text is made: a secret holding a quote or backslash is escaped there.
+        value = redactor.value(value)
         text = json.dumps(value, indent=2, ensure_ascii=False)
         limit = get_conf().MCP_HTTP_MAX_RESPONSE_BYTES
         if len(text) > limit:

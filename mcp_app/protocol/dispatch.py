@@ -48,6 +48,7 @@ from mcp_app.protocol.messages import (
 )
 from mcp_app.protocol.methods import TRANSPORT_METHODS, known_methods
 from mcp_app.protocol.shaping import finish_result
+from mcp_app.protocol.storable import require_storable
 from mcp_app.protocol.versions import Era, Feature
 
 __all__ = ["handle_notification", "handle_request", "known_methods"]
@@ -109,6 +110,7 @@ async def handle_request(
     Raises:
         MethodNotFound: the method does not exist in this era.
         InvalidRequest: the method is one the transport serves itself.
+        InvalidParams: ``_meta.progressToken`` holds NUL or an unpaired surrogate.
         McpError: whatever the handler raises (invalid params, not found, internal).
     """
     entry = _TABLES[ctx.era].get(method)
@@ -118,6 +120,9 @@ async def handle_request(
         if method in TRANSPORT_METHODS and method in known_methods(ctx.era):
             raise InvalidRequest(f"{method} is not valid here")
         raise MethodNotFound(f"Method not found: {method}")
+    if ctx.progress_token is not None:
+        # A background call keeps its progress token on its row.
+        require_storable(ctx.progress_token, "params._meta.progressToken")
     parsed = entry.parse(params)
     result = await entry.handler(ctx, parsed)
     return finish_result(result, ctx.version, ctx.server_info, cacheable=entry.cacheable)

@@ -32,6 +32,7 @@ from mcp_app.protocol.errors import (
 )
 from mcp_app.protocol.jsonrpc import Message, Notification, Request, Response
 from mcp_app.protocol.methods import NAME_BEARING_PARAMS, TASK_EXTENSION_METHODS, known_methods
+from mcp_app.protocol.storable import require_storable
 from mcp_app.protocol.tasks import REQUIRED_EXTENSION
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Era
 
@@ -345,6 +346,8 @@ def check_modern_request(
         MethodNotFound: the method does not exist in 2026-07-28.
         MissingClientCapability: the request needs an undeclared client capability.
         InvalidParams: the requested log level is not an RFC 5424 level name.
+        InvalidParams: the client capabilities or info hold a string that cannot be
+            stored (a background call keeps them).
     """
     meta = _meta_of(request.params)
     if not isinstance(meta, Mapping):
@@ -379,6 +382,8 @@ def check_modern_request(
     log_level = meta.get(LOG_LEVEL_KEY)
     if log_level is not None and log_level not in LOG_LEVELS:
         raise InvalidParams(f"params._meta {LOG_LEVEL_KEY} must be one of {', '.join(LOG_LEVELS)}")
+    require_storable(capabilities, f"params._meta {CLIENT_CAPABILITIES_KEY}")
+    require_storable(client_info, f"params._meta {CLIENT_INFO_KEY}")
     return ModernEnvelope(
         version=version,
         client_capabilities=dict(capabilities),

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from mcp_app.protocol.errors import InvalidParams
+from mcp_app.protocol.storable import require_storable
 
 T = TypeVar("T")
 Params = Mapping[str, Any] | None
@@ -181,7 +182,10 @@ class TaskIdParams:
 
     @classmethod
     def parse(cls, params: Params) -> TaskIdParams:
-        return cls(task_id=_required(params, "taskId", str))
+        task_id = _required(params, "taskId", str)
+        # Looked up in the database, which refuses NUL in a query parameter.
+        require_storable(task_id, "params.taskId")
+        return cls(task_id=task_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +197,9 @@ class TaskUpdateParams:
 
     @classmethod
     def parse(cls, params: Params) -> TaskUpdateParams:
-        return cls(
-            task_id=_required(params, "taskId", str),
-            input_responses=_required(params, "inputResponses", dict),
-        )
+        task_id = _required(params, "taskId", str)
+        input_responses = _required(params, "inputResponses", dict)
+        # The task's row keeps the answers.
+        require_storable(task_id, "params.taskId")
+        require_storable(input_responses, "params.inputResponses")
+        return cls(task_id=task_id, input_responses=input_responses)

@@ -246,6 +246,10 @@ class StreamableHttpConsumer:
 
     async def _route(self) -> None:
         method = self.scope["method"]
+        problem = http.header_problem(self.headers)
+        if problem is not None:
+            await self._reject(400, problem)
+            return
         if not http.host_allowed(first(self.headers, "host"), _allowed_hosts()):
             await self._reject(403, "Host not allowed")
             return
@@ -340,7 +344,7 @@ class StreamableHttpConsumer:
             await self._reject(406, "Accept must include application/json")
             return
         try:
-            payload = jsonrpc.decode(self.body)
+            payload = jsonrpc.decode(self.body, max_batch=get_conf().MCP_MAX_BATCH_MESSAGES)
         except McpError as exc:
             await self.responder.respond_json(
                 400, _error_body(getattr(exc, "request_id", None), exc)
@@ -616,7 +620,13 @@ class StreamableHttpConsumer:
         )
 
     async def _post_batch(self, state: EndpointState, messages: list[Any]) -> None:
-        """JSON-RPC batches: only sessions that negotiated 2025-03-26 may send them."""
+        """JSON-RPC batches: only sessions that negotiated 2025-03-26 may send them.
+
+        Their size is bounded when decoded (MCP_MAX_BATCH_MESSAGES). Calls of background tools
+        past MCP_MAX_BATCH_BACKGROUND_CALLS are answered with an error and not run: a batch
+        runs in order, and each such call holds a worker for as long as the tool takes, even
+        after the client has gone.
+        """
         session = await self._load_session(state, None)
         if session is None:
             return
@@ -628,12 +638,26 @@ class StreamableHttpConsumer:
             if isinstance(message, Request) and await self._scope_refused(state, message):
                 return
         replies: list[dict[str, Any]] = []
+        background_left = get_conf().MCP_MAX_BATCH_BACKGROUND_CALLS
         for message in messages:
             if isinstance(message, Request):
+                refusal = None
+                name = (message.params or {}).get("name")
+                tool = state.snapshot.tool(name) if isinstance(name, str) else None
                 if inbound.classify(message, None) is not inbound.Route.LEGACY:
-                    replies.append(
-                        _error_body(message.id, InvalidRequest("initialize cannot be batched"))
-                    )
+                    refusal = InvalidRequest("initialize cannot be batched")
+                elif message.method == "tools/call" and tool and tool.execution == "background":
+                    background_left -= 1
+                    if background_left < 0:
+                        refusal = InvalidRequest(
+                            "A batch may start at most "
+                            f"{get_conf().MCP_MAX_BATCH_BACKGROUND_CALLS} background tool "
+                            "call(s); send this call in a request of its own"
+                        )
+                if refusal is not None:
+                    body = _error_body(message.id, refusal)
+                    self.audit.answered(message, body, refusal)
+                    replies.append(body)
                     continue
                 ctx = self._legacy_context(state, session, message, None)
                 body, _error = await self._run(ctx, message)

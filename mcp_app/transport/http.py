@@ -6,6 +6,7 @@ basic/transports "Security Warning") is done here, for every MCP request.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import urlsplit
 
@@ -14,6 +15,16 @@ from django.http.request import split_domain_port, validate_host
 Headers = Mapping[str, Sequence[str]]
 
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", "[::1]"})
+# Headers that carry one value. Sent twice, which copy counts differs between this code, a
+# proxy in front and the client's intent (`Host: ok` then `Host: evil`), so the request is
+# refused instead of guessed at. Accept and the rest may repeat: their values are combined.
+SINGLETON_HEADERS = (
+    "host", "content-type", "content-length", "mcp-session-id", "mcp-protocol-version",
+    "mcp-method", "mcp-name", "authorization", "origin", "last-event-id",
+)  # fmt: skip
+# RFC 9110 section 5.5: a field value holding CR, LF or NUL is invalid and dangerous.
+_FORBIDDEN_IN_VALUES = ("\x00", "\r", "\n")
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]+")
 
 
 def parse_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, list[str]]:
@@ -28,6 +39,19 @@ def parse_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, list[str]]:
         text = value.decode("latin-1").strip(" \t")
         headers.setdefault(name.decode("latin-1").lower(), []).append(text)
     return headers
+
+
+def header_problem(headers: Headers) -> str | None:
+    """Return why the request's headers are unusable (a repeated singleton, a NUL), or None."""
+    for name in SINGLETON_HEADERS:
+        if len(headers.get(name, ())) > 1:
+            return f"The {name} header was sent more than once"
+    for name, values in headers.items():
+        if not _TOKEN.fullmatch(name):
+            return "A header name is not an RFC 9110 token"
+        if any(char in value for value in values for char in _FORBIDDEN_IN_VALUES):
+            return f"The {name} header contains a NUL, CR or LF character"
+    return None
 
 
 def first(headers: Headers, name: str) -> str | None:

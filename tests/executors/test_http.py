@@ -17,7 +17,7 @@ from django.test import override_settings
 
 from mcp_app.executors import get_executor
 from mcp_app.executors.base import ConfigError
-from mcp_app.executors.http import HttpAuth, placeholder_names
+from mcp_app.executors.http import HttpAuth, Redactor, placeholder_names
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import NO_STRUCTURED, ToolError, ToolResult
 from tests.support.live import free_port
@@ -260,8 +260,9 @@ async def test_credential_headers_and_query_are_sent(
 
     received = await echo(ctx, upstream, resolved_credential=auth)
 
-    assert received["headers"]["authorization"] == "Bearer tok-1"
-    assert received["query"] == {"key": ["k-1"]}
+    # Redaction goes by value: these slots held exactly the credential's secrets.
+    assert received["headers"]["authorization"] == "Bearer [redacted]"
+    assert received["query"] == {"key": ["[redacted]"]}
 
 
 # Retries, timeouts, limits
@@ -439,6 +440,50 @@ async def test_secrets_are_redacted_from_error_excerpts_and_never_logged(
 
     assert result.content[0]["text"].endswith("you sent 'Bearer [redacted]'")
     assert secret not in caplog.text
+
+
+async def test_an_echoed_api_key_is_redacted_from_text_and_structured_content(
+    ctx: ToolCallContext, upstream: Upstream
+) -> None:
+    secret = "k3y/with+chars&more"
+    auth = HttpAuth(query={"key": secret}, secrets=(secret,))
+
+    result = await call(ctx, {"url": upstream.url("/echo"), "resolved_credential": auth})
+
+    assert result.structured["query"] == {"key": ["[redacted]"]}
+    assert result.structured["raw_path"] == "/echo?key=[redacted]"
+    shown = json.dumps([result.content, result.structured])
+    for form in (secret, "k3y/with%2Bchars%26more", "k3y%2Fwith%2Bchars%26more"):
+        assert form not in shown
+
+
+async def test_a_secret_with_quotes_is_redacted_from_the_pretty_printed_text(
+    ctx: ToolCallContext, upstream: Upstream
+) -> None:
+    secret = 'pa"ss\\word'
+    auth = HttpAuth(headers={"X-Key": secret}, secrets=(secret,))
+
+    result = await call(ctx, {"url": upstream.url("/echo"), "resolved_credential": auth})
+
+    assert result.structured["headers"]["x-key"] == "[redacted]"
+    assert json.dumps(secret)[1:-1] not in result.content[0]["text"]
+
+
+def test_binary_blocks_are_redacted_inside_their_base64() -> None:
+    redactor = Redactor(("s3cret",))
+    blob = base64.b64encode(b"\x00\x01s3cret\x02").decode()
+    result = ToolResult(
+        content=[
+            {"type": "image", "data": blob, "mimeType": "image/png"},
+            {"type": "resource", "resource": {"uri": "u", "blob": blob}},
+        ]
+    )
+
+    redacted = redactor.result(result)
+
+    expected = base64.b64encode(b"\x00\x01[redacted]\x02").decode()
+    assert redacted.content[0]["data"] == expected
+    assert redacted.content[1]["resource"]["blob"] == expected
 
 
 async def test_secrets_are_redacted_from_tool_errors(ctx: ToolCallContext) -> None:

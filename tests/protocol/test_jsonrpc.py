@@ -146,3 +146,11 @@ def test_encode_and_notification_round_trip() -> None:
         "jsonrpc": "2.0",
         "method": "notifications/tools/list_changed",
     }
+
+
+def test_a_batch_past_max_batch_is_invalid_request_before_its_elements_are_read() -> None:
+    batch = [{"jsonrpc": "2.0", "id": i, "method": "ping"} for i in range(3)] + ["not a message"]
+
+    with pytest.raises(InvalidRequest, match="at most 3 messages; this one has 4"):
+        decode(orjson.dumps(batch), max_batch=3)
+    assert len(decode(orjson.dumps(batch[:3]), max_batch=3)) == 3

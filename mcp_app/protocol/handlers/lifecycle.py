@@ -13,6 +13,7 @@ from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.errors import InvalidParams
 from mcp_app.protocol.messages import EmptyParams
+from mcp_app.protocol.storable import require_storable
 from mcp_app.protocol.tasks import TASKS_EXTENSION
 from mcp_app.protocol.versions import (
     MODERN_VERSIONS,
@@ -46,8 +47,9 @@ def parse_initialize(
     basic/lifecycle, "Version Negotiation").
 
     Raises:
-        InvalidParams: params are not an object, ``protocolVersion`` is not a string, or
-            ``capabilities``/``clientInfo`` are present but not objects.
+        InvalidParams: params are not an object, ``protocolVersion`` is not a string,
+            ``capabilities``/``clientInfo`` are present but not objects, or hold a string
+            the session row cannot store (NUL, unpaired surrogate).
     """
     if params is None:
         raise InvalidParams("initialize needs params")
@@ -60,6 +62,9 @@ def parse_initialize(
     client_info = params.get("clientInfo", {})
     if not isinstance(client_info, dict):
         raise InvalidParams("params.clientInfo must be an object")
+    # Both are kept on the session row.
+    require_storable(capabilities, "params.capabilities")
+    require_storable(client_info, "params.clientInfo")
     return negotiate_initialize(requested), capabilities, client_info
 
 

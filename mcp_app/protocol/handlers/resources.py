@@ -25,6 +25,7 @@ from mcp_app.protocol.errors import (
 from mcp_app.protocol.messages import ListParams, UriParams
 from mcp_app.protocol.ports import SessionStore
 from mcp_app.protocol.shaping import shape_resource, shape_resource_template
+from mcp_app.protocol.storable import is_storable_text, require_storable
 from mcp_app.protocol.uritemplate import match
 from mcp_app.protocol.versions import Feature
 
@@ -133,6 +134,8 @@ def _session(ctx: RequestContext) -> tuple[LegacySession, SessionStore]:
 async def handle_resources_subscribe(ctx: RequestContext, params: UriParams) -> dict[str, Any]:
     """Subscribe this session to ``notifications/resources/updated`` for ``params.uri``."""
     session, sessions = _session(ctx)
+    # The session row keeps its subscriptions.
+    require_storable(params.uri, "params.uri")
     await sessions.subscribe(session.id, params.uri)
     session.subscriptions = session.subscriptions | {params.uri}
     return {}
@@ -141,6 +144,8 @@ async def handle_resources_subscribe(ctx: RequestContext, params: UriParams) -> 
 async def handle_resources_unsubscribe(ctx: RequestContext, params: UriParams) -> dict[str, Any]:
     """Cancel this session's subscription to ``params.uri`` (a no-op when absent)."""
     session, sessions = _session(ctx)
+    if not is_storable_text(params.uri):
+        return {}  # never subscribed: a subscription with this URI cannot be stored
     await sessions.unsubscribe(session.id, params.uri)
     session.subscriptions = session.subscriptions - {params.uri}
     return {}

@@ -38,6 +38,7 @@ from mcp_app.protocol.results import (
     ToolTimeout,
 )
 from mcp_app.protocol.shaping import shape_call_result, shape_tool, structured_text
+from mcp_app.protocol.storable import require_storable
 from mcp_app.protocol.versions import Feature
 
 logger = logging.getLogger(__name__)
@@ -107,7 +108,8 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
     A call may instead answer with a task handle (``handlers/tasks.plan_call``).
 
     Raises:
-        InvalidParams: the tool does not exist.
+        InvalidParams: the tool does not exist, or a call that may run on a worker has
+            arguments the background call's row cannot store (NUL, unpaired surrogate).
         InternalError: the runner failed unexpectedly (its message never reaches the wire).
         MethodNotFound, MissingClientCapability: the tool's task support refuses this call.
     """
@@ -116,6 +118,9 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
         raise InvalidParams(f"Unknown tool: {params.name}")
     plan = tasks.plan_call(ctx, tool, params)
     arguments = params.arguments
+    if tool.execution != "inline" or plan.start_now or plan.may_become_task:
+        # Such a call may be written to a BackgroundCall row, arguments and all.
+        require_storable(arguments, "params.arguments")
     error = _first_error(tool.input_schema, arguments)
     if error is not None:
         return shape_call_result(
