@@ -159,11 +159,15 @@ def test_an_inline_call_echoes_nul_unharmed(endpoint: Any) -> None:
 # -- 10: bounded batches ---------------------------------------------------------------------
 
 
+def last_row_id() -> int:
+    return CallLog.objects.order_by("-id").values_list("id", flat=True).first() or 0
+
+
 @override_settings(MCP_MAX_BATCH_MESSAGES=5)
 def test_a_batch_past_the_bound_is_refused_whole_and_runs_nothing(endpoint: Any) -> None:
     session = open_session("2025-03-26")
     call_log_flush(timeout=FLUSH_SECONDS)
-    before = CallLog.objects.count()
+    before = last_row_id()
 
     answer = post([call(i, "echo", message=f"m{i}") for i in range(6)], session)
 
@@ -171,8 +175,9 @@ def test_a_batch_past_the_bound_is_refused_whole_and_runs_nothing(endpoint: Any)
     assert error_code(answer) == errors.INVALID_REQUEST
     assert "at most 5" in answer.json()["error"]["message"]
     assert call_log_flush(timeout=FLUSH_SECONDS)
-    rows = CallLog.objects.all()[before:]
-    assert [(row.rpc_method, row.status) for row in rows] == [("", "rejected")]
+    rows = CallLog.objects.filter(id__gt=before).order_by("id")
+    # One row per message of the refused batch, none of them run.
+    assert [(row.rpc_method, row.status) for row in rows] == [("tools/call", "rejected")] * 6
 
 
 @override_settings(MCP_MAX_BATCH_MESSAGES=5)
@@ -194,6 +199,8 @@ def test_background_calls_past_the_bound_get_their_own_error_and_do_not_run(
     endpoint: Any,
 ) -> None:
     session = open_session("2025-03-26")
+    call_log_flush(timeout=FLUSH_SECONDS)
+    before = last_row_id()
 
     answer = post([call(1, "later"), call(2, "echo"), call(3, "later"), call(4, "later")], session)
 
@@ -203,7 +210,8 @@ def test_background_calls_past_the_bound_get_their_own_error_and_do_not_run(
     assert [replies[i]["error"]["code"] for i in (3, 4)] == [errors.INVALID_REQUEST] * 2
     assert "at most 1 background" in replies[3]["error"]["message"]
     assert call_log_flush(timeout=FLUSH_SECONDS)
-    statuses = dict(CallLog.objects.filter(rpc_method="tools/call").values_list("rpc_id", "status"))
+    rows = CallLog.objects.filter(id__gt=before, rpc_method="tools/call")
+    statuses = dict(rows.values_list("rpc_id", "status"))
     assert statuses["3"] == statuses["4"] == "protocol_error"
 
 

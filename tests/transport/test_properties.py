@@ -10,7 +10,6 @@ a shared machine; no background tool is in the catalog, as no worker runs here.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import orjson
@@ -20,7 +19,6 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mcp_app.models import CallLog
-from mcp_app.services import audit
 from mcp_app.services.audit import call_log_flush
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
 from tests.support.inprocess import Answer, acall
@@ -195,17 +193,6 @@ def endpoint() -> None:
         _sessions[version] = answer.header("mcp-session-id") or ""
 
 
-@pytest.fixture(scope="module", autouse=True)
-def _writer_drained() -> Iterator[None]:
-    yield
-    # Until the call-log writer is NUL-safe (the call-log fix of issue #13, item 6, on its own
-    # branch), a row holding NUL keeps the writer retrying: end that writer so later tests in
-    # this process start with a fresh one. A no-op once that fix is in.
-    if not call_log_flush(timeout=FLUSH_SECONDS):
-        audit._writer().stop()
-        audit._writer_instance = None
-
-
 _sessions: dict[str, str] = {}
 
 
@@ -244,13 +231,8 @@ def test_any_request_is_answered_without_a_server_error(
 
 
 @settings(TRANSPORT_SETTINGS, max_examples=100)
-@pytest.mark.xfail(
-    strict=False,
-    reason="rows holding NUL are refused by PostgreSQL until the call-log writer is NUL-safe "
-    "(the call-log fix of issue #13, item 6); remove this marker once it is merged",
-)
 @given(body=BODIES, pairs=headers())
-# A method name holding NUL reaches the call log as it came: the case the marker is for.
+# A method name holding NUL reaches the call log as it came (it used to stall the writer).
 @example(body=b'{"jsonrpc": "2.0", "id": 1, "method": "a\\u0000"}', pairs=BASE_HEADERS)
 def test_every_answered_message_has_its_call_log_row(
     endpoint: None, body: bytes, pairs: list[tuple[str, str]]
