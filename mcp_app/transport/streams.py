@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import redis.exceptions
+from django.db import InterfaceError, OperationalError
 
 from mcp_app.protocol import jsonrpc, sse
 from mcp_app.protocol.results import ToolError
@@ -30,6 +32,23 @@ SSE_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 )
+
+
+# Retry-After of a 503 during an outage: about how long a PostgreSQL or Redis restart takes.
+OUTAGE_RETRY_AFTER_SECONDS = 5
+_OUTAGES = (
+    OperationalError,
+    InterfaceError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    ConnectionError,
+    TimeoutError,
+)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` means PostgreSQL or Redis is unreachable (503), not a bug (500)."""
+    return isinstance(exc, _OUTAGES)
 
 
 def encode_headers(headers: Sequence[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
