@@ -104,13 +104,16 @@ WSGI_APPLICATION = None
 
 # Connections are kept open: opening a PostgreSQL connection costs more than the whole MCP
 # exchange, and the MCP consumer closes "old" connections around every ORM call, so a max age
-# of 0 would mean one new connection per request. No health check before reuse: it is one
-# more round trip per request (a fifth of the CPU of a tools/call); a connection that broke
-# fails one query and is then replaced.
+# of 0 would mean one new connection per request. Each is health-checked before reuse: after
+# a PostgreSQL restart every kept connection is dead, and without the check each thread of
+# every process fails one request with it (a 503) before replacing it. The check is one more
+# round trip per ORM call; DATABASE_CONN_HEALTH_CHECKS=false trades it for those failures
+# (background calls check their own connection either way: services/background.py).
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'mcphost.sqlite3'}"),
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "600")),
+        conn_health_checks=_env_bool("DATABASE_CONN_HEALTH_CHECKS", True),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
