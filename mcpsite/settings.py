@@ -10,6 +10,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MCPHOST_VAR_DIR", BASE_DIR / "var"))
@@ -124,6 +127,16 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
+# After a Redis restart every pooled connection is dead and fails its next command: such a
+# command is retried once, at once, on a fresh connection (the channel layer and the SSE
+# event store). Only once: a receiver whose connection broke while Redis is down still
+# fails, which ends its stream, and the client reconnects and joins its groups afresh
+# (a restarted Redis has forgotten them).
+REDIS_CLIENT_OPTIONS = {
+    "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
+    "retry_on_error": [RedisConnectionError],
+}
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -132,7 +145,14 @@ if REDIS_URL:
             # timeout is also 5 s: the two race and idle receivers die with "Timeout reading".
             # Reads may take longer than the block; connecting may not.
             "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}]
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 30,
+                        "socket_connect_timeout": 5,
+                        **REDIS_CLIENT_OPTIONS,
+                    }
+                ]
             },
         }
     }

@@ -84,7 +84,8 @@ class RedisEventStore:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            client = aioredis.from_url(self.url)
+            # Retries a command once on a fresh connection after a Redis restart.
+            client = aioredis.from_url(self.url, **settings.REDIS_CLIENT_OPTIONS)
             self._clients[loop] = client
         return client
 
