@@ -25,6 +25,7 @@ import os
 import secrets
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -47,6 +48,7 @@ from mcp_app.protocol.results import (
     ToolResult,
     ToolTimeout,
 )
+from mcp_app.protocol.shaping import shape_call_result
 from mcp_app.services import notify
 from mcp_app.services.catalog import ToolKey, aget_endpoint_state
 from mcp_app.services.execution import execute_tool
@@ -497,6 +499,60 @@ async def acancel_request(*, session_id: str, request_id: Any) -> bool:
     ]
     cancelled = [await acancel_call(call_id) for call_id in call_ids]
     return any(cancelled)
+
+
+# A follower relays the outcome within milliseconds of the row becoming final; a row final
+# for longer than this has no live follower to send its response.
+ORPHAN_AFTER_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanAnswer:
+    """The response a dead follower would have sent; ``body`` None: cancelled, none is sent."""
+
+    body: dict[str, Any] | None
+
+
+def _answer_body(call: BackgroundCall) -> dict[str, Any] | None:
+    """The JSON-RPC response the follower of a finished plain call sends (see ``_outcome``)."""
+    if call.status == Status.CANCELLED:
+        return None
+    base = {"jsonrpc": "2.0", "id": call.request_id}
+    if call.status == Status.FAILED and call.outcome == Outcome.PROTOCOL_ERROR:
+        return {**base, "error": _remote_error(call.error).to_error_object()}
+    if call.status == Status.COMPLETED and call.outcome == Outcome.INPUT_REQUIRED:
+        # A legacy request cannot answer input_required (handlers/tools.py says the same).
+        return {**base, "error": InternalError("Tool failed").to_error_object()}
+    if call.status == Status.COMPLETED:
+        result = result_from_json(call.result)
+    else:
+        result = ToolResult.error(call.status_message or "The background call failed.")
+    return {**base, "result": shape_call_result(result, call.protocol_version)}
+
+
+async def aorphan_answer(*, session_id: str, request_id: Any) -> OrphanAnswer | None:
+    """The response of the session's request ``request_id`` whose follower is gone, if final.
+
+    A resumed 2025-11-25 stream (GET + Last-Event-ID) asks when its events stop coming: the
+    web process that followed the call may have died, and nobody else would ever answer the
+    request. None while the call runs, or when it only just ended (its follower, if alive,
+    is sending the response), or when the request was not a background call.
+    """
+    await _db_ready()
+    call_id = await (
+        BackgroundCall.objects.filter(session_id=session_id, request_id=request_id, is_task=False)
+        .order_by("-created_at")
+        .values_list("id", flat=True)
+        .afirst()
+    )
+    if call_id is None:
+        return None
+    call = await asettle(call_id)
+    if call is None or call.is_active or call.finished_at is None:
+        return None
+    if timezone.now() - call.finished_at < timedelta(seconds=ORPHAN_AFTER_SECONDS):
+        return None
+    return OrphanAnswer(_answer_body(call))
 
 
 async def await_final(call_id: str, timeout: float) -> BackgroundCall | None:

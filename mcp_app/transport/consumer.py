@@ -384,7 +384,9 @@ class StreamableHttpConsumer:
         else:
             await self._post_legacy(state, payload)
 
-    def _stream(self, session: LegacySession | None = None) -> RequestStream:
+    def _stream(
+        self, session: LegacySession | None = None, request_id: Any = None
+    ) -> RequestStream:
         """The answer stream of one request; resumable for 2025-11-25 sessions."""
         conf = get_conf()
         resumable = None
@@ -395,6 +397,7 @@ class StreamableHttpConsumer:
                 store=events.get_event_store(),
                 retry_ms=conf.MCP_SSE_RETRY_MS,
                 poll_after=conf.MCP_SSE_POLL_AFTER_SECONDS,
+                request_id=request_id,
             )
         return RequestStream(
             self.responder,
@@ -573,7 +576,7 @@ class StreamableHttpConsumer:
         if isinstance(message, Request) and await self._scope_refused(state, message):
             return
         if isinstance(message, Request):
-            stream = self.current_stream = self._stream(session)
+            stream = self.current_stream = self._stream(session, message.id)
             stream.start_poll_timer()
             ctx = self._legacy_context(state, session, message, stream)
             key = (session.id, jsonrpc.encode(message.id))
@@ -785,11 +788,32 @@ class StreamableHttpConsumer:
                 if is_response(event.data):
                     await self.responder.finish()
                     return
+            # The request may be a background call whose following process died: then its
+            # row is the only place its outcome exists, and this stream must answer from it.
+            known, request_id = await store.request_of(stream_id)
             while not self.responder.client_gone:
-                message = await live.next(self._wait_seconds(keepalive))
+                try:
+                    message = await live.next(self._wait_seconds(keepalive))
+                except Exception:
+                    logger.warning("Channel layer lost; ending the resumed stream", exc_info=True)
+                    break  # the client resumes again
                 if self._token_expired():
                     break
                 if message is None:
+                    orphan = (
+                        await background.aorphan_answer(
+                            session_id=session.id, request_id=request_id
+                        )
+                        if known
+                        else None
+                    )
+                    if orphan is not None:
+                        if orphan.body is not None:
+                            data = jsonrpc.encode(orphan.body)
+                            # Kept like any event, so a later resume replays it too.
+                            frame_id = await store.append(stream_id, data)
+                            await self.responder.write(sse.encode_event(data, event_id=frame_id))
+                        break
                     await self.responder.write(sse.keepalive())
                     continue
                 number = events.parse_event_id(message["id"])

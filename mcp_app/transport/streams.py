@@ -152,6 +152,9 @@ class Resumable:
     store: EventStore
     retry_ms: int
     poll_after: float
+    # The request the stream answers: a resume on another process finds its background call
+    # by it when the process that followed the call is gone.
+    request_id: Any = None
 
 
 def is_response(data: bytes) -> bool:
@@ -217,7 +220,9 @@ class RequestStream:
         await self.responder.start_stream(200, self.headers)
         if self.resumable is not None:
             # Registered only now: a call answered with plain JSON costs no store write.
-            await self.resumable.store.open(self.resumable.stream_id, self.resumable.session_id)
+            await self.resumable.store.open(
+                self.resumable.stream_id, self.resumable.session_id, self.resumable.request_id
+            )
             first = event_id(self.resumable.stream_id, 0)
             await self.responder.write(sse.priming_event(first, self.resumable.retry_ms))
         self._keepalive = asyncio.create_task(self._keep_alive())
