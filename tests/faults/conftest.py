@@ -190,14 +190,16 @@ class FaultStack:
         ]
 
 
-def _manage(env: dict[str, str], *args: str) -> None:
-    subprocess.run(
+def run_manage(env: dict[str, str], *args: str) -> str:
+    """Run a management command on the stack's database; return what it printed."""
+    return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=ROOT,
         env={**os.environ, **env},
         check=True,
-        stdout=subprocess.DEVNULL,
-    )
+        capture_output=True,
+        text=True,
+    ).stdout
 
 
 @pytest.fixture(scope="session")
@@ -213,8 +215,8 @@ def fault_stack() -> Iterator[FaultStack]:
         postgres.init()
         redis.start()
         env = FaultStack(postgres, redis, worker=None).env  # type: ignore[arg-type]
-        _manage(env, "migrate", "--verbosity", "0")
-        _manage(env, "shell", "-c", SEED)
+        run_manage(env, "migrate", "--verbosity", "0")
+        run_manage(env, "shell", "-c", SEED)
         with celery_worker(extra_env=env) as worker:
             yield FaultStack(postgres, redis, worker)
     finally:

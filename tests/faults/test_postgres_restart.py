@@ -13,7 +13,8 @@ from typing import Any
 
 import httpx
 
-from tests.faults.conftest import FaultStack, WebProcess
+from mcpsite.celery import app
+from tests.faults.conftest import FaultStack, WebProcess, run_manage
 from tests.faults.wire import MODERN_META, final_message, modern_headers, tool_call
 
 # Longer than MCP_BACKGROUND_LOST_AFTER_SECONDS (3 s in the tests): no heartbeat gets through.
@@ -61,3 +62,35 @@ async def test_background_calls_survive_a_database_restart(
         for message in after:
             assert_counted(message, 1)
     assert all(status == "completed" for _, status, _ in fault_stack.call_rows())
+
+
+QUEUED_CALL = """
+from mcp_app.models import BackgroundCall, Endpoint, Tool
+call = BackgroundCall.objects.create(
+    endpoint=Endpoint.objects.get(slug="faults"), tool=Tool.objects.get(name="countdown"),
+    tool_name="countdown", arguments={"seconds": 1}, protocol_version="2026-07-28",
+    soft_time_limit=60, hard_time_limit=90,
+)
+print(call.id)
+"""
+
+
+async def test_a_job_taken_while_the_database_is_down_runs_once_it_is_back(
+    fault_stack: FaultStack,
+) -> None:
+    call_id = run_manage(fault_stack.env, "shell", "--no-imports", "-c", QUEUED_CALL).strip()
+    fault_stack.postgres.stop("fast")
+    try:
+        with app.connection_for_write(fault_stack.redis.url) as connection:
+            app.send_task("mcp_app.run_background_call", args=[call_id], connection=connection)
+        async with asyncio.timeout(20):
+            # The worker took the job and could not claim it: it is retried, not dropped.
+            while "Retry in" not in fault_stack.worker.log():
+                await asyncio.sleep(0.1)
+    finally:
+        fault_stack.postgres.start()
+    async with asyncio.timeout(20):
+        while fault_stack.postgres.query(
+            "SELECT status FROM mcp_app_backgroundcall WHERE id = %s", call_id
+        ) != [("completed",)]:
+            await asyncio.sleep(0.1)
