@@ -65,6 +65,9 @@ DB_UNAVAILABLE = (OperationalError, InterfaceError)
 # How long followers and workers carry on through a database outage (a restart takes seconds)
 # before they give up on it: the follower's request then fails, the worker's result is lost.
 DB_OUTAGE_TOLERANCE_SECONDS = 60.0
+# At least this long for a worker to reconnect and beat once the database is back, however
+# short its heartbeat (a busy host reconnects slowly).
+MIN_RECONNECT_SECONDS = 2.0
 
 
 class ClaimDeferred(Exception):
@@ -404,7 +407,8 @@ def _stale_verdict(
     ``db_since`` is when the database last (re)started. A worker cannot write its heartbeat
     while the database is down, but it writes one within a beat of its return (it retries
     every beat), so a silent call counts as lost only once the database has been back for
-    a few beats as well: a worker that ran through a restart is not called crashed.
+    a few beats (at least ``MIN_RECONNECT_SECONDS``) as well: a worker that ran through a
+    restart is not called crashed.
     """
     conf = get_conf()
     if call.status == Status.QUEUED:
@@ -421,7 +425,8 @@ def _stale_verdict(
     ran = now - call.started_at if call.started_at is not None else timedelta(0)
     silent = call.heartbeat_at is not None and now - call.heartbeat_at > lost_after
     if silent and db_since is not None:
-        grace = min(lost_after, timedelta(seconds=3 * conf.MCP_BACKGROUND_HEARTBEAT_SECONDS))
+        beats = max(3 * conf.MCP_BACKGROUND_HEARTBEAT_SECONDS, MIN_RECONNECT_SECONDS)
+        grace = min(lost_after, timedelta(seconds=beats))
         silent = now - db_since > grace
     if call.status == Status.WORKING and (ran > hard + lost_after or (silent and ran >= hard)):
         # Killed at the hard limit (prefork), or still running past it where nothing can
