@@ -41,8 +41,7 @@ _OUTAGES = (
     InterfaceError,
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
-    ConnectionError,
-    TimeoutError,
+    ConnectionError,  # the socket level: refused, reset
 )
 
 
