@@ -9,17 +9,23 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import Future
 
-from celery import shared_task
+from celery import Task, shared_task
 
+from mcp_app.conf import get_conf
 from mcp_app.services import background
 
 # Calls the embedded worker handed to the web loop; referenced until they end.
 _embedded_runs: set[Future[None]] = set()
 
 
-@shared_task(name="mcp_app.run_background_call", acks_late=True, ignore_result=True)
-def run_background_call(call_id: str) -> None:
-    hostname = run_background_call.request.hostname or "worker"
+# A call the database was too unavailable to claim is tried again this often, for as long as
+# its start timeout lets it (after that the row is settled as "not started" anyway).
+CLAIM_RETRY_SECONDS = 1.0
+
+
+@shared_task(name="mcp_app.run_background_call", acks_late=True, ignore_result=True, bind=True)
+def run_background_call(self: Task, call_id: str) -> None:
+    hostname = self.request.hostname or "worker"
     loop = background.embedded_loop()
     if loop is not None and background.embedded_worker_enabled():
         # Embedded worker: the call runs on the web process's loop (where the in-memory
@@ -28,4 +34,11 @@ def run_background_call(call_id: str) -> None:
         _embedded_runs.add(run)
         run.add_done_callback(_embedded_runs.discard)
         return
-    asyncio.run(background.arun_call(call_id, worker=hostname))
+    try:
+        asyncio.run(background.arun_call(call_id, worker=hostname))
+    except background.ClaimDeferred as exc:
+        # Nothing ran; leaving the message acknowledged would strand the row in "queued".
+        limit = get_conf().MCP_BACKGROUND_START_TIMEOUT_SECONDS
+        raise self.retry(
+            exc=exc, countdown=CLAIM_RETRY_SECONDS, max_retries=int(limit / CLAIM_RETRY_SECONDS)
+        ) from exc

@@ -10,6 +10,9 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import dj_database_url
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MCPHOST_VAR_DIR", BASE_DIR / "var"))
@@ -104,13 +107,16 @@ WSGI_APPLICATION = None
 
 # Connections are kept open: opening a PostgreSQL connection costs more than the whole MCP
 # exchange, and the MCP consumer closes "old" connections around every ORM call, so a max age
-# of 0 would mean one new connection per request. No health check before reuse: it is one
-# more round trip per request (a fifth of the CPU of a tools/call); a connection that broke
-# fails one query and is then replaced.
+# of 0 would mean one new connection per request. Each is health-checked before reuse: after
+# a PostgreSQL restart every kept connection is dead, and without the check each thread of
+# every process fails one request with it (a 503) before replacing it. The check is one more
+# round trip per ORM call; DATABASE_CONN_HEALTH_CHECKS=false trades it for those failures
+# (background calls check their own connection either way: services/background.py).
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'mcphost.sqlite3'}"),
         conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "600")),
+        conn_health_checks=_env_bool("DATABASE_CONN_HEALTH_CHECKS", True),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -121,6 +127,16 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
+# After a Redis restart every pooled connection is dead and fails its next command: such a
+# command is retried once, at once, on a fresh connection (the channel layer and the SSE
+# event store). Only once: a receiver whose connection broke while Redis is down still
+# fails, which ends its stream, and the client reconnects and joins its groups afresh
+# (a restarted Redis has forgotten them).
+REDIS_CLIENT_OPTIONS = {
+    "retry": Retry(ExponentialBackoff(cap=0.1, base=0.01), 1),
+    "retry_on_error": [RedisConnectionError],
+}
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -129,7 +145,14 @@ if REDIS_URL:
             # timeout is also 5 s: the two race and idle receivers die with "Timeout reading".
             # Reads may take longer than the block; connecting may not.
             "CONFIG": {
-                "hosts": [{"address": REDIS_URL, "socket_timeout": 30, "socket_connect_timeout": 5}]
+                "hosts": [
+                    {
+                        "address": REDIS_URL,
+                        "socket_timeout": 30,
+                        "socket_connect_timeout": 5,
+                        **REDIS_CLIENT_OPTIONS,
+                    }
+                ]
             },
         }
     }

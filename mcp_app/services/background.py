@@ -25,12 +25,13 @@ import os
 import secrets
 import threading
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections, connection
 from django.utils import timezone
 
 from mcp_app.conf import get_conf
@@ -47,6 +48,7 @@ from mcp_app.protocol.results import (
     ToolResult,
     ToolTimeout,
 )
+from mcp_app.protocol.shaping import shape_call_result
 from mcp_app.services import notify
 from mcp_app.services.catalog import ToolKey, aget_endpoint_state
 from mcp_app.services.execution import execute_tool
@@ -58,6 +60,50 @@ Outcome = BackgroundCall.Outcome
 ACTIVE = BackgroundCall.ACTIVE
 # The hard limit kills the worker process when the soft one did not stop the tool.
 HARD_LIMIT_MARGIN_SECONDS = 30.0
+# What an unreachable database raises (stopped, restarting, network lost).
+DB_UNAVAILABLE = (OperationalError, InterfaceError)
+# How long followers and workers carry on through a database outage (a restart takes seconds)
+# before they give up on it: the follower's request then fails, the worker's result is lost.
+DB_OUTAGE_TOLERANCE_SECONDS = 60.0
+# At least this long for a worker to reconnect and beat once the database is back, however
+# short its heartbeat (a busy host reconnects slowly).
+MIN_RECONNECT_SECONDS = 2.0
+
+
+class ClaimDeferred(Exception):
+    """The worker could not claim the call because the database is unavailable: retry later."""
+
+
+def _refresh_connection() -> None:
+    """Replace this thread's database connection if it broke (a PostgreSQL restart, say).
+
+    The async ORM runs every query on one long-lived thread whose connection nobody else
+    closes (this code runs outside Django's request cycle): without this, a connection
+    that died stays in place and every later query fails.
+    """
+    if connection.in_atomic_block:
+        return  # inside a caller's transaction (tests): not ours to replace
+    close_old_connections()  # with CONN_HEALTH_CHECKS, the next query checks it first
+    if (
+        not connection.health_check_enabled
+        and connection.connection is not None
+        and not connection.is_usable()
+    ):
+        connection.close()
+
+
+async def _db_ready() -> None:
+    """Run ``_refresh_connection`` on the thread the async ORM queries from."""
+    await sync_to_async(_refresh_connection)()
+
+
+def _database_started_at() -> datetime | None:
+    """When the database server (re)started; None where it cannot say (SQLite)."""
+    if connection.vendor != "postgresql":
+        return None
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT pg_postmaster_start_time()")
+        return cursor.fetchone()[0]
 
 
 # -- results as stored in the row ---------------------------------------------------------------
@@ -115,6 +161,7 @@ async def acreate_call(
     conf = get_conf()
     soft, hard = time_limits(tool.key)
     keep_ms = ttl_ms if is_task and ttl_ms is not None else conf.MCP_BACKGROUND_KEEP_SECONDS * 1000
+    await _db_ready()
     now = timezone.now()
     endpoint_id = await (
         Endpoint.objects.filter(slug=ctx.catalog.endpoint.slug).values_list("id", flat=True).aget()
@@ -144,6 +191,13 @@ async def acreate_call(
 
 
 async def _enqueue(call: BackgroundCall) -> None:
+    """Hand the call to a worker; never raises, because the message may have gone out.
+
+    A broker that failed mid-publish (Redis restarting) may still have queued the job, and
+    a worker may run it: telling the client "failed" would invite a retry that runs the tool
+    twice. The call is treated as started instead and followed by its row; if no worker ever
+    takes it, the start timeout settles it as "not started".
+    """
     from mcp_app.tasks import run_background_call  # the task module imports this one
 
     options: dict[str, Any] = {}
@@ -152,7 +206,13 @@ async def _enqueue(call: BackgroundCall) -> None:
     else:
         # Celery kills the worker process at the hard limit (prefork pool).
         options["time_limit"] = call.hard_time_limit
-    await asyncio.to_thread(run_background_call.apply_async, (call.id,), **options)
+    try:
+        await asyncio.to_thread(run_background_call.apply_async, (call.id,), **options)
+    except Exception:
+        logger.warning(
+            "Enqueueing a background call failed; following its row", extra={"call": call.id},
+            exc_info=True,
+        )  # fmt: skip
 
 
 async def astart_call(
@@ -222,21 +282,20 @@ async def afollow(
     current: BackgroundCall | None = call
     try:
         async with notify.GroupListener(notify.call_group(call.id)) as events:
+            settle = _OutageTolerantSettle(call.id)
             if enqueue:
                 await _enqueue(call)
             else:
-                current = await asettle(call.id)
+                current = await settle(current)
             while current is not None and current.is_active:
                 message = await _next(events, _check_interval())
-                if message is None:
-                    current = await asettle(call.id)
+                if message is None or message["type"] == notify.CALL_DONE:
+                    current = await settle(current)
                 elif message["type"] == notify.CALL_FRAME:
                     if ctx.send is not None:
-                        await ctx.send(message["frame"])
+                        await _relay_frame(ctx, message["frame"])
                 elif message["type"] == notify.CALL_ASK:
                     await _relay_question(call.id, message, ctx)
-                elif message["type"] == notify.CALL_DONE:
-                    current = await asettle(call.id)
     except asyncio.CancelledError:
         # The client went away (2026-07-28) or cancelled (legacy): so does the call.
         await asyncio.shield(acancel_call(call.id))
@@ -245,6 +304,47 @@ async def afollow(
         raise ToolError("The background call disappeared (it was purged).")
     ctx.call_detail.update(task_id=current.id, worker=current.worker)
     return _outcome(current, ctx)
+
+
+class _OutageTolerantSettle:
+    """``asettle`` for a follower: a database outage is waited out, not reported as failure.
+
+    The worker goes on running the call while PostgreSQL restarts, and writes its result once
+    the database is back; the follower keeps the row it last read until it can read again,
+    for at most ``DB_OUTAGE_TOLERANCE_SECONDS`` in a row.
+    """
+
+    def __init__(self, call_id: str) -> None:
+        self.call_id = call_id
+        self.failing_since: float | None = None
+
+    async def __call__(self, current: BackgroundCall | None) -> BackgroundCall | None:
+        loop = asyncio.get_running_loop()
+        try:
+            found = await asettle(self.call_id)
+        except DB_UNAVAILABLE:
+            if self.failing_since is None:
+                self.failing_since = loop.time()
+            if loop.time() - self.failing_since > DB_OUTAGE_TOLERANCE_SECONDS:
+                raise
+            logger.warning("Database unavailable; still following the call", exc_info=True)
+            return current
+        self.failing_since = None
+        return found
+
+
+async def _relay_frame(ctx: RequestContext, frame: Mapping[str, Any]) -> None:
+    """Pass a progress or log notification on; one that cannot be sent does not fail the call.
+
+    (A resumable stream also keeps the event in Redis, which may be restarting.)
+    """
+    assert ctx.send is not None
+    try:
+        await ctx.send(frame)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        logger.warning("A notification of a background call was lost", exc_info=True)
 
 
 async def _relay_question(call_id: str, message: Mapping[str, Any], ctx: RequestContext) -> None:
@@ -299,8 +399,17 @@ async def aget_call(
     return call
 
 
-def _stale_verdict(call: BackgroundCall, now: datetime) -> tuple[str, str, str] | None:
-    """(status, outcome, message) when an active call can no longer end by itself."""
+def _stale_verdict(
+    call: BackgroundCall, now: datetime, db_since: datetime | None = None
+) -> tuple[str, str, str] | None:
+    """(status, outcome, message) when an active call can no longer end by itself.
+
+    ``db_since`` is when the database last (re)started. A worker cannot write its heartbeat
+    while the database is down, but it writes one within a beat of its return (it retries
+    every beat), so a silent call counts as lost only once the database has been back for
+    a few beats (at least ``MIN_RECONNECT_SECONDS``) as well: a worker that ran through a
+    restart is not called crashed.
+    """
     conf = get_conf()
     if call.status == Status.QUEUED:
         waited = conf.MCP_BACKGROUND_START_TIMEOUT_SECONDS
@@ -315,6 +424,10 @@ def _stale_verdict(call: BackgroundCall, now: datetime) -> tuple[str, str, str] 
     hard = timedelta(seconds=call.hard_time_limit)
     ran = now - call.started_at if call.started_at is not None else timedelta(0)
     silent = call.heartbeat_at is not None and now - call.heartbeat_at > lost_after
+    if silent and db_since is not None:
+        beats = max(3 * conf.MCP_BACKGROUND_HEARTBEAT_SECONDS, MIN_RECONNECT_SECONDS)
+        grace = min(lost_after, timedelta(seconds=beats))
+        silent = now - db_since > grace
     if call.status == Status.WORKING and (ran > hard + lost_after or (silent and ran >= hard)):
         # Killed at the hard limit (prefork), or still running past it where nothing can
         # kill it (the embedded worker): either way the call is over.
@@ -335,10 +448,15 @@ def _stale_verdict(call: BackgroundCall, now: datetime) -> tuple[str, str, str] 
 
 async def asettle(call_id: str) -> BackgroundCall | None:
     """Return the row, first failing it when it is active but can no longer end by itself."""
+    await _db_ready()
     call = await BackgroundCall.objects.filter(id=call_id).afirst()
     if call is None or not call.is_active:
         return call
     verdict = _stale_verdict(call, timezone.now())
+    if verdict is not None:
+        # Before calling a worker lost: was the database simply down meanwhile?
+        db_since = await sync_to_async(_database_started_at)()
+        verdict = _stale_verdict(call, timezone.now(), db_since)
     if verdict is None:
         return call
     status, outcome, message = verdict
@@ -362,6 +480,7 @@ async def asettle(call_id: str) -> BackgroundCall | None:
 
 async def acancel_call(call_id: str, message: str = "Cancelled by the client.") -> bool:
     """Cancel an active call; return whether this cancelled it (False: already final)."""
+    await _db_ready()
     changed = await BackgroundCall.objects.filter(id=call_id, status__in=ACTIVE).aupdate(
         status=Status.CANCELLED,
         outcome=Outcome.CANCELLED,
@@ -376,6 +495,7 @@ async def acancel_call(call_id: str, message: str = "Cancelled by the client.") 
 
 async def acancel_request(*, session_id: str, request_id: Any) -> bool:
     """Cancel the session's active background call for JSON-RPC ``request_id``, if any."""
+    await _db_ready()
     call_ids = [
         call_id
         async for call_id in BackgroundCall.objects.filter(
@@ -384,6 +504,60 @@ async def acancel_request(*, session_id: str, request_id: Any) -> bool:
     ]
     cancelled = [await acancel_call(call_id) for call_id in call_ids]
     return any(cancelled)
+
+
+# A follower relays the outcome within milliseconds of the row becoming final; a row final
+# for longer than this has no live follower to send its response.
+ORPHAN_AFTER_SECONDS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class OrphanAnswer:
+    """The response a dead follower would have sent; ``body`` None: cancelled, none is sent."""
+
+    body: dict[str, Any] | None
+
+
+def _answer_body(call: BackgroundCall) -> dict[str, Any] | None:
+    """The JSON-RPC response the follower of a finished plain call sends (see ``_outcome``)."""
+    if call.status == Status.CANCELLED:
+        return None
+    base = {"jsonrpc": "2.0", "id": call.request_id}
+    if call.status == Status.FAILED and call.outcome == Outcome.PROTOCOL_ERROR:
+        return {**base, "error": _remote_error(call.error).to_error_object()}
+    if call.status == Status.COMPLETED and call.outcome == Outcome.INPUT_REQUIRED:
+        # A legacy request cannot answer input_required (handlers/tools.py says the same).
+        return {**base, "error": InternalError("Tool failed").to_error_object()}
+    if call.status == Status.COMPLETED:
+        result = result_from_json(call.result)
+    else:
+        result = ToolResult.error(call.status_message or "The background call failed.")
+    return {**base, "result": shape_call_result(result, call.protocol_version)}
+
+
+async def aorphan_answer(*, session_id: str, request_id: Any) -> OrphanAnswer | None:
+    """The response of the session's request ``request_id`` whose follower is gone, if final.
+
+    A resumed 2025-11-25 stream (GET + Last-Event-ID) asks when its events stop coming: the
+    web process that followed the call may have died, and nobody else would ever answer the
+    request. None while the call runs, or when it only just ended (its follower, if alive,
+    is sending the response), or when the request was not a background call.
+    """
+    await _db_ready()
+    call_id = await (
+        BackgroundCall.objects.filter(session_id=session_id, request_id=request_id, is_task=False)
+        .order_by("-created_at")
+        .values_list("id", flat=True)
+        .afirst()
+    )
+    if call_id is None:
+        return None
+    call = await asettle(call_id)
+    if call is None or call.is_active or call.finished_at is None:
+        return None
+    if timezone.now() - call.finished_at < timedelta(seconds=ORPHAN_AFTER_SECONDS):
+        return None
+    return OrphanAnswer(_answer_body(call))
 
 
 async def await_final(call_id: str, timeout: float) -> BackgroundCall | None:
@@ -406,6 +580,7 @@ async def asubmit_answers(call_id: str, responses: Mapping[str, Any]) -> bool:
     Only answers to questions the task asked and that are still unanswered are kept
     (partial sets are fine); returns whether any was.
     """
+    await _db_ready()
     call = await BackgroundCall.objects.filter(id=call_id).afirst()
     if call is None or call.status != Status.INPUT_REQUIRED:
         return False
@@ -430,22 +605,30 @@ async def asubmit_answers(call_id: str, responses: Mapping[str, Any]) -> bool:
 
 
 async def arun_call(call_id: str, *, worker: str) -> None:
-    """Run a queued call on this worker (the Celery task's body)."""
-    await sync_to_async(close_old_connections)()
-    claimed = await BackgroundCall.objects.filter(id=call_id, status=Status.QUEUED).aupdate(
-        status=Status.WORKING,
-        started_at=timezone.now(),
-        updated_at=timezone.now(),
-        heartbeat_at=timezone.now(),
-        worker=worker[:200],
-        worker_pid=os.getpid(),
-    )
-    if not claimed:
-        # Cancelled or settled before it started, or a message redelivered after its
-        # worker died mid-call: never run a tool twice, only make sure the row is final.
-        await asettle(call_id)
-        return
-    call = await BackgroundCall.objects.select_related("endpoint").aget(id=call_id)
+    """Run a queued call on this worker (the Celery task's body).
+
+    Raises:
+        ClaimDeferred: the database is unavailable, so the call was not claimed: the task
+            retries it later (nothing ran).
+    """
+    try:
+        await _db_ready()
+        claimed = await BackgroundCall.objects.filter(id=call_id, status=Status.QUEUED).aupdate(
+            status=Status.WORKING,
+            started_at=timezone.now(),
+            updated_at=timezone.now(),
+            heartbeat_at=timezone.now(),
+            worker=worker[:200],
+            worker_pid=os.getpid(),
+        )
+        if not claimed:
+            # Cancelled or settled before it started, or a message redelivered after its
+            # worker died mid-call: never run a tool twice, only make sure the row is final.
+            await asettle(call_id)
+            return
+        call = await BackgroundCall.objects.select_related("endpoint").aget(id=call_id)
+    except DB_UNAVAILABLE as exc:
+        raise ClaimDeferred(call_id) from exc
     try:
         await _WorkerRun(call).run()
     finally:
@@ -614,9 +797,16 @@ class _WorkerRun:
                     return
                 continue
             next_beat = loop.time() + beat
-            alive = await BackgroundCall.objects.filter(
-                id=self.call.id, status=Status.WORKING
-            ).aupdate(heartbeat_at=timezone.now(), **self._progress_fields())
+            try:
+                await _db_ready()
+                alive = await BackgroundCall.objects.filter(
+                    id=self.call.id, status=Status.WORKING
+                ).aupdate(heartbeat_at=timezone.now(), **self._progress_fields())
+            except DB_UNAVAILABLE:
+                # The tool goes on; the next beat writes again once the database is back
+                # (the settlers allow for the outage, see _stale_verdict).
+                logger.warning("Heartbeat not written: database unavailable", exc_info=True)
+                continue
             if not alive:
                 self._stop(work)
                 return
@@ -651,7 +841,12 @@ class _WorkerRun:
             message = await _next(control, beat)
             if message is not None and message["type"] == notify.CALL_CANCEL:
                 return None
-            row = await BackgroundCall.objects.filter(id=call.id).afirst()
+            try:
+                await _db_ready()
+                row = await BackgroundCall.objects.filter(id=call.id).afirst()
+            except DB_UNAVAILABLE:
+                logger.warning("Task input not read: database unavailable", exc_info=True)
+                continue
             if row is None or row.status != Status.INPUT_REQUIRED:
                 return None
             if all(key in row.input_responses for key in requests):
@@ -693,7 +888,21 @@ class _WorkerRun:
             fields["status_message"] = error.message[:500]
         if requests is not None:
             fields["input_requests"] = dict(requests)
-        await BackgroundCall.objects.filter(id=self.call.id, status__in=ACTIVE).aupdate(**fields)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DB_OUTAGE_TOLERANCE_SECONDS
+        while True:
+            try:
+                await _db_ready()
+                await BackgroundCall.objects.filter(id=self.call.id, status__in=ACTIVE).aupdate(
+                    **fields
+                )
+                break
+            except DB_UNAVAILABLE:
+                # The outcome exists only here: keep it until the database is back.
+                if loop.time() > deadline:
+                    raise
+                logger.warning("Outcome not written yet: database unavailable", exc_info=True)
+                await asyncio.sleep(get_conf().MCP_BACKGROUND_HEARTBEAT_SECONDS)
         await notify.apublish_call_done(call_id=self.call.id)
 
 

@@ -20,8 +20,9 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Protocol
+from typing import Any, Protocol
 
+import orjson
 import redis.asyncio as aioredis
 from django.conf import settings
 
@@ -55,9 +56,15 @@ def parse_event_id(value: str) -> tuple[str, int] | None:
 
 
 class EventStore(Protocol):
-    async def open(self, stream_id: str, session_id: str) -> None: ...
+    async def open(self, stream_id: str, session_id: str, request_id: Any = None) -> None:
+        """Register a stream of ``session_id``, answering JSON-RPC ``request_id`` if given."""
+        ...
 
     async def owner(self, stream_id: str) -> str | None: ...
+
+    async def request_of(self, stream_id: str) -> tuple[bool, Any]:
+        """(found, the request id the stream answers): read when its process is gone."""
+        ...
 
     async def append(self, stream_id: str, data: bytes) -> str:
         """Keep one event; return its id."""
@@ -84,7 +91,8 @@ class RedisEventStore:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            client = aioredis.from_url(self.url)
+            # Retries a command once on a fresh connection after a Redis restart.
+            client = aioredis.from_url(self.url, **settings.REDIS_CLIENT_OPTIONS)
             self._clients[loop] = client
         return client
 
@@ -93,9 +101,21 @@ class RedisEventStore:
         base = f"mcphost:sse:{stream_id}"
         return f"{base}:events", f"{base}:seq", f"{base}:owner"
 
-    async def open(self, stream_id: str, session_id: str) -> None:
+    @staticmethod
+    def _request_key(stream_id: str) -> str:
+        return f"mcphost:sse:{stream_id}:request"
+
+    async def open(self, stream_id: str, session_id: str, request_id: Any = None) -> None:
         _, _, owner = self._keys(stream_id)
-        await self._redis().set(owner, session_id, ex=self.ttl)
+        async with self._redis().pipeline(transaction=False) as pipe:
+            pipe.set(owner, session_id, ex=self.ttl)
+            if request_id is not None:
+                pipe.set(self._request_key(stream_id), orjson.dumps(request_id), ex=self.ttl)
+            await pipe.execute()
+
+    async def request_of(self, stream_id: str) -> tuple[bool, Any]:
+        value = await self._redis().get(self._request_key(stream_id))
+        return (False, None) if value is None else (True, orjson.loads(value))
 
     async def owner(self, stream_id: str) -> str | None:
         _, _, owner = self._keys(stream_id)
@@ -110,7 +130,7 @@ class RedisEventStore:
             pipe.zadd(events, {f"{seq}:".encode() + data: seq})
             # Keep the newest max_events; older ones can no longer be replayed.
             pipe.zremrangebyrank(events, 0, -self.max_events - 1)
-            for key in (events, seq_key, owner):
+            for key in (events, seq_key, owner, self._request_key(stream_id)):
                 pipe.expire(key, self.ttl)
             await pipe.execute()
         return event_id(stream_id, seq)
@@ -133,6 +153,7 @@ class MemoryEventStore:
         self.max_events = max_events
         self.max_streams = max_streams
         self._streams: OrderedDict[str, tuple[str, float, list[tuple[int, bytes]]]] = OrderedDict()
+        self._requests: dict[str, Any] = {}
 
     def _expire(self) -> None:
         now = time.monotonic()
@@ -141,10 +162,17 @@ class MemoryEventStore:
             if now - touched < self.ttl and len(self._streams) <= self.max_streams:
                 break
             del self._streams[stream_id]
+            self._requests.pop(stream_id, None)
 
-    async def open(self, stream_id: str, session_id: str) -> None:
+    async def open(self, stream_id: str, session_id: str, request_id: Any = None) -> None:
         self._expire()
         self._streams[stream_id] = (session_id, time.monotonic(), [])
+        if request_id is not None:
+            self._requests[stream_id] = request_id
+
+    async def request_of(self, stream_id: str) -> tuple[bool, Any]:
+        found = stream_id in self._requests
+        return found, self._requests.get(stream_id)
 
     async def owner(self, stream_id: str) -> str | None:
         self._expire()

@@ -54,11 +54,13 @@ from mcp_app.services.tasks import CatalogTaskStore
 from mcp_app.transport import http
 from mcp_app.transport.http import first
 from mcp_app.transport.streams import (
+    OUTAGE_RETRY_AFTER_SECONDS,
     GroupListener,
     HttpResponder,
     RequestStream,
     Resumable,
     StreamClientRequester,
+    is_outage,
     is_response,
 )
 
@@ -113,6 +115,15 @@ def _server_info(state: EndpointState) -> dict[str, str]:
 
 def _error_body(request_id: Any, error: McpError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_object()}
+
+
+def _request_id_of(body: bytes) -> Any:
+    """The id of a request body that decoded, for an error answer after the fact; else None."""
+    try:
+        message = jsonrpc.decode(body)
+    except McpError:
+        return None
+    return message.id if isinstance(message, Request) else None
 
 
 class StreamableHttpConsumer:
@@ -237,11 +248,26 @@ class StreamableHttpConsumer:
             # Cancelled through another process (its background call's row says so).
             self.audit.submit(cancelled=True)
             await self._abandon()
-        except Exception:
-            # The top-level boundary: a bug or an unavailable database, never bad input.
+        except Exception as exc:
+            # The top-level boundary: a bug or an unavailable database or Redis, never bad input.
+            if self.responder.started:
+                # A stream cannot change its status any more: end it well-formed (a complete
+                # chunked body), so the client reconnects instead of waiting on a dead stream.
+                logger.warning("MCP stream ended by a failure", exc_info=True)
+                await self.responder.finish()
+                return
+            request_id = _request_id_of(self.body)
+            if is_outage(exc):
+                logger.warning("MCP request failed: a service is unavailable", exc_info=True)
+                await self.responder.respond_json(
+                    503,
+                    _error_body(request_id, InternalError("Service temporarily unavailable")),
+                    headers=[("retry-after", str(OUTAGE_RETRY_AFTER_SECONDS))],
+                )
+                return
             logger.exception("MCP request failed", extra={"path": self.scope.get("path")})
             await self.responder.respond_json(
-                500, _error_body(None, InternalError("Internal error"))
+                500, _error_body(request_id, InternalError("Internal error"))
             )
 
     async def _route(self) -> None:
@@ -364,7 +390,9 @@ class StreamableHttpConsumer:
         else:
             await self._post_legacy(state, payload)
 
-    def _stream(self, session: LegacySession | None = None) -> RequestStream:
+    def _stream(
+        self, session: LegacySession | None = None, request_id: Any = None
+    ) -> RequestStream:
         """The answer stream of one request; resumable for 2025-11-25 sessions."""
         conf = get_conf()
         resumable = None
@@ -375,6 +403,7 @@ class StreamableHttpConsumer:
                 store=events.get_event_store(),
                 retry_ms=conf.MCP_SSE_RETRY_MS,
                 poll_after=conf.MCP_SSE_POLL_AFTER_SECONDS,
+                request_id=request_id,
             )
         return RequestStream(
             self.responder,
@@ -553,7 +582,7 @@ class StreamableHttpConsumer:
         if isinstance(message, Request) and await self._scope_refused(state, message):
             return
         if isinstance(message, Request):
-            stream = self.current_stream = self._stream(session)
+            stream = self.current_stream = self._stream(session, message.id)
             stream.start_poll_timer()
             ctx = self._legacy_context(state, session, message, stream)
             key = (session.id, jsonrpc.encode(message.id))
@@ -721,7 +750,11 @@ class StreamableHttpConsumer:
             # no change made after that.
             await self.responder.start_stream(200)
             while not self.responder.client_gone:
-                event = await events.next(self._wait_seconds(keepalive))
+                try:
+                    event = await events.next(self._wait_seconds(keepalive))
+                except Exception:
+                    logger.warning("Channel layer lost; ending the GET stream", exc_info=True)
+                    break  # the client reconnects
                 if self._token_expired():
                     break  # the client reconnects with a refreshed token
                 if event is None:
@@ -781,11 +814,32 @@ class StreamableHttpConsumer:
                 if is_response(event.data):
                     await self.responder.finish()
                     return
+            # The request may be a background call whose following process died: then its
+            # row is the only place its outcome exists, and this stream must answer from it.
+            known, request_id = await store.request_of(stream_id)
             while not self.responder.client_gone:
-                message = await live.next(self._wait_seconds(keepalive))
+                try:
+                    message = await live.next(self._wait_seconds(keepalive))
+                except Exception:
+                    logger.warning("Channel layer lost; ending the resumed stream", exc_info=True)
+                    break  # the client resumes again
                 if self._token_expired():
                     break
                 if message is None:
+                    orphan = (
+                        await background.aorphan_answer(
+                            session_id=session.id, request_id=request_id
+                        )
+                        if known
+                        else None
+                    )
+                    if orphan is not None:
+                        if orphan.body is not None:
+                            data = jsonrpc.encode(orphan.body)
+                            # Kept like any event, so a later resume replays it too.
+                            frame_id = await store.append(stream_id, data)
+                            await self.responder.write(sse.encode_event(data, event_id=frame_id))
+                        break
                     await self.responder.write(sse.keepalive())
                     continue
                 number = events.parse_event_id(message["id"])
@@ -826,7 +880,11 @@ class StreamableHttpConsumer:
             ack = subscriptions.acknowledgement(request.id, honoured)
             await self.responder.write(sse.encode_event(jsonrpc.encode(ack)))
             while not self.responder.client_gone:
-                event = await events.next(self._wait_seconds(keepalive))
+                try:
+                    event = await events.next(self._wait_seconds(keepalive))
+                except Exception:
+                    logger.warning("Channel layer lost; ending the listen stream", exc_info=True)
+                    break  # the client listens again
                 if self._token_expired():
                     break
                 if event is None:

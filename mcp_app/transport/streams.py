@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import orjson
+import redis.exceptions
+from django.db import InterfaceError, OperationalError
 
 from mcp_app.protocol import jsonrpc, sse
 from mcp_app.protocol.results import ToolError
@@ -30,6 +32,22 @@ SSE_HEADERS: tuple[tuple[bytes, bytes], ...] = (
     (b"cache-control", b"no-cache, no-transform"),
     (b"x-accel-buffering", b"no"),
 )
+
+
+# Retry-After of a 503 during an outage: about how long a PostgreSQL or Redis restart takes.
+OUTAGE_RETRY_AFTER_SECONDS = 5
+_OUTAGES = (
+    OperationalError,
+    InterfaceError,
+    redis.exceptions.ConnectionError,
+    redis.exceptions.TimeoutError,
+    ConnectionError,  # the socket level: refused, reset
+)
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` means PostgreSQL or Redis is unreachable (503), not a bug (500)."""
+    return isinstance(exc, _OUTAGES)
 
 
 def encode_headers(headers: Sequence[tuple[str, str]]) -> list[tuple[bytes, bytes]]:
@@ -133,6 +151,9 @@ class Resumable:
     store: EventStore
     retry_ms: int
     poll_after: float
+    # The request the stream answers: a resume on another process finds its background call
+    # by it when the process that followed the call is gone.
+    request_id: Any = None
 
 
 def is_response(data: bytes) -> bool:
@@ -198,7 +219,9 @@ class RequestStream:
         await self.responder.start_stream(200, self.headers)
         if self.resumable is not None:
             # Registered only now: a call answered with plain JSON costs no store write.
-            await self.resumable.store.open(self.resumable.stream_id, self.resumable.session_id)
+            await self.resumable.store.open(
+                self.resumable.stream_id, self.resumable.session_id, self.resumable.request_id
+            )
             first = event_id(self.resumable.stream_id, 0)
             await self.responder.write(sse.priming_event(first, self.resumable.retry_ms))
         self._keepalive = asyncio.create_task(self._keep_alive())
