@@ -17,6 +17,7 @@ endpoints pass neither and only ever match unbound sessions.
 from __future__ import annotations
 
 import functools
+import logging
 import secrets
 import threading
 import time
@@ -26,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from channels.db import database_sync_to_async
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -43,6 +44,8 @@ _in_thread = functools.partial(database_sync_to_async, thread_sensitive=False)
 # last_seen_at is refreshed at most this often, so a busy session costs no write per request.
 TOUCH_INTERVAL = timedelta(seconds=60)
 
+
+logger = logging.getLogger(__name__)
 
 # Sessions kept per process; least recently used ones are dropped beyond this.
 SESSION_CACHE_SIZE = 20_000
@@ -83,6 +86,10 @@ class _SessionCache:
         if time.monotonic() - item.checked_at > get_conf().MCP_CACHE_RECHECK_SECONDS:
             return None
         return item
+
+    def held(self, session_id: str) -> _Cached | None:
+        """The entry this process holds, however old (for when the database is down)."""
+        return self._items.get(session_id)
 
     def epoch(self) -> int:
         return self._epoch
@@ -215,9 +222,13 @@ def _claim_touch(session_id: str, now: datetime) -> bool:
 
 
 def _touch(session_id: str, now: datetime) -> None:
-    Session.objects.filter(id=session_id, last_seen_at__lt=now - TOUCH_INTERVAL).update(
-        last_seen_at=now
-    )
+    try:
+        Session.objects.filter(id=session_id, last_seen_at__lt=now - TOUCH_INTERVAL).update(
+            last_seen_at=now
+        )
+    except DatabaseError:
+        # The idle clock is refreshed again within a minute; a request never fails for it.
+        logger.warning("Database unavailable; a session's idle clock was not refreshed")
 
 
 def session_load(
@@ -238,9 +249,18 @@ def session_load(
             _touch(session_id, now)
         return session
     epoch = _cache.epoch()
-    row = Session.objects.filter(
-        _live_and_owned(endpoint_id, user_id, oauth_client_id), id=session_id
-    ).first()
+    try:
+        row = Session.objects.filter(
+            _live_and_owned(endpoint_id, user_id, oauth_client_id), id=session_id
+        ).first()
+    except DatabaseError:
+        held = _cache.held(session_id)
+        if held is None or not held.owned_by(endpoint_id, user_id, oauth_client_id):
+            raise
+        # The database is unreachable: go on with what this process knew, re-check soon.
+        logger.warning("Database unavailable; serving a session from memory")
+        held.checked_at = time.monotonic() - get_conf().MCP_CACHE_RECHECK_SECONDS + 1.0
+        return held.session
     if row is None:
         return None
     if row.last_seen_at < now - TOUCH_INTERVAL:

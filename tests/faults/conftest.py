@@ -247,11 +247,11 @@ class WebProcess:
 
 
 @pytest.fixture
-def web_process(fault_stack: FaultStack) -> Iterator[Callable[[str], WebProcess]]:
+def web_process(fault_stack: FaultStack) -> Iterator[Callable[..., WebProcess]]:
     """Start web processes (``"daphne"`` or ``"uvicorn"``) on the stack; all end with the test."""
     started: list[WebProcess] = []
 
-    def start(server: str = "daphne") -> WebProcess:
+    def start(server: str = "daphne", env: dict[str, str] | None = None) -> WebProcess:
         port = free_port()
         base_url = f"http://127.0.0.1:{port}"
         log_path = Path(tempfile.gettempdir()) / f"mcphost-faults-{server}-{port}.log"
@@ -259,7 +259,7 @@ def web_process(fault_stack: FaultStack) -> Iterator[Callable[[str], WebProcess]
         process = subprocess.Popen(
             [sys.executable, *(arg.format(port=port) for arg in SERVERS[server])],
             cwd=ROOT,
-            env={**os.environ, **fault_stack.env, "PUBLIC_BASE_URL": base_url},
+            env={**os.environ, **fault_stack.env, "PUBLIC_BASE_URL": base_url, **(env or {})},
             stdout=log,
             stderr=subprocess.STDOUT,
         )
