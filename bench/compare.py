@@ -162,6 +162,7 @@ SCENARIOS = [
 SCENARIO_BY_NAME = {scenario.name: scenario for scenario in SCENARIOS}
 IDLE = "idle-sse"
 PROGRESS = "progress"
+RUN = "run"  # the last raw row: when, how long, rounds, the machine and versions
 ALL = [*SCENARIO_BY_NAME, IDLE, PROGRESS]
 # The process that serves each target (the SDK's 2026 rows come from its stateless process).
 PROCESS_OF = {"sdk-2026": "sdk-stateless"}
@@ -803,7 +804,7 @@ def versions(sdk_python: Path) -> dict[str, str]:
     bindir = services.find_pg_bindir()
     if bindir:
         pg = subprocess.run([str(bindir / "postgres"), "--version"], capture_output=True, text=True)
-        found["PostgreSQL"] = pg.stdout.split()[-1]
+        found["PostgreSQL"] = pg.stdout.split()[2]  # "postgres (PostgreSQL) 15.18 (Debian ...)"
     redis = services.find_redis_server()
     if redis:
         out = subprocess.run([str(redis), "--version"], capture_output=True, text=True).stdout
@@ -856,12 +857,21 @@ DOC_HEAD = """# Performance
 
 Measured by `python3 bench/compare.py` (issue #12): loopback only, one server process pinned to
 CPU 0, wrk (one thread, {connections} connections, closed loop), PostgreSQL, Redis and the
-harness on CPU 1. Each throughput cell is the median of {rounds} interleaved rounds of
+harness on CPU 1. Each throughput cell is the median of {rounds} interleaved round(s) of
 {seconds:g} s (after a 2 s warm-up), with the range over rounds; "× SDK" divides our req/s by
 the SDK's in the same round, then takes the median. Server CPU per request is the server
 process's utime + stime over the run divided by the requests. A "bad answer" is a status other
 than 200 or an answer without the expected text (wrk's Lua checks every response).
-Speed is measured here, never asserted in tests.
+Speed is measured here, never asserted in tests. Re-run: `python3 bench/compare.py
+--write-docs` (about 13 minutes); `--report .cache/bench/results-<time>.jsonl --write-docs`
+republishes an earlier run without measuring.
+
+Reading the figures: the host is shared and noisy (the same configuration can move by a third
+from round to round), so compare rows of the same round (the "× SDK" column) and look at server
+CPU per request, the steadier figure. At 32 connections a closed loop saturates the server, so
+p50/p99 there are queueing times; the raw ASGI row is bounded by wrk sharing CPU 1, not by the
+app. "First request" is one request alone before the load (a cold cache is filled once, not by
+32 requests at the same time).
 
 ## How each server runs
 
@@ -889,20 +899,13 @@ Speed is measured here, never asserted in tests.
 """
 
 
-def render(
-    figures_table: str,
-    budget_table: str,
-    args: argparse.Namespace,
-    info: str,
-    started: str,
-    minutes: float,
-) -> str:
-    head = DOC_HEAD.format(connections=CONNECTIONS, rounds=args.rounds, seconds=args.seconds)
+def render(figures_table: str, budget_table: str, meta: dict[str, Any]) -> str:
+    head = DOC_HEAD.format(connections=CONNECTIONS, rounds=meta["rounds"], seconds=meta["seconds"])
     return "\n".join(
         [
             head.rstrip() + "\n",
-            f"## Latest run: {started}, {minutes:.1f} minutes\n",
-            info + "\n",
+            f"## Latest run: {meta['started']}, {meta['minutes']} minutes\n",
+            meta["info"] + "\n",
             "### Budget lines (issue #12)\n",
             budget_table + "\n",
             "### Figures\n",
@@ -929,7 +932,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1 round of 3 s runs (smoke check)")
     parser.add_argument("--streams", default="1000,10000", help="idle stream counts")
     parser.add_argument("--write-docs", action="store_true", help="rewrite docs/performance.md")
+    parser.add_argument(
+        "--report",
+        type=Path,
+        metavar="RESULTS_JSONL",
+        help="measure nothing: print (and with --write-docs publish) the "
+        "report of an earlier run's raw results",
+    )
     args = parser.parse_args()
+    if args.report:
+        results = [json.loads(line) for line in args.report.read_text().splitlines() if line]
+        publish(results, args.report, args.write_docs)
+        return
     if args.quick:
         args.rounds, args.seconds = 1, 3.0
     chosen = [s for s in args.only.split(",") if s] or ALL
@@ -977,16 +991,38 @@ def main() -> None:
                 idle(bench, round_no, [int(n) for n in args.streams.split(",") if n])
     if PROGRESS in chosen:
         progress(bench)
-    minutes = (time.monotonic() - began) / 60
-    table, figures = summarize(bench.results)
-    budget_table = budgets(figures)
-    info = machine(sdk_python)
-    document = render(table, budget_table, args, info, started, minutes)
+    minutes = round((time.monotonic() - began) / 60, 1)
+    meta = {
+        "scenario": RUN,
+        "started": started,
+        "minutes": minutes,
+        "rounds": args.rounds,
+        "seconds": args.seconds,
+        "info": machine(sdk_python),
+    }
+    bench.record(meta)
+    publish(bench.results, out, args.write_docs)
+
+
+def publish(results: list[dict[str, Any]], out: Path, write_docs: bool) -> None:
+    """Print the report of ``results``, keep it next to the raw file, and maybe in the docs."""
+    table, figures = summarize(results)
+    meta = next((r for r in reversed(results) if r["scenario"] == RUN), None)
+    if meta is None:  # a run that stopped early: what can be told from the rows
+        rounds = max((r.get("round", 1) for r in results), default=1)
+        meta = {
+            "started": results[0]["at"] if results else "?",
+            "minutes": float("nan"),
+            "rounds": rounds,
+            "seconds": float("nan"),
+            "info": machine(ensure_sdk_venv()),
+        }
+    document = render(table, budgets(figures), meta)
     report = out.with_suffix(".md")
     report.write_text(document)
     print(document)
-    log(f"raw results: {out}; table: {report}; {minutes:.1f} minutes")
-    if args.write_docs:
+    log(f"raw results: {out}; table: {report}; {meta['minutes']} minutes")
+    if write_docs:
         DOCS.write_text(document)
         log(f"wrote {DOCS.relative_to(ROOT)}")
 
