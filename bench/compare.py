@@ -538,7 +538,7 @@ def throughput(bench: Bench, round_no: int, process: str, scenarios: list[str]) 
                 )
 
 
-def idle(bench: Bench, round_no: int, counts: list[int]) -> None:
+def idle(bench: Bench, round_no: int, counts: list[int], opening: int) -> None:
     for count in counts:
         with server(bench, "ours-uvicorn") as (base, pid):
             row = asyncio.run(
@@ -549,6 +549,7 @@ def idle(bench: Bench, round_no: int, counts: list[int]) -> None:
                     count=count,
                     auth={},
                     timeout=240,
+                    opening=opening,
                 )
             )
         bench.record({"round": round_no, "scenario": IDLE, "target": "ours-uvicorn", **row})
@@ -697,7 +698,12 @@ def refused_note(rows: list[dict[str, Any]]) -> str:
             refused[status] = refused.get(status, 0) + n
     if not refused:
         return ""
-    return " (not opened: " + ", ".join(f"{n} × {s}" for s, n in sorted(refused.items())) + ")"
+
+    def what(status: str) -> str:
+        return "connection closed" if status == "0" else f"HTTP {status.lstrip('-')}"
+
+    listed = ", ".join(f"{n} × {what(s)}" for s, n in sorted(refused.items()))
+    return f" (not opened: {listed})"
 
 
 def p99_text(p99: float | None, worst: float | None) -> str:
@@ -892,8 +898,8 @@ app. "First request" is one request alone before the load (a cold cache is fille
 - Legacy rows run on one session opened before the run (`initialize` + `initialized`); the
   session-open row sends `initialize` only, a new session per request.
 - Idle streams (measured once, after the first round): N sessions, then one GET stream each
-  (200 opening at a time), held open; RSS of the server process before and after, divided by
-  the streams that opened, and one `tools/call` answered while they are open
+  (50 opening at a time, `--opening`), held open; RSS of the server process before and after,
+  divided by the streams that opened, and one `tools/call` answered while they are open
   (`bench/idle_streams.py`). A fresh server process for each N.
 
 """
@@ -931,6 +937,12 @@ def main() -> None:
     parser.add_argument("--only", default="", help=f"comma-separated, of: {','.join(ALL)}")
     parser.add_argument("--quick", action="store_true", help="1 round of 3 s runs (smoke check)")
     parser.add_argument("--streams", default="1000,10000", help="idle stream counts")
+    parser.add_argument(
+        "--opening",
+        type=int,
+        default=50,
+        help="idle streams opening at the same time (a burst of reconnects)",
+    )
     parser.add_argument("--write-docs", action="store_true", help="rewrite docs/performance.md")
     parser.add_argument(
         "--report",
@@ -988,7 +1000,8 @@ def main() -> None:
             # Memory is steady from round to round, and 10,000 streams take a minute and a
             # half: once, after the first round's throughput runs.
             if IDLE in chosen and round_no == 1:
-                idle(bench, round_no, [int(n) for n in args.streams.split(",") if n])
+                counts = [int(n) for n in args.streams.split(",") if n]
+                idle(bench, round_no, counts, args.opening)
     if PROGRESS in chosen:
         progress(bench)
     minutes = round((time.monotonic() - began) / 60, 1)

@@ -18,7 +18,6 @@ from typing import Any
 from bench.load import rss_kib
 
 SESSION_WORKERS = 32
-OPENING_AT_ONCE = 200
 SETTLE_SECONDS = 3.0
 
 INITIALIZE = {
@@ -71,6 +70,7 @@ class _Stream(asyncio.Protocol):
         self.request = request
         self.opened = opened
         self.head = b""
+        self.streaming = False  # answered 200 with text/event-stream
         self.closed = False
         self.transport: asyncio.Transport | None = None
 
@@ -86,6 +86,7 @@ class _Stream(asyncio.Protocol):
         if b"\r\n\r\n" in self.head:
             status = int(self.head.split(b" ", 2)[1])
             sse = b"text/event-stream" in self.head.split(b"\r\n\r\n")[0].lower()
+            self.streaming = status == 200 and sse
             self.opened.set_result(status if sse else -status)
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -152,7 +153,14 @@ async def _call_echo(port: int, path: str, host: str, auth: dict[str, str]) -> f
 
 
 async def measure(
-    *, port: int, path: str, server_pid: int, count: int, auth: dict[str, str], timeout: float
+    *,
+    port: int,
+    path: str,
+    server_pid: int,
+    count: int,
+    auth: dict[str, str],
+    timeout: float,
+    opening: int = 50,
 ) -> dict[str, Any]:
     """Open ``count`` sessions + idle GET streams; RSS before and after, and a call meanwhile."""
     host = f"127.0.0.1:{port}"
@@ -166,7 +174,7 @@ async def measure(
         sessions = await _open_sessions(port, path, host, count, auth)
         sessions_seconds = time.monotonic() - began
         rss_sessions = rss_kib(server_pid)
-        gate = asyncio.Semaphore(OPENING_AT_ONCE)
+        gate = asyncio.Semaphore(opening)
 
         async def open_stream(session: str) -> int:
             headers = [f"GET {path} HTTP/1.1", f"host: {host}", "accept: text/event-stream"]
@@ -190,12 +198,13 @@ async def measure(
         await asyncio.sleep(SETTLE_SECONDS)
         rss_streams = rss_kib(server_pid)
         call_ms = await _call_echo(port, path, host, auth)
-        still_open = sum(1 for stream in streams if not stream.closed)
+        still_open = sum(1 for stream in streams if stream.streaming and not stream.closed)
     for stream in streams:
         if stream.transport is not None:
             stream.transport.close()
     return {
         "streams": count,
+        "opening_at_once": opening,
         "opened": opened,
         "still_open": still_open,
         "rss_start_kib": rss_start,
