@@ -150,6 +150,9 @@ if REDIS_URL:
                         "address": REDIS_URL,
                         "socket_timeout": 30,
                         "socket_connect_timeout": 5,
+                        # Every stream opening joins groups on a pooled connection of its
+                        # own: redis-py's default of 100 refused bursts of openings (500s).
+                        "max_connections": 1000,
                         **REDIS_CLIENT_OPTIONS,
                     }
                 ]
