@@ -12,12 +12,15 @@ camelCase form; per-revision trimming happens in ``shaping.py``, never here.
 from __future__ import annotations
 
 import bisect
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 JSON = Any
 """A JSON value as produced by ``orjson.loads``."""
+
+# Derived values (shaped list pages) kept per snapshot, at most.
+MEMO_SIZE = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,6 +154,7 @@ class CatalogSnapshot:
         object.__setattr__(self, "_tools_by_name", {t.name: t for t in self.tools})
         object.__setattr__(self, "_prompts_by_name", {p.name: p for p in self.prompts})
         object.__setattr__(self, "_resources_by_uri", {r.uri: r for r in self.resources})
+        object.__setattr__(self, "_memo", {})
 
     def tool(self, name: str) -> ToolDef | None:
         return self._tools_by_name.get(name)  # type: ignore[attr-defined, no-any-return]
@@ -160,6 +164,17 @@ class CatalogSnapshot:
 
     def resource(self, uri: str) -> ResourceDef | None:
         return self._resources_by_uri.get(uri)  # type: ignore[attr-defined, no-any-return]
+
+    def remembered(self, key: Hashable) -> Any:
+        """A value derived from this snapshot and kept with it (e.g. a shaped page), or None."""
+        return self._memo.get(key)  # type: ignore[attr-defined]
+
+    def remember(self, key: Hashable, value: Any) -> None:
+        """Keep ``value`` for the life of this snapshot (bounded: the oldest go first)."""
+        memo: dict[Hashable, Any] = self._memo  # type: ignore[attr-defined]
+        if len(memo) >= MEMO_SIZE:
+            memo.pop(next(iter(memo)))
+        memo[key] = value
 
 
 def index_after(keys: Sequence[str], last: str) -> int:

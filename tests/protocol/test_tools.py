@@ -302,3 +302,16 @@ async def test_content_is_downgraded_for_older_revisions(make_ctx: MakeContext) 
         make_ctx("2025-11-25", catalog=catalog), "tools/call", {"name": "media"}
     )
     assert [block["type"] for block in new["content"]] == ["audio", "resource_link"]
+
+
+async def test_a_page_is_shaped_once_per_revision_and_then_served_as_it_is(
+    make_ctx: MakeContext,
+) -> None:
+    """Our choice: pages are kept on the snapshot, so a large catalog is not reshaped."""
+    first = await handle_request(make_ctx("2025-11-25"), "tools/list", None)
+    again = await handle_request(make_ctx("2025-11-25"), "tools/list", None)
+    older = await handle_request(make_ctx("2024-11-05"), "tools/list", None)
+
+    assert again["tools"] is first["tools"]
+    assert older["tools"] is not first["tools"]
+    assert "title" not in older["tools"][0] and older["tools"] != first["tools"]

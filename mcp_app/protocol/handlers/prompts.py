@@ -17,8 +17,8 @@ from typing import Any
 from mcp_app.protocol import mrtr
 from mcp_app.protocol.catalog import PromptArgumentDef, PromptDef, PromptMessageDef
 from mcp_app.protocol.context import RequestContext
-from mcp_app.protocol.cursors import paginate
 from mcp_app.protocol.errors import InternalError, InvalidParams
+from mcp_app.protocol.handlers.listing import list_page
 from mcp_app.protocol.messages import GetPromptParams, ListParams
 from mcp_app.protocol.shaping import shape_content, shape_prompt
 from mcp_app.protocol.versions import Feature
@@ -28,18 +28,15 @@ _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([^{}]+)\}")
 
 async def handle_prompts_list(ctx: RequestContext, params: ListParams) -> dict[str, Any]:
     """Return one page of prompts."""
-    page, next_cursor = paginate(
-        ctx.catalog.prompts,
-        lambda prompt: prompt.name,
-        params.cursor,
+    return list_page(
+        ctx,
+        params,
+        items=ctx.catalog.prompts,
+        key=lambda prompt: prompt.name,
         list_name="prompts",
-        page_size=ctx.page_size,
-        secret=ctx.cursor_secret,
+        result_key="prompts",
+        shape=shape_prompt,
     )
-    result: dict[str, Any] = {"prompts": [shape_prompt(p, ctx.version) for p in page]}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
 
 
 def render(template: str, values: Mapping[str, str]) -> str:

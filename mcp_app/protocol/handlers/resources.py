@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcp_app.protocol.context import LegacySession, RequestContext
-from mcp_app.protocol.cursors import paginate
 from mcp_app.protocol.errors import (
     InternalError,
     InvalidParams,
@@ -22,6 +21,7 @@ from mcp_app.protocol.errors import (
     McpError,
     ResourceNotFound,
 )
+from mcp_app.protocol.handlers.listing import list_page
 from mcp_app.protocol.messages import ListParams, UriParams
 from mcp_app.protocol.ports import SessionStore
 from mcp_app.protocol.shaping import shape_resource, shape_resource_template
@@ -34,38 +34,30 @@ logger = logging.getLogger(__name__)
 
 async def handle_resources_list(ctx: RequestContext, params: ListParams) -> dict[str, Any]:
     """Return one page of concrete resources."""
-    page, next_cursor = paginate(
-        ctx.catalog.resources,
-        lambda resource: resource.uri,
-        params.cursor,
+    return list_page(
+        ctx,
+        params,
+        items=ctx.catalog.resources,
+        key=lambda resource: resource.uri,
         list_name="resources",
-        page_size=ctx.page_size,
-        secret=ctx.cursor_secret,
+        result_key="resources",
+        shape=shape_resource,
     )
-    result: dict[str, Any] = {"resources": [shape_resource(r, ctx.version) for r in page]}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
 
 
 async def handle_resources_templates_list(
     ctx: RequestContext, params: ListParams
 ) -> dict[str, Any]:
     """Return one page of resource templates."""
-    page, next_cursor = paginate(
-        ctx.catalog.resource_templates,
-        lambda template: template.uri_template,
-        params.cursor,
+    return list_page(
+        ctx,
+        params,
+        items=ctx.catalog.resource_templates,
+        key=lambda template: template.uri_template,
         list_name="resource_templates",
-        page_size=ctx.page_size,
-        secret=ctx.cursor_secret,
+        result_key="resourceTemplates",
+        shape=shape_resource_template,
     )
-    result: dict[str, Any] = {
-        "resourceTemplates": [shape_resource_template(t, ctx.version) for t in page]
-    }
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
 
 
 def _not_found(ctx: RequestContext, uri: str) -> McpError:

@@ -25,9 +25,9 @@ from referencing.exceptions import Unresolvable
 from mcp_app.protocol import mrtr
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import RequestContext, ToolCallContext
-from mcp_app.protocol.cursors import paginate
 from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
 from mcp_app.protocol.handlers import tasks
+from mcp_app.protocol.handlers.listing import list_page
 from mcp_app.protocol.messages import CallToolParams, ListParams
 from mcp_app.protocol.results import (
     CallCancelled,
@@ -88,18 +88,15 @@ def _first_error(schema: Mapping[str, Any], instance: Any) -> ValidationError | 
 
 async def handle_tools_list(ctx: RequestContext, params: ListParams) -> dict[str, Any]:
     """Return one page of tools, shaped for ``ctx.version``."""
-    page, next_cursor = paginate(
-        ctx.catalog.tools,
-        lambda tool: tool.name,
-        params.cursor,
+    return list_page(
+        ctx,
+        params,
+        items=ctx.catalog.tools,
+        key=lambda tool: tool.name,
         list_name="tools",
-        page_size=ctx.page_size,
-        secret=ctx.cursor_secret,
+        result_key="tools",
+        shape=shape_tool,
     )
-    result: dict[str, Any] = {"tools": [shape_tool(tool, ctx.version) for tool in page]}
-    if next_cursor is not None:
-        result["nextCursor"] = next_cursor
-    return result
 
 
 async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict[str, Any]:
