@@ -16,29 +16,10 @@ import httpx
 
 from tests.faults.conftest import FaultStack, WebProcess
 from tests.faults.wire import MODERN_META, modern_headers, session_headers, tool_call
-from tests.support.raw_mcp import JSON_HEADERS
+from tests.support.raw_mcp import open_session
 
 LIST = {"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {"_meta": MODERN_META}}
 CALLS_DURING_OUTAGE = 5
-
-
-async def open_session(client: httpx.AsyncClient, url: str) -> str:
-    response = await client.post(
-        url,
-        headers=JSON_HEADERS,
-        json={
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "outage", "version": "1"},
-            },
-        },
-    )
-    assert response.status_code == 200, response.text
-    return response.headers["mcp-session-id"]
 
 
 async def serve_round(client: httpx.AsyncClient, url: str, session: str, tag: str) -> None:

@@ -6,7 +6,6 @@ counted in every thread (tests/support/queries.py).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -15,8 +14,8 @@ from asgiref.sync import async_to_sync
 
 from mcp_app.models import Tool
 from mcp_app.services.sessions import clear_session_cache
-from mcpsite.asgi import application
 from tests.support.catalog import make_endpoint
+from tests.support.inprocess import Answer, acall, encode_headers
 from tests.support.queries import all_threads_queries
 
 MODERN_META = {
@@ -25,59 +24,29 @@ MODERN_META = {
 }
 
 
-async def _call_app(path: str, body: bytes, headers: list[tuple[bytes, bytes]]) -> dict[str, Any]:
-    """Drive the ASGI app for one request, as a server would.
-
-    Not Channels' HttpCommunicator: it turns ``close_old_connections`` into a no-op, which
-    would leave the pool threads' connections open.
-    """
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 80),
-    }
-    incoming = [{"type": "http.request", "body": body, "more_body": False}]
-    done = asyncio.Event()
-    response: dict[str, Any] = {"body": b""}
-
-    async def receive() -> dict[str, Any]:
-        if incoming:
-            return incoming.pop()
-        await done.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.start":
-            response["status"] = message["status"]
-            response["headers"] = message["headers"]
-        else:
-            response["body"] += message.get("body", b"")
-            if not message.get("more_body"):
-                done.set()
-
-    async with asyncio.timeout(10):
-        await application(scope, receive, send)
-    return response
-
-
-def post(slug: str, body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+def post(slug: str, body: dict[str, Any], headers: dict[str, str]) -> Answer:
     all_headers = {
         "host": "127.0.0.1",
         "content-type": "application/json",
         "accept": "application/json, text/event-stream",
         **headers,
     }
-    encoded = [(k.encode(), v.encode()) for k, v in all_headers.items()]
-    return async_to_sync(_call_app)(f"/mcp/{slug}", json.dumps(body).encode(), encoded)
+    return async_to_sync(acall)(
+        f"/mcp/{slug}", json.dumps(body).encode(), encode_headers(all_headers)
+    )
+
+
+def initialize(slug: str, version: str) -> str:
+    """Open a legacy session; return its id."""
+    params = {
+        "protocolVersion": version,
+        "capabilities": {},
+        "clientInfo": {"name": "q", "version": "1"},
+    }
+    answer = post(slug, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}, {})
+    session_id = answer.header("mcp-session-id")
+    assert session_id, answer.body
+    return session_id
 
 
 def modern(
@@ -104,14 +73,14 @@ def catalog_of(slug: str, size: int) -> None:
 def test_modern_list_and_call_need_no_query_once_the_endpoint_is_cached(size):
     slug = f"budget-{size}"
     catalog_of(slug, size)
-    assert modern(slug, "tools/list", {})["status"] == 200  # builds and caches the snapshot
+    assert modern(slug, "tools/list", {}).status == 200  # builds and caches the snapshot
     with all_threads_queries() as listing:
-        assert modern(slug, "tools/list", {})["status"] == 200
+        assert modern(slug, "tools/list", {}).status == 200
     with all_threads_queries() as calling:
         response = modern(
             slug, "tools/call", {"name": "t001", "arguments": {"message": "x"}}, name="t001"
         )
-    assert json.loads(response["body"])["result"]["content"][0]["text"] == "x"
+    assert response.json()["result"]["content"][0]["text"] == "x"
     assert (len(listing), len(calling)) == (0, 0), (listing.statements, calling.statements)
 
 
@@ -120,21 +89,7 @@ def test_modern_list_and_call_need_no_query_once_the_endpoint_is_cached(size):
 def test_legacy_call_needs_no_query_once_the_session_is_cached(size):
     slug = f"budget-legacy-{size}"
     catalog_of(slug, size)
-    init = post(
-        slug,
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "q", "version": "1"},
-            },
-        },
-        {},
-    )
-    session_id = dict(init["headers"])[b"mcp-session-id"].decode()
+    session_id = initialize(slug, "2025-11-25")
     headers = {"mcp-session-id": session_id, "mcp-protocol-version": "2025-11-25"}
     call = {
         "jsonrpc": "2.0",
@@ -144,7 +99,7 @@ def test_legacy_call_needs_no_query_once_the_session_is_cached(size):
     }
     with all_threads_queries() as queries:
         response = post(slug, call, headers)
-    assert json.loads(response["body"])["result"]["content"][0]["text"] == "y"
+    assert response.json()["result"]["content"][0]["text"] == "y"
     # The session opened in this process is held in memory; last_seen_at is not rewritten
     # within a minute.
     assert len(queries) == 0, queries.statements
@@ -154,29 +109,15 @@ def test_legacy_call_needs_no_query_once_the_session_is_cached(size):
 def test_a_session_opened_elsewhere_costs_one_query_then_none():
     slug = "budget-elsewhere"
     catalog_of(slug, 5)
-    init = post(
-        slug,
-        {
-            "jsonrpc": "2.0",
-            "id": 1,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-06-18",
-                "capabilities": {},
-                "clientInfo": {"name": "q", "version": "1"},
-            },
-        },
-        {},
-    )
-    session_id = dict(init["headers"])[b"mcp-session-id"].decode()
+    session_id = initialize(slug, "2025-06-18")
     # As if another process had opened it: this one has never seen the session.
     clear_session_cache()
     headers = {"mcp-session-id": session_id, "mcp-protocol-version": "2025-06-18"}
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}
 
     with all_threads_queries() as first:
-        assert post(slug, call, headers)["status"] == 200
+        assert post(slug, call, headers).status == 200
     with all_threads_queries() as second:
-        assert post(slug, call, headers)["status"] == 200
+        assert post(slug, call, headers).status == 200
 
     assert (len(first), len(second)) == (1, 0), (first.statements, second.statements)
