@@ -239,6 +239,29 @@ def _value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return node
 
 
+# Each tool's Mcp-Param headers, by the identity of its input schema (kept alive here, so the
+# id cannot be reused): schemas in a snapshot never change, and walking one per call cost more
+# than the rest of the header checks together.
+_PARAM_HEADERS_KEPT: Final = 4096
+_param_headers: dict[int, tuple[Any, list[tuple[tuple[str, ...], str, Mapping[str, Any]]]]] = {}
+
+
+def _checked_param_headers(
+    input_schema: Mapping[str, Any],
+) -> list[tuple[tuple[str, ...], str, Mapping[str, Any]]]:
+    """``x_mcp_headers`` of a valid schema; none for a schema with an invalid annotation."""
+    kept = _param_headers.get(id(input_schema))
+    if kept is not None and kept[0] is input_schema:
+        return kept[1]
+    found = (
+        [] if find_invalid_x_mcp_header(input_schema) is not None else x_mcp_headers(input_schema)
+    )
+    if len(_param_headers) >= _PARAM_HEADERS_KEPT:
+        _param_headers.clear()
+    _param_headers[id(input_schema)] = (input_schema, found)
+    return found
+
+
 def check_param_headers(
     input_schema: Mapping[str, Any], arguments: Mapping[str, Any], headers: Headers
 ) -> None:
@@ -250,9 +273,7 @@ def check_param_headers(
     Raises:
         HeaderMismatch: on the first disagreement.
     """
-    if find_invalid_x_mcp_header(input_schema) is not None:
-        return
-    for path, token, schema in x_mcp_headers(input_schema):
+    for path, token, schema in _checked_param_headers(input_schema):
         header = f"Mcp-Param-{token}"
         values = headers.get(PARAM_HEADER_PREFIX + token.lower()) or ()
         argument = ".".join(path)
