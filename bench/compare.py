@@ -75,6 +75,8 @@ SDK_VERSIONS_OF = ["mcp", "mcp-types", "starlette", "sse-starlette", "pydantic",
 OUR_VERSIONS_OF = ["django", "channels", "channels-redis", "django-oauth-toolkit", "psycopg"]
 SERVER_VERSIONS_OF = ["uvicorn", "uvloop", "httptools"]
 DOCS = ROOT / "docs" / "performance.md"
+# docs/performance.md from this heading on is written by people and kept by --write-docs.
+NOTES_HEADING = "## What the figures say"
 
 CONNECTIONS = 32
 WARMUP_SECONDS = 2.0
@@ -1036,6 +1038,10 @@ def publish(results: list[dict[str, Any]], out: Path, write_docs: bool) -> None:
     print(document)
     log(f"raw results: {out}; table: {report}; {meta['minutes']} minutes")
     if write_docs:
+        # The hand-written reading of the figures stays when the table is measured anew.
+        notes = DOCS.read_text().partition(NOTES_HEADING)[2] if DOCS.exists() else ""
+        if notes:
+            document = f"{document.rstrip()}\n\n{NOTES_HEADING}{notes}"
         DOCS.write_text(document)
         log(f"wrote {DOCS.relative_to(ROOT)}")
 
