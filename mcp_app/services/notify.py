@@ -11,6 +11,7 @@ legacy call's questions (elicitation, sampling, roots), which may be POSTed to a
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import hashlib
 import logging
@@ -186,7 +187,7 @@ def _forget_receiver(task: asyncio.Task[None]) -> None:
 class GroupListener:
     """The channel-layer messages of some groups, for one long-lived stream.
 
-    A single receiver task feeds a queue, so waiting with a timeout (for keep-alives) never
+    A single receiver task feeds an inbox, so waiting with a timeout (for keep-alives) never
     cancels a channel-layer ``receive`` halfway. Without a channel layer nothing arrives.
     """
 
@@ -194,7 +195,10 @@ class GroupListener:
         self.groups = groups
         self._layer = get_channel_layer()
         self._channel: str | None = None
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        # A deque and one waiter, not an asyncio.Queue: this object lives as long as an idle
+        # stream, and a Queue's four deques cost about 2 KB a stream.
+        self._inbox: collections.deque[dict[str, Any]] = collections.deque()
+        self._waiter: asyncio.Future[None] | None = None
         self._receiver: asyncio.Task[None] | None = None
 
     async def __aenter__(self) -> GroupListener:
@@ -220,8 +224,20 @@ class GroupListener:
 
     async def _receive(self) -> None:
         assert self._layer is not None and self._channel is not None
-        while True:
-            self._queue.put_nowait(await self._layer.receive(self._channel))
+        try:
+            while True:
+                self._inbox.append(await self._layer.receive(self._channel))
+                self._wake()
+        finally:
+            self._wake()  # a waiting reader learns at once that the receiver has ended
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    def _raise_if_ended(self) -> None:
+        if self._receiver is not None and self._receiver.done() and not self._inbox:
+            self._receiver.result()
 
     async def next(self, timeout: float) -> dict[str, Any] | None:
         """Return the next message, or None when ``timeout`` passes first.
@@ -229,10 +245,15 @@ class GroupListener:
         Raises whatever ended the receiver (e.g. a lost Redis connection): the stream ends
         and the client reconnects, instead of waiting on a dead subscription.
         """
-        if self._receiver is not None and self._receiver.done() and self._queue.empty():
-            self._receiver.result()
-        try:
-            async with asyncio.timeout(timeout):
-                return await self._queue.get()
-        except TimeoutError:
-            return None
+        self._raise_if_ended()
+        if not self._inbox:
+            self._waiter = asyncio.get_running_loop().create_future()
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._waiter
+            except TimeoutError:
+                return None
+            finally:
+                self._waiter = None
+            self._raise_if_ended()
+        return self._inbox.popleft() if self._inbox else None
