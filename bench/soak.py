@@ -579,6 +579,7 @@ def render(result: dict[str, Any]) -> str:
     row("&nbsp;&nbsp;answered with the counted result", "", "", fleet["background_counted"])
     row("GET streams opened, then dropped", "", "", fleet["get_streams"])
     row(f"operations past {OPERATION_LIMIT_SECONDS:g} s", "", "", fleet["operation_timeouts"])
+    row("operations ended by an error of the fleet itself", "", "", fleet["harness_errors"])
     row(
         f"clients still busy {FLEET_STOP_SECONDS:g} s after the end, cancelled",
         "",
@@ -608,6 +609,13 @@ def render(result: dict[str, Any]) -> str:
         add(
             "Tool error texts: "
             + "; ".join(f"`{t}` × {n}" for t, n in fleet["tool_error_samples"])
+            + "."
+        )
+    if fleet["harness_error_samples"]:
+        add("")
+        add(
+            "Errors of the fleet itself (a bug of bench/soak_fleet.py, not of the server): "
+            + "; ".join(f"`{t}` × {n}" for t, n in fleet["harness_error_samples"])
             + "."
         )
     if fleet["error_samples"]:

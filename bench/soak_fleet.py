@@ -66,6 +66,7 @@ class Counts:
     get_streams: int = 0
     abandoned: int = 0
     operation_timeouts: int = 0
+    harness_errors: list[str] = field(default_factory=list)
 
 
 class Failed(Exception):
@@ -247,33 +248,39 @@ class Fleet:
             "2025 countdown", "POST", url, headers, body, BACKGROUND_TIMEOUT
         ) as response:
             if cancel:
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(self.cancel_after(seconds)):
-                        self._counted(await self.final(response), seconds)
-                        cancel = False
-                if cancel:
-                    note = {
-                        "jsonrpc": "2.0",
-                        "method": "notifications/cancelled",
-                        "params": {"requestId": n, "reason": "soak"},
-                    }
-                    await self.post("2025 notification", self.url(), headers, note)
-                    self.counts.background_cancelled += 1
-                    # The request's stream then ends without a response (or with it, if the
-                    # call finished first).
-                    self._counted(await self.final(response), seconds, cancelled=True)
+                await self._cancel_legacy(response, n, seconds, headers)
             else:
                 self._counted(await self.final(response), seconds)
         if self.rng.random() < DELETE_SHARE:
             await self.delete(self.url(), session_id)
 
+    async def _cancel_legacy(
+        self, response: httpx.Response, n: int, seconds: int, headers: dict[str, str]
+    ) -> None:
+        # One reader for the whole stream (an SSE stream cannot be read twice): it goes on
+        # while the cancellation is sent, and the stream then ends without a response.
+        reader = asyncio.create_task(self.final(response))
+        try:
+            done, _ = await asyncio.wait({reader}, timeout=self.cancel_after(seconds))
+            if not done:
+                note = {
+                    "jsonrpc": "2.0",
+                    "method": "notifications/cancelled",
+                    "params": {"requestId": n, "reason": "soak"},
+                }
+                await self.post("2025 notification", self.url(), headers, note)
+            message = await reader
+            if message is None:
+                self.counts.background_cancelled += 1
+            self._counted(message, seconds)
+        finally:
+            reader.cancel()
+
     def cancel_after(self, seconds: int) -> float:
         """When to cancel, from the status line (sent with the first progress, after ~1 s)."""
         return self.rng.uniform(0.0, max(0.2, seconds - 1.2))
 
-    def _counted(
-        self, message: dict[str, Any] | None, seconds: int, cancelled: bool = False
-    ) -> None:
+    def _counted(self, message: dict[str, Any] | None, seconds: int) -> None:
         if message and message.get("result", {}).get("structuredContent") == {"counted": seconds}:
             self.counts.background_counted += 1
 
@@ -299,6 +306,8 @@ class Fleet:
                 pass
             except TimeoutError:
                 self.counts.operation_timeouts += 1
+            except Exception as exc:  # noqa: BLE001 - a fleet bug must not end the client
+                self.counts.harness_errors.append(f"{operation}: {type(exc).__name__}: {exc}"[:200])
             await asyncio.sleep(self.rng.uniform(*THINK_SECONDS))
 
     async def prime(self) -> None:
@@ -384,5 +393,7 @@ class Fleet:
             "abandoned": self.counts.abandoned,
             "abandoned_exchanges": len(abandoned),
             "operation_timeouts": self.counts.operation_timeouts,
+            "harness_errors": len(self.counts.harness_errors),
+            "harness_error_samples": Counter(self.counts.harness_errors).most_common(3),
             "error_samples": samples,
         }
