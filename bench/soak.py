@@ -4,6 +4,7 @@
 Usage (from the project root; it makes .venv first if needed, like dev.py):
 
     python3 bench/soak.py [--minutes 10] [--clients 200] [--web 2] [--write-docs]
+    python3 bench/soak.py --from-result .cache/soak/result-<time>.json [--write-docs]
 
 Loopback only, bounded: every wait has a limit and everything it starts ends with it. It starts
 a private PostgreSQL and Redis (the fault tests' classes, tests/faults/conftest.py), migrates
@@ -18,8 +19,9 @@ started. Web RSS and open descriptors and the database's connections are sampled
 After the fleet stops it waits (bounded) for the call log to stop growing and for background
 calls to settle, then prints a Markdown report (figures and a verdict per criterion of the
 issue) and keeps raw figures and the processes' logs in .cache/soak/. ``--write-docs`` also
-writes the report to docs/soak.md. The criteria are fixed here, before the run, and the
-report states them; a failed criterion is reported as failed, with its numbers.
+writes the report to docs/soak.md; ``--from-result`` reports a saved run again without running
+anything. The criteria are fixed here, before the run, and the report states them; a failed
+criterion is reported as failed, with its numbers.
 """
 
 from __future__ import annotations
@@ -505,7 +507,10 @@ def render(result: dict[str, Any]) -> str:
             f"**The Celery worker died during the run** (last seen alive at t = "
             f"{worker['last_alive']:.0f} s, exit code {worker['exit_code']}); its log: "
             f'`{worker["fatal_line"]}`. Background calls sent after that failed "No worker '
-            'started this call" once their start timeout passed.'
+            'started this call" once their start timeout passed, so from then on no call ran: '
+            '"no call stuck" and the database connections after that time speak for the web '
+            "processes only, and the PostgreSQL restart happened with no call running. The "
+            "soak does not restart the worker (a production supervisor would)."
         )
     add("")
     add("How each figure is counted:")
@@ -841,8 +846,16 @@ def main() -> None:
     parser.add_argument(
         "--write-docs", action="store_true", help=f"also write {DOCS.relative_to(ROOT)}"
     )
+    parser.add_argument(
+        "--from-result",
+        type=Path,
+        help="run nothing: report the raw figures a run saved (.cache/soak/result-*.json)",
+    )
     args = parser.parse_args()
-    result = asyncio.run(soak(args))
+    if args.from_result:
+        result = json.loads(args.from_result.read_text())
+    else:
+        result = asyncio.run(soak(args))
     report = render(result)
     print(report)
     if args.write_docs:
