@@ -630,13 +630,15 @@ def render(result: dict[str, Any]) -> str:
         for text in fleet["error_samples"]:
             add(f"- `{text}`")
     add("")
-    add("## Samples (every 5 s; t in s from the start of the load)")
+    samples = result["samples"]
+    step = max(1, len(samples) // 40)
+    shown = samples[::step]
+    which = f"; one in {step} shown, and the last" if step > 1 else ""
+    add(f"## Samples (taken every {SAMPLE_SECONDS:g} s{which}; t in s from the start of the load)")
     add("")
     names = result["web_names"]
     row("t", "DB connections", *(f"{n} {what}" for n in names for what in ("RSS MiB", "fds")))
     row("---:", "---:", *("---:" for _ in range(2 * len(names))))
-    samples = result["samples"]
-    shown = samples[:: max(1, len(samples) // 40)]
     if samples and shown[-1] is not samples[-1]:
         shown.append(samples[-1])
 
