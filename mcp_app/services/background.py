@@ -776,7 +776,12 @@ class _WorkerRun:
         )
 
     async def _publish(self, frame: Mapping[str, Any]) -> None:
-        await notify.apublish_call_frame(call_id=self.call.id, frame=dict(frame))
+        try:
+            await notify.apublish_call_frame(call_id=self.call.id, frame=dict(frame))
+        except Exception:
+            # Redis is unreachable: the notification is lost, the call goes on (its result
+            # travels through the row; docs/architecture.md, "Failures").
+            logger.warning("A notification of a background call was not published", exc_info=True)
         if frame.get("method") == "notifications/progress":
             # Kept on the row with the next heartbeat (a task's statusMessage), not per event.
             params = frame.get("params") or {}

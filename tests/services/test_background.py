@@ -7,6 +7,7 @@ with ``async_to_sync`` on the test's own connection.
 
 from __future__ import annotations
 
+import socket
 from datetime import timedelta
 from typing import Any
 
@@ -185,3 +186,29 @@ def test_tool_execution_settings_are_checked():
         )  # fmt: skip
     assert "hard_time_limit" in limits.value.message_dict
     assert not Tool.objects.exists()
+
+
+def test_a_notification_redis_cannot_take_does_not_fail_the_worker_s_call(settings):
+    """Our choice (docs/architecture.md, "Failures"): with Redis down a call's progress is
+    lost, not the call. The worker publishes through a real channel layer whose Redis is a
+    port nobody listens on."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        dead_port = probe.getsockname()[1]
+    settings.CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [{"address": f"redis://127.0.0.1:{dead_port}/0"}]},
+        }
+    }
+    run = background._WorkerRun(BackgroundCall(id="dead-redis"))
+    frame = {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": 1, "progress": 2, "message": "half way"},
+    }
+
+    async_to_sync(run._publish)(frame)
+
+    # The latest progress is still kept for the row's next heartbeat.
+    assert run.progress == {"progress": 2, "message": "half way"}
