@@ -213,6 +213,19 @@ def ensure_dependencies() -> None:
     STAMP_FILE.write_text(digest + "\n")
 
 
+def reexec_in_venv(script: str) -> None:
+    """Run ``script`` again inside .venv (made as the README's commands make it) unless it is.
+
+    For the stdlib-only prologue of commands outside dev.py (bench/compare.py, bench/soak.py).
+    """
+    if Path(sys.prefix).resolve() == VENV.resolve():
+        return
+    ensure_venv()
+    ensure_dependencies()
+    python = str(VENV / "bin" / "python")
+    os.execv(python, [python, script, *sys.argv[1:]])
+
+
 def bootstrap(timer: PhaseTimer) -> None:
     with timer.phase("bootstrap venv"):
         ensure_venv()

@@ -3,10 +3,25 @@
 from __future__ import annotations
 
 import statistics
+from typing import Any
 
 import httpx
 
 JSON = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+def initialize_body() -> dict[str, Any]:
+    """The body of a 2025-11-25 ``initialize`` from a client that declares nothing."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 0,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "bench", "version": "0"},
+        },
+    }
 
 
 def open_session(url: str) -> str:
@@ -14,16 +29,7 @@ def open_session(url: str) -> str:
     response = httpx.post(
         url,
         headers=JSON,
-        json={
-            "jsonrpc": "2.0",
-            "id": 0,
-            "method": "initialize",
-            "params": {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "bench", "version": "0"},
-            },
-        },
+        json=initialize_body(),
     )
     response.raise_for_status()
     return response.headers["mcp-session-id"]

@@ -31,17 +31,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VENV = ROOT / ".venv"
+sys.path.insert(0, str(ROOT))
 
-if Path(sys.prefix).resolve() != VENV.resolve():
-    # Started with the system python: make .venv as dev.py does, then run again inside it.
-    sys.path.insert(0, str(ROOT))
-    import dev
+import dev  # noqa: E402  (stdlib only: it runs before .venv exists)
 
-    dev.ensure_venv()
-    dev.ensure_dependencies()
-    python = str(VENV / "bin" / "python")
-    os.execv(python, [python, __file__, *sys.argv[1:]])
+dev.reexec_in_venv(__file__)
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
@@ -51,7 +45,6 @@ import json  # noqa: E402
 import platform  # noqa: E402
 import resource  # noqa: E402
 import shutil  # noqa: E402
-import socket  # noqa: E402
 import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import time  # noqa: E402
@@ -65,8 +58,10 @@ import httpx  # noqa: E402
 sys.path.insert(0, str(ROOT))
 
 from bench import idle_streams  # noqa: E402
+from bench.common import initialize_body  # noqa: E402
 from bench.load import TIMEOUT_SECONDS, Request, rss_kib, wrk  # noqa: E402
 from scripts import services  # noqa: E402
+from tests.support.live import free_port, wait_for_port  # noqa: E402
 
 CACHE = ROOT / ".cache" / "bench"
 SDK_VENV = CACHE / "venv-sdk"
@@ -215,23 +210,6 @@ def pin(cpu: int) -> Callable[[], None]:
 
 def unpin() -> None:
     os.sched_setaffinity(0, set(range(os.cpu_count() or 1)))
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"server exited with {process.returncode} before listening")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listened on 127.0.0.1:{port} within {timeout} s")
 
 
 @dataclass
@@ -402,19 +380,6 @@ def modern(method: str, params: dict[str, Any], auth: dict[str, str], name: str 
         headers["mcp-name"] = name
     body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": MODERN_META}}
     return Request(headers, body)
-
-
-def initialize_body() -> dict[str, Any]:
-    return {
-        "jsonrpc": "2.0",
-        "id": 0,
-        "method": "initialize",
-        "params": {
-            "protocolVersion": "2025-11-25",
-            "capabilities": {},
-            "clientInfo": {"name": "bench", "version": "0"},
-        },
-    }
 
 
 def legacy_call(url: str, auth: dict[str, str]) -> Request:

@@ -31,17 +31,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-VENV = ROOT / ".venv"
+sys.path.insert(0, str(ROOT))
 
-if Path(sys.prefix).resolve() != VENV.resolve():
-    # Started with the system python: make .venv as dev.py does, then run again inside it.
-    sys.path.insert(0, str(ROOT))
-    import dev
+import dev  # noqa: E402  (stdlib only: it runs before .venv exists)
 
-    dev.ensure_venv()
-    dev.ensure_dependencies()
-    python = str(VENV / "bin" / "python")
-    os.execv(python, [python, __file__, *sys.argv[1:]])
+dev.reexec_in_venv(__file__)
 
 import argparse  # noqa: E402
 import asyncio  # noqa: E402
