@@ -12,15 +12,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
-
-import orjson
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import SchemaError, ValidationError, best_match
-from jsonschema.protocols import Validator
-from jsonschema.validators import validator_for
-from referencing.exceptions import Unresolvable
 
 from mcp_app.protocol import mrtr
 from mcp_app.protocol.catalog import ToolDef
@@ -37,53 +29,12 @@ from mcp_app.protocol.results import (
     ToolResult,
     ToolTimeout,
 )
+from mcp_app.protocol.schemas import describe_error, first_error
 from mcp_app.protocol.shaping import shape_call_result, shape_tool, structured_text
 from mcp_app.protocol.storable import require_storable
 from mcp_app.protocol.versions import Feature
 
 logger = logging.getLogger(__name__)
-
-
-@lru_cache(maxsize=2048)
-def _compiled(schema_json: bytes) -> Validator:
-    schema = orjson.loads(schema_json)
-    # No `$schema` means 2020-12 (2025-11-25+); an unknown dialect falls back to it too
-    # rather than failing the call.
-    cls = validator_for(schema, default=Draft202012Validator)
-    cls.check_schema(schema)
-    return cls(schema)
-
-
-def compile_schema(schema: Mapping[str, Any]) -> Validator:
-    """Return a validator for ``schema``, compiled once per distinct schema (bounded cache).
-
-    Remote ``$ref`` is never fetched: the validator's registry holds no retriever.
-
-    Raises:
-        SchemaError: ``schema`` is not a valid JSON Schema.
-    """
-    return _compiled(orjson.dumps(schema, option=orjson.OPT_SORT_KEYS))
-
-
-def _path(error: ValidationError) -> str:
-    return ".".join(str(part) for part in error.absolute_path)
-
-
-def describe_error(error: ValidationError) -> str:
-    """Describe a validation error with the path of the offending value, if any."""
-    path = _path(error)
-    return f"at '{path}': {error.message}" if path else error.message
-
-
-def _first_error(schema: Mapping[str, Any], instance: Any) -> ValidationError | None:
-    try:
-        validator = compile_schema(schema)
-        return best_match(validator.iter_errors(instance))
-    except (SchemaError, Unresolvable):
-        # The catalog validates schemas when an operator saves them; reaching this means a
-        # broken definition, which is a server fault, not the caller's.
-        logger.error("Tool schema cannot be evaluated")
-        raise InternalError("Tool schema is invalid") from None
 
 
 async def handle_tools_list(ctx: RequestContext, params: ListParams) -> dict[str, Any]:
@@ -118,7 +69,7 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
     if tool.execution != "inline" or plan.start_now or plan.may_become_task:
         # Such a call may be written to a BackgroundCall row, arguments and all.
         require_storable(arguments, "params.arguments")
-    error = _first_error(tool.input_schema, arguments)
+    error = first_error(tool.input_schema, arguments)
     if error is not None:
         return shape_call_result(
             ToolResult.error(f"Invalid arguments: {describe_error(error)}"), ctx.version
@@ -201,7 +152,7 @@ def _checked_output(schema: Mapping[str, Any], result: ToolResult) -> ToolResult
         return ToolResult.error(
             "Tool output did not match its output schema: no structured content was returned"
         )
-    error = _first_error(schema, result.structured)
+    error = first_error(schema, result.structured)
     if error is not None:
         return ToolResult.error(
             f"Tool output did not match its output schema: {describe_error(error)}"
