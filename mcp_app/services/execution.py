@@ -6,7 +6,6 @@ The same function runs a call inline in the web process and on a Celery worker
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Mapping
 from typing import Any
 
@@ -16,6 +15,7 @@ from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult, ToolTimeout
 from mcp_app.services.catalog import ToolKey
 from mcp_app.services.credentials import credential_resolve_for_tool
+from mcp_app.services.deadlines import Deadline
 
 
 async def execute_tool(
@@ -29,7 +29,7 @@ async def execute_tool(
     """
     key: ToolKey = tool.key
     executor = get_executor(key.kind)
-    deadline = asyncio.timeout(seconds)
+    deadline = Deadline(seconds)
     try:
         async with deadline:
             config = key.config

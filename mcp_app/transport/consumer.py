@@ -41,6 +41,7 @@ from mcp_app.protocol.results import CallCancelled
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Feature, supports
 from mcp_app.services import audit, background, events, notify
 from mcp_app.services.catalog import EndpointState, aget_endpoint_state
+from mcp_app.services.deadlines import Deadline
 from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
 from mcp_app.services.sessions import (
     DatabaseSessionStore,
@@ -188,7 +189,7 @@ class StreamableHttpConsumer:
         chunks: list[bytes] = []
         size = 0
         try:
-            async with asyncio.timeout(conf.MCP_BODY_TIMEOUT_SECONDS):
+            async with Deadline(conf.MCP_BODY_TIMEOUT_SECONDS):
                 while True:
                     message = await receive()
                     if message["type"] == "http.disconnect":
