@@ -1,4 +1,4 @@
-"""``asyncio.timeout()`` for the hot path: the same semantics, at a tenth of a second's grain.
+"""``asyncio.timeout()`` and ``call_later()`` for the hot path, at a tenth of a second's grain.
 
 Every request arms two deadlines that almost never fire: the body must arrive within
 ``MCP_BODY_TIMEOUT_SECONDS`` and an inline tool must finish within ``MCP_INLINE_TOOL_TIMEOUT``.
@@ -16,7 +16,11 @@ the task as well.
 from __future__ import annotations
 
 import asyncio
+import logging
+from collections.abc import Callable
 from types import TracebackType
+
+logger = logging.getLogger(__name__)
 
 # How late a deadline may fire. Inline tool and body limits are seconds long.
 TICK_SECONDS = 0.1
@@ -27,10 +31,10 @@ class _Sweeper:
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
-        self.armed: set[Deadline] = set()
+        self.armed: set[Deadline | Later] = set()
         self.task: asyncio.Task[None] | None = None
 
-    def arm(self, deadline: Deadline) -> None:
+    def arm(self, deadline: Deadline | Later) -> None:
         self.armed.add(deadline)
         if self.task is None:
             self.task = self.loop.create_task(self._sweep())
@@ -44,9 +48,12 @@ class _Sweeper:
                 if not self.armed:
                     return
                 now = self.loop.time()
-                for deadline in [d for d in self.armed if d.when <= now]:
-                    self.armed.discard(deadline)
-                    deadline.fire()
+                for due in [d for d in self.armed if d.when <= now]:
+                    self.armed.discard(due)
+                    try:
+                        due.fire()
+                    except Exception:
+                        logger.exception("A deadline's callback failed")
         finally:
             self.task = None
 
@@ -109,3 +116,26 @@ class Deadline:
         expired = self._expired and exc_type is asyncio.CancelledError
         if expired and self._task.uncancel() <= self._cancelling:
             raise TimeoutError from exc
+
+
+class Later:
+    """A callback run about ``seconds`` from now (a tick late at most) unless cancelled first.
+
+    For work that only matters when something takes long, such as watching for a client's
+    disconnect: most requests end before it would start, and never pay for it.
+    """
+
+    __slots__ = ("_callback", "_sweeper", "when")
+
+    def __init__(self, seconds: float, callback: Callable[[], object]) -> None:
+        loop = asyncio.get_running_loop()
+        self.when = loop.time() + seconds
+        self._callback = callback
+        self._sweeper = _sweeper(loop)
+        self._sweeper.arm(self)
+
+    def fire(self) -> None:
+        self._callback()
+
+    def cancel(self) -> None:
+        self._sweeper.armed.discard(self)

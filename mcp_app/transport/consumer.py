@@ -41,7 +41,7 @@ from mcp_app.protocol.results import CallCancelled
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Feature, supports
 from mcp_app.services import audit, background, events, notify
 from mcp_app.services.catalog import EndpointState, aget_endpoint_state
-from mcp_app.services.deadlines import Deadline
+from mcp_app.services.deadlines import Deadline, Later
 from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
 from mcp_app.services.sessions import (
     DatabaseSessionStore,
@@ -155,12 +155,21 @@ class StreamableHttpConsumer:
         self.body = body
         # Rows of requests refused before decoding (an outage) still name method and id.
         self.audit.request_body(body)
-        task = self.task = asyncio.create_task(self._handle())
-        watcher = asyncio.create_task(self._wait_disconnect(receive))
+        loop = asyncio.get_running_loop()
+        task = self.task = loop.create_task(self._handle())
+        # Ends when the handler does, or when the client disconnects first.
+        ended = self.ended = loop.create_future()
+        task.add_done_callback(self._end)
+        # Most requests are answered before a disconnect watcher would start: one is started
+        # only for those still running a tick later (streams, slow tools).
+        self.watcher: asyncio.Task[None] | None = None
+        watch = Later(0, lambda: self._watch(receive))
         try:
-            await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+            await ended
         finally:
-            watcher.cancel()
+            watch.cancel()
+            if self.watcher is not None:
+                self.watcher.cancel()
             if not task.done():
                 self.responder.client_gone = True
                 if self.cancel_on_disconnect:
@@ -207,6 +216,15 @@ class StreamableHttpConsumer:
         except TimeoutError:
             await self._reject(408, "The request body did not arrive in time")
             return None
+
+    def _end(self, _done: object = None) -> None:
+        if not self.ended.done():
+            self.ended.set_result(None)
+
+    def _watch(self, receive: Any) -> None:
+        if not self.ended.done():
+            self.watcher = asyncio.get_running_loop().create_task(self._wait_disconnect(receive))
+            self.watcher.add_done_callback(self._end)
 
     @staticmethod
     async def _wait_disconnect(receive: Any) -> None:

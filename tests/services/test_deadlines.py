@@ -92,3 +92,17 @@ def test_the_sweeper_ends_when_nothing_is_armed() -> None:
         return True
 
     assert asyncio.run(run())
+
+
+def test_later_runs_its_callback_unless_cancelled_first() -> None:
+    async def run() -> list[str]:
+        ran: list[str] = []
+        deadlines.Later(0, lambda: ran.append("kept"))
+        deadlines.Later(0, lambda: ran.append("cancelled")).cancel()
+        async with asyncio.timeout(BOUND_SECONDS):
+            while not ran:
+                await asyncio.sleep(TICK_SECONDS / 2)
+        await asyncio.sleep(TICK_SECONDS * 2)
+        return ran
+
+    assert asyncio.run(run()) == ["kept"]
