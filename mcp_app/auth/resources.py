@@ -9,6 +9,7 @@ the Host header.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from urllib.parse import urlsplit, urlunsplit
 
 from django.conf import settings
@@ -46,7 +47,13 @@ def issuer() -> str:
 
 def endpoint_resource(slug: str) -> str:
     """The resource identifier of endpoint ``slug`` (what PRM publishes and tokens carry)."""
-    return canonical(f"{settings.PUBLIC_BASE_URL}/mcp/{slug}") or ""
+    return _endpoint_resource(str(settings.PUBLIC_BASE_URL), slug)
+
+
+@lru_cache(maxsize=4096)
+def _endpoint_resource(base_url: str, slug: str) -> str:
+    # Every OAuth request compares its token's audience with this: parse the URL once.
+    return canonical(f"{base_url}/mcp/{slug}") or ""
 
 
 def metadata_url(slug: str) -> str:

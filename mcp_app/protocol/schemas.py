@@ -76,6 +76,7 @@ def _compile_type(spec: Any) -> Accepts:
     checks = [_TYPES[n] for n in names]
     if len(checks) == 1:
         return checks[0]
+
     return lambda v: any(check(v) for check in checks)
 
 
@@ -167,12 +168,35 @@ def _compile(schema: Any) -> Accepts:
     checks += _compile_object(schema)
     if "items" in schema:
         each = _compile(schema["items"])
-        checks.append(lambda v: not isinstance(v, list) or all(each(item) for item in v))
+
+        def each_item(value: Any) -> bool:
+            if isinstance(value, list):
+                for item in value:
+                    if not each(item):
+                        return False
+            return True
+
+        checks.append(each_item)
+    return _all_of(checks)
+
+
+def _all_of(checks: list[Accepts]) -> Accepts:
+    # Written out for the common counts: a generator per call costs more than the checks.
     if not checks:
         return lambda v: True
     if len(checks) == 1:
         return checks[0]
-    return lambda v: all(check(v) for check in checks)
+    if len(checks) == 2:
+        first, second = checks
+        return lambda v: first(v) and second(v)
+
+    def every(value: Any) -> bool:
+        for check in checks:  # noqa: SIM110 (all() over a generator is slower here)
+            if not check(value):
+                return False
+        return True
+
+    return every
 
 
 def fast_accepts(schema: Any) -> Accepts | None:

@@ -95,13 +95,22 @@ def _derived_key(secret_key: str, purpose: str) -> bytes:
 
 
 def _public_origin() -> str:
-    parts = urlsplit(settings.PUBLIC_BASE_URL)
+    return _origin_of(str(settings.PUBLIC_BASE_URL))
+
+
+@lru_cache(maxsize=8)
+def _origin_of(url: str) -> str:
+    parts = urlsplit(url)
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def _allowed_hosts() -> list[str]:
-    extra = [h.strip() for h in get_conf().MCP_ALLOWED_HOSTS.split(",") if h.strip()]
-    return [*settings.ALLOWED_HOSTS, *extra]
+def _allowed_hosts() -> tuple[str, ...]:
+    return _hosts(tuple(settings.ALLOWED_HOSTS), get_conf().MCP_ALLOWED_HOSTS)
+
+
+@lru_cache(maxsize=8)
+def _hosts(django_hosts: tuple[str, ...], extra: str) -> tuple[str, ...]:
+    return (*django_hosts, *(h.strip() for h in extra.split(",") if h.strip()))
 
 
 def _server_info(state: EndpointState) -> dict[str, str]:

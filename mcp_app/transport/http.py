@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from django.http.request import split_domain_port, validate_host
@@ -22,8 +23,6 @@ SINGLETON_HEADERS = (
     "host", "content-type", "content-length", "mcp-session-id", "mcp-protocol-version",
     "mcp-method", "mcp-name", "authorization", "origin", "last-event-id",
 )  # fmt: skip
-# RFC 9110 section 5.5: a field value holding CR, LF or NUL is invalid and dangerous.
-_FORBIDDEN_IN_VALUES = ("\x00", "\r", "\n")
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]+")
 
 
@@ -47,11 +46,19 @@ def header_problem(headers: Headers) -> str | None:
         if len(headers.get(name, ())) > 1:
             return f"The {name} header was sent more than once"
     for name, values in headers.items():
-        if not _TOKEN.fullmatch(name):
+        if not _is_token(name):
             return "A header name is not an RFC 9110 token"
-        if any(char in value for value in values for char in _FORBIDDEN_IN_VALUES):
-            return f"The {name} header contains a NUL, CR or LF character"
+        for value in values:
+            # RFC 9110 section 5.5: a field value holding CR, LF or NUL is invalid and dangerous.
+            if "\x00" in value or "\r" in value or "\n" in value:
+                return f"The {name} header contains a NUL, CR or LF character"
     return None
+
+
+@lru_cache(maxsize=1024)
+def _is_token(name: str) -> bool:
+    # The same dozen names arrive on every request.
+    return _TOKEN.fullmatch(name) is not None
 
 
 def first(headers: Headers, name: str) -> str | None:
@@ -69,6 +76,13 @@ def _media_types(values: Sequence[str]) -> list[str]:
     return types
 
 
+# Clients send the same Accept and Content-Type values on every request: each distinct one is
+# parsed once (bounded).
+@lru_cache(maxsize=256)
+def _accepted(values: tuple[str, ...]) -> frozenset[str]:
+    return frozenset(_media_types(values))
+
+
 def accepts(headers: Headers, media_type: str, *, explicit: bool = False) -> bool:
     """Whether the Accept header admits ``media_type`` (wildcards count).
 
@@ -78,8 +92,9 @@ def accepts(headers: Headers, media_type: str, *, explicit: bool = False) -> boo
     values = headers.get("accept")
     if not values:
         return not explicit
+    types = _accepted(tuple(values))
     major = media_type.split("/", 1)[0]
-    return any(t in (media_type, "*/*", f"{major}/*") for t in _media_types(values))
+    return media_type in types or "*/*" in types or f"{major}/*" in types
 
 
 def _weighted_media_types(values: Sequence[str]) -> list[tuple[str, float]]:
@@ -108,7 +123,12 @@ def prefers(headers: Headers, media_type: str, *, over: str) -> bool:
     A higher q value wins; between equal ones the client's own order decides (the first
     listed), which is how clients that list ``text/event-stream`` first ask for a stream.
     """
-    ranked = _weighted_media_types(headers.get("accept") or [])
+    return _prefers(tuple(headers.get("accept") or ()), media_type, over)
+
+
+@lru_cache(maxsize=256)
+def _prefers(values: tuple[str, ...], media_type: str, over: str) -> bool:
+    ranked = _weighted_media_types(values)
     positions = {media: index for index, (media, _q) in reversed(list(enumerate(ranked)))}
     weights = dict(reversed(ranked))
     if media_type not in positions or over not in positions:
@@ -120,13 +140,24 @@ def prefers(headers: Headers, media_type: str, *, over: str) -> bool:
 
 def is_json_content(headers: Headers) -> bool:
     values = headers.get("content-type")
-    return bool(values) and _media_types(values[:1]) == ["application/json"]
+    return bool(values) and _is_json_type(values[0])
+
+
+@lru_cache(maxsize=256)
+def _is_json_type(value: str) -> bool:
+    return _media_types([value]) == ["application/json"]
 
 
 def host_allowed(host_header: str | None, allowed_hosts: Sequence[str]) -> bool:
     """Check the Host header against Django-style allowed host patterns, ignoring the port."""
     if not host_header:
         return False
+    return _host_allowed(host_header, tuple(allowed_hosts))
+
+
+@lru_cache(maxsize=1024)
+def _host_allowed(host_header: str, allowed_hosts: tuple[str, ...]) -> bool:
+    # Bounded: a client inventing Host values only evicts others, each re-checked when seen.
     domain, _port = split_domain_port(host_header)
     if not domain:
         return False
