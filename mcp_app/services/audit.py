@@ -1015,20 +1015,29 @@ def _reduced(row: Row) -> Row:
 
 
 _writer_lock = threading.Lock()
-_writer_instance: tuple[int, _Writer] | None = None
+_writer_instance: _Writer | None = None
 
 
 def _writer() -> _Writer:
     """This process's writer, started on first use (and again in a forked child)."""
     global _writer_instance
-    pid = os.getpid()
-    if _writer_instance is None or _writer_instance[0] != pid:
+    if _writer_instance is None:
         with _writer_lock:
-            if _writer_instance is None or _writer_instance[0] != pid:
+            if _writer_instance is None:
                 writer = _Writer()
                 atexit.register(writer.stop)
-                _writer_instance = (pid, writer)
-    return _writer_instance[1]
+                _writer_instance = writer
+    return _writer_instance
+
+
+def _forget_writer() -> None:
+    # A forked child (a Celery pool process) has no writer thread: it starts its own. Told by
+    # the fork rather than asked of getpid() per request, which is a system call.
+    global _writer_instance
+    _writer_instance = None
+
+
+os.register_at_fork(after_in_child=_forget_writer)
 
 
 # Marks rows of calls made from the admin's try-it page rather than over HTTP by a client.

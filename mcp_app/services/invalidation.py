@@ -170,12 +170,12 @@ def _publish(message: Invalidation) -> None:
 
 def ensure_subscribed() -> None:
     """Start this process's subscriber thread if it is not running (cheap when it is)."""
+    current = _state.subscriber
+    if current is not None and current[1].is_alive():
+        return
     if not _redis_url():
         return
     pid = os.getpid()
-    current = _state.subscriber
-    if current is not None and current[0] == pid and current[1].is_alive():
-        return
     with _state.lock:
         current = _state.subscriber
         if current is not None and current[0] == pid and current[1].is_alive():
