@@ -16,6 +16,7 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from mcp_app.ops.probes import probe_app  # noqa: E402
 from mcp_app.transport.routing import mcp_urlpatterns  # noqa: E402
 
 if settings.SERVE_STATIC:
@@ -25,6 +26,13 @@ if settings.SERVE_STATIC:
 
 application = ProtocolTypeRouter(
     {
-        "http": URLRouter([*mcp_urlpatterns, re_path(r"", django_asgi_app)]),
+        "http": URLRouter(
+            [
+                *mcp_urlpatterns,
+                # Probes skip Django's host check and middleware: mcp_app/ops/probes.py.
+                re_path(r"^(healthz|readyz)$", probe_app),
+                re_path(r"", django_asgi_app),
+            ]
+        ),
     }
 )

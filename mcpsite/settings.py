@@ -176,6 +176,14 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# -- Operations: probes and worker heartbeats (docs/operations.md) ---------------------------
+# /readyz gives each dependency (database, Redis, worker heartbeats) this long to answer.
+READINESS_TIMEOUT_SECONDS = float(os.environ.get("READINESS_TIMEOUT_SECONDS", "2"))
+# Each Celery worker writes a heartbeat to Redis this often; /readyz wants at least one newer
+# than the stale bound when some tool may run on a worker.
+WORKER_HEARTBEAT_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_SECONDS", "10"))
+WORKER_HEARTBEAT_STALE_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_STALE_SECONDS", "30"))
+
 # -- OAuth 2.1 (django-oauth-toolkit as the authorization server; docs/auth.md) -------------
 # The issuer is PUBLIC_BASE_URL exactly (no trailing slash): clients compare it byte for byte
 # with the protected-resource metadata's authorization_servers entry.
