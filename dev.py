@@ -273,6 +273,8 @@ def cmd_run(port: int) -> NoReturn:
     env.setdefault("PUBLIC_BASE_URL", local)
     # No proxy in front of the embedded setup: Daphne's process serves the admin's CSS and JS.
     env.setdefault("SERVE_STATIC", "1")
+    # No beat process either: Daphne's process runs the upkeep schedule (mcp_app/ops/beat.py).
+    env.setdefault("MCPHOST_EMBEDDED_BEAT", "1")
     if env.get("DATABASE_URL"):
         # The URL may hold a password: name its source, not its value.
         data = "the database at DATABASE_URL (from your environment)"

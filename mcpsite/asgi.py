@@ -19,6 +19,12 @@ from django.urls import re_path  # noqa: E402
 from mcp_app.ops.probes import probe_app  # noqa: E402
 from mcp_app.transport.routing import mcp_urlpatterns  # noqa: E402
 
+if settings.EMBEDDED_BEAT:
+    # The embedded setup (dev.py run) has no beat process: the upkeep schedule runs here.
+    from mcp_app.ops.beat import start_embedded_beat
+
+    start_embedded_beat()
+
 if settings.SERVE_STATIC:
     # Daphne serves no files itself; with no proxy in front (the run command, a single
     # container) Django answers STATIC_URL from the staticfiles finders.

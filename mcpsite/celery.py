@@ -11,6 +11,8 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpsite.settings")
 app = Celery("mcpsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+# Upkeep jobs of the beat schedule (CELERY_BEAT_SCHEDULE in settings).
+app.autodiscover_tasks(["mcp_app.ops"])
 
 
 # -- Worker heartbeats for /readyz (mcp_app/ops/heartbeat.py) ------------------------------------

@@ -184,6 +184,44 @@ READINESS_TIMEOUT_SECONDS = float(os.environ.get("READINESS_TIMEOUT_SECONDS", "2
 WORKER_HEARTBEAT_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_SECONDS", "10"))
 WORKER_HEARTBEAT_STALE_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_STALE_SECONDS", "30"))
 
+# -- Upkeep on Celery beat (mcp_app/ops/tasks.py; docs/operations.md) -----------------------
+# Seconds between runs of each job; 0 takes it off the schedule (run the command yourself).
+# A job not picked up within its interval expires rather than pile up behind a missing worker.
+_DAY = 24 * 3600
+UPKEEP_JOBS = {
+    # name: (interval setting, default seconds, keyword arguments)
+    "purge_sessions": (
+        "UPKEEP_PURGE_SESSIONS_SECONDS",
+        _DAY,
+        {"days": float(os.environ.get("UPKEEP_PURGE_SESSIONS_DAYS", "7"))},
+    ),
+    "purge_oauth_clients": (
+        "UPKEEP_PURGE_OAUTH_CLIENTS_SECONDS",
+        _DAY,
+        {"days": float(os.environ.get("UPKEEP_PURGE_OAUTH_CLIENTS_DAYS", "7"))},
+    ),
+    "clear_cimd_applications": ("UPKEEP_CLEAR_CIMD_APPLICATIONS_SECONDS", _DAY, {}),
+    "clear_tokens": ("UPKEEP_CLEAR_TOKENS_SECONDS", _DAY, {}),
+    "reap_background_calls": ("UPKEEP_REAP_BACKGROUND_CALLS_SECONDS", 60, {}),
+}
+CELERY_BEAT_SCHEDULE = {}
+for _job, (_setting, _default, _kwargs) in UPKEEP_JOBS.items():
+    _every = float(os.environ.get(_setting, str(_default)))
+    if _every > 0:
+        CELERY_BEAT_SCHEDULE[_job] = {
+            "task": f"mcp_app.upkeep.{_job}",
+            "schedule": _every,
+            "kwargs": _kwargs,
+            "options": {"expires": _every},
+        }
+# Beat remembers when each job last ran, so a restart does not reset daily intervals (keep
+# this file on a volume).
+CELERY_BEAT_SCHEDULE_FILENAME = os.environ.get(
+    "CELERY_BEAT_SCHEDULE_FILENAME", str(VAR_DIR / "celerybeat-schedule")
+)
+# dev.py run sets this: the web process runs the schedule itself (mcp_app/ops/beat.py).
+EMBEDDED_BEAT = _env_bool("MCPHOST_EMBEDDED_BEAT", False)
+
 # -- OAuth 2.1 (django-oauth-toolkit as the authorization server; docs/auth.md) -------------
 # The issuer is PUBLIC_BASE_URL exactly (no trailing slash): clients compare it byte for byte
 # with the protected-resource metadata's authorization_servers entry.
