@@ -59,6 +59,30 @@ ALLOWED_HOSTS = _env_list(
 )
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", [f"{_public.scheme}://{_public.netloc}"])
 
+
+# -- HTTPS (docs/operations.md, "Deploy settings") -----------------------------------------
+# Secure by default when the public origin is https: the site is then only meant to be reached
+# over TLS. An empty variable counts as unset (compose passes every one through).
+def _env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name, "").strip()
+    return default if not value else value.lower() in {"1", "true", "yes", "on"}
+
+
+_https = _public.scheme == "https"
+SECURE_SSL_REDIRECT = _env_flag("SECURE_SSL_REDIRECT", _https)
+SESSION_COOKIE_SECURE = _env_flag("SESSION_COOKIE_SECURE", _https)
+CSRF_COOKIE_SECURE = _env_flag("CSRF_COOKIE_SECURE", _https)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS") or (365 * 24 * 3600 * _https))
+# Both bind every subdomain of the host (and preload, browsers' built-in lists): never on by
+# default, the operator decides for their domain.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_flag("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_flag("SECURE_HSTS_PRELOAD", False)
+# Behind a proxy that terminates TLS, name the header it sets to "https" (X-Forwarded-Proto);
+# only if the proxy always sets or strips it, since a client could send it otherwise.
+# Without it, SECURE_SSL_REDIRECT redirects every proxied request forever.
+if _proxy_header := os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip():
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
@@ -314,6 +338,11 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
     "loggers": {"mcp_app": {"level": os.environ.get("MCP_LOG_LEVEL", "INFO")}},
 }
+
+# MCP clients are native apps whose OAuth callbacks are http loopback URIs (RFC 8252 §7.3),
+# which DOT's fix for this warning (https redirect URIs only) would refuse; the consent page
+# says when a redirect goes to a loopback address (mcp_app/auth/views.py).
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 
 # App knobs (MCP_*) are read through mcp_app.conf.get_conf(); their defaults live there.
 for _name, _value in os.environ.items():
