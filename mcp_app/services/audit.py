@@ -46,6 +46,7 @@ from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.versions import MODERN_VERSIONS
 from mcp_app.services.catalog import EndpointState
+from mcp_app.services.request_ids import request_id_var
 
 logger = logging.getLogger(__name__)
 # The thread that writes the call log; it serves no request (bench/run.py measures its cost).
@@ -351,6 +352,7 @@ class CallRecorder:
         self._user_agent = _cut(_header(headers, "user-agent"), USER_AGENT_CHARS)
         self._session_id = _header(headers, "mcp-session-id")[:64]
         self._version = _header(headers, "mcp-protocol-version")[:16]
+        self._request_id = request_id_var.get()
         self._era = ""
         self._endpoint_id: int | None = None
         self._snapshot: CatalogSnapshot | None = None
@@ -550,6 +552,7 @@ class CallRecorder:
                         "error_message": _cut(message),
                         "task_id": entry.task_id,
                         "worker": entry.worker,
+                        "request_id": self._request_id,
                     },
                     arguments=entry.arguments,
                     result=entry.result,
