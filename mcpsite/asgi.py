@@ -35,8 +35,9 @@ application = ProtocolTypeRouter(
         "http": URLRouter(
             [
                 *mcp_urlpatterns,
-                # Probes skip Django's host check and middleware: mcp_app/ops/probes.py.
-                re_path(r"^(healthz|readyz)$", probe_app),
+                # Probes and metrics skip Django's host check and middleware:
+                # mcp_app/ops/probes.py.
+                re_path(r"^(healthz|readyz|metrics)$", probe_app),
                 re_path(r"", django_asgi_app),
             ]
         ),

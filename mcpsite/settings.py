@@ -208,6 +208,11 @@ READINESS_TIMEOUT_SECONDS = float(os.environ.get("READINESS_TIMEOUT_SECONDS", "2
 WORKER_HEARTBEAT_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_SECONDS", "10"))
 WORKER_HEARTBEAT_STALE_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_STALE_SECONDS", "30"))
 
+# /metrics answers clients in these networks (comma-separated CIDR), and any client sending
+# "Authorization: Bearer <METRICS_BEARER_TOKEN>" when that is set; others get 403.
+METRICS_ALLOWED_NETWORKS = os.environ.get("METRICS_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
+METRICS_BEARER_TOKEN = os.environ.get("METRICS_BEARER_TOKEN", "")
+
 # -- Upkeep on Celery beat (mcp_app/ops/tasks.py; docs/operations.md) -----------------------
 # Seconds between runs of each job; 0 takes it off the schedule (run the command yourself).
 # A job not picked up within its interval expires rather than pile up behind a missing worker.

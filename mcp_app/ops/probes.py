@@ -1,9 +1,11 @@
-"""``/healthz`` and ``/readyz`` as a plain ASGI app, mounted by mcpsite/asgi.py before Django.
+"""``/healthz``, ``/readyz`` and ``/metrics`` as a plain ASGI app, mounted by mcpsite/asgi.py
+before Django.
 
 Outside Django's handler on purpose: probes come from load balancers and kubelets that send
 the pod's address as Host (``ALLOWED_HOSTS`` would refuse it) over plain HTTP
 (``SECURE_SSL_REDIRECT`` would redirect it), carry no credentials, and should cost no
-middleware. They disclose only which dependency failed.
+middleware. The probes disclose only which dependency failed; ``/metrics`` answers only the
+networks or the bearer token its settings allow (``ops/metrics.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import Any
 
 import orjson
 
+from mcp_app.ops import metrics
 from mcp_app.ops.health import areadiness
 
 HEADERS = [(b"content-type", b"application/json"), (b"cache-control", b"no-store")]
@@ -25,7 +28,7 @@ async def _respond(send: Any, status: int, body: dict[str, Any], *, head: bool) 
 
 
 async def probe_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
-    """Answer GET/HEAD ``/healthz`` (always 200) and ``/readyz`` (200 or 503)."""
+    """Answer GET/HEAD ``/healthz`` (200), ``/readyz`` (200 or 503) and ``/metrics``."""
     method = scope.get("method", "GET")
     if method not in ("GET", "HEAD"):
         await send(
@@ -38,7 +41,16 @@ async def probe_app(scope: dict[str, Any], receive: Any, send: Any) -> None:
         await send({"type": "http.response.body", "body": b""})
         return
     head = method == "HEAD"
-    if scope["path"].rstrip("/").endswith("readyz"):
+    path = scope["path"].rstrip("/")
+    if path.endswith("metrics"):
+        if not metrics.allowed(scope, dict(scope.get("headers", ()))):
+            await _respond(send, 403, {"error": "forbidden"}, head=head)
+            return
+        status, headers, body = await metrics.metrics_response()
+        headers.append((b"content-length", str(len(body)).encode()))
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if head else body})
+    elif path.endswith("readyz"):
         readiness = await areadiness()
         await _respond(send, 200 if readiness.ok else 503, readiness.as_json(), head=head)
     else:

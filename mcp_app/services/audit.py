@@ -45,6 +45,7 @@ from mcp_app.protocol.context import LegacySession
 from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.versions import MODERN_VERSIONS
+from mcp_app.services import metrics
 from mcp_app.services.catalog import EndpointState
 from mcp_app.services.request_ids import request_id_var
 
@@ -489,7 +490,10 @@ class CallRecorder:
             return
         self._submitted = True
         try:
-            _writer().put(self._records(cancelled))
+            records = self._records(cancelled)
+            _writer().put(records)
+            # The one place MCP traffic is counted (services/metrics.py).
+            metrics.record_calls((record.row, record.tool_pk is not None) for record in records)
         except Exception:
             # The boundary between serving and recording: a recording bug is logged, the
             # served answer stands.
@@ -723,6 +727,7 @@ class _Writer:
             room = MAX_PENDING - len(self._queue)
             if room < len(records):
                 self.dropped += len(records) - max(room, 0)
+                metrics.CALL_LOG_DROPPED.inc(len(records) - max(room, 0))
                 if not self._dropping:
                     # Once per episode: a full queue during an outage would log per request.
                     self._dropping = True
@@ -765,7 +770,9 @@ class _Writer:
                 alias = router.db_for_write(CallLog)
                 if not rows:
                     rows = self._rows(alias, batch)
+                started = time.monotonic()
                 self._write_rows(alias, rows)
+                metrics.CALL_LOG_BATCH_SECONDS.observe(time.monotonic() - started)
             except _OUTAGE_ERRORS as exc:
                 if not rows:
                     with self._cond:
@@ -778,6 +785,7 @@ class _Writer:
                 continue
             except Exception:
                 logger.exception("Call log batch dropped (%d records)", len(rows) or len(batch))
+                metrics.CALL_LOG_DROPPED.inc(len(rows) or len(batch))
                 rows = []
             if self._down_since is not None:
                 logger.warning(
@@ -808,7 +816,9 @@ class _Writer:
             if self._stopping:
                 return []
             self._busy = True
-            return [self._queue.popleft() for _ in range(min(BATCH_ROWS, len(self._queue)))]
+            batch = [self._queue.popleft() for _ in range(min(BATCH_ROWS, len(self._queue)))]
+            metrics.CALL_LOG_QUEUE.set(len(self._queue))
+            return batch
 
     def _outage(self, exc: Exception) -> None:
         if self._down_since is None:
@@ -874,6 +884,7 @@ class _Writer:
             raise
         except DatabaseError as again:
             logger.error("Call log record dropped: its metadata was rejected too (%s)", again)
+            metrics.CALL_LOG_DROPPED.inc()
 
     @staticmethod
     def _insert(alias: str, rows: Sequence[Row]) -> None:
