@@ -9,6 +9,7 @@ Everything else gets 403, before anything is collected.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import hmac
 import ipaddress
 import logging
@@ -131,7 +132,12 @@ def _exposition() -> bytes:
     return generate_latest(REGISTRY) + generate_latest(shared)
 
 
+# Scrapes collect on one thread of their own: its database connection is kept between
+# scrapes, and overlapping scrapes queue instead of holding several connections.
+_collector_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-metrics")
+
+
 async def metrics_response() -> tuple[int, list[tuple[bytes, bytes]], bytes]:
     """Collect on a thread (the database and Redis are read); answer status, headers, body."""
-    body = await asyncio.to_thread(_exposition)
+    body = await asyncio.get_running_loop().run_in_executor(_collector_thread, _exposition)
     return 200, [(b"content-type", CONTENT_TYPE_LATEST.encode())], body
