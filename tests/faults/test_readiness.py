@@ -80,6 +80,8 @@ def test_readiness_fails_without_a_worker_heartbeat_and_recovers(
         worker.process.wait(5)
         body = _wait_for(web, 503, ["workers"])
     assert body["status"] == "unavailable"
+    with _worker(fault_stack):
+        _wait_for(web, 200, [])
 
 
 def test_readiness_fails_while_postgres_is_down_and_recovers(
