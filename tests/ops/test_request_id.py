@@ -19,6 +19,7 @@ import pytest
 from mcp_app.models import CallLog, Tool
 from mcp_app.services.request_ids import request_id_for, trace_id
 from tests.support.catalog import make_endpoint, make_python_tool
+from tests.support.inprocess import acall, encode_headers
 from tests.support.live import asgi_server, flush_database
 
 SLUG = "request-ids"
@@ -125,3 +126,12 @@ def test_unusable_incoming_ids_are_replaced() -> None:
     assert trace_id(f"ff-{TRACE_ID}-00f067aa0ba902b7-01") == ""
     assert trace_id(f"00-{TRACE_ID}-00f067aa0ba902b7-01-extra") == ""
     assert trace_id(f"01-{TRACE_ID}-00f067aa0ba902b7-01-future") == TRACE_ID
+
+
+async def test_django_pages_carry_a_request_id_too() -> None:
+    answer = await acall(
+        "/accounts/login/", method="GET", headers=encode_headers({"x-request-id": "page-1"})
+    )
+    assert (answer.status, answer.header("x-request-id")) == (200, "page-1")
+    generated = await acall("/accounts/login/", method="GET")
+    assert re.fullmatch(r"[0-9a-f]{16}", generated.header("x-request-id") or "")
