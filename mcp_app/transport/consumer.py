@@ -297,7 +297,7 @@ class StreamableHttpConsumer:
                 ("access-control-allow-origin", origin),
                 (
                     "access-control-expose-headers",
-                    "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate",
+                    "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate, X-Request-Id",
                 ),
                 ("vary", "Origin"),
             ]

@@ -118,6 +118,16 @@ def test_request_id_follows_traceparent_or_is_generated(server: tuple[str, Path]
     assert _wait_for(lambda: CallLog.objects.filter(request_id=generated).exists())
 
 
+@pytest.mark.django_db
+def test_browser_clients_may_read_the_request_id(server: tuple[str, Path]) -> None:
+    url, _ = server
+    response = _call(url, "echo", {"origin": "http://localhost:6274"})
+    exposed = [
+        name.strip() for name in response.headers["access-control-expose-headers"].split(",")
+    ]
+    assert "X-Request-Id" in exposed
+
+
 def test_unusable_incoming_ids_are_replaced() -> None:
     too_long = "x" * 65
     assert re.fullmatch(r"[0-9a-f]{16}", request_id_for({"x-request-id": [too_long]}))
