@@ -5,7 +5,8 @@ Both first bootstrap ``.venv`` (created with ``python3 -m venv``, filled from
 ``requirements.lock``, skipped when the lock file's hash matches the stamp in ``.venv``).
 
 ``run`` serves the embedded setup on 127.0.0.1: SQLite and the in-memory channel layer in
-``var/``, after migrate, ``seed_demo`` (endpoint "demo") and ``ensure_admin``.
+``var/``, after migrate, ``seed_demo`` (endpoint "demo") and ``ensure_admin``; the web process
+also runs the upkeep schedule (``MCPHOST_EMBEDDED_BEAT``, mcp_app/ops/beat.py).
 ``test`` starts a throwaway PostgreSQL and Redis (scripts/services.py), runs ``lint-imports``,
 ``ruff check .`` and pytest against them, and always removes both servers afterwards.
 
