@@ -175,9 +175,9 @@ async def token_info(token: str, cache: TokenCache = _cache) -> TokenInfo | None
     if ttl > 0:
         found, info = cache.get(key, ttl)
         if found:
-            metrics.TOKEN_CACHE.labels("hit").inc()
+            metrics.TOKEN_CACHE_HIT.inc()
             return info
-        metrics.TOKEN_CACHE.labels("miss").inc()
+        metrics.TOKEN_CACHE_MISS.inc()
     info = await _aload_token(key)
     if ttl > 0:
         cache.put(key, info)

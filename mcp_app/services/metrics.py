@@ -58,6 +58,8 @@ TOKEN_CACHE = Counter(
     "Bearer-token lookups by whether this process's cache answered (hit) or the database did.",
     ["result"],
 )
+TOKEN_CACHE_HIT = TOKEN_CACHE.labels("hit")
+TOKEN_CACHE_MISS = TOKEN_CACHE.labels("miss")
 CALL_LOG_QUEUE = Gauge(
     "mcphost_call_log_queue_depth",
     "Call-log records waiting for the writer, as the writer last saw them.",
