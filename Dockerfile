@@ -1,4 +1,4 @@
-# One image for both processes of docker-compose.yml: web (uvicorn) and worker (Celery).
+# One image for every process of docker-compose.yml: web (uvicorn), worker and beat (Celery).
 FROM python:3.11-slim-bookworm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
@@ -16,8 +16,8 @@ COPY . .
 
 # Never run the server as root; the var dir holds nothing important when SECRET_KEY is set.
 RUN useradd --system --home-dir /var/lib/mcphost --shell /usr/sbin/nologin mcphost \
-    && mkdir -p /var/lib/mcphost \
-    && chown mcphost /var/lib/mcphost
+    && mkdir -p /var/lib/mcphost/beat \
+    && chown -R mcphost /var/lib/mcphost
 USER mcphost
 
 EXPOSE 8000

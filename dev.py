@@ -5,7 +5,8 @@ Both first bootstrap ``.venv`` (created with ``python3 -m venv``, filled from
 ``requirements.lock``, skipped when the lock file's hash matches the stamp in ``.venv``).
 
 ``run`` serves the embedded setup on 127.0.0.1: SQLite and the in-memory channel layer in
-``var/``, after migrate, ``seed_demo`` (endpoint "demo") and ``ensure_admin``.
+``var/``, after migrate, ``seed_demo`` (endpoint "demo") and ``ensure_admin``; the web process
+also runs the upkeep schedule (``MCPHOST_EMBEDDED_BEAT``, mcp_app/ops/beat.py).
 ``test`` starts a throwaway PostgreSQL and Redis (scripts/services.py), runs ``lint-imports``,
 ``ruff check .`` and pytest against them, and always removes both servers afterwards.
 
@@ -273,6 +274,8 @@ def cmd_run(port: int) -> NoReturn:
     env.setdefault("PUBLIC_BASE_URL", local)
     # No proxy in front of the embedded setup: Daphne's process serves the admin's CSS and JS.
     env.setdefault("SERVE_STATIC", "1")
+    # No beat process either: Daphne's process runs the upkeep schedule (mcp_app/ops/beat.py).
+    env.setdefault("MCPHOST_EMBEDDED_BEAT", "1")
     if env.get("DATABASE_URL"):
         # The URL may hold a password: name its source, not its value.
         data = "the database at DATABASE_URL (from your environment)"

@@ -16,7 +16,14 @@ from django.conf import settings  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 from django.urls import re_path  # noqa: E402
 
+from mcp_app.ops.probes import probe_app  # noqa: E402
 from mcp_app.transport.routing import mcp_urlpatterns  # noqa: E402
+
+if settings.EMBEDDED_BEAT:
+    # The embedded setup (dev.py run) has no beat process: the upkeep schedule runs here.
+    from mcp_app.ops.beat import start_embedded_beat
+
+    start_embedded_beat()
 
 if settings.SERVE_STATIC:
     # Daphne serves no files itself; with no proxy in front (the run command, a single
@@ -25,6 +32,14 @@ if settings.SERVE_STATIC:
 
 application = ProtocolTypeRouter(
     {
-        "http": URLRouter([*mcp_urlpatterns, re_path(r"", django_asgi_app)]),
+        "http": URLRouter(
+            [
+                *mcp_urlpatterns,
+                # Probes and metrics skip Django's host check and middleware:
+                # mcp_app/ops/probes.py.
+                re_path(r"^(healthz|readyz|metrics)$", probe_app),
+                re_path(r"", django_asgi_app),
+            ]
+        ),
     }
 )

@@ -59,6 +59,30 @@ ALLOWED_HOSTS = _env_list(
 )
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", [f"{_public.scheme}://{_public.netloc}"])
 
+
+# -- HTTPS (docs/operations.md, "Deploy settings") -----------------------------------------
+# Secure by default when the public origin is https: the site is then only meant to be reached
+# over TLS. An empty variable counts as unset (compose passes every one through).
+def _env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name, "").strip()
+    return default if not value else value.lower() in {"1", "true", "yes", "on"}
+
+
+_https = _public.scheme == "https"
+SECURE_SSL_REDIRECT = _env_flag("SECURE_SSL_REDIRECT", _https)
+SESSION_COOKIE_SECURE = _env_flag("SESSION_COOKIE_SECURE", _https)
+CSRF_COOKIE_SECURE = _env_flag("CSRF_COOKIE_SECURE", _https)
+SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS") or (365 * 24 * 3600 * _https))
+# Both bind every subdomain of the host (and preload, browsers' built-in lists): never on by
+# default, the operator decides for their domain.
+SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_flag("SECURE_HSTS_INCLUDE_SUBDOMAINS", False)
+SECURE_HSTS_PRELOAD = _env_flag("SECURE_HSTS_PRELOAD", False)
+# Behind a proxy that terminates TLS, name the header it sets to "https" (X-Forwarded-Proto);
+# only if the proxy always sets or strips it, since a client could send it otherwise.
+# Without it, SECURE_SSL_REDIRECT redirects every proxied request forever.
+if _proxy_header := os.environ.get("SECURE_PROXY_SSL_HEADER", "").strip():
+    SECURE_PROXY_SSL_HEADER = ("HTTP_" + _proxy_header.upper().replace("-", "_"), "https")
+
 INSTALLED_APPS = [
     "daphne",
     "django.contrib.admin",
@@ -76,6 +100,8 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # First, so every response (a redirect to https included) names its request.
+    "mcp_app.ops.middleware.request_id_middleware",
     "django.middleware.security.SecurityMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -176,6 +202,57 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
+# -- Operations: probes and worker heartbeats (docs/operations.md) ---------------------------
+# /readyz gives each dependency (database, Redis, worker heartbeats) this long to answer.
+READINESS_TIMEOUT_SECONDS = float(os.environ.get("READINESS_TIMEOUT_SECONDS", "2"))
+# Each Celery worker writes a heartbeat to Redis this often; /readyz wants at least one newer
+# than the stale bound when some tool may run on a worker.
+WORKER_HEARTBEAT_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_SECONDS", "10"))
+WORKER_HEARTBEAT_STALE_SECONDS = float(os.environ.get("WORKER_HEARTBEAT_STALE_SECONDS", "30"))
+
+# /metrics answers clients in these networks (comma-separated CIDR), and any client sending
+# "Authorization: Bearer <METRICS_BEARER_TOKEN>" when that is set; others get 403.
+METRICS_ALLOWED_NETWORKS = os.environ.get("METRICS_ALLOWED_NETWORKS", "127.0.0.0/8,::1/128")
+METRICS_BEARER_TOKEN = os.environ.get("METRICS_BEARER_TOKEN", "")
+
+# -- Upkeep on Celery beat (mcp_app/ops/tasks.py; docs/operations.md) -----------------------
+# Seconds between runs of each job; 0 takes it off the schedule (run the command yourself).
+# A job not picked up within its interval expires rather than pile up behind a missing worker.
+_DAY = 24 * 3600
+UPKEEP_JOBS = {
+    # name: (interval setting, default seconds, keyword arguments)
+    "purge_sessions": (
+        "UPKEEP_PURGE_SESSIONS_SECONDS",
+        _DAY,
+        {"days": float(os.environ.get("UPKEEP_PURGE_SESSIONS_DAYS", "7"))},
+    ),
+    "purge_oauth_clients": (
+        "UPKEEP_PURGE_OAUTH_CLIENTS_SECONDS",
+        _DAY,
+        {"days": float(os.environ.get("UPKEEP_PURGE_OAUTH_CLIENTS_DAYS", "7"))},
+    ),
+    "clear_cimd_applications": ("UPKEEP_CLEAR_CIMD_APPLICATIONS_SECONDS", _DAY, {}),
+    "clear_tokens": ("UPKEEP_CLEAR_TOKENS_SECONDS", _DAY, {}),
+    "reap_background_calls": ("UPKEEP_REAP_BACKGROUND_CALLS_SECONDS", 60, {}),
+}
+CELERY_BEAT_SCHEDULE = {}
+for _job, (_setting, _default, _kwargs) in UPKEEP_JOBS.items():
+    _every = float(os.environ.get(_setting, str(_default)))
+    if _every > 0:
+        CELERY_BEAT_SCHEDULE[_job] = {
+            "task": f"mcp_app.upkeep.{_job}",
+            "schedule": _every,
+            "kwargs": _kwargs,
+            "options": {"expires": _every},
+        }
+# Beat remembers when each job last ran, so a restart does not reset daily intervals (keep
+# this file on a volume).
+CELERY_BEAT_SCHEDULE_FILENAME = os.environ.get(
+    "CELERY_BEAT_SCHEDULE_FILENAME", str(VAR_DIR / "celerybeat-schedule")
+)
+# dev.py run sets this: the web process runs the schedule itself (mcp_app/ops/beat.py).
+EMBEDDED_BEAT = _env_bool("MCPHOST_EMBEDDED_BEAT", False)
+
 # -- OAuth 2.1 (django-oauth-toolkit as the authorization server; docs/auth.md) -------------
 # The issuer is PUBLIC_BASE_URL exactly (no trailing slash): clients compare it byte for byte
 # with the protected-resource metadata's authorization_servers entry.
@@ -261,13 +338,26 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", VAR_DIR / "staticfiles"))
 MEDIA_URL = "media/"
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 
+# LOG_FORMAT=json: one JSON object per line, with the MCP request id (mcp_app/ops/logs.py).
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "text").strip().lower()
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "formatters": {"json": {"()": "mcp_app.ops.logs.JsonFormatter"}},
+    "handlers": {
+        "console": {
+            "class": "logging.StreamHandler",
+            **({"formatter": "json"} if LOG_FORMAT == "json" else {}),
+        }
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
     "loggers": {"mcp_app": {"level": os.environ.get("MCP_LOG_LEVEL", "INFO")}},
 }
+
+# MCP clients are native apps whose OAuth callbacks are http loopback URIs (RFC 8252 §7.3),
+# which DOT's fix for this warning (https redirect URIs only) would refuse; the consent page
+# says when a redirect goes to a loopback address (mcp_app/auth/views.py).
+SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 
 # App knobs (MCP_*) are read through mcp_app.conf.get_conf(); their defaults live there.
 for _name, _value in os.environ.items():

@@ -30,6 +30,7 @@ from django.conf import settings
 from oauth2_provider.models import get_access_token_model
 
 from mcp_app.auth import resources
+from mcp_app.services import metrics
 from mcp_app.services.catalog import EndpointState
 
 # Checksums kept per process; the least recently used are dropped beyond this.
@@ -174,7 +175,9 @@ async def token_info(token: str, cache: TokenCache = _cache) -> TokenInfo | None
     if ttl > 0:
         found, info = cache.get(key, ttl)
         if found:
+            metrics.TOKEN_CACHE_HIT.inc()
             return info
+        metrics.TOKEN_CACHE_MISS.inc()
     info = await _aload_token(key)
     if ttl > 0:
         cache.put(key, info)

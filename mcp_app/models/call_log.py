@@ -81,6 +81,8 @@ class CallLog(models.Model):
     # Background calls (a later Celery issue) fill these; inline calls leave them empty.
     task_id = models.CharField(max_length=64, blank=True)
     worker = models.CharField(max_length=200, blank=True)
+    # The X-Request-Id the response carried (also in the request's log lines).
+    request_id = models.CharField(max_length=64, blank=True)
     progress = models.JSONField(null=True, blank=True)
 
     class Meta:

@@ -45,7 +45,9 @@ from mcp_app.protocol.context import LegacySession
 from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.versions import MODERN_VERSIONS
+from mcp_app.services import metrics
 from mcp_app.services.catalog import EndpointState
+from mcp_app.services.request_ids import request_id_var
 
 logger = logging.getLogger(__name__)
 # The thread that writes the call log; it serves no request (bench/run.py measures its cost).
@@ -351,6 +353,7 @@ class CallRecorder:
         self._user_agent = _cut(_header(headers, "user-agent"), USER_AGENT_CHARS)
         self._session_id = _header(headers, "mcp-session-id")[:64]
         self._version = _header(headers, "mcp-protocol-version")[:16]
+        self._request_id = request_id_var.get()
         self._era = ""
         self._endpoint_id: int | None = None
         self._snapshot: CatalogSnapshot | None = None
@@ -487,7 +490,10 @@ class CallRecorder:
             return
         self._submitted = True
         try:
-            _writer().put(self._records(cancelled))
+            records = self._records(cancelled)
+            _writer().put(records)
+            # The one place MCP traffic is counted (services/metrics.py).
+            metrics.record_calls((record.row, record.tool_pk is not None) for record in records)
         except Exception:
             # The boundary between serving and recording: a recording bug is logged, the
             # served answer stands.
@@ -550,6 +556,7 @@ class CallRecorder:
                         "error_message": _cut(message),
                         "task_id": entry.task_id,
                         "worker": entry.worker,
+                        "request_id": self._request_id,
                     },
                     arguments=entry.arguments,
                     result=entry.result,
@@ -720,6 +727,7 @@ class _Writer:
             room = MAX_PENDING - len(self._queue)
             if room < len(records):
                 self.dropped += len(records) - max(room, 0)
+                metrics.CALL_LOG_DROPPED.inc(len(records) - max(room, 0))
                 if not self._dropping:
                     # Once per episode: a full queue during an outage would log per request.
                     self._dropping = True
@@ -762,7 +770,9 @@ class _Writer:
                 alias = router.db_for_write(CallLog)
                 if not rows:
                     rows = self._rows(alias, batch)
+                started = time.monotonic()
                 self._write_rows(alias, rows)
+                metrics.CALL_LOG_BATCH_SECONDS.observe(time.monotonic() - started)
             except _OUTAGE_ERRORS as exc:
                 if not rows:
                     with self._cond:
@@ -775,6 +785,7 @@ class _Writer:
                 continue
             except Exception:
                 logger.exception("Call log batch dropped (%d records)", len(rows) or len(batch))
+                metrics.CALL_LOG_DROPPED.inc(len(rows) or len(batch))
                 rows = []
             if self._down_since is not None:
                 logger.warning(
@@ -805,7 +816,9 @@ class _Writer:
             if self._stopping:
                 return []
             self._busy = True
-            return [self._queue.popleft() for _ in range(min(BATCH_ROWS, len(self._queue)))]
+            batch = [self._queue.popleft() for _ in range(min(BATCH_ROWS, len(self._queue)))]
+            metrics.CALL_LOG_QUEUE.set(len(self._queue))
+            return batch
 
     def _outage(self, exc: Exception) -> None:
         if self._down_since is None:
@@ -871,6 +884,7 @@ class _Writer:
             raise
         except DatabaseError as again:
             logger.error("Call log record dropped: its metadata was rejected too (%s)", again)
+            metrics.CALL_LOG_DROPPED.inc()
 
     @staticmethod
     def _insert(alias: str, rows: Sequence[Row]) -> None:

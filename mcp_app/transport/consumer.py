@@ -42,6 +42,7 @@ from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Feature,
 from mcp_app.services import audit, background, events, notify
 from mcp_app.services.catalog import EndpointState, aget_endpoint_state
 from mcp_app.services.deadlines import Deadline, Later
+from mcp_app.services.request_ids import bind_request_id
 from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
 from mcp_app.services.sessions import (
     DatabaseSessionStore,
@@ -151,8 +152,10 @@ class StreamableHttpConsumer:
         self.headers: dict[str, list[str]] = http.parse_headers(scope.get("headers", ()))
         # The call log: told what this request does, queued once its work ends (one row per
         # JSON-RPC message, or one for the request when it carried none).
+        # In log lines, the call-log rows and the X-Request-Id response header.
+        request_id = bind_request_id(self.headers)
         self.audit = audit.CallRecorder(scope, self.headers)
-        self.responder = HttpResponder(self.audit.watch(send))
+        self.responder = HttpResponder(self.audit.watch(send), [("x-request-id", request_id)])
         self.cancel_on_disconnect = False
         # Set when the client cancelled this request (notifications/cancelled).
         self.cancelled_by_client = False
@@ -322,7 +325,7 @@ class StreamableHttpConsumer:
                 ("access-control-allow-origin", origin),
                 (
                     "access-control-expose-headers",
-                    "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate",
+                    "Mcp-Session-Id, Mcp-Protocol-Version, WWW-Authenticate, X-Request-Id",
                 ),
                 ("vary", "Origin"),
             ]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import secrets
+import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,7 +22,7 @@ from django.db import InterfaceError, OperationalError
 
 from mcp_app.protocol import jsonrpc, sse
 from mcp_app.protocol.results import ToolError
-from mcp_app.services import notify
+from mcp_app.services import metrics, notify
 from mcp_app.services.events import EventStore, event_id
 from mcp_app.services.notify import GroupListener
 
@@ -64,6 +65,9 @@ class HttpResponder:
         self.finished = False
         self.client_gone = False
         self._lock = asyncio.Lock()
+        # Counts this response in the open-streams gauge until finish(), or until it is
+        # garbage-collected when the connection ended without one.
+        self._open_stream: weakref.finalize | None = None
 
     async def _asgi(self, message: dict[str, Any]) -> None:
         if self.client_gone:
@@ -119,6 +123,8 @@ class HttpResponder:
                     "headers": [*SSE_HEADERS, *encode_headers(all_headers)],
                 }
             )
+            metrics.SSE_STREAMS.inc()
+            self._open_stream = weakref.finalize(self, metrics.SSE_STREAMS.dec)
             # Flush the headers now: a client waiting on a silent stream must see it is open.
             await self._asgi({"type": "http.response.body", "body": b"", "more_body": True})
 
@@ -133,6 +139,8 @@ class HttpResponder:
             if self.finished:
                 return
             self.finished = True
+            if self._open_stream is not None:
+                self._open_stream()
             await self._asgi({"type": "http.response.body", "body": chunk, "more_body": False})
 
 

@@ -1,0 +1,135 @@
+"""Readiness: whether this web process can serve, answered in bounded time (``/readyz``).
+
+Checked on every call, concurrently, each within ``READINESS_TIMEOUT_SECONDS``:
+
+- ``database``: ``SELECT 1`` on a connection of one dedicated thread (kept open, health-checked
+  before reuse like every other); a check still hanging from an earlier probe is waited on
+  again rather than joined by another thread, so a black-holed database costs one thread.
+- ``redis`` (with ``REDIS_URL``): ``PING``.
+- ``workers`` (with ``REDIS_URL``, a broker other than the embedded one, and at least one tool
+  that may run on a worker): at least one worker heartbeat (``ops/heartbeat.py``) newer than
+  ``WORKER_HEARTBEAT_STALE_SECONDS``. Skipped when the database check failed, since whether
+  such tools exist is not known then.
+
+Liveness (``/healthz``) checks nothing: the process answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import time
+from dataclasses import dataclass
+
+import redis.asyncio
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from mcp_app.models import Tool
+from mcp_app.ops.heartbeat import WORKER_HEARTBEATS_KEY
+from mcp_app.services.background import embedded_worker_enabled
+
+# One thread for every database check of this process: a hung connect holds only it.
+_database_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-readiness")
+_database_check: concurrent.futures.Future[bool] | None = None
+
+
+@dataclass(frozen=True)
+class Check:
+    """One dependency's verdict; ``detail`` says what failed (never a secret or a URL)."""
+
+    name: str
+    ok: bool
+    detail: str
+
+
+@dataclass(frozen=True)
+class Readiness:
+    checks: tuple[Check, ...]
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "status": "ready" if self.ok else "unavailable",
+            "failed": [check.name for check in self.checks if not check.ok],
+            "checks": {
+                check.name: {"ok": check.ok, "detail": check.detail} for check in self.checks
+            },
+        }
+
+
+def _query_database() -> bool:
+    """Run the check query; return whether any tool may run on a worker."""
+    close_old_connections()
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT 1")
+        return Tool.objects.exclude(execution_mode=Tool.Execution.INLINE).exists()
+    except Exception:
+        # A connection that failed mid-query is not reused by the next probe.
+        connection.close()
+        raise
+
+
+async def _check_database(timeout: float) -> tuple[Check, bool]:
+    global _database_check
+    if _database_check is None or _database_check.done():
+        _database_check = _database_thread.submit(_query_database)
+    future = asyncio.wrap_future(_database_check)
+    try:
+        async with asyncio.timeout(timeout):
+            needs_workers = await asyncio.shield(future)
+    except TimeoutError:
+        return Check("database", False, f"no answer within {timeout:g} s"), False
+    except Exception as exc:
+        return Check("database", False, f"unavailable ({type(exc).__name__})"), False
+    return Check("database", True, "ok"), needs_workers
+
+
+async def _check_redis(timeout: float, *, count_workers: bool) -> list[Check]:
+    client = redis.asyncio.Redis.from_url(
+        settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
+    )
+    checks = []
+    try:
+        async with asyncio.timeout(timeout):
+            await client.ping()
+            checks.append(Check("redis", True, "ok"))
+            if count_workers:
+                since = time.time() - settings.WORKER_HEARTBEAT_STALE_SECONDS
+                alive = await client.zcount(WORKER_HEARTBEATS_KEY, since, "+inf")
+                stale = settings.WORKER_HEARTBEAT_STALE_SECONDS
+                detail = f"{alive} alive" if alive else f"no worker heartbeat within {stale:g} s"
+                checks.append(Check("workers", alive > 0, detail))
+    except (TimeoutError, redis.RedisError, OSError) as exc:
+        reason = (
+            f"no answer within {timeout:g} s"
+            if isinstance(exc, TimeoutError)
+            else (f"unavailable ({type(exc).__name__})")
+        )
+        checks = [Check("redis", False, reason)]
+        if count_workers:
+            checks.append(Check("workers", False, "unknown: Redis unavailable"))
+    finally:
+        await client.aclose()
+    return checks
+
+
+async def areadiness() -> Readiness:
+    """Check every dependency this process needs, concurrently, in bounded time."""
+    timeout = settings.READINESS_TIMEOUT_SECONDS
+    redis_wanted = bool(settings.REDIS_URL)
+    workers_possible = redis_wanted and not embedded_worker_enabled()
+    database = asyncio.ensure_future(_check_database(timeout))
+    if not redis_wanted:
+        check, _ = await database
+        return Readiness((check,))
+    # Redis is checked while the database answers; workers only once it is known they matter.
+    redis_checks = await _check_redis(timeout, count_workers=workers_possible)
+    database_check, needs_workers = await database
+    if not (database_check.ok and needs_workers):
+        redis_checks = [check for check in redis_checks if check.name != "workers"]
+    return Readiness((database_check, *redis_checks))

@@ -1,0 +1,143 @@
+"""``/metrics``: Prometheus exposition of this process (or, in multiprocess mode, of every
+web process), plus values read from the database and Redis at scrape time.
+
+Access is restricted: a client whose address is in ``METRICS_ALLOWED_NETWORKS`` (loopback by
+default), or one that sends ``Authorization: Bearer $METRICS_BEARER_TOKEN`` when that is set.
+Everything else gets 403, before anything is collected.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hmac
+import ipaddress
+import logging
+import os
+import time
+from collections.abc import Iterator
+from datetime import timedelta
+from functools import lru_cache
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.db import close_old_connections
+from django.db.models import Count
+from django.utils import timezone
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    CollectorRegistry,
+    generate_latest,
+    multiprocess,
+)
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from mcp_app.conf import get_conf
+from mcp_app.models import BackgroundCall, Session
+from mcp_app.ops.heartbeat import WORKER_HEARTBEATS_KEY
+
+logger = logging.getLogger(__name__)
+
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+@lru_cache(maxsize=4)
+def _networks(spec: str) -> tuple[Network, ...]:
+    return tuple(ipaddress.ip_network(item.strip()) for item in spec.split(",") if item.strip())
+
+
+def allowed(scope: dict[str, Any], headers: dict[bytes, bytes]) -> bool:
+    """Whether this request may read the metrics (network or bearer token)."""
+    token = settings.METRICS_BEARER_TOKEN
+    if token:
+        sent = headers.get(b"authorization", b"")
+        if hmac.compare_digest(sent, b"Bearer " + token.encode()):
+            return True
+    client = scope.get("client")
+    if not client:
+        return False
+    try:
+        address = ipaddress.ip_address(client[0])
+    except ValueError:
+        return False
+    return any(address in network for network in _networks(settings.METRICS_ALLOWED_NETWORKS))
+
+
+class SharedStateCollector(Collector):
+    """What no single process holds: live sessions, background calls, worker heartbeats."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        close_old_connections()
+        try:
+            idle = timedelta(seconds=get_conf().MCP_SESSION_IDLE_SECONDS)
+            live = Session.objects.filter(
+                closed_at__isnull=True, last_seen_at__gte=timezone.now() - idle
+            ).count()
+            counts = dict(
+                BackgroundCall.objects.filter(status__in=BackgroundCall.ACTIVE)
+                .values_list("status")
+                .annotate(n=Count("id"))
+            )
+        except Exception:
+            # A scrape during an outage still returns every per-process metric.
+            logger.warning("Metrics: database unavailable; sessions and calls left out")
+        else:
+            yield GaugeMetricFamily(
+                "mcphost_sessions_live", "Legacy MCP sessions open and not idle.", value=live
+            )
+            calls = GaugeMetricFamily(
+                "mcphost_background_calls",
+                "Background tool calls not yet finished, by status.",
+                labels=["status"],
+            )
+            for status in BackgroundCall.ACTIVE:
+                calls.add_metric([str(status)], counts.get(status, 0))
+            yield calls
+        finally:
+            close_old_connections()
+        if settings.REDIS_URL:
+            yield from self._workers()
+
+    def _workers(self) -> Iterator[GaugeMetricFamily]:
+        timeout = settings.READINESS_TIMEOUT_SECONDS
+        client = redis.Redis.from_url(
+            settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
+        )
+        try:
+            since = time.time() - settings.WORKER_HEARTBEAT_STALE_SECONDS
+            alive = client.zcount(WORKER_HEARTBEATS_KEY, since, "+inf")
+        except redis.RedisError:
+            logger.warning("Metrics: Redis unavailable; worker heartbeats left out")
+            return
+        finally:
+            client.close()
+        yield GaugeMetricFamily(
+            "mcphost_workers_alive",
+            "Celery workers whose heartbeat is fresh (WORKER_HEARTBEAT_STALE_SECONDS).",
+            value=alive,
+        )
+
+
+def _exposition() -> bytes:
+    shared = CollectorRegistry(auto_describe=False)
+    shared.register(SharedStateCollector())
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        # Every process's values, added up (live gauges: of the processes still running).
+        processes = CollectorRegistry()
+        multiprocess.MultiProcessCollector(processes)
+        return generate_latest(processes) + generate_latest(shared)
+    return generate_latest(REGISTRY) + generate_latest(shared)
+
+
+# Scrapes collect on one thread of their own: its database connection is kept between
+# scrapes, and overlapping scrapes queue instead of holding several connections.
+_collector_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-metrics")
+
+
+async def metrics_response() -> tuple[int, list[tuple[bytes, bytes]], bytes]:
+    """Collect on a thread (the database and Redis are read); answer status, headers, body."""
+    body = await asyncio.get_running_loop().run_in_executor(_collector_thread, _exposition)
+    return 200, [(b"content-type", CONTENT_TYPE_LATEST.encode())], body

@@ -1,0 +1,102 @@
+"""Prometheus metrics of this process, fed from a few places only (docs/operations.md, "Metrics").
+
+- MCP messages and tool-call latency come from the call-log records as ``CallRecorder``
+  hands them to the writer (``services/audit.py``): the hot path adds no instrumentation of
+  its own, and a count here is a row there.
+- The call-log writer reports its queue depth, batch latency and dropped rows.
+- The transport counts open SSE streams; the bearer check counts token-cache hits and misses.
+
+Database- and Redis-wide values (live sessions, background calls by status, worker heartbeats)
+are not kept per process: ``mcp_app/ops/metrics.py`` reads them when scraped.
+
+With ``PROMETHEUS_MULTIPROC_DIR`` set (before the process starts), prometheus-client keeps
+every value in a file there, and a scrape of any process adds up those of all processes.
+
+Labels take only bounded values: an endpoint slug only when the endpoint exists, a tool name
+only when the endpoint has that tool, a method only when MCP defines it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import Counter, Gauge, Histogram
+
+from mcp_app.protocol.methods import LEGACY_METHODS, MODERN_METHODS
+
+_KNOWN_METHODS = (
+    LEGACY_METHODS
+    | MODERN_METHODS
+    | {
+        "notifications/initialized",
+        "notifications/cancelled",
+        "notifications/progress",
+        "notifications/roots/list_changed",
+    }
+)
+
+MCP_MESSAGES = Counter(
+    "mcphost_mcp_messages",
+    "MCP JSON-RPC messages served (one per call-log row: an HTTP request without a decodable "
+    'message counts once, with method "").',
+    ["endpoint", "method", "era", "status"],
+)
+TOOL_CALL_SECONDS = Histogram(
+    "mcphost_tool_call_duration_seconds",
+    "Duration of tools/call requests, from dispatch to answer.",
+    ["endpoint", "tool"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+SSE_STREAMS = Gauge(
+    "mcphost_sse_streams_open",
+    "SSE response streams currently open.",
+    multiprocess_mode="livesum",
+)
+TOKEN_CACHE = Counter(
+    "mcphost_token_cache_lookups",
+    "Bearer-token lookups by whether this process's cache answered (hit) or the database did.",
+    ["result"],
+)
+TOKEN_CACHE_HIT = TOKEN_CACHE.labels("hit")
+TOKEN_CACHE_MISS = TOKEN_CACHE.labels("miss")
+CALL_LOG_QUEUE = Gauge(
+    "mcphost_call_log_queue_depth",
+    "Call-log records waiting for the writer, as the writer last saw them.",
+    multiprocess_mode="livesum",
+)
+CALL_LOG_BATCH_SECONDS = Histogram(
+    "mcphost_call_log_batch_seconds",
+    "Time the call-log writer took to write one batch.",
+    buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 10),
+)
+CALL_LOG_DROPPED = Counter(
+    "mcphost_call_log_dropped_rows",
+    "Call-log records dropped (queue full, or a batch the database refused).",
+)
+
+
+# Labelled children by label values: ``labels()`` takes a lock and builds a key per call,
+# which cost about as much again as the increment on the hot path. Bounded like the labels.
+_message_counters: dict[tuple[str, str, str, str], Any] = {}
+_tool_histograms: dict[tuple[str, str], Any] = {}
+
+
+def record_calls(rows: Iterable[tuple[dict[str, Any], bool]]) -> None:
+    """Count the call-log rows of one request; each with whether its tool is known."""
+    for row, tool_known in rows:
+        endpoint = row["endpoint_slug"] if row["endpoint_id"] is not None else ""
+        method = row["rpc_method"]
+        if method not in _KNOWN_METHODS:
+            method = "other" if method else ""
+        key = (endpoint, method, row["era"], row["status"])
+        counter = _message_counters.get(key)
+        if counter is None:
+            counter = _message_counters[key] = MCP_MESSAGES.labels(*key)
+        counter.inc()
+        if method == "tools/call" and tool_known and row["duration_ms"] is not None:
+            tool_key = (endpoint, row["target"])
+            histogram = _tool_histograms.get(tool_key)
+            if histogram is None:
+                histogram = _tool_histograms[tool_key] = TOOL_CALL_SECONDS.labels(*tool_key)
+            histogram.observe(row["duration_ms"] / 1000)
