@@ -13,15 +13,25 @@ import pytest
 from asgiref.sync import async_to_sync
 
 from mcp_app.models import Tool
+from mcp_app.services import invalidation
 from mcp_app.services.sessions import clear_session_cache
 from tests.support.catalog import make_endpoint
 from tests.support.inprocess import Answer, acall, encode_headers
 from tests.support.queries import all_threads_queries
 
+# The invalidation subscription drops every cached entry when it (re)subscribes, as pushes may
+# have been missed before: it must be live before a cache is filled and counted.
+SUBSCRIBE_SECONDS = 10.0
+
 MODERN_META = {
     "io.modelcontextprotocol/protocolVersion": "2026-07-28",
     "io.modelcontextprotocol/clientCapabilities": {},
 }
+
+
+@pytest.fixture(autouse=True)
+def _subscribed() -> None:
+    assert invalidation.wait_subscribed(SUBSCRIBE_SECONDS)
 
 
 def post(slug: str, body: dict[str, Any], headers: dict[str, str]) -> Answer:
