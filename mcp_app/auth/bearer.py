@@ -204,8 +204,8 @@ def _bearer_token(
     headers: Mapping[str, Sequence[str]], query_string: bytes
 ) -> str | Challenge | None:
     """The bearer token of a request, None when it has none, or a 400 for a malformed one."""
-    query = parse_qs(query_string.decode("latin-1"))
-    if "access_token" in query:
+    # Parsed only when there is a query at all: MCP requests almost never carry one.
+    if query_string and "access_token" in parse_qs(query_string.decode("latin-1")):
         return Challenge(
             400, "invalid_request", "Send the access token in the Authorization header only", ""
         )
@@ -218,7 +218,7 @@ def _bearer_token(
     if scheme.lower() != "bearer":
         return None
     token = token.strip()
-    if not token or any(ch.isspace() for ch in token):
+    if not token or len(token.split()) != 1:
         return Challenge(400, "invalid_request", "The Bearer credentials are malformed", "")
     return token
 

@@ -3,12 +3,14 @@
 
 Taken from the client's ``X-Request-Id`` when it is a plain token of at most 64 characters,
 else from the trace id of a W3C ``traceparent`` (so the id correlates with the caller's
-trace), else 16 random hex digits. Held in a context variable: tasks the request starts
-inherit it, and the JSON log formatter (``mcp_app/ops/logs.py``) reads it.
+trace), else 8 random hex digits per process followed by a counter. Held in a context
+variable: tasks the request starts inherit it, and the JSON log formatter
+(``mcp_app/ops/logs.py``) reads it.
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -20,6 +22,19 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._:\-]{1,64}")
 # W3C Trace Context: version-traceid-parentid-flags; version ff and all-zero ids are invalid.
 _TRACEPARENT = re.compile(r"([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}(-.*)?")
 _ZERO_TRACE = "0" * 32
+# An id needs to be unique, not secret: a random prefix per process and a counter, which
+# costs no system call per request (os.urandom is one).
+_PROCESS_PREFIX = os.urandom(4).hex()
+_counter = itertools.count()
+
+
+def _new_prefix() -> None:
+    global _PROCESS_PREFIX, _counter
+    _PROCESS_PREFIX, _counter = os.urandom(4).hex(), itertools.count()
+
+
+# A forked child (a Celery pool process) must not repeat its parent's ids.
+os.register_at_fork(after_in_child=_new_prefix)
 
 
 def trace_id(traceparent: str) -> str:
@@ -40,7 +55,7 @@ def request_id_for(headers: Mapping[str, Sequence[str]]) -> str:
     traceparent = headers.get("traceparent")
     if traceparent and (trace := trace_id(traceparent[0])):
         return trace
-    return os.urandom(8).hex()
+    return f"{_PROCESS_PREFIX}{next(_counter):08x}"
 
 
 def bind_request_id(headers: Mapping[str, Sequence[str]]) -> str:

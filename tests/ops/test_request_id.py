@@ -5,6 +5,7 @@ else from its ``traceparent``, else generated. A live server writes the log and 
 
 from __future__ import annotations
 
+import os
 import re
 import tempfile
 import time
@@ -145,3 +146,20 @@ async def test_django_pages_carry_a_request_id_too() -> None:
     assert (answer.status, answer.header("x-request-id")) == (200, "page-1")
     generated = await acall("/accounts/login/", method="GET")
     assert re.fullmatch(r"[0-9a-f]{16}", generated.header("x-request-id") or "")
+
+
+def test_generated_ids_do_not_repeat_in_a_process_or_its_forked_child() -> None:
+    ids = {request_id_for({}) for _ in range(1000)}
+    assert len(ids) == 1000
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # the child reports its first id, then leaves at once
+        os.write(write, request_id_for({}).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(child, 0)
+    child_id = os.read(read, 64).decode()
+    os.close(read)
+    # A different per-process prefix: the parent's counter state must not carry over.
+    assert child_id[:8] != next(iter(ids))[:8]
+    assert child_id not in ids
