@@ -163,6 +163,11 @@ REDIS_CLIENT_OPTIONS = {
     "retry_on_error": [RedisConnectionError],
 }
 
+# Messages a channel holds unread before new ones are dropped. Each process receives every
+# group its streams follow on one channel (mcp_app/services/notify.py), so a burst of
+# progress notifications across many calls meets this limit, not a per-stream one.
+CHANNEL_CAPACITY = 10_000
+
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
@@ -181,12 +186,18 @@ if REDIS_URL:
                         "max_connections": 1000,
                         **REDIS_CLIENT_OPTIONS,
                     }
-                ]
+                ],
+                "capacity": CHANNEL_CAPACITY,
             },
         }
     }
 else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels.layers.InMemoryChannelLayer",
+            "CONFIG": {"capacity": CHANNEL_CAPACITY},
+        }
+    }
 
 # Background tool calls (mcp_app/services/background.py). Without a broker the web process
 # runs an embedded worker on Celery's in-memory transport (for trying the product only).

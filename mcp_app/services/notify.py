@@ -15,6 +15,7 @@ import collections
 import contextlib
 import hashlib
 import logging
+import secrets
 from collections.abc import Iterable
 from typing import Any, Final, Literal
 
@@ -40,6 +41,9 @@ CALL_DONE: Final = "mcp.call_done"
 CALL_ANSWER: Final = "mcp.call_answer"
 CALL_CANCEL: Final = "mcp.call_cancel"
 CALL_INPUT: Final = "mcp.call_input"
+# Every message names its group: a process receives all its groups on one channel
+# (``GroupListener``) and routes by this key, which it removes before a listener sees it.
+GROUP_KEY: Final = "mcp_group"
 
 
 def endpoint_group(endpoint_id: int) -> str:
@@ -87,7 +91,7 @@ async def apublish_session_closed(*, session_id: str) -> None:
 async def _asend(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is not None:
-        await layer.group_send(group, message)
+        await layer.group_send(group, {**message, GROUP_KEY: group})
 
 
 def stream_group(stream_id: str) -> str:
@@ -153,7 +157,8 @@ def _send(endpoint_ids: Iterable[int], message: dict[str, Any]) -> None:
         return
     for endpoint_id in sorted(set(endpoint_ids)):
         try:
-            async_to_sync(layer.group_send)(endpoint_group(endpoint_id), message)
+            group = endpoint_group(endpoint_id)
+            async_to_sync(layer.group_send)(group, {**message, GROUP_KEY: group})
         except Exception:
             # The edit is committed whatever happens here; clients then learn of it on their
             # next request. Never fail an operator's save because Redis is unreachable.
@@ -172,7 +177,108 @@ def publish_resource_updated(*, endpoint_ids: Iterable[int], uri: str) -> None:
     _send(endpoint_ids, {"type": RESOURCE_UPDATED, "uri": uri})
 
 
-# Seconds a closing listener waits for its receiver; the rest of the stop happens unattended.
+class _Hub:
+    """One channel-layer channel per event loop, receiving every group its listeners follow.
+
+    A channel per stream cost each idle stream a channel-layer receive buffer (an
+    ``asyncio.Queue``) and two tasks parked in ``receive()``: about a quarter of its memory.
+    Here a group joins the hub's channel when its first listener in this process arrives and
+    leaves with its last one; one receiver task routes each message by its ``GROUP_KEY``.
+    Membership changes are serialised, so a group is never left while a listener wants it.
+    """
+
+    def __init__(self, layer: Any) -> None:
+        self.layer = layer
+        self.channel: str | None = None
+        self.listeners: dict[str, set[GroupListener]] = {}
+        self.receiver: asyncio.Task[None] | None = None
+        self.lock = asyncio.Lock()
+
+    async def join(self, listener: GroupListener) -> None:
+        async with self.lock:
+            if self.channel is None:
+                # A plain name, not the layer's process-local kind ("...!..."): channels_redis
+                # receives those through one lock and counter shared by the whole layer, which
+                # a receiver stopped on one event loop can leave held for the next loop.
+                self.channel = f"mcp.hub.{secrets.token_hex(12)}"
+            channel = self.channel
+            try:
+                for group in listener.groups:
+                    members = self.listeners.setdefault(group, set())
+                    if not members:
+                        await self.layer.group_add(group, channel)
+                    if self.channel is not channel:
+                        # The receiver failed meanwhile: this channel is heard no more.
+                        raise ConnectionError("The channel-layer receiver stopped")
+                    members.add(listener)
+            except BaseException:
+                self._forget(listener)
+                raise
+            if self.receiver is None:
+                self.receiver = asyncio.create_task(self._receive(channel))
+
+    def _forget(self, listener: GroupListener) -> None:
+        for group in listener.groups:
+            members = self.listeners.get(group)
+            if members is not None:
+                members.discard(listener)
+                if not members:
+                    del self.listeners[group]
+
+    async def leave(self, listener: GroupListener) -> None:
+        async with self.lock:
+            for group in listener.groups:
+                members = self.listeners.get(group)
+                if members is None or listener not in members:
+                    continue
+                members.discard(listener)
+                if not members:
+                    del self.listeners[group]
+                    if self.channel is not None:
+                        with contextlib.suppress(Exception):
+                            await self.layer.group_discard(group, self.channel)
+            if not self.listeners:
+                await self._stop()
+
+    async def _stop(self) -> None:
+        """Stop receiving while no one listens (an idle process, the end of a worker's task)."""
+        receiver, self.receiver, self.channel = self.receiver, None, None
+        if receiver is None:
+            return
+        receiver.cancel()
+        # A channel-layer receive can sit in a blocking Redis read for seconds before it
+        # honours the cancellation: never hold the caller (a response!) waiting on it.
+        await asyncio.wait({receiver}, timeout=RECEIVER_STOP_SECONDS)
+        _stopping.add(receiver)
+        receiver.add_done_callback(_forget_receiver)
+
+    async def _receive(self, channel: str) -> None:
+        failure: BaseException = ConnectionError("The channel-layer receiver stopped")
+        try:
+            while True:
+                message = await self.layer.receive(channel)
+                group = message.pop(GROUP_KEY, None)
+                for listener in tuple(self.listeners.get(group, ())):
+                    listener.deliver(message)
+        except Exception as exc:
+            failure = exc
+            logger.warning("Channel-layer receiver failed; its streams end", exc_info=True)
+        finally:
+            if self.receiver is asyncio.current_task():
+                self._fail_all(failure)
+
+    def _fail_all(self, failure: BaseException) -> None:
+        # Every listener learns at once (its stream ends, the client reconnects); the next
+        # listener starts afresh on a new channel.
+        listeners = {each for members in self.listeners.values() for each in members}
+        self.listeners.clear()
+        self.channel = None
+        self.receiver = None
+        for listener in listeners:
+            listener.fail(failure)
+
+
+# Seconds a leaving last listener waits for the receiver; the rest of the stop is unattended.
 RECEIVER_STOP_SECONDS = 0.1
 _stopping: set[asyncio.Task[None]] = set()
 
@@ -184,60 +290,63 @@ def _forget_receiver(task: asyncio.Task[None]) -> None:
         task.exception()
 
 
+_hubs: dict[asyncio.AbstractEventLoop, _Hub] = {}
+
+
+def _hub(layer: Any) -> _Hub:
+    loop = asyncio.get_running_loop()
+    hub = _hubs.get(loop)
+    if hub is None or hub.layer is not layer:
+        # Loops come and go (tests, a worker's tasks): forget the closed ones.
+        for old in [old for old in _hubs if old.is_closed()]:
+            del _hubs[old]
+        hub = _hubs[loop] = _Hub(layer)
+    return hub
+
+
 class GroupListener:
     """The channel-layer messages of some groups, for one long-lived stream.
 
-    A single receiver task feeds an inbox, so waiting with a timeout (for keep-alives) never
-    cancels a channel-layer ``receive`` halfway. Without a channel layer nothing arrives.
+    Messages are routed to it by this event loop's ``_Hub``; waiting with a timeout (for
+    keep-alives) never cancels a channel-layer ``receive`` halfway. Without a channel layer
+    nothing arrives.
     """
 
     def __init__(self, *groups: str) -> None:
         self.groups = groups
         self._layer = get_channel_layer()
-        self._channel: str | None = None
+        self._hub: _Hub | None = None
         # A deque and one waiter, not an asyncio.Queue: this object lives as long as an idle
         # stream, and a Queue's four deques cost about 2 KB a stream.
         self._inbox: collections.deque[dict[str, Any]] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
-        self._receiver: asyncio.Task[None] | None = None
+        self._failure: BaseException | None = None
 
     async def __aenter__(self) -> GroupListener:
         if self._layer is not None:
-            self._channel = await self._layer.new_channel()
-            for group in self.groups:
-                await self._layer.group_add(group, self._channel)
-            self._receiver = asyncio.create_task(self._receive())
+            self._hub = _hub(self._layer)
+            await self._hub.join(self)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
-        if self._receiver is not None:
-            self._receiver.cancel()
-            # A channel-layer receive can sit in a blocking Redis read for seconds before it
-            # honours the cancellation: never hold the caller (a response!) waiting on it.
-            await asyncio.wait({self._receiver}, timeout=RECEIVER_STOP_SECONDS)
-            _stopping.add(self._receiver)
-            self._receiver.add_done_callback(_forget_receiver)
-        if self._layer is not None and self._channel is not None:
-            for group in self.groups:
-                with contextlib.suppress(Exception):
-                    await self._layer.group_discard(group, self._channel)
+        if self._hub is not None:
+            await self._hub.leave(self)
 
-    async def _receive(self) -> None:
-        assert self._layer is not None and self._channel is not None
-        try:
-            while True:
-                self._inbox.append(await self._layer.receive(self._channel))
-                self._wake()
-        finally:
-            self._wake()  # a waiting reader learns at once that the receiver has ended
+    def deliver(self, message: dict[str, Any]) -> None:
+        self._inbox.append(message)
+        self._wake()
+
+    def fail(self, failure: BaseException) -> None:
+        self._failure = failure
+        self._wake()
 
     def _wake(self) -> None:
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_result(None)
 
     def _raise_if_ended(self) -> None:
-        if self._receiver is not None and self._receiver.done() and not self._inbox:
-            self._receiver.result()
+        if self._failure is not None and not self._inbox:
+            raise self._failure
 
     async def next(self, timeout: float) -> dict[str, Any] | None:
         """Return the next message, or None when ``timeout`` passes first.

@@ -14,7 +14,6 @@ from typing import Any
 
 import pytest
 from asgiref.sync import sync_to_async
-from channels.layers import get_channel_layer
 from django.db import transaction
 
 from mcp_app.models import Endpoint, PromptArgument
@@ -27,29 +26,26 @@ SENTINEL = {"type": "test.sentinel"}
 
 
 class Stream:
-    """A channel joined to one endpoint's group, like an open client stream."""
+    """A listener of one endpoint's group, like an open client stream."""
 
     def __init__(self, endpoint_id: int) -> None:
-        self.layer = get_channel_layer()
         self.group = notify.endpoint_group(endpoint_id)
-        self.channel = ""
+        self.listener = notify.GroupListener(self.group)
 
     async def open(self) -> Stream:
-        self.channel = await self.layer.new_channel()
-        await self.layer.group_add(self.group, self.channel)
+        await self.listener.__aenter__()
         return self
 
-    async def receive(self) -> dict[str, Any]:
-        async with asyncio.timeout(5):
-            return await self.layer.receive(self.channel)
+    async def receive(self) -> dict[str, Any] | None:
+        return await self.listener.next(5)
 
     async def next_is_sentinel(self) -> bool:
         """Send a marker through the group: True when nothing was queued before it."""
-        await self.layer.group_send(self.group, SENTINEL)
+        await notify._asend(self.group, SENTINEL)
         return await self.receive() == SENTINEL
 
     async def close(self) -> None:
-        await self.layer.group_discard(self.group, self.channel)
+        await self.listener.__aexit__(None, None, None)
 
 
 @pytest.fixture
@@ -167,3 +163,22 @@ async def test_nothing_is_published_when_the_edit_rolls_back(endpoints, stream_o
     with pytest.raises(Abandoned):
         await committed(edit_then_fail)
     assert await stream.next_is_sentinel()
+
+
+async def test_listeners_of_a_group_share_one_channel_and_outlive_each_other() -> None:
+    group = notify.session_group("shared")
+    first, second = notify.GroupListener(group), notify.GroupListener(group)
+    other = notify.GroupListener(notify.session_group("other"))
+    async with first, other:
+        async with second:
+            hub = notify._hubs[asyncio.get_running_loop()]
+            # One channel for the process: no receive buffer or parked tasks per stream.
+            assert set(hub.listeners) == {group, notify.session_group("other")}
+            await notify._asend(group, SENTINEL)
+            assert await first.next(5) == SENTINEL
+            assert await second.next(5) == SENTINEL
+        # The group stays joined while one of its listeners is left.
+        await notify._asend(group, SENTINEL)
+        assert await first.next(5) == SENTINEL
+        assert await other.next(0.2) is None
+    assert not hub.listeners and hub.receiver is None
