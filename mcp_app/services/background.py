@@ -44,6 +44,7 @@ from mcp_app.protocol.results import (
     NO_STRUCTURED,
     CallCancelled,
     InputRequired,
+    ServiceUnavailable,
     ToolError,
     ToolResult,
     ToolTimeout,
@@ -157,37 +158,48 @@ async def acreate_call(
     is_task: bool = False,
     ttl_ms: int | None = None,
 ) -> BackgroundCall:
-    """Write the call's row (committed when this returns: autocommit), not yet enqueued."""
+    """Write the call's row (committed when this returns: autocommit), not yet enqueued.
+
+    Raises:
+        ServiceUnavailable: the database is unreachable (nothing was written or run).
+    """
     conf = get_conf()
     soft, hard = time_limits(tool.key)
     keep_ms = ttl_ms if is_task and ttl_ms is not None else conf.MCP_BACKGROUND_KEEP_SECONDS * 1000
-    await _db_ready()
-    now = timezone.now()
-    endpoint_id = await (
-        Endpoint.objects.filter(slug=ctx.catalog.endpoint.slug).values_list("id", flat=True).aget()
-    )
-    return await BackgroundCall.objects.acreate(
-        endpoint_id=endpoint_id,
-        tool_id=tool.key.pk,
-        tool_name=tool.name,
-        arguments=dict(arguments),
-        principal=ctx.principal,
-        session_id=ctx.session.id if ctx.session is not None else "",
-        request_id=ctx.request_id,
-        protocol_version=ctx.version,
-        progress_token=ctx.progress_token if ctx.send is not None else None,
-        log_level=(ctx.log_level or "") if ctx.send is not None else "",
-        client_capabilities=dict(ctx.client_capabilities),
-        input_responses=dict(ctx.input_responses),
-        is_task=is_task,
-        ttl_ms=ttl_ms if is_task else None,
-        poll_interval_ms=conf.MCP_TASK_POLL_INTERVAL_MS,
-        soft_time_limit=soft,
-        hard_time_limit=hard,
-        created_at=now,
-        updated_at=now,
-        expires_at=now + timedelta(milliseconds=keep_ms),
-    )
+    try:
+        await _db_ready()
+        now = timezone.now()
+        endpoint_id = await (
+            Endpoint.objects.filter(slug=ctx.catalog.endpoint.slug)
+            .values_list("id", flat=True)
+            .aget()
+        )
+        return await BackgroundCall.objects.acreate(
+            endpoint_id=endpoint_id,
+            tool_id=tool.key.pk,
+            tool_name=tool.name,
+            arguments=dict(arguments),
+            principal=ctx.principal,
+            session_id=ctx.session.id if ctx.session is not None else "",
+            request_id=ctx.request_id,
+            protocol_version=ctx.version,
+            progress_token=ctx.progress_token if ctx.send is not None else None,
+            log_level=(ctx.log_level or "") if ctx.send is not None else "",
+            client_capabilities=dict(ctx.client_capabilities),
+            input_responses=dict(ctx.input_responses),
+            is_task=is_task,
+            ttl_ms=ttl_ms if is_task else None,
+            poll_interval_ms=conf.MCP_TASK_POLL_INTERVAL_MS,
+            soft_time_limit=soft,
+            hard_time_limit=hard,
+            created_at=now,
+            updated_at=now,
+            expires_at=now + timedelta(milliseconds=keep_ms),
+        )
+    except DB_UNAVAILABLE as exc:
+        # The endpoint and session may come from memory (the hot path reads no rows), so
+        # the outage shows here first: a 503 the client retries, not "Tool failed".
+        raise ServiceUnavailable("database unavailable") from exc
 
 
 async def _enqueue(call: BackgroundCall) -> None:

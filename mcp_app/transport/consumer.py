@@ -37,7 +37,7 @@ from mcp_app.protocol.errors import (
 )
 from mcp_app.protocol.handlers import lifecycle, subscriptions
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
-from mcp_app.protocol.results import CallCancelled
+from mcp_app.protocol.results import CallCancelled, ServiceUnavailable
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Feature, supports
 from mcp_app.services import audit, background, events, notify
 from mcp_app.services.catalog import EndpointState, aget_endpoint_state
@@ -469,8 +469,8 @@ class StreamableHttpConsumer:
             result = await dispatch.handle_request(ctx, request.method, request.params)
         except McpError as exc:
             return _error_body(request.id, exc), exc
-        except CallCancelled:
-            raise
+        except (CallCancelled, ServiceUnavailable):
+            raise  # no answer, or the outage's 503 (_handle)
         except Exception:
             logger.exception("MCP handler failed", extra={"method": request.method})
             exc = InternalError("Internal error")

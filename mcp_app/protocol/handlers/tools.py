@@ -33,6 +33,7 @@ from mcp_app.protocol.results import (
     CallCancelled,
     ContinueAsTask,
     InputRequired,
+    ServiceUnavailable,
     ToolError,
     ToolResult,
     ToolTimeout,
@@ -158,7 +159,7 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
         if isinstance(failure, ToolTimeout):
             ctx.outcome = "timed_out"
         result = ToolResult.error(failure.message)
-    except (McpError, CallCancelled):
+    except (McpError, CallCancelled, ServiceUnavailable):
         raise
     except Exception:
         logger.exception("Tool call failed", extra={"tool": tool.name})
