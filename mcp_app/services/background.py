@@ -50,6 +50,7 @@ from mcp_app.protocol.results import (
     ToolTimeout,
 )
 from mcp_app.protocol.shaping import shape_call_result
+from mcp_app.protocol.storable import unstorable_path
 from mcp_app.services import notify
 from mcp_app.services.catalog import ToolKey, aget_endpoint_state
 from mcp_app.services.execution import execute_tool
@@ -366,6 +367,14 @@ async def _relay_question(call_id: str, message: Mapping[str, Any], ctx: Request
         if ctx.client_requests is None:
             raise ToolError("This call cannot ask the client: it needs an event-stream response.")
         answer = await ctx.client_requests.request(str(message["method"]), message["params"])
+        # The tool may put the answer in its result, which the call's row keeps: refused
+        # here, as at the protocol boundary (protocol/storable.py), not a failed row write.
+        unstorable = unstorable_path(answer, "result")
+        if unstorable is not None:
+            raise ToolError(
+                f"The client's answer to {message['method']} was refused: {unstorable} contains"
+                " a NUL character or an unpaired surrogate, which this server cannot store."
+            )
     except ToolError as failure:
         await notify.apublish_call_answer(call_id=call_id, ask_id=ask_id, error=failure.message)
         return

@@ -117,8 +117,9 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
     plan = tasks.plan_call(ctx, tool, params)
     arguments = params.arguments
     if tool.execution != "inline" or plan.start_now or plan.may_become_task:
-        # Such a call may be written to a BackgroundCall row, arguments and all.
+        # Such a call may be written to a BackgroundCall row, arguments and answers and all.
         require_storable(arguments, "params.arguments")
+        require_storable(params.input_responses, "params.inputResponses")
     error = _first_error(tool.input_schema, arguments)
     if error is not None:
         return shape_call_result(
