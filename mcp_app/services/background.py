@@ -24,7 +24,7 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -851,13 +851,18 @@ class _WorkerRun:
         None when the call was cancelled or settled meanwhile.
         """
         call = self.call
-        changed = await BackgroundCall.objects.filter(id=call.id, status=Status.WORKING).aupdate(
-            status=Status.INPUT_REQUIRED,
-            input_requests=dict(requests),
-            # A question asked again had an unusable answer: it is open once more.
-            input_responses={k: v for k, v in call.input_responses.items() if k not in requests},
-            updated_at=timezone.now(),
-            heartbeat_at=timezone.now(),
+        changed = await self._write_through_outage(
+            "Input request",
+            lambda: BackgroundCall.objects.filter(id=call.id, status=Status.WORKING).aupdate(
+                status=Status.INPUT_REQUIRED,
+                input_requests=dict(requests),
+                # A question asked again had an unusable answer: it is open once more.
+                input_responses={
+                    k: v for k, v in call.input_responses.items() if k not in requests
+                },
+                updated_at=timezone.now(),
+                heartbeat_at=timezone.now(),
+            ),
         )
         if not changed:
             return None
@@ -876,17 +881,43 @@ class _WorkerRun:
             if row is None or row.status != Status.INPUT_REQUIRED:
                 return None
             if all(key in row.input_responses for key in requests):
-                resumed = await BackgroundCall.objects.filter(
-                    id=call.id, status=Status.INPUT_REQUIRED
-                ).aupdate(
-                    status=Status.WORKING,
-                    heartbeat_at=timezone.now(),
-                    updated_at=timezone.now(),
+                resumed = await self._write_through_outage(
+                    "Task resumption",
+                    lambda: BackgroundCall.objects.filter(
+                        id=call.id, status=Status.INPUT_REQUIRED
+                    ).aupdate(
+                        status=Status.WORKING,
+                        heartbeat_at=timezone.now(),
+                        updated_at=timezone.now(),
+                    ),
                 )
                 return dict(row.input_responses) if resumed else None
-            await BackgroundCall.objects.filter(id=call.id, status=Status.INPUT_REQUIRED).aupdate(
-                heartbeat_at=timezone.now()
-            )
+            try:
+                await BackgroundCall.objects.filter(
+                    id=call.id, status=Status.INPUT_REQUIRED
+                ).aupdate(heartbeat_at=timezone.now())
+            except DB_UNAVAILABLE:
+                # As in _watch: the next beat writes again once the database is back.
+                logger.warning("Heartbeat not written: database unavailable", exc_info=True)
+
+    async def _write_through_outage(self, what: str, write: Callable[[], Awaitable[int]]) -> int:
+        """Run ``write`` (an UPDATE; returns its row count), waiting out a database outage.
+
+        The state it writes exists only in this run: failing here would lose it, and the call
+        would later be settled as "worker stopped" although the worker lived. Gives up (raises)
+        after DB_OUTAGE_TOLERANCE_SECONDS, like the outcome write.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DB_OUTAGE_TOLERANCE_SECONDS
+        while True:
+            try:
+                await _db_ready()
+                return await write()
+            except DB_UNAVAILABLE:
+                if loop.time() > deadline:
+                    raise
+                logger.warning("%s not written yet: database unavailable", what, exc_info=True)
+                await asyncio.sleep(get_conf().MCP_BACKGROUND_HEARTBEAT_SECONDS)
 
     async def _finish(
         self,
@@ -914,21 +945,12 @@ class _WorkerRun:
             fields["status_message"] = error.message[:500]
         if requests is not None:
             fields["input_requests"] = dict(requests)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + DB_OUTAGE_TOLERANCE_SECONDS
-        while True:
-            try:
-                await _db_ready()
-                await BackgroundCall.objects.filter(id=self.call.id, status__in=ACTIVE).aupdate(
-                    **fields
-                )
-                break
-            except DB_UNAVAILABLE:
-                # The outcome exists only here: keep it until the database is back.
-                if loop.time() > deadline:
-                    raise
-                logger.warning("Outcome not written yet: database unavailable", exc_info=True)
-                await asyncio.sleep(get_conf().MCP_BACKGROUND_HEARTBEAT_SECONDS)
+        await self._write_through_outage(
+            "Outcome",
+            lambda: BackgroundCall.objects.filter(id=self.call.id, status__in=ACTIVE).aupdate(
+                **fields
+            ),
+        )
         await notify.apublish_call_done(call_id=self.call.id)
 
 

@@ -7,13 +7,8 @@ test may die, and the session's worker and Redis must stay usable for the other 
 from __future__ import annotations
 
 import asyncio
-import os
-import signal
-import tempfile
-from pathlib import Path
 
 from mcpsite.celery import app
-from scripts import services
 from tests.faults.conftest import FaultStack, Redis, run_manage
 from tests.support.worker import celery_worker
 
@@ -59,40 +54,33 @@ def _enqueue(env: dict[str, str], broker: str, seconds: int) -> str:
 
 
 async def test_the_worker_survives_redis_killed_under_an_unacknowledged_job(
-    fault_stack: FaultStack,
+    fault_stack: FaultStack, private_redis: Redis
 ) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="mcphost-broker-"))
-    redis = Redis(workdir, services.free_port())
-    redis.start()
+    redis = private_redis
     env = {**fault_stack.env, "REDIS_URL": redis.url, "CELERY_BROKER_URL": redis.url}
-    try:
-        with celery_worker(concurrency=2, extra_env=env) as worker:
-            # acks_late: while the call runs, its job is delivered and not acknowledged, so
-            # the worker holds it in its unacknowledged set when the broker disappears.
-            running = await asyncio.to_thread(_enqueue, env, redis.url, 3)
+    with celery_worker(concurrency=2, extra_env=env) as worker:
+        # acks_late: while the call runs, its job is delivered and not acknowledged, so
+        # the worker holds it in its unacknowledged set when the broker disappears.
+        running = await asyncio.to_thread(_enqueue, env, redis.url, 3)
+        async with asyncio.timeout(20):
+            while not await asyncio.to_thread(_beating, fault_stack, running):
+                await asyncio.sleep(0.05)
+        await asyncio.to_thread(redis.kill)
+        try:
+            # The consumer sees the loss and tears its connection down.
             async with asyncio.timeout(20):
-                while not await asyncio.to_thread(_beating, fault_stack, running):
+                while "Connection to broker lost" not in worker.log():
                     await asyncio.sleep(0.05)
-            await asyncio.to_thread(redis.kill)
-            try:
-                # The consumer sees the loss and tears its connection down.
-                async with asyncio.timeout(20):
-                    while "Connection to broker lost" not in worker.log():
-                        await asyncio.sleep(0.05)
-            finally:
-                await asyncio.to_thread(redis.start)
-            async with asyncio.timeout(30):
-                await _wait_status(fault_stack, running, FINAL)
-            # The worker reconnected and runs the next call.
-            after = await asyncio.to_thread(_enqueue, env, redis.url, 1)
-            async with asyncio.timeout(30):
-                while (status := await asyncio.to_thread(_status, fault_stack, after)) not in FINAL:
-                    assert worker.process.poll() is None, worker.log()[-4000:]
-                    await asyncio.sleep(0.1)
-            assert status == "completed", worker.log()[-4000:]
-            assert worker.process.poll() is None, worker.log()[-4000:]
-            assert "Unrecoverable error" not in worker.log(), worker.log()[-4000:]
-    finally:
-        if redis.process is not None:
-            os.kill(redis.process.pid, signal.SIGKILL)
-            redis.process.wait(5)
+        finally:
+            await asyncio.to_thread(redis.start)
+        async with asyncio.timeout(30):
+            await _wait_status(fault_stack, running, FINAL)
+        # The worker reconnected and runs the next call.
+        after = await asyncio.to_thread(_enqueue, env, redis.url, 1)
+        async with asyncio.timeout(30):
+            while (status := await asyncio.to_thread(_status, fault_stack, after)) not in FINAL:
+                assert worker.process.poll() is None, worker.log()[-4000:]
+                await asyncio.sleep(0.1)
+        assert status == "completed", worker.log()[-4000:]
+        assert worker.process.poll() is None, worker.log()[-4000:]
+        assert "Unrecoverable error" not in worker.log(), worker.log()[-4000:]
