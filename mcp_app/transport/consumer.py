@@ -836,8 +836,9 @@ class StreamableHttpConsumer:
                     if orphan is not None:
                         if orphan.body is not None:
                             data = jsonrpc.encode(orphan.body)
-                            # Kept like any event, so a later resume replays it too.
-                            frame_id = await store.append(stream_id, data)
+                            # Kept like any event, so a later resume replays it too;
+                            # once, though another process resumed the stream meanwhile.
+                            frame_id = await store.append_response(stream_id, data)
                             await self.responder.write(sse.encode_event(data, event_id=frame_id))
                         break
                     await self.responder.write(sse.keepalive())
