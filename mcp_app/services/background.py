@@ -24,7 +24,7 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -720,7 +720,7 @@ class _WorkerRun:
             message = f"Tool {call.tool_name} is no longer published on this endpoint."
             await self._finish(Status.COMPLETED, Outcome.TOOL_ERROR, ToolResult.error(message))
             return
-        async with notify.GroupListener(notify.call_control_group(call.id)) as control:
+        async with _control_listener(call.id) as control:
             while True:
                 ctx = self._context(state.snapshot, call.input_responses)
                 work = asyncio.create_task(
@@ -734,7 +734,7 @@ class _WorkerRun:
                 except asyncio.CancelledError:
                     if not self.stopped:
                         raise  # this worker is shutting down, not the call being cancelled
-                    await notify.apublish_call_done(call_id=call.id)
+                    await _announce_done(call.id)
                     return
                 except InputRequired as needed:
                     if not call.is_task:
@@ -866,7 +866,7 @@ class _WorkerRun:
         )
         if not changed:
             return None
-        await notify.apublish_call_done(call_id=call.id)
+        await _announce_done(call.id)
         beat = get_conf().MCP_BACKGROUND_HEARTBEAT_SECONDS
         while True:
             message = await _next(control, beat)
@@ -951,7 +951,36 @@ class _WorkerRun:
                 **fields
             ),
         )
-        await notify.apublish_call_done(call_id=self.call.id)
+        await _announce_done(self.call.id)
+
+
+@contextlib.asynccontextmanager
+async def _control_listener(call_id: str) -> AsyncIterator[notify.GroupListener]:
+    """The call's control group (cancellation, answers), or a deaf listener without Redis.
+
+    Redis may be down or restarting just when a worker claims a call: the run then goes on
+    without control messages (a cancellation still reaches it through the row, at the next
+    heartbeat) instead of failing with its row left "working".
+    """
+    listener = notify.GroupListener(notify.call_control_group(call_id))
+    try:
+        await listener.__aenter__()
+    except Exception:
+        logger.warning("Channel layer unavailable; the call runs without control messages")
+        await listener.__aexit__(None, None, None)
+        listener = notify.GroupListener.deaf()
+    try:
+        yield listener
+    finally:
+        await listener.__aexit__(None, None, None)
+
+
+async def _announce_done(call_id: str) -> None:
+    """Wake the call's followers; without Redis they find the row's change by polling it."""
+    try:
+        await notify.apublish_call_done(call_id=call_id)
+    except Exception:
+        logger.warning("A background call's end was not announced", exc_info=True)
 
 
 def _first_text(result: ToolResult) -> str:

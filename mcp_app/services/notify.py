@@ -201,6 +201,13 @@ class GroupListener:
         self._waiter: asyncio.Future[None] | None = None
         self._receiver: asyncio.Task[None] | None = None
 
+    @classmethod
+    def deaf(cls) -> GroupListener:
+        """A listener that hears nothing: every ``next`` waits its timeout and returns None."""
+        listener = cls()
+        listener._layer = None
+        return listener
+
     async def __aenter__(self) -> GroupListener:
         if self._layer is not None:
             self._channel = await self._layer.new_channel()

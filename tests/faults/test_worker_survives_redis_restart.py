@@ -1,4 +1,4 @@
-"""The Celery worker outlives a SIGKILL and restart of its broker (issue #13, the soak's finding).
+"""The Celery worker outlives Redis dying under it (issue #13, the soak's finding).
 
 The test runs its own Redis and worker (on the fault stack's PostgreSQL): the worker under
 test may die, and the session's worker and Redis must stay usable for the other fault tests.
@@ -7,8 +7,10 @@ test may die, and the session's worker and Redis must stay usable for the other 
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 from mcpsite.celery import app
+from scripts import services
 from tests.faults.conftest import FaultStack, Redis, run_manage
 from tests.support.worker import celery_worker
 
@@ -84,3 +86,27 @@ async def test_the_worker_survives_redis_killed_under_an_unacknowledged_job(
         assert status == "completed", worker.log()[-4000:]
         assert worker.process.poll() is None, worker.log()[-4000:]
         assert "Unrecoverable error" not in worker.log(), worker.log()[-4000:]
+
+
+async def test_a_call_taken_while_the_channel_layer_is_down_still_runs(
+    fault_stack: FaultStack, private_redis: Redis, tmp_path: Path
+) -> None:
+    """The broker works, the channel layer's Redis does not (a restart caught mid-claim).
+
+    The run cannot join its control group; it goes on without it (a cancellation still
+    reaches it through the row), rather than ending with the row left "working".
+    """
+    layer = Redis(tmp_path / "layer", services.free_port())
+    layer.workdir.mkdir()
+    layer.start()
+    broker = private_redis
+    env = {**fault_stack.env, "REDIS_URL": layer.url, "CELERY_BROKER_URL": broker.url}
+    try:
+        with celery_worker(concurrency=1, extra_env=env) as worker:
+            await asyncio.to_thread(layer.kill)
+            call_id = await asyncio.to_thread(_enqueue, env, broker.url, 1)
+            async with asyncio.timeout(20):
+                status = await _wait_status(fault_stack, call_id, FINAL)
+            assert status == "completed", worker.log()[-4000:]
+    finally:
+        layer.stop()
