@@ -57,9 +57,11 @@ def _is_response(event: dict[str, str]) -> bool:
     return '"result"' in event.get("data", "") or '"error"' in event.get("data", "")
 
 
-async def _response_events(client: httpx.AsyncClient, url: str, headers: dict[str, str]) -> list:
-    """Resume at ``url``; return the response events it sent before it ended or went quiet."""
-    found = []
+async def _response_events(
+    client: httpx.AsyncClient, url: str, headers: dict[str, str]
+) -> list[dict[str, str]]:
+    """Resume at ``url``; return the response event the stream ends with (none if it ends so)."""
+    found: list[dict[str, str]] = []
     async with client.stream("GET", url, headers=headers) as resumed:
         assert resumed.status_code == 200
         async for event in sse_events(resumed):
@@ -74,39 +76,11 @@ async def test_a_resume_on_another_process_gets_the_result_of_a_dead_followers_c
 ) -> None:
     first, second = web_process("daphne"), web_process("daphne")
     async with httpx.AsyncClient(timeout=30) as client:
-        session_id = await open_session(client, first.url)
-        last_id = None
-        call = tool_call(7, "countdown", {"seconds": SECONDS}, progressToken="resume")
-        async with asyncio.timeout(20):
-            with contextlib.suppress(httpx.HTTPError):
-                async with client.stream(
-                    "POST", first.url, headers=session_headers(session_id), json=call
-                ) as response:
-                    assert response.headers["content-type"].startswith("text/event-stream")
-                    async for event in sse_events(response):
-                        last_id = event.get("id", last_id)
-                        if '"notifications/progress"' in event.get("data", ""):
-                            # The call runs on the worker; its follower dies mid-call.
-                            first.kill()
-                            break
-        assert last_id is not None
-        headers = {
-            "accept": "text/event-stream",
-            "mcp-session-id": session_id,
-            "mcp-protocol-version": "2025-11-25",
-            "last-event-id": last_id,
-        }
-        async with (
-            asyncio.timeout(25),
-            client.stream("GET", second.url, headers=headers) as resumed,
-        ):
-            assert resumed.status_code == 200
-            response_event = None
-            async for event in sse_events(resumed):
-                if '"result"' in event.get("data", "") or '"error"' in event.get("data", ""):
-                    response_event = event
-                    break
-    assert response_event is not None
+        session_id, last_id = await _orphan_a_call(client, first, 7)
+        async with asyncio.timeout(25):
+            found = await _response_events(client, second.url, _resume_headers(session_id, last_id))
+    assert len(found) == 1
+    response_event = found[0]
     message = json.loads(response_event["data"])
     assert message["id"] == 7
     assert message["result"]["structuredContent"] == {"counted": SECONDS}
