@@ -8,8 +8,23 @@ from celery.signals import worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpsite.settings")
 
+# kombu's Redis transport with a channel that survives Redis dying under it (the module says
+# how kombu 5.7's own transport kills the worker then).
+REDIS_TRANSPORT = "mcp_app.services.celery_transport:Transport"
+
 app = Celery("mcpsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
+
+
+@app.on_after_configure.connect
+def _use_our_redis_transport(sender: Celery, source: Any, **kwargs: Any) -> None:
+    # Only for a Redis broker URL: an explicit transport wins over any URL's scheme, and the
+    # in-memory broker (no Redis configured) must keep kombu's memory transport.
+    url = str(source.broker_url or "")
+    if not source.broker_transport and url.startswith(("redis://", "rediss://")):
+        source.broker_transport = REDIS_TRANSPORT
+
+
 app.autodiscover_tasks()
 # Upkeep jobs of the beat schedule (CELERY_BEAT_SCHEDULE in settings).
 app.autodiscover_tasks(["mcp_app.ops"])

@@ -76,6 +76,15 @@ class CallCancelled(Exception):
     """
 
 
+class ServiceUnavailable(Exception):
+    """A service the call needs (the database, Redis) is unreachable; nothing ran.
+
+    Raised by a runner in place of a driver's own error, which this layer cannot name: the
+    handlers let it through, and the transport answers as for every other outage (503 with
+    Retry-After and the request's id), not "Tool failed", which reads like a broken tool.
+    """
+
+
 class ContinueAsTask(Exception):
     """A tool running inline asked to finish as an MCP task (``continue_as_task``).
 

@@ -24,7 +24,7 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -44,11 +44,13 @@ from mcp_app.protocol.results import (
     NO_STRUCTURED,
     CallCancelled,
     InputRequired,
+    ServiceUnavailable,
     ToolError,
     ToolResult,
     ToolTimeout,
 )
 from mcp_app.protocol.shaping import shape_call_result
+from mcp_app.protocol.storable import unstorable_path
 from mcp_app.services import notify
 from mcp_app.services.catalog import ToolKey, aget_endpoint_state
 from mcp_app.services.execution import execute_tool
@@ -157,37 +159,48 @@ async def acreate_call(
     is_task: bool = False,
     ttl_ms: int | None = None,
 ) -> BackgroundCall:
-    """Write the call's row (committed when this returns: autocommit), not yet enqueued."""
+    """Write the call's row (committed when this returns: autocommit), not yet enqueued.
+
+    Raises:
+        ServiceUnavailable: the database is unreachable (nothing was written or run).
+    """
     conf = get_conf()
     soft, hard = time_limits(tool.key)
     keep_ms = ttl_ms if is_task and ttl_ms is not None else conf.MCP_BACKGROUND_KEEP_SECONDS * 1000
-    await _db_ready()
-    now = timezone.now()
-    endpoint_id = await (
-        Endpoint.objects.filter(slug=ctx.catalog.endpoint.slug).values_list("id", flat=True).aget()
-    )
-    return await BackgroundCall.objects.acreate(
-        endpoint_id=endpoint_id,
-        tool_id=tool.key.pk,
-        tool_name=tool.name,
-        arguments=dict(arguments),
-        principal=ctx.principal,
-        session_id=ctx.session.id if ctx.session is not None else "",
-        request_id=ctx.request_id,
-        protocol_version=ctx.version,
-        progress_token=ctx.progress_token if ctx.send is not None else None,
-        log_level=(ctx.log_level or "") if ctx.send is not None else "",
-        client_capabilities=dict(ctx.client_capabilities),
-        input_responses=dict(ctx.input_responses),
-        is_task=is_task,
-        ttl_ms=ttl_ms if is_task else None,
-        poll_interval_ms=conf.MCP_TASK_POLL_INTERVAL_MS,
-        soft_time_limit=soft,
-        hard_time_limit=hard,
-        created_at=now,
-        updated_at=now,
-        expires_at=now + timedelta(milliseconds=keep_ms),
-    )
+    try:
+        await _db_ready()
+        now = timezone.now()
+        endpoint_id = await (
+            Endpoint.objects.filter(slug=ctx.catalog.endpoint.slug)
+            .values_list("id", flat=True)
+            .aget()
+        )
+        return await BackgroundCall.objects.acreate(
+            endpoint_id=endpoint_id,
+            tool_id=tool.key.pk,
+            tool_name=tool.name,
+            arguments=dict(arguments),
+            principal=ctx.principal,
+            session_id=ctx.session.id if ctx.session is not None else "",
+            request_id=ctx.request_id,
+            protocol_version=ctx.version,
+            progress_token=ctx.progress_token if ctx.send is not None else None,
+            log_level=(ctx.log_level or "") if ctx.send is not None else "",
+            client_capabilities=dict(ctx.client_capabilities),
+            input_responses=dict(ctx.input_responses),
+            is_task=is_task,
+            ttl_ms=ttl_ms if is_task else None,
+            poll_interval_ms=conf.MCP_TASK_POLL_INTERVAL_MS,
+            soft_time_limit=soft,
+            hard_time_limit=hard,
+            created_at=now,
+            updated_at=now,
+            expires_at=now + timedelta(milliseconds=keep_ms),
+        )
+    except DB_UNAVAILABLE as exc:
+        # The endpoint and session may come from memory (the hot path reads no rows), so
+        # the outage shows here first: a 503 the client retries, not "Tool failed".
+        raise ServiceUnavailable("database unavailable") from exc
 
 
 async def _enqueue(call: BackgroundCall) -> None:
@@ -354,6 +367,14 @@ async def _relay_question(call_id: str, message: Mapping[str, Any], ctx: Request
         if ctx.client_requests is None:
             raise ToolError("This call cannot ask the client: it needs an event-stream response.")
         answer = await ctx.client_requests.request(str(message["method"]), message["params"])
+        # The tool may put the answer in its result, which the call's row keeps: refused
+        # here, as at the protocol boundary (protocol/storable.py), not a failed row write.
+        unstorable = unstorable_path(answer, "result")
+        if unstorable is not None:
+            raise ToolError(
+                f"The client's answer to {message['method']} was refused: {unstorable} contains"
+                " a NUL character or an unpaired surrogate, which this server cannot store."
+            )
     except ToolError as failure:
         await notify.apublish_call_answer(call_id=call_id, ask_id=ask_id, error=failure.message)
         return
@@ -699,7 +720,7 @@ class _WorkerRun:
             message = f"Tool {call.tool_name} is no longer published on this endpoint."
             await self._finish(Status.COMPLETED, Outcome.TOOL_ERROR, ToolResult.error(message))
             return
-        async with notify.GroupListener(notify.call_control_group(call.id)) as control:
+        async with _control_listener(call.id) as control:
             while True:
                 ctx = self._context(state.snapshot, call.input_responses)
                 work = asyncio.create_task(
@@ -713,7 +734,7 @@ class _WorkerRun:
                 except asyncio.CancelledError:
                     if not self.stopped:
                         raise  # this worker is shutting down, not the call being cancelled
-                    await notify.apublish_call_done(call_id=call.id)
+                    await _announce_done(call.id)
                     return
                 except InputRequired as needed:
                     if not call.is_task:
@@ -830,17 +851,22 @@ class _WorkerRun:
         None when the call was cancelled or settled meanwhile.
         """
         call = self.call
-        changed = await BackgroundCall.objects.filter(id=call.id, status=Status.WORKING).aupdate(
-            status=Status.INPUT_REQUIRED,
-            input_requests=dict(requests),
-            # A question asked again had an unusable answer: it is open once more.
-            input_responses={k: v for k, v in call.input_responses.items() if k not in requests},
-            updated_at=timezone.now(),
-            heartbeat_at=timezone.now(),
+        changed = await self._write_through_outage(
+            "Input request",
+            lambda: BackgroundCall.objects.filter(id=call.id, status=Status.WORKING).aupdate(
+                status=Status.INPUT_REQUIRED,
+                input_requests=dict(requests),
+                # A question asked again had an unusable answer: it is open once more.
+                input_responses={
+                    k: v for k, v in call.input_responses.items() if k not in requests
+                },
+                updated_at=timezone.now(),
+                heartbeat_at=timezone.now(),
+            ),
         )
         if not changed:
             return None
-        await notify.apublish_call_done(call_id=call.id)
+        await _announce_done(call.id)
         beat = get_conf().MCP_BACKGROUND_HEARTBEAT_SECONDS
         while True:
             message = await _next(control, beat)
@@ -855,17 +881,43 @@ class _WorkerRun:
             if row is None or row.status != Status.INPUT_REQUIRED:
                 return None
             if all(key in row.input_responses for key in requests):
-                resumed = await BackgroundCall.objects.filter(
-                    id=call.id, status=Status.INPUT_REQUIRED
-                ).aupdate(
-                    status=Status.WORKING,
-                    heartbeat_at=timezone.now(),
-                    updated_at=timezone.now(),
+                resumed = await self._write_through_outage(
+                    "Task resumption",
+                    lambda: BackgroundCall.objects.filter(
+                        id=call.id, status=Status.INPUT_REQUIRED
+                    ).aupdate(
+                        status=Status.WORKING,
+                        heartbeat_at=timezone.now(),
+                        updated_at=timezone.now(),
+                    ),
                 )
                 return dict(row.input_responses) if resumed else None
-            await BackgroundCall.objects.filter(id=call.id, status=Status.INPUT_REQUIRED).aupdate(
-                heartbeat_at=timezone.now()
-            )
+            try:
+                await BackgroundCall.objects.filter(
+                    id=call.id, status=Status.INPUT_REQUIRED
+                ).aupdate(heartbeat_at=timezone.now())
+            except DB_UNAVAILABLE:
+                # As in _watch: the next beat writes again once the database is back.
+                logger.warning("Heartbeat not written: database unavailable", exc_info=True)
+
+    async def _write_through_outage(self, what: str, write: Callable[[], Awaitable[int]]) -> int:
+        """Run ``write`` (an UPDATE; returns its row count), waiting out a database outage.
+
+        The state it writes exists only in this run: failing here would lose it, and the call
+        would later be settled as "worker stopped" although the worker lived. Gives up (raises)
+        after DB_OUTAGE_TOLERANCE_SECONDS, like the outcome write.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DB_OUTAGE_TOLERANCE_SECONDS
+        while True:
+            try:
+                await _db_ready()
+                return await write()
+            except DB_UNAVAILABLE:
+                if loop.time() > deadline:
+                    raise
+                logger.warning("%s not written yet: database unavailable", what, exc_info=True)
+                await asyncio.sleep(get_conf().MCP_BACKGROUND_HEARTBEAT_SECONDS)
 
     async def _finish(
         self,
@@ -893,22 +945,42 @@ class _WorkerRun:
             fields["status_message"] = error.message[:500]
         if requests is not None:
             fields["input_requests"] = dict(requests)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + DB_OUTAGE_TOLERANCE_SECONDS
-        while True:
-            try:
-                await _db_ready()
-                await BackgroundCall.objects.filter(id=self.call.id, status__in=ACTIVE).aupdate(
-                    **fields
-                )
-                break
-            except DB_UNAVAILABLE:
-                # The outcome exists only here: keep it until the database is back.
-                if loop.time() > deadline:
-                    raise
-                logger.warning("Outcome not written yet: database unavailable", exc_info=True)
-                await asyncio.sleep(get_conf().MCP_BACKGROUND_HEARTBEAT_SECONDS)
-        await notify.apublish_call_done(call_id=self.call.id)
+        await self._write_through_outage(
+            "Outcome",
+            lambda: BackgroundCall.objects.filter(id=self.call.id, status__in=ACTIVE).aupdate(
+                **fields
+            ),
+        )
+        await _announce_done(self.call.id)
+
+
+@contextlib.asynccontextmanager
+async def _control_listener(call_id: str) -> AsyncIterator[notify.GroupListener]:
+    """The call's control group (cancellation, answers), or a deaf listener without Redis.
+
+    Redis may be down or restarting just when a worker claims a call: the run then goes on
+    without control messages (a cancellation still reaches it through the row, at the next
+    heartbeat) instead of failing with its row left "working".
+    """
+    listener = notify.GroupListener(notify.call_control_group(call_id))
+    try:
+        await listener.__aenter__()
+    except Exception:
+        logger.warning("Channel layer unavailable; the call runs without control messages")
+        await listener.__aexit__(None, None, None)
+        listener = notify.GroupListener.deaf()
+    try:
+        yield listener
+    finally:
+        await listener.__aexit__(None, None, None)
+
+
+async def _announce_done(call_id: str) -> None:
+    """Wake the call's followers; without Redis they find the row's change by polling it."""
+    try:
+        await notify.apublish_call_done(call_id=call_id)
+    except Exception:
+        logger.warning("A background call's end was not announced", exc_info=True)
 
 
 def _first_text(result: ToolResult) -> str:

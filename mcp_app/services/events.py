@@ -70,9 +70,31 @@ class EventStore(Protocol):
         """Keep one event; return its id."""
         ...
 
+    async def append_response(self, stream_id: str, data: bytes) -> str:
+        """Keep the stream's response unless one was kept already; return that event's id.
+
+        For processes answering an orphaned stream from the call's row: two may resume it
+        at the same moment, and the request must still get one response, not two.
+        """
+        ...
+
     async def after(self, stream_id: str, seq: int) -> list[Event]:
         """Return the stream's events after ``seq``, oldest first."""
         ...
+
+
+# KEYS: events, seq, owner, request, response; ARGV: data, ttl, max events. Returns the
+# response's sequence number: the one kept before, or the new one.
+_APPEND_RESPONSE = """
+local kept = redis.call('GET', KEYS[5])
+if kept then return tonumber(kept) end
+local seq = redis.call('INCR', KEYS[2])
+redis.call('ZADD', KEYS[1], seq, seq .. ':' .. ARGV[1])
+redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -tonumber(ARGV[3]) - 1)
+redis.call('SET', KEYS[5], seq, 'EX', ARGV[2])
+for i = 1, 4 do redis.call('EXPIRE', KEYS[i], ARGV[2]) end
+return seq
+"""
 
 
 class RedisEventStore:
@@ -105,6 +127,10 @@ class RedisEventStore:
     def _request_key(stream_id: str) -> str:
         return f"mcphost:sse:{stream_id}:request"
 
+    @staticmethod
+    def _response_key(stream_id: str) -> str:
+        return f"mcphost:sse:{stream_id}:response"
+
     async def open(self, stream_id: str, session_id: str, request_id: Any = None) -> None:
         _, _, owner = self._keys(stream_id)
         async with self._redis().pipeline(transaction=False) as pipe:
@@ -135,6 +161,15 @@ class RedisEventStore:
             await pipe.execute()
         return event_id(stream_id, seq)
 
+    async def append_response(self, stream_id: str, data: bytes) -> str:
+        events, seq_key, owner = self._keys(stream_id)
+        keys = [events, seq_key, owner, self._request_key(stream_id), self._response_key(stream_id)]
+        # One script, so the check and the append are atomic across processes.
+        seq = await self._redis().eval(
+            _APPEND_RESPONSE, len(keys), *keys, data, self.ttl, self.max_events
+        )
+        return event_id(stream_id, int(seq))
+
     async def after(self, stream_id: str, seq: int) -> list[Event]:
         events, _, _ = self._keys(stream_id)
         raw = await self._redis().zrangebyscore(events, f"({seq}", "+inf")
@@ -154,6 +189,7 @@ class MemoryEventStore:
         self.max_streams = max_streams
         self._streams: OrderedDict[str, tuple[str, float, list[tuple[int, bytes]]]] = OrderedDict()
         self._requests: dict[str, Any] = {}
+        self._responses: dict[str, str] = {}
 
     def _expire(self) -> None:
         now = time.monotonic()
@@ -163,6 +199,7 @@ class MemoryEventStore:
                 break
             del self._streams[stream_id]
             self._requests.pop(stream_id, None)
+            self._responses.pop(stream_id, None)
 
     async def open(self, stream_id: str, session_id: str, request_id: Any = None) -> None:
         self._expire()
@@ -187,6 +224,13 @@ class MemoryEventStore:
         self._streams[stream_id] = (session_id, time.monotonic(), events)
         self._streams.move_to_end(stream_id)
         return event_id(stream_id, seq)
+
+    async def append_response(self, stream_id: str, data: bytes) -> str:
+        # append never yields, so no other resume runs between the check and the append.
+        kept = self._responses.get(stream_id)
+        if kept is None:
+            kept = self._responses[stream_id] = await self.append(stream_id, data)
+        return kept
 
     async def after(self, stream_id: str, seq: int) -> list[Event]:
         entry = self._streams.get(stream_id)

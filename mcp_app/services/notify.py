@@ -322,6 +322,13 @@ class GroupListener:
         self._waiter: asyncio.Future[None] | None = None
         self._failure: BaseException | None = None
 
+    @classmethod
+    def deaf(cls) -> GroupListener:
+        """A listener that hears nothing: every ``next`` waits its timeout and returns None."""
+        listener = cls()
+        listener._layer = None
+        return listener
+
     async def __aenter__(self) -> GroupListener:
         if self._layer is not None:
             self._hub = _hub(self._layer)

@@ -37,7 +37,7 @@ from mcp_app.protocol.errors import (
 )
 from mcp_app.protocol.handlers import lifecycle, subscriptions
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
-from mcp_app.protocol.results import CallCancelled
+from mcp_app.protocol.results import CallCancelled, ServiceUnavailable
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Feature, supports
 from mcp_app.services import audit, background, events, notify
 from mcp_app.services.catalog import EndpointState, aget_endpoint_state
@@ -500,8 +500,8 @@ class StreamableHttpConsumer:
             result = await dispatch.handle_request(ctx, request.method, request.params)
         except McpError as exc:
             return _error_body(request.id, exc), exc
-        except CallCancelled:
-            raise
+        except (CallCancelled, ServiceUnavailable):
+            raise  # no answer, or the outage's 503 (_handle)
         except Exception:
             logger.exception("MCP handler failed", extra={"method": request.method})
             exc = InternalError("Internal error")
@@ -867,8 +867,9 @@ class StreamableHttpConsumer:
                     if orphan is not None:
                         if orphan.body is not None:
                             data = jsonrpc.encode(orphan.body)
-                            # Kept like any event, so a later resume replays it too.
-                            frame_id = await store.append(stream_id, data)
+                            # Kept like any event, so a later resume replays it too;
+                            # once, though another process resumed the stream meanwhile.
+                            frame_id = await store.append_response(stream_id, data)
                             await self.responder.write(sse.encode_event(data, event_id=frame_id))
                         break
                     await self.responder.write(sse.keepalive())

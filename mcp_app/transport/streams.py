@@ -21,7 +21,7 @@ import redis.exceptions
 from django.db import InterfaceError, OperationalError
 
 from mcp_app.protocol import jsonrpc, sse
-from mcp_app.protocol.results import ToolError
+from mcp_app.protocol.results import ServiceUnavailable, ToolError
 from mcp_app.services import metrics, notify
 from mcp_app.services.events import EventStore, event_id
 from mcp_app.services.notify import GroupListener
@@ -43,6 +43,7 @@ _OUTAGES = (
     redis.exceptions.ConnectionError,
     redis.exceptions.TimeoutError,
     ConnectionError,  # the socket level: refused, reset
+    ServiceUnavailable,  # a runner's word for one of the above
 )
 
 

@@ -44,6 +44,7 @@ def bg_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[tuple[s
             ("sleepy", "sleep_with_progress", {}),
             ("countdown", "countdown", {}),
             ("ask_confirmation", "ask_confirmation", {}),
+            ("ask_value", "ask_value", {}),
             ("quick_limit", "sleep_with_progress", {"soft_time_limit": 0.5}),
         ]:
             tool_create(
@@ -129,6 +130,28 @@ async def test_the_worker_asks_the_client_in_both_eras(bg_url, mode):
     ):
         result = await client.call_tool("ask_confirmation", {"question": "Ship it?"})
     assert result.structured_content == {"confirmed": True, "action": "accept"}
+
+
+async def test_an_answer_with_nul_is_refused_not_lost_with_the_call(bg_url, mode):
+    """The answer would reach the call's row (its result, or its inputResponses): U+0000."""
+
+    async def accept(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"value": "a\x00b"})
+
+    async with (
+        asyncio.timeout(30),
+        Client(bg_url, mode=mode, elicitation_callback=accept) as client,
+    ):
+        try:
+            result = await client.call_tool("ask_value", {"question": "Which?"})
+        except Exception as exc:  # a JSON-RPC error (2026-07-28: the retry's inputResponses)
+            refused = str(exc)
+        else:  # legacy: the worker's question failed, so the tool's result says why
+            assert result.is_error, result
+            refused = result.content[0].text
+    assert "NUL" in refused, refused
+    call = await _latest_call("ask_value")
+    assert call is None or call.status != BackgroundCall.Status.WORKING
 
 
 async def test_a_soft_time_limit_ends_the_call_with_an_error_result(bg_url, mode):

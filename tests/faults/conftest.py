@@ -280,3 +280,20 @@ def web_process(fault_stack: FaultStack) -> Iterator[Callable[..., WebProcess]]:
                 web.process.wait(5)
         if not os.environ.get("MCPHOST_KEEP_SERVER_LOGS"):
             web.log_path.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[Redis]:
+    """A Redis of the test's own (broker and channel layer), for a worker the test may break.
+
+    The session's worker consumes from the stack's Redis; a job sent here reaches only the
+    workers the test starts on this one.
+    """
+    redis = Redis(tmp_path, services.free_port())
+    redis.start()
+    try:
+        yield redis
+    finally:
+        if redis.process is not None:
+            os.kill(redis.process.pid, signal.SIGKILL)
+            redis.process.wait(5)

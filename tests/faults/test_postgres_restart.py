@@ -15,7 +15,14 @@ import httpx
 
 from mcpsite.celery import app
 from tests.faults.conftest import FaultStack, WebProcess, run_manage
-from tests.faults.wire import MODERN_META, final_message, modern_headers, tool_call
+from tests.faults.wire import (
+    MODERN_META,
+    final_message,
+    modern_headers,
+    session_headers,
+    tool_call,
+)
+from tests.support.raw_mcp import open_session
 
 # Longer than MCP_BACKGROUND_LOST_AFTER_SECONDS (3 s in the tests): no heartbeat gets through.
 OUTAGE_SECONDS = 4.0
@@ -94,3 +101,41 @@ async def test_a_job_taken_while_the_database_is_down_runs_once_it_is_back(
             "SELECT status FROM mcp_app_backgroundcall WHERE id = %s", call_id
         ) != [("completed",)]:
             await asyncio.sleep(0.1)
+
+
+async def test_a_background_call_during_a_database_outage_gets_503_with_its_id(
+    fault_stack: FaultStack, web_process: Callable[[str], WebProcess]
+) -> None:
+    """The endpoint and session come from memory, the call's row cannot be written: 503."""
+    web = web_process("uvicorn")
+    async with httpx.AsyncClient(timeout=30) as client:
+        session_id = await open_session(client, web.url)
+        # The process holds the endpoint and the session now: the outage hits the row's INSERT.
+        for headers, meta in ((modern_headers("tools/call", "echo"), MODERN_META), (None, {})):
+            warm = await client.post(
+                web.url,
+                headers=headers or session_headers(session_id),
+                json=tool_call("warm", "echo", {"message": "hi"}, **meta),
+            )
+            assert "result" in await final_message(warm)
+        fault_stack.postgres.stop("fast")
+        try:
+            async with asyncio.timeout(20):
+                modern = await client.post(
+                    web.url,
+                    headers=modern_headers("tools/call", "countdown"),
+                    json=tool_call(41, "countdown", {"seconds": 1}, **MODERN_META),
+                )
+                legacy = await client.post(
+                    web.url,
+                    headers=session_headers(session_id),
+                    json=tool_call(42, "countdown", {"seconds": 1}),
+                )
+        finally:
+            fault_stack.postgres.start()
+    for response, request_id in ((modern, 41), (legacy, 42)):
+        assert response.status_code == 503, response.text
+        assert int(response.headers["retry-after"]) > 0
+        body = await final_message(response)
+        assert body["id"] == request_id
+        assert body["error"]["message"] == "Service temporarily unavailable", body

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import pytest
@@ -52,6 +53,16 @@ async def test_another_stream_replays_nothing_of_this_one(store) -> None:
     await store.append(mine, b"mine")
     assert await store.after(other, 0) == []
     assert await store.owner(new_stream_id()) is None
+
+
+async def test_a_response_appended_by_two_resumes_at_once_is_kept_once(store) -> None:
+    stream = new_stream_id()
+    await store.open(stream, "s", request_id=7)
+    await store.append(stream, b"progress")
+    response = b'{"jsonrpc":"2.0","id":7,"result":{}}'
+    ids = await asyncio.gather(*(store.append_response(stream, response) for _ in range(2)))
+    assert ids[0] == ids[1]
+    assert [(e.id, e.data) for e in await store.after(stream, 1)] == [(ids[0], response)]
 
 
 def test_event_ids_round_trip_and_foreign_ids_are_refused() -> None:

@@ -25,6 +25,7 @@ from mcp_app.protocol.results import (
     CallCancelled,
     ContinueAsTask,
     InputRequired,
+    ServiceUnavailable,
     ToolError,
     ToolResult,
     ToolTimeout,
@@ -67,8 +68,9 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
     plan = tasks.plan_call(ctx, tool, params)
     arguments = params.arguments
     if tool.execution != "inline" or plan.start_now or plan.may_become_task:
-        # Such a call may be written to a BackgroundCall row, arguments and all.
+        # Such a call may be written to a BackgroundCall row, arguments and answers and all.
         require_storable(arguments, "params.arguments")
+        require_storable(params.input_responses, "params.inputResponses")
     error = first_error(tool.input_schema, arguments)
     if error is not None:
         return shape_call_result(
@@ -109,7 +111,7 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
         if isinstance(failure, ToolTimeout):
             ctx.outcome = "timed_out"
         result = ToolResult.error(failure.message)
-    except (McpError, CallCancelled):
+    except (McpError, CallCancelled, ServiceUnavailable):
         raise
     except Exception:
         logger.exception("Tool call failed", extra={"tool": tool.name})
