@@ -254,6 +254,14 @@ class ToolForm(forms.ModelForm):
         # Empty means "fill in from the python function" (or the no-argument schema).
         self.fields["input_schema"].required = False
         self.fields["input_schema"].empty_json = None
+        self.fields["input_schema"].help_text = (
+            'JSON Schema (2020-12 unless $schema says otherwise) with "type": "object". Empty: '
+            "the python function's own schema, or no arguments."
+        )
+        if self.instance._state.adding and "input_schema" not in kwargs.get("initial", {}):
+            # The model's default (no arguments) offered here would be saved as typed and
+            # shadow a python function's own schema.
+            self.initial["input_schema"] = None
         self.fields["description"].required = False
         # Omitted from a POST (a script, an older form), the call-log policy keeps its value.
         self.fields["capture_mode"].required = False
