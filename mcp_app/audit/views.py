@@ -33,7 +33,9 @@ from mcp_app.audit.selectors import (
     call_log_stats,
     tool_for_call,
 )
+from mcp_app.auth.clients import client_name
 from mcp_app.models import CallLog
+from mcp_app.services.audit import ADMIN_TEST_HTTP_METHOD
 
 AUDIT_PERMISSION = "mcp_app.audit_calls"
 PAYLOAD_PERMISSION = "mcp_app.view_call_payloads"
@@ -74,7 +76,8 @@ def _row_json(record: CallLog) -> dict[str, Any]:
     return {
         "id": record.pk,
         "url": reverse("mcp_app:audit_detail", args=[record.pk]),
-        "created_at": timezone.localtime(record.created_at).strftime("%Y-%m-%d %H:%M:%S"),
+        "created_at": timezone.localtime(record.created_at).strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "try_it": record.http_method == ADMIN_TEST_HTTP_METHOD,
         "endpoint": record.endpoint_slug,
         "method": record.rpc_method or record.http_method,
         "target": record.target,
@@ -102,6 +105,7 @@ def call_list(request: HttpRequest) -> HttpResponse:
         "query": query,
         "newest_id": rows[0].pk if rows else 0,
         "methods": KNOWN_METHODS,
+        "try_it_method": ADMIN_TEST_HTTP_METHOD,
         "filtered": bool(query),
     }
     return render(request, "audit/list.html", context)
@@ -119,11 +123,13 @@ def call_feed(request: HttpRequest) -> JsonResponse:
 
 @auditor_required
 def call_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    record = get_object_or_404(CallLog.objects.select_related("endpoint"), pk=pk)
+    record = get_object_or_404(CallLog.objects.select_related("endpoint", "principal"), pk=pk)
     payloads = request.user.has_perm(PAYLOAD_PERMISSION)
     context = {
         "nav": "audit",
         "record": record,
+        "client_name": client_name(record.client_id),
+        "try_it": record.http_method == ADMIN_TEST_HTTP_METHOD,
         "tool": tool_for_call(record),
         "payloads": payloads,
         "arguments": _pretty(record.arguments) if payloads else None,

@@ -47,7 +47,15 @@
     code.textContent = record.method;
     method.appendChild(code);
     tr.appendChild(method);
-    tr.appendChild(cell(record.target, "target"));
+    const target = cell(record.target, "target");
+    if (record.try_it) {
+      const tag = document.createElement("span");
+      tag.className = "tag try-it";
+      tag.title = "Run from the tool's Try it page in the admin";
+      tag.textContent = "try-it";
+      target.append(" ", tag);
+    }
+    tr.appendChild(target);
     tr.appendChild(cell(record.era));
     const state = cell("");
     const badge = document.createElement("span");
