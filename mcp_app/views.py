@@ -10,8 +10,9 @@ import json
 from typing import Any
 
 from django.contrib.admin.views.decorators import staff_member_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect
 from django.shortcuts import get_object_or_404, render
+from django.templatetags.static import static
 
 from mcp_app.models import Endpoint, Tool
 
@@ -23,6 +24,11 @@ _EXAMPLE_VALUES: dict[str, Any] = {
     "array": [],
     "object": {},
 }
+
+
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Send /favicon.ico to the icon the pages name (browsers ask for it regardless)."""
+    return HttpResponsePermanentRedirect(static("mcp_app/favicon.svg"))
 
 
 @staff_member_required
