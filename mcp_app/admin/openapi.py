@@ -14,12 +14,12 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from mcp_app.admin.forms import Picker
 from mcp_app.models import Credential, Endpoint, Tool
 from mcp_app.services.openapi import (
     MAX_DOCUMENT_BYTES,
@@ -64,7 +64,7 @@ class OpenApiImportForm(forms.Form):
     endpoints = forms.ModelMultipleChoiceField(
         queryset=Endpoint.objects.order_by("slug"),
         required=False,
-        widget=FilteredSelectMultiple("endpoints", is_stacked=False),
+        widget=Picker("endpoints"),
         help_text="Endpoints that will publish the drafts once enabled. Names are made unique "
         "on them.",
     )

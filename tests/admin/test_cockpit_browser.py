@@ -186,3 +186,37 @@ def test_every_page_fits_the_width_and_follows_the_colour_scheme(
             problems.setdefault(name, []).append(f"background lightness {lightness:.2f}")
     page.context.close()
     assert problems == {}, json.dumps(problems, indent=1)
+
+
+def label_left_of_picker(page: Page, field: str) -> bool:
+    """Whether the field's label sits left of its picker, as every other admin label does."""
+    label = page.locator(f"label[for='id_{field}']").first.bounding_box()
+    picker = page.locator(f"#id_{field}_from").bounding_box()
+    assert label is not None and picker is not None
+    return label["x"] + label["width"] <= picker["x"]
+
+
+def test_openapi_import_and_tool_form_pickers_look_like_the_admin(
+    browser: Browser, login_state: dict[str, Any], site: dict[str, Any]
+) -> None:
+    shots = screenshot_dir("cockpit-import")
+    page = open_page(browser, login_state, DESKTOP, "light")
+    page.goto(f"{site['url']}/admin/mcp_app/tool/add/")
+    expect(page.locator("#id_endpoints_from")).to_be_visible()
+    page.screenshot(path=shots / "tool-add.png")
+    assert label_left_of_picker(page, "endpoints")
+
+    page.goto(f"{site['url']}/admin/mcp_app/tool/import-openapi/")
+    page.fill("#id_document_text", json.dumps(OPENAPI))
+    page.click("input[name=_read]")
+    expect(page.locator("#id_endpoints_from")).to_be_visible()
+    page.screenshot(path=shots / "import-read.png", full_page=True)
+    sheets = page.evaluate("() => [...document.styleSheets].map(s => s.href || '')")
+    assert [href for href in sheets if href.endswith("/mcp_app/admin.css")] == [
+        f"{site['url']}/static/mcp_app/admin.css"
+    ]
+    assert any(href.endswith("/admin/css/forms.css") for href in sheets)
+    # The picker is laid out by the admin's widget styles (side by side boxes with arrows).
+    assert page.locator(".selector").first.evaluate("el => getComputedStyle(el).display") == "flex"
+    assert label_left_of_picker(page, "endpoints")
+    page.context.close()
