@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any
 
@@ -40,6 +41,8 @@ from mcp_app.services.audit import ADMIN_TEST_HTTP_METHOD
 AUDIT_PERMISSION = "mcp_app.audit_calls"
 PAYLOAD_PERMISSION = "mcp_app.view_call_payloads"
 View = Callable[..., HttpResponse]
+# The statistics page reloads itself this often (while it is visible).
+STATS_REFRESH_SECONDS = 60
 
 
 def auditor_required(view: View) -> View:
@@ -143,11 +146,46 @@ def _pretty(value: Any) -> str | None:
     return None if value is None else json.dumps(value, indent=2, ensure_ascii=False)
 
 
+class _ListLinks:
+    """URLs of the call list showing what one part of the stats page counted."""
+
+    def __init__(self, request: HttpRequest, *, since: datetime, until: datetime) -> None:
+        self.base = request.GET.copy()
+        for name in ("range", "since", "until", "before"):
+            self.base.pop(name, None)
+        self.since, self.until = since, until
+
+    def _url(self, **params: str) -> str:
+        query = self.base.copy()
+        for name, value in params.items():
+            query[name] = value
+        return f"{reverse('mcp_app:audit_list')}?{query.urlencode()}"
+
+    def _window(self, since: datetime, until: datetime) -> dict[str, str]:
+        # The list's filter fields read local time, as <input type="datetime-local"> sends it.
+        def local(moment: datetime) -> str:
+            return timezone.localtime(moment).strftime("%Y-%m-%dT%H:%M:%S")
+
+        # Whole seconds: the end rounds up, so calls of its last second stay in.
+        end = until if until.microsecond == 0 else until + timedelta(seconds=1)
+        return {"since": local(since), "until": local(end)}
+
+    def bucket(self, start: datetime, end: datetime) -> str:
+        return self._url(**self._window(max(start, self.since), end))
+
+    def tool(self, name: str) -> str:
+        return self._url(tool=name, method="tools/call", **self._window(self.since, self.until))
+
+    def endpoint(self, slug: str) -> str:
+        return self._url(endpoint=slug, **self._window(self.since, self.until))
+
+
 @auditor_required
 def call_stats(request: HttpRequest) -> HttpResponse:
     form = _filters(request)
     since, until = form.time_range()
     stats = call_log_stats(filters=form.call_filter(), since=since, until=until)
+    links = _ListLinks(request, since=since, until=until)
     context = {
         "nav": "audit",
         "form": form,
@@ -156,10 +194,15 @@ def call_stats(request: HttpRequest) -> HttpResponse:
         "ranges": list(RANGES),
         "current_range": request.GET.get("range", "" if "since" in request.GET else "24h"),
         "query": _query_without(request, "range", "since", "until"),
-        "calls_chart": charts.calls_chart(stats.buckets, stats.bucket),
+        "calls_chart": charts.calls_chart(stats.buckets, stats.bucket, links.bucket),
         "error_chart": charts.error_rate_chart(stats.buckets, stats.bucket),
-        "tool_chart": charts.latency_chart(stats.per_tool, "Latency per tool"),
-        "endpoint_chart": charts.latency_chart(stats.per_endpoint, "Latency per endpoint"),
+        "tool_chart": charts.latency_chart(stats.per_tool, "Latency per tool", links.tool),
+        "endpoint_chart": charts.latency_chart(
+            stats.per_endpoint, "Latency per endpoint", links.endpoint
+        ),
+        "tool_rows": [(row, links.tool(row.name)) for row in stats.per_tool],
+        "endpoint_rows": [(row, links.endpoint(row.name)) for row in stats.per_endpoint],
+        "refresh_seconds": STATS_REFRESH_SECONDS,
     }
     return render(request, "audit/stats.html", context)
 

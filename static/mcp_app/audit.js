@@ -109,3 +109,12 @@
     }
   });
 })();
+(function () {
+  // The statistics page reloads itself while visible, so a screen left open stays current.
+  const head = document.getElementById("stats-head");
+  const seconds = head ? Number(head.dataset.refreshSeconds || 0) : 0;
+  if (!seconds) return;
+  window.setInterval(function () {
+    if (document.visibilityState === "visible") window.location.reload();
+  }, seconds * 1000);
+})();

@@ -3,12 +3,19 @@ with their zone."""
 
 from __future__ import annotations
 
+import html
+import re
+from datetime import timedelta
+
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 from oauth2_provider.models import get_application_model
 
+from mcp_app.audit import charts
+from mcp_app.audit.selectors import Bucket
 from mcp_app.models import Endpoint
 from mcp_app.services.audit import ADMIN_TEST_HTTP_METHOD
 from tests.audit.factories import make_call
@@ -56,3 +63,43 @@ def test_try_it_calls_are_marked_and_times_carry_their_zone(
         ("tried", True),
     ]
     assert all(row["created_at"].endswith(" UTC") for row in feed)
+
+
+def test_statistics_label_p99_use_a_log_scale_and_link_to_the_calls(
+    staff_client: Client, endpoint: Endpoint
+) -> None:
+    make_call(endpoint, target="quick", duration_ms=1.0)
+    make_call(endpoint, target="slow", duration_ms=1000.0)
+
+    page = staff_client.get(reverse("mcp_app:audit_stats"), {"range": "1h"}).content.decode()
+
+    tool_chart = page[page.index('aria-label="Latency per tool"') :].split("</svg>")[0]
+    assert "p99 1 ms" in tool_chart and "p99 1,000 ms" in tool_chart
+    assert "logarithmic scale" in tool_chart
+    bar = r'<rect class="p50" x="\d+" y="[\d.]+" width="([\d.]+)" height="7"'
+    widths = [float(width) for width in re.findall(bar, tool_chart)]
+    # 1 ms against 1000 ms: a sliver of 0.1 % on a linear axis, a third on the log axis.
+    assert min(widths) / max(widths) > 0.2
+    list_url = reverse("mcp_app:audit_list")
+    assert re.search(rf'<a href="{list_url}\?tool=slow&amp;method=tools%2Fcall&amp;since=', page)
+    assert re.search(rf'<a href="{list_url}\?endpoint=test&amp;since=', page)
+    bucket = re.search(rf'<a href="({list_url}\?since=[^"]+)"><title>', page)
+    assert bucket is not None
+    listed = staff_client.get(html.unescape(bucket.group(1))).context
+    assert {row.target for row in listed["rows"]} == {"quick", "slow"}, (
+        bucket.group(1),
+        listed["form"].errors,
+        timezone.now(),
+    )
+    assert 'data-refresh-seconds="60"' in page
+
+
+def test_the_last_time_label_ends_inside_the_chart() -> None:
+    start = timezone.now().replace(second=0, microsecond=0)
+    buckets = [Bucket(start + timedelta(minutes=i), 1, 0) for i in range(60)]
+
+    svg = charts.calls_chart(buckets, "minute")
+
+    anchors = re.findall(r'<text class="axis" x="([\d.]+)" y="212" text-anchor="(\w+)"', svg)
+    assert anchors[0] == (f"{charts.PLOT_LEFT:.1f}", "start")
+    assert anchors[-1] == (f"{charts.WIDTH - charts.PLOT_RIGHT:.1f}", "end")
