@@ -16,6 +16,7 @@ from django.contrib.auth.models import User
 from django.utils import timezone
 from playwright.sync_api import Browser, Page, expect
 
+from mcp_app.executors.python import tool_functions
 from mcp_app.models import CallLog, Endpoint, Tool
 from mcp_app.services.audit import ADMIN_TEST_HTTP_METHOD
 from tests.support.browser import chromium, screenshot_dir
@@ -47,14 +48,21 @@ OPENAPI = {
 }
 
 
+def schema(function: str) -> dict[str, Any]:
+    return dict(tool_functions()[function].input_schema)
+
+
 @pytest.fixture(scope="module")
 def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, Any]]:
     """A Daphne serving static files, a catalog with a public and an OAuth endpoint, calls."""
     with django_db_blocker.unblock():
         demo = make_endpoint("demo", title="Demo")
         secure = make_endpoint("secure", auth_mode=Endpoint.AuthMode.OAUTH)
-        word_count = make_python_tool("word_count", "word_count")
-        demo.tools.add(make_python_tool("echo", "echo", capture_mode=Tool.Capture.FULL))
+        word_count = make_python_tool("word_count", "word_count", input_schema=schema("word_count"))
+        echo = make_python_tool(
+            "echo", "echo", capture_mode=Tool.Capture.FULL, input_schema=schema("echo")
+        )
+        demo.tools.add(echo)
         demo.tools.add(word_count)
         secure.tools.add(word_count)
         User.objects.create_superuser("operator", "op@example.com", PASSWORD)
@@ -85,7 +93,7 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, An
                 (ADMIN_TEST_HTTP_METHOD, "echo", CallLog.Status.OK, 1.0),
             ]
         ]
-        ids = {"call": calls[0].pk, "tool": word_count.pk, "endpoint": demo.pk}
+        ids = {"call": calls[0].pk, "tool": word_count.pk, "echo": echo.pk, "endpoint": demo.pk}
     with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
         yield {"url": url, **ids}
     flush_database(django_db_blocker)
@@ -219,4 +227,31 @@ def test_openapi_import_and_tool_form_pickers_look_like_the_admin(
     # The picker is laid out by the admin's widget styles (side by side boxes with arrows).
     assert page.locator(".selector").first.evaluate("el => getComputedStyle(el).display") == "flex"
     assert label_left_of_picker(page, "endpoints")
+    page.context.close()
+
+
+def test_try_it_offers_a_form_from_the_schema_and_wraps_long_results(
+    browser: Browser, login_state: dict[str, Any], site: dict[str, Any]
+) -> None:
+    shots = screenshot_dir("cockpit-try-it")
+    page = open_page(browser, login_state, PHONE, "light")
+    page.goto(f"{site['url']}/admin/mcp_app/tool/{site['tool']}/try/")
+    expect(page.locator("#try-it-input-schema")).to_contain_text('"required"')
+    page.fill("#try-it-field-text", "hello big world")
+    assert json.loads(page.input_value("#id_arguments")) == {"text": "hello big world"}
+    page.click("input[type=submit][value=Run]")
+    expect(page.locator("#try-it-result")).to_contain_text('"words": 3')
+    # Editing the JSON box shows in the field too: the box stays the truth.
+    page.fill("#id_arguments", '{"text": "edited"}')
+    page.dispatch_event("#id_arguments", "input")
+    expect(page.locator("#try-it-field-text")).to_have_value("edited")
+
+    page.goto(f"{site['url']}/admin/mcp_app/tool/{site['echo']}/try/")
+    page.fill("#try-it-field-message", "y" * 2000)
+    page.click("input[type=submit][value=Run]")
+    result = page.locator("#try-it-result")
+    expect(result).to_contain_text("yyyy")
+    page.screenshot(path=shots / "echo.png", full_page=True)
+    assert result.evaluate("el => el.scrollWidth <= el.clientWidth")
+    assert overflow(page) == []
     page.context.close()
