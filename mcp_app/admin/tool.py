@@ -3,8 +3,15 @@ OpenAPI import page (``admin/openapi.py``) and each tool's try-it page (``admin/
 
 from __future__ import annotations
 
-from django.contrib import admin
+import ipaddress
+import socket
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.contrib import admin, messages
 from django.db.models import QuerySet
+from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
@@ -12,7 +19,56 @@ from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.forms import ToolForm
 from mcp_app.admin.openapi import openapi_import_view
 from mcp_app.admin.try_it import try_it_view
-from mcp_app.models import Tool
+from mcp_app.executors.base import ConfigError
+from mcp_app.executors.http import network_policy
+from mcp_app.executors.netguard import normalise_host
+from mcp_app.models import Endpoint, Tool
+from mcp_app.protocol.results import ToolError
+
+
+def tool_save_warnings(tool: Tool, endpoints: Sequence[Endpoint]) -> list[str]:
+    """What will stop clients from using a tool that saved fine, said at save time."""
+    warnings = []
+    if not endpoints:
+        warnings.append(
+            f"{tool.name} is on no endpoint: no client can call it until you choose one "
+            "under Endpoints."
+        )
+    if tool.kind == Tool.Kind.HTTP and (refused := refused_address(tool.config)):
+        warnings.append(refused)
+    return warnings
+
+
+def refused_address(config: Mapping[str, Any]) -> str | None:
+    """Why the SSRF guard will refuse the host of an HTTP tool's URL, if it will.
+
+    Checked as a call would be (the tool's allow-list plus MCP_HTTP_ALLOWED_NETWORKS). A name
+    that does not resolve here is not reported: it may resolve where the calls run.
+    """
+    host = normalise_host(urlsplit(str(config.get("url", ""))).hostname or "")
+    if not host:
+        return None
+    try:
+        policy = network_policy(config)
+    except (ConfigError, ToolError):
+        return None  # the form or the system check reports a malformed allow-list
+    try:
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError):
+            return None
+        addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
+    for address in addresses:
+        if not policy.allows(host, address):
+            shown = host if str(address) == host else f"{host} ({address})"
+            return (
+                f"Calls will be refused: {shown} is not a public address (loopback, private, "
+                "link-local or a metadata service). Add it under Allowed private hosts or "
+                "networks if the tool must reach it."
+            )
+    return None
 
 
 @admin.register(Tool)
@@ -104,6 +160,14 @@ class ToolAdmin(admin.ModelAdmin):
 
     def try_it_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         return try_it_view(self, request, object_id)
+
+    def save_related(
+        self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool
+    ) -> None:
+        super().save_related(request, form, formsets, change)
+        endpoints = list(form.cleaned_data.get("endpoints") or [])
+        for warning in tool_save_warnings(form.instance, endpoints):
+            messages.warning(request, warning)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         return super().get_queryset(request).prefetch_related("endpoints")
