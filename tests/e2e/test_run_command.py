@@ -87,3 +87,5 @@ async def test_run_command_serves_the_demo_endpoint(tmp_path: Path) -> None:
     assert "admin" in output and (tmp_path / "admin-credentials").exists()
     # The system checks run once per start, so their warnings print once.
     assert output.count("MCP_SECRET_KEYS is not set") == 1, output
+    # A background call that succeeds leaves no traceback behind.
+    assert "Traceback" not in output and "No hostname was supplied" not in output, output
