@@ -16,9 +16,19 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from mcp_app.admin.access import ACCESS_FIELDSET
+from mcp_app.admin.figures import (
+    FiguresChangeList,
+    calls_cell,
+    calls_url,
+    error_cell,
+    figures_of,
+    figures_panel,
+    window_start,
+)
 from mcp_app.admin.forms import ToolForm
 from mcp_app.admin.openapi import openapi_import_view
 from mcp_app.admin.try_it import try_it_view
+from mcp_app.audit.selectors import Figures, tool_figures
 from mcp_app.executors.base import ConfigError
 from mcp_app.executors.http import network_policy
 from mcp_app.executors.netguard import normalise_host
@@ -75,14 +85,16 @@ def refused_address(config: Mapping[str, Any]) -> str | None:
 class ToolAdmin(admin.ModelAdmin):
     form = ToolForm
     list_display = [
-        "name", "title", "kind", "execution_mode", "enabled", "endpoint_list", "updated_at"
+        "name", "title", "kind", "execution_mode", "enabled", "endpoint_list", "calls_24h",
+        "errors_24h", "p95_24h", "updated_at",
     ]  # fmt: skip
     list_filter = ["kind", "execution_mode", "enabled", "endpoints"]
     search_fields = ["name", "title", "description"]
     filter_horizontal = ["allowed_groups"]
-    readonly_fields = ["created_at", "updated_at"]
+    readonly_fields = ["created_at", "updated_at", "last_24_hours"]
     fieldsets = [
         (None, {"fields": ["name", "title", "description", "enabled", "endpoints"]}),
+        ("Calls", {"fields": ["last_24_hours"]}),
         (
             "Implementation",
             {
@@ -172,6 +184,46 @@ class ToolAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         return super().get_queryset(request).prefetch_related("endpoints")
 
+    def get_fieldsets(self, request: HttpRequest, obj: Tool | None = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)
+        # A tool being added has no calls yet.
+        return fieldsets if obj is not None else [f for f in fieldsets if f[0] != "Calls"]
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[FiguresChangeList]:
+        return ToolChangeList
+
+    @admin.display(description="calls and figures, last 24 h")
+    def last_24_hours(self, tool: Tool) -> str:
+        figures = tool_figures(names=[tool.name], since=window_start()).get(tool.name)
+        return figures_panel(figures or Figures(), _tool_calls_url(tool))
+
+    @admin.display(description="calls 24 h")
+    def calls_24h(self, tool: Tool) -> str:
+        return calls_cell(figures_of(tool), _tool_calls_url(tool))
+
+    @admin.display(description="errors 24 h")
+    def errors_24h(self, tool: Tool) -> str:
+        return error_cell(figures_of(tool))
+
+    @admin.display(description="p95 24 h")
+    def p95_24h(self, tool: Tool) -> str:
+        p95 = figures_of(tool).p95
+        return "—" if p95 is None else f"{p95:,.0f} ms"
+
     @admin.display(description="endpoints")
     def endpoint_list(self, tool: Tool) -> str:
         return ", ".join(endpoint.slug for endpoint in tool.endpoints.all()) or "-"
+
+
+def _tool_calls_url(tool: Tool) -> str:
+    return calls_url(tool=tool.name, method="tools/call")
+
+
+class ToolChangeList(FiguresChangeList):
+    @staticmethod
+    def figures_for(tools: list[Tool]) -> dict[str, Figures]:
+        return tool_figures(names=[tool.name for tool in tools], since=window_start())
+
+    @staticmethod
+    def figures_key(tool: Tool) -> str:
+        return tool.name

@@ -9,6 +9,7 @@ them in Python over the newest ``PERCENTILE_SAMPLE`` rows of the range.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -18,7 +19,7 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import connection
-from django.db.models import Aggregate, Count, FloatField, Q, QuerySet
+from django.db.models import Aggregate, Count, FloatField, Max, Q, QuerySet
 from django.db.models.functions import Trunc
 
 from mcp_app.models import CallLog, Endpoint, Tool
@@ -344,3 +345,109 @@ def as_export_row(record: CallLog, *, payloads: bool) -> dict[str, Any]:
         row["result"] = record.result
         row["progress"] = record.progress
     return row
+
+
+# -- per-tool and per-endpoint figures (admin pages) ------------------------------------------
+
+FIGURES_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """How a tool or endpoint did over the window: calls, errors, latency, last call/error."""
+
+    calls: int = 0
+    errors: int = 0
+    p50: float | None = None
+    p95: float | None = None
+    last_call: datetime | None = None
+    last_error: datetime | None = None
+    last_call_id: int | None = None
+    last_error_id: int | None = None
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.calls if self.calls else 0.0
+
+
+def first_id_since(since: datetime) -> int | None:
+    """The id of the first record at or after ``since`` (ids grow with time), via calllog_created.
+
+    Bounding by id lets a per-target query range-scan the ``(target, -id)`` index over the
+    window alone, however many rows older days hold.
+    """
+    return (
+        CallLog.objects.filter(created_at__gte=since)
+        .order_by("created_at")
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
+def tool_calls_since(*, names: Sequence[str], since: datetime) -> QuerySet[CallLog]:
+    """The ``tools/call`` records of tools named ``names`` since ``since``."""
+    first = first_id_since(since)
+    if first is None or not names:
+        return CallLog.objects.none()
+    return CallLog.objects.filter(
+        id__gte=first, created_at__gte=since, target__in=list(names), rpc_method="tools/call"
+    )
+
+
+def tool_figures(*, names: Sequence[str], since: datetime) -> dict[str, Figures]:
+    """``tools/call`` figures per tool name since ``since`` (names absent: no calls).
+
+    By name: same-named tools of different endpoints count together.
+    """
+    return _figures(tool_calls_since(names=names, since=since), "target")
+
+
+def endpoint_figures(*, endpoint_ids: Sequence[int], since: datetime) -> dict[int, Figures]:
+    """Figures of every request per endpoint id since ``since``."""
+    first = first_id_since(since)
+    if first is None or not endpoint_ids:
+        return {}
+    qs = CallLog.objects.filter(
+        id__gte=first, created_at__gte=since, endpoint_id__in=list(endpoint_ids)
+    )
+    return _figures(qs, "endpoint_id")
+
+
+def _figures(qs: QuerySet[CallLog], group: str) -> dict[Any, Figures]:
+    failed = ~Q(status__in=_OK_STATUSES)
+    aggregates: dict[str, Any] = {
+        "calls": Count("id"),
+        "errors": Count("id", filter=failed),
+        "last_call": Max("created_at"),
+        "last_error": Max("created_at", filter=failed),
+        "last_call_id": Max("id"),
+        "last_error_id": Max("id", filter=failed),
+    }
+    if connection.vendor == "postgresql":
+        aggregates["p50"] = Percentile("duration_ms", 0.5)
+        aggregates["p95"] = Percentile("duration_ms", 0.95)
+    rows = qs.order_by().values(group).annotate(**aggregates)
+    figures = {
+        row[group]: Figures(
+            calls=row["calls"],
+            errors=row["errors"],
+            p50=row.get("p50"),
+            p95=row.get("p95"),
+            last_call=row["last_call"],
+            last_error=row["last_error"],
+            last_call_id=row["last_call_id"],
+            last_error_id=row["last_error_id"],
+        )
+        for row in rows
+    }
+    if connection.vendor != "postgresql":
+        samples: dict[Any, list[float]] = defaultdict(list)
+        durations = qs.filter(duration_ms__isnull=False).order_by("-id")
+        for key, duration in durations.values_list(group, "duration_ms")[:PERCENTILE_SAMPLE]:
+            samples[key].append(duration)
+        for key, found in figures.items():
+            values = sorted(samples[key])
+            figures[key] = dataclasses.replace(
+                found, p50=percentile(values, 0.5), p95=percentile(values, 0.95)
+            )
+    return figures
