@@ -19,6 +19,7 @@ urlpatterns = [
     path("audit/", audit.call_list, name="audit_list"),
     path("audit/feed/", audit.call_feed, name="audit_feed"),
     path("audit/stats/", audit.call_stats, name="audit_stats"),
+    path("audit/overview/", audit.call_overview, name="audit_overview"),
     path("audit/export.csv", audit.export_csv, name="audit_export_csv"),
     path("audit/export.jsonl", audit.export_jsonl, name="audit_export_jsonl"),
     path("audit/<int:pk>/", audit.call_detail, name="audit_detail"),

@@ -21,8 +21,9 @@ from asgiref.sync import sync_to_async
 from django.db import connection
 from django.db.models import Aggregate, Count, FloatField, Max, Q, QuerySet
 from django.db.models.functions import Trunc
+from django.utils import timezone
 
-from mcp_app.models import CallLog, Endpoint, Tool
+from mcp_app.models import BackgroundCall, CallLog, Endpoint, Session, Tool
 
 PAGE_SIZE = 50
 FEED_LIMIT = 200
@@ -48,6 +49,8 @@ class CallFilter:
     since: datetime | None = None
     until: datetime | None = None
     q: str = ""
+    user: str = ""
+    client: str = ""
 
 
 def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
@@ -65,6 +68,10 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
         qs = qs.filter(era=filters.era)
     if filters.session:
         qs = qs.filter(session_id=filters.session)
+    if filters.user:
+        qs = qs.filter(principal__username=filters.user)
+    if filters.client:
+        qs = qs.filter(client_id=filters.client)
     if filters.since is not None:
         qs = qs.filter(created_at__gte=filters.since)
     if filters.until is not None:
@@ -451,3 +458,78 @@ def _figures(qs: QuerySet[CallLog], group: str) -> dict[Any, Figures]:
                 found, p50=percentile(values, 0.5), p95=percentile(values, 0.95)
             )
     return figures
+
+
+# -- overview ---------------------------------------------------------------------------------
+
+OVERVIEW_TOP = 5
+BREAKDOWN_TOP = 10
+ACTIVE_BACKGROUND = (
+    BackgroundCall.Status.QUEUED,
+    BackgroundCall.Status.WORKING,
+    BackgroundCall.Status.INPUT_REQUIRED,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """Calls of one user or OAuth client."""
+
+    key: str
+    calls: int
+    errors: int
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.calls if self.calls else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """The fleet at a glance: which tools are busiest, failing and slowest, and what is live."""
+
+    busiest: list[LatencyRow]
+    failing: list[LatencyRow]
+    slowest: list[LatencyRow]
+    active_sessions: int
+    background: dict[str, int]
+    users: list[Breakdown]
+    clients: list[Breakdown]
+
+
+def call_log_overview(*, since: datetime, idle_seconds: int) -> Overview:
+    """Tools ranked over the window, live sessions and background calls, per-caller counts.
+
+    The rankings cover the STATS_GROUPS busiest tools of the window (one percentile query).
+    """
+    window = CallLog.objects.filter(created_at__gte=since).order_by()
+    tools = _latency(window.filter(rpc_method="tools/call").exclude(target=""), "target")
+    failing = sorted((row for row in tools if row.errors), key=lambda r: -r.error_rate)
+    slowest = sorted((row for row in tools if row.p95 is not None), key=lambda r: -(r.p95 or 0))
+    live = timezone.now() - timedelta(seconds=idle_seconds)
+    background = dict(
+        BackgroundCall.objects.filter(status__in=ACTIVE_BACKGROUND)
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("id"))
+    )
+    return Overview(
+        busiest=tools[:OVERVIEW_TOP],
+        failing=failing[:OVERVIEW_TOP],
+        slowest=slowest[:OVERVIEW_TOP],
+        active_sessions=Session.objects.filter(
+            closed_at__isnull=True, last_seen_at__gte=live
+        ).count(),
+        background={status: background.get(status, 0) for status in ACTIVE_BACKGROUND},
+        users=_breakdown(window.exclude(principal__isnull=True), "principal__username"),
+        clients=_breakdown(window.exclude(client_id=""), "client_id"),
+    )
+
+
+def _breakdown(qs: QuerySet[CallLog], group: str) -> list[Breakdown]:
+    rows = (
+        qs.values(group)
+        .annotate(calls=Count("id"), errors=Count("id", filter=~Q(status__in=_OK_STATUSES)))
+        .order_by("-calls")[:BREAKDOWN_TOP]
+    )
+    return [Breakdown(str(row[group]), row["calls"], row["errors"]) for row in rows]

@@ -23,18 +23,20 @@ from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 
 from mcp_app.audit import charts
-from mcp_app.audit.forms import KNOWN_METHODS, RANGES, CallFilterForm
+from mcp_app.audit.forms import DEFAULT_RANGE, KNOWN_METHODS, RANGES, CallFilterForm
 from mcp_app.audit.selectors import (
     acall_log_chunks,
     as_export_row,
     call_log_chunks,
     call_log_newer,
+    call_log_overview,
     call_log_page,
     call_log_search,
     call_log_stats,
     tool_for_call,
 )
-from mcp_app.auth.clients import client_name
+from mcp_app.auth.clients import client_name, client_names
+from mcp_app.conf import get_conf
 from mcp_app.models import CallLog
 from mcp_app.services.audit import ADMIN_TEST_HTTP_METHOD
 
@@ -146,6 +148,30 @@ def _pretty(value: Any) -> str | None:
     return None if value is None else json.dumps(value, indent=2, ensure_ascii=False)
 
 
+@auditor_required
+def call_overview(request: HttpRequest) -> HttpResponse:
+    """The fleet at a glance over the last 24 hours, each figure linked to its calls."""
+    until = timezone.now()
+    since = until - RANGES[DEFAULT_RANGE]
+    overview = call_log_overview(since=since, idle_seconds=get_conf().MCP_SESSION_IDLE_SECONDS)
+    links = _ListLinks(request, since=since, until=until)
+    names = client_names([row.key for row in overview.clients])
+    context = {
+        "nav": "audit",
+        "overview": overview,
+        "busiest": [(row, links.tool(row.name)) for row in overview.busiest],
+        "failing": [(row, links.tool(row.name)) for row in overview.failing],
+        "slowest": [(row, links.tool(row.name)) for row in overview.slowest],
+        "users": [(row, row.key, links.filtered(user=row.key)) for row in overview.users],
+        "clients": [
+            (row, names.get(row.key, row.key), links.filtered(client=row.key))
+            for row in overview.clients
+        ],
+        "refresh_seconds": STATS_REFRESH_SECONDS,
+    }
+    return render(request, "audit/overview.html", context)
+
+
 class _ListLinks:
     """URLs of the call list showing what one part of the stats page counted."""
 
@@ -178,6 +204,9 @@ class _ListLinks:
 
     def endpoint(self, slug: str) -> str:
         return self._url(endpoint=slug, **self._window(self.since, self.until))
+
+    def filtered(self, **filters: str) -> str:
+        return self._url(**filters, **self._window(self.since, self.until))
 
 
 @auditor_required

@@ -53,3 +53,10 @@ def client_name(client_id: str) -> str:
     Application = get_application_model()
     name = Application.objects.filter(client_id=client_id).values_list("name", flat=True).first()
     return name or ""
+
+
+def client_names(client_ids: list[str]) -> dict[str, str]:
+    """Return the registered names of the OAuth clients ``client_ids`` (unknown ids left out)."""
+    Application = get_application_model()
+    found = Application.objects.filter(client_id__in=client_ids).values_list("client_id", "name")
+    return dict(found)

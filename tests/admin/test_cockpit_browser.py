@@ -148,6 +148,22 @@ def overflow(page: Page) -> list[str]:
     )
 
 
+def copy_button_covers_text(page: Page) -> str:
+    """Which copy button sits over the text of the block it copies ("" when none does)."""
+    return page.evaluate(
+        """() => {
+          for (const button of document.querySelectorAll('button.copy')) {
+            const block = document.getElementById(button.dataset.copyTarget);
+            const b = button.getBoundingClientRect();
+            const t = block.firstElementChild.getBoundingClientRect();
+            const across = b.left < t.right && t.left < b.right;
+            if (across && b.top < t.bottom && t.top < b.bottom) return button.dataset.copyTarget;
+          }
+          return '';
+        }"""
+    )
+
+
 def background_lightness(page: Page) -> float:
     """The body background's lightness, 0 (black) to 1 (white)."""
     rgb = page.evaluate(
@@ -161,6 +177,7 @@ def pages(site: dict[str, Any]) -> dict[str, str]:
         "audit": "/audit/",
         "detail": f"/audit/{site['call']}/",
         "stats": "/audit/stats/",
+        "overview": "/audit/overview/",
         "endpoints": "/endpoints/",
         "connect": "/endpoints/demo/connect/",
         "connect-oauth": "/endpoints/secure/connect/",
@@ -189,6 +206,8 @@ def test_every_page_fits_the_width_and_follows_the_colour_scheme(
         page.screenshot(path=shots / f"{name}.png", full_page=True)
         if sticking_out := overflow(page):
             problems.setdefault(name, []).extend(sticking_out)
+        if name.startswith("connect") and (covered := copy_button_covers_text(page)):
+            problems.setdefault(name, []).append(covered)
         lightness = background_lightness(page)
         if (scheme == "dark") != (lightness < 0.5):
             problems.setdefault(name, []).append(f"background lightness {lightness:.2f}")

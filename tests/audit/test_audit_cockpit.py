@@ -16,7 +16,7 @@ from oauth2_provider.models import get_application_model
 
 from mcp_app.audit import charts
 from mcp_app.audit.selectors import Bucket
-from mcp_app.models import Endpoint
+from mcp_app.models import BackgroundCall, Endpoint, Session
 from mcp_app.services.audit import ADMIN_TEST_HTTP_METHOD
 from tests.audit.factories import make_call
 
@@ -103,3 +103,40 @@ def test_the_last_time_label_ends_inside_the_chart() -> None:
     anchors = re.findall(r'<text class="axis" x="([\d.]+)" y="212" text-anchor="(\w+)"', svg)
     assert anchors[0] == (f"{charts.PLOT_LEFT:.1f}", "start")
     assert anchors[-1] == (f"{charts.WIDTH - charts.PLOT_RIGHT:.1f}", "end")
+
+
+def test_the_overview_ranks_tools_counts_live_work_and_breaks_calls_down_by_caller(
+    staff_client: Client, endpoint: Endpoint
+) -> None:
+    ada = User.objects.create_user("ada")
+    app = get_application_model().objects.create(
+        name="Inspector", client_type="public", authorization_grant_type="authorization-code",
+        redirect_uris="http://127.0.0.1/cb",
+    )  # fmt: skip
+    for _ in range(3):
+        make_call(endpoint, target="busy", duration_ms=2.0, principal=ada, client_id=app.client_id)
+    make_call(endpoint, target="flaky", duration_ms=5.0, status="tool_error")
+    make_call(endpoint, target="slow", duration_ms=900.0)
+    Session.objects.create(id="s1", endpoint=endpoint, protocol_version="2025-11-25")
+    BackgroundCall.objects.create(
+        endpoint=endpoint, tool_name="countdown", protocol_version="2025-11-25",
+        soft_time_limit=5.0, hard_time_limit=20.0,
+    )  # fmt: skip
+
+    response = staff_client.get(reverse("mcp_app:audit_overview"))
+    page = response.content.decode()
+    overview = response.context["overview"]
+
+    assert [row.name for row in overview.busiest][0] == "busy"
+    assert [row.name for row in overview.failing] == ["flaky"]
+    assert [row.name for row in overview.slowest][0] == "slow"
+    assert overview.active_sessions == 1
+    assert overview.background["queued"] == 1
+    assert [(row.key, row.calls) for row in overview.users] == [("ada", 3)]
+    assert ">Inspector</a>" in page
+    user_link = re.search(r'<a href="([^"]+)">ada</a>', page)
+    assert user_link is not None
+    listed = staff_client.get(html.unescape(user_link.group(1))).context["rows"]
+    assert {row.target for row in listed} == {"busy"}
+    by_client = staff_client.get(reverse("mcp_app:audit_list"), {"client": app.client_id})
+    assert len(by_client.context["rows"]) == 3
