@@ -283,10 +283,11 @@ def cmd_run(port: int) -> NoReturn:
         data = f"embedded SQLite in {env.get('MCPHOST_VAR_DIR') or ROOT / 'var'}"
     with timer.phase("migrate"):
         manage(env, "migrate", "--noinput", "--verbosity", "0")
+    # migrate ran the system checks; running them again would repeat their warnings.
     with timer.phase("seed_demo"):
-        manage(env, "seed_demo")
+        manage(env, "seed_demo", "--skip-checks")
     with timer.phase("ensure_admin"):
-        manage(env, "ensure_admin")
+        manage(env, "ensure_admin", "--skip-checks")
     print(
         "\n"
         f"  Admin:         {local}/admin/\n"

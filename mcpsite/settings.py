@@ -201,7 +201,8 @@ else:
 
 # Background tool calls (mcp_app/services/background.py). Without a broker the web process
 # runs an embedded worker on Celery's in-memory transport (for trying the product only).
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL or "memory://")
+# The in-memory transport's host is named: kombu warns on every connection that lacks one.
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL or "memory://localhost/")
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 # Acknowledged only after the call ends, so a worker that dies before starting a call leaves

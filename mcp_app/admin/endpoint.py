@@ -13,7 +13,17 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
+from mcp_app.admin.figures import (
+    FiguresChangeList,
+    calls_cell,
+    calls_url,
+    error_cell,
+    figures_of,
+    figures_panel,
+    window_start,
+)
 from mcp_app.admin.forms import EndpointForm
+from mcp_app.audit.selectors import Figures, endpoint_figures
 from mcp_app.models import Endpoint
 from mcp_app.protocol.shaping import shape_tool
 from mcp_app.protocol.versions import LATEST_LEGACY, LATEST_MODERN
@@ -27,22 +37,55 @@ PREVIEW_VERSIONS = (LATEST_MODERN, LATEST_LEGACY)
 class EndpointAdmin(admin.ModelAdmin):
     form = EndpointForm
     list_display = [
-        "slug", "title", "enabled", "auth_mode", "tool_count", "catalog_version", "links",
+        "slug", "title", "enabled", "auth_mode", "tool_count", "calls_24h", "errors_24h",
+        "p95_24h", "catalog_version", "links",
     ]  # fmt: skip
     list_filter = ["enabled", "auth_mode"]
     search_fields = ["slug", "title", "description"]
     filter_horizontal = ["tools", "resources", "resource_templates", "prompts"]
-    readonly_fields = ["mcp_url", "catalog_version", "created_at", "updated_at"]
+    readonly_fields = ["mcp_url", "catalog_version", "created_at", "updated_at", "last_24_hours"]
     fieldsets = [
         (None, {"fields": ["slug", "mcp_url", "title", "description", "instructions", "enabled"]}),
+        ("Calls", {"fields": ["last_24_hours"]}),
         ("Catalog", {"fields": ["tools", "resources", "resource_templates", "prompts"]}),
         ("Access", {"fields": ["allowed_origins"]}),
         ("Authorization", {"fields": ["auth_mode", "scopes", "base_scope"]}),
         ("History", {"fields": ["catalog_version", "created_at", "updated_at"]}),
     ]
 
+    class Media:
+        css = {"all": ["mcp_app/admin.css"]}
+
     def get_queryset(self, request: HttpRequest) -> QuerySet[Endpoint]:
         return super().get_queryset(request).annotate(_tool_count=Count("tools", distinct=True))
+
+    def get_fieldsets(self, request: HttpRequest, obj: Endpoint | None = None) -> Any:
+        fieldsets = super().get_fieldsets(request, obj)
+        # An endpoint being added has no calls yet.
+        return fieldsets if obj is not None else [f for f in fieldsets if f[0] != "Calls"]
+
+    def get_changelist(self, request: HttpRequest, **kwargs: Any) -> type[FiguresChangeList]:
+        return EndpointChangeList
+
+    @admin.display(description="requests and figures, last 24 h")
+    def last_24_hours(self, endpoint: Endpoint) -> str:
+        figures = endpoint_figures(endpoint_ids=[endpoint.pk], since=window_start())
+        return figures_panel(
+            figures.get(endpoint.pk) or Figures(), calls_url(endpoint=endpoint.slug)
+        )
+
+    @admin.display(description="requests 24 h")
+    def calls_24h(self, endpoint: Endpoint) -> str:
+        return calls_cell(figures_of(endpoint), calls_url(endpoint=endpoint.slug))
+
+    @admin.display(description="errors 24 h")
+    def errors_24h(self, endpoint: Endpoint) -> str:
+        return error_cell(figures_of(endpoint))
+
+    @admin.display(description="p95 24 h")
+    def p95_24h(self, endpoint: Endpoint) -> str:
+        p95 = figures_of(endpoint).p95
+        return "—" if p95 is None else f"{p95:,.0f} ms"
 
     def get_urls(self) -> list[URLPattern]:
         preview = path(
@@ -108,3 +151,13 @@ class EndpointAdmin(admin.ModelAdmin):
             reverse("mcp_app:endpoint_connect", args=[endpoint.slug]),
             reverse("admin:mcp_app_endpoint_preview", args=[endpoint.pk]),
         )
+
+
+class EndpointChangeList(FiguresChangeList):
+    @staticmethod
+    def figures_for(endpoints: list[Endpoint]) -> dict[int, Figures]:
+        return endpoint_figures(endpoint_ids=[e.pk for e in endpoints], since=window_start())
+
+    @staticmethod
+    def figures_key(endpoint: Endpoint) -> int:
+        return endpoint.pk

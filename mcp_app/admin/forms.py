@@ -14,6 +14,8 @@ from typing import Any
 from django import forms
 from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.core.exceptions import ValidationError
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from mcp_app.admin.access import ACCESS_FIELDS
 from mcp_app.executors import get_executor
@@ -43,6 +45,21 @@ class JsonTextarea(forms.Textarea):
     def __init__(self, attrs: Mapping[str, Any] | None = None) -> None:
         defaults = {"class": "mcp-code", "rows": 10, "spellcheck": "false"}
         super().__init__(attrs={**defaults, **(attrs or {})})
+
+
+class Picker(FilteredSelectMultiple):
+    """The admin's two-box picker for a plain form field, beside its label.
+
+    The admin wraps a model's many-to-many widget in a ``related-widget-wrapper``; a form
+    field's widget is not, so SelectFilter2.js would put the boxes before the label (it
+    prepends them to the widget's parent). The wrapper here gives the boxes their own parent.
+    """
+
+    def __init__(self, verbose_name: str) -> None:
+        super().__init__(verbose_name, is_stacked=False)
+
+    def render(self, *args: Any, **kwargs: Any) -> SafeString:
+        return format_html('<div class="mcp-picker">{}</div>', super().render(*args, **kwargs))
 
 
 class CodeTextarea(JsonTextarea):
@@ -225,7 +242,7 @@ class ToolForm(forms.ModelForm):
     endpoints = forms.ModelMultipleChoiceField(
         queryset=Endpoint.objects.order_by("slug"),
         required=False,
-        widget=FilteredSelectMultiple("endpoints", is_stacked=False),
+        widget=Picker("endpoints"),
         help_text="Endpoints that publish this tool. A name can appear once per endpoint.",
     )
 
@@ -254,6 +271,14 @@ class ToolForm(forms.ModelForm):
         # Empty means "fill in from the python function" (or the no-argument schema).
         self.fields["input_schema"].required = False
         self.fields["input_schema"].empty_json = None
+        self.fields["input_schema"].help_text = (
+            'JSON Schema (2020-12 unless $schema says otherwise) with "type": "object". Empty: '
+            "the python function's own schema, or no arguments."
+        )
+        if self.instance._state.adding and "input_schema" not in kwargs.get("initial", {}):
+            # The model's default (no arguments) offered here would be saved as typed and
+            # shadow a python function's own schema.
+            self.initial["input_schema"] = None
         self.fields["description"].required = False
         # Omitted from a POST (a script, an older form), the call-log policy keeps its value.
         self.fields["capture_mode"].required = False

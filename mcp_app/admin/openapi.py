@@ -14,18 +14,19 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from mcp_app.admin.forms import Picker
 from mcp_app.models import Credential, Endpoint, Tool
 from mcp_app.services.openapi import (
     MAX_DOCUMENT_BYTES,
     OpenApiDocument,
     OpenApiError,
     openapi_base_url,
+    openapi_fetch,
     openapi_parse_text,
     openapi_read,
     openapi_tools_create,
@@ -52,7 +53,15 @@ class OpenApiImportForm(forms.Form):
     document_file = forms.FileField(
         required=False,
         label="OpenAPI file",
-        help_text="An OpenAPI 3.x document in JSON (YAML is not supported).",
+        help_text="An OpenAPI 3.0 or 3.1 document, JSON or YAML.",
+    )
+    document_url = forms.URLField(
+        required=False,
+        assume_scheme="https",
+        label="or its URL",
+        widget=forms.URLInput(attrs={"class": "vLargeTextField"}),
+        help_text="Fetched once, through the same address checks as HTTP tools "
+        "(private addresses only where MCP_HTTP_ALLOWED_NETWORKS allows).",
     )
     document_text = forms.CharField(
         required=False,
@@ -64,7 +73,7 @@ class OpenApiImportForm(forms.Form):
     endpoints = forms.ModelMultipleChoiceField(
         queryset=Endpoint.objects.order_by("slug"),
         required=False,
-        widget=FilteredSelectMultiple("endpoints", is_stacked=False),
+        widget=Picker("endpoints"),
         help_text="Endpoints that will publish the drafts once enabled. Names are made unique "
         "on them.",
     )
@@ -106,10 +115,14 @@ class OpenApiImportForm(forms.Form):
                 raw = upload.read()
                 text = raw.decode("utf-8-sig", errors="replace")
                 parsed = openapi_parse_text(raw)
+            elif data.get("document_url") and not data.get("document_text", "").strip():
+                raw = openapi_fetch(data["document_url"])
+                text = raw.decode("utf-8-sig", errors="replace")
+                parsed = openapi_parse_text(raw)
             else:
                 text = data.get("document_text", "")
                 if not text.strip():
-                    raise OpenApiError("Upload an OpenAPI file or paste the document.")
+                    raise OpenApiError("Upload an OpenAPI file, give its URL or paste it.")
                 parsed = openapi_parse_text(text)
             self.document = openapi_read(parsed)
         except OpenApiError as exc:

@@ -104,6 +104,9 @@ def try_it_view(
         "form": form,
         "outcome": outcome,
         "result_json": _pretty(outcome.result) if outcome and outcome.result is not None else "",
+        # Shown beside the arguments, and read by try_it.js to build a form from it.
+        "input_schema": tool.input_schema,
+        "input_schema_json": _pretty(tool.input_schema),
     }
     return TemplateResponse(request, "admin/mcp_app/tool/try_it.html", context)
 

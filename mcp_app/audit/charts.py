@@ -1,13 +1,15 @@
 """Inline SVG charts for the audit stats page, drawn on the server (no script, no CDN).
 
 Each function takes selector results and returns markup safe to insert into a template;
-every label goes through ``format_html``, so names from the database are escaped.
+every label goes through ``format_html``, so names from the database are escaped. Bars and
+names link to the matching filtered call list when given a ``link`` function.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from datetime import datetime
+import math
+from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime, timedelta
 
 from django.utils import timezone
 from django.utils.html import escape
@@ -22,6 +24,11 @@ PLOT_TOP = 12
 PLOT_BOTTOM = 28
 LABELS = {"minute": "%H:%M", "hour": "%d %b %H:00", "day": "%d %b"}
 SERIES = (("p50", "#0b5cad"), ("p95", "#bf8700"), ("p99", "#cf222e"))
+STEPS = {"minute": timedelta(minutes=1), "hour": timedelta(hours=1), "day": timedelta(days=1)}
+
+# A link to the call list for a time bucket (start, end), or for a tool or endpoint name.
+BucketLink = Callable[[datetime, datetime], str]
+NameLink = Callable[[str], str]
 
 
 def _html(template: str, *args: object) -> SafeString:
@@ -53,9 +60,19 @@ def _time_labels(buckets: Sequence[Bucket], kind: str, x_of: Sequence[float], y:
         return ""
     picks = sorted({0, len(buckets) // 4, len(buckets) // 2, 3 * len(buckets) // 4,
                     len(buckets) - 1})  # fmt: skip
+    last = len(buckets) - 1
+
+    def anchor(index: int) -> str:
+        # The outermost labels grow inwards, so neither is cut at the chart's edge.
+        return "start" if index == 0 and last else "end" if index == last and last else "middle"
+
+    def x(index: int) -> float:
+        edges = {"start": PLOT_LEFT, "end": WIDTH - PLOT_RIGHT}
+        return edges.get(anchor(index), x_of[index])
+
     return _join(
-        '<text class="axis" x="{:.1f}" y="{}" text-anchor="middle">{}</text>',
-        ((x_of[i], y, _local(buckets[i].start).strftime(LABELS[kind])) for i in picks),
+        '<text class="axis" x="{:.1f}" y="{}" text-anchor="{}">{}</text>',
+        ((x(i), y, anchor(i), _local(buckets[i].start).strftime(LABELS[kind])) for i in picks),
     )
 
 
@@ -63,8 +80,13 @@ def _local(moment: datetime) -> datetime:
     return timezone.localtime(moment)
 
 
-def calls_chart(buckets: Sequence[Bucket], kind: str, height: int = 220) -> SafeString:
-    """Stacked bars per time bucket: successful calls, and errors on top in red."""
+def calls_chart(
+    buckets: Sequence[Bucket], kind: str, link: BucketLink | None = None, height: int = 220
+) -> SafeString:
+    """Stacked bars per time bucket: successful calls, and errors on top in red.
+
+    With ``link``, each bar opens the calls of its bucket.
+    """
     plot_w = WIDTH - PLOT_LEFT - PLOT_RIGHT
     plot_h = height - PLOT_TOP - PLOT_BOTTOM
     top = max((bucket.total for bucket in buckets), default=0) or 1
@@ -81,22 +103,17 @@ def calls_chart(buckets: Sequence[Bucket], kind: str, height: int = 220) -> Safe
         title = (
             f"{_local(bucket.start):%Y-%m-%d %H:%M}: {bucket.total} calls, {bucket.errors} errors"
         )
-        parts.append(
-            _html(
-                '<g><title>{}</title><rect class="ok" x="{:.1f}" y="{:.1f}" width="{:.1f}" '
-                'height="{:.1f}"/><rect class="err" x="{:.1f}" y="{:.1f}" width="{:.1f}" '
-                'height="{:.1f}"/></g>',
-                title,
-                x,
-                bottom - ok_h,
-                bar,
-                ok_h,
-                x,
-                bottom - ok_h - err_h,
-                bar,
-                err_h,
-            )  # fmt: skip
-        )
+        bars = _html(
+            '<title>{}</title><rect class="ok" x="{:.1f}" y="{:.1f}" width="{:.1f}" '
+            'height="{:.1f}"/><rect class="err" x="{:.1f}" y="{:.1f}" width="{:.1f}" '
+            'height="{:.1f}"/>',
+            title, x, bottom - ok_h, bar, ok_h, x, bottom - ok_h - err_h, bar, err_h,
+        )  # fmt: skip
+        if link is not None and bucket.total:
+            href = link(bucket.start, bucket.start + STEPS[kind])
+            parts.append(_html('<a href="{}">{}</a>', href, bars))
+        else:
+            parts.append(_html("<g>{}</g>", bars))
     axes = _html(
         '<line class="grid" x1="{}" y1="{}" x2="{}" y2="{}"/>'
         '<text class="axis" x="{}" y="{}" text-anchor="end">{}</text>'
@@ -147,31 +164,69 @@ def error_rate_chart(buckets: Sequence[Bucket], kind: str, height: int = 160) ->
     return _svg(height, "Error rate over time", mark_safe(body))  # noqa: S308
 
 
-def latency_chart(rows: Sequence[LatencyRow], label: str) -> SafeString:
-    """Horizontal bars of p50, p95 and p99 latency (ms) per name, on one shared scale."""
+def _log_scale(values: Iterable[float]) -> tuple[float, float]:
+    """Decades (low, high) around ``values``: the latency axis is logarithmic, since one slow
+    tool on a linear axis squashes every other one to a sliver."""
+    positive = [value for value in values if value > 0] or [1.0]
+    # Strictly below the smallest value, so its bar has a length too.
+    low = 10 ** math.floor(math.log10(min(positive)) - 1e-9)
+    high = 10 ** math.ceil(math.log10(max(positive)))
+    return low, high if high > low else low * 10
+
+
+def latency_chart(
+    rows: Sequence[LatencyRow], label: str, link: NameLink | None = None
+) -> SafeString:
+    """Horizontal bars of p50, p95 and p99 latency (ms) per name, on one logarithmic scale.
+
+    The number after each group is its p99, labelled so; with ``link``, names open their calls.
+    """
     if not rows:
         return mark_safe("")
     name_w = 200
     row_h = 30
-    height = PLOT_TOP + len(rows) * row_h + PLOT_BOTTOM
-    plot_w = WIDTH - name_w - 70
-    top = max((row.p99 or row.p95 or row.p50 or 0 for row in rows), default=0) or 1.0
-    parts = []
-    for index, row in enumerate(rows):
-        y = PLOT_TOP + index * row_h
-        parts.append(
-            _html(
-                '<text class="name" x="{}" y="{}" text-anchor="end">{}</text>',
-                name_w - 8,
-                y + 18,
-                row.name if len(row.name) <= 28 else row.name[:27] + "…",
-            )  # fmt: skip
+    axis_h = 16
+    height = PLOT_TOP + axis_h + len(rows) * row_h + PLOT_BOTTOM
+    plot_w = WIDTH - name_w - 110
+    low, high = _log_scale(
+        value for row in rows for value in (row.p50, row.p95, row.p99) if value is not None
+    )
+    span = math.log10(high) - math.log10(low)
+
+    def width(value: float) -> float:
+        if value <= low:
+            return 1.0
+        return max((math.log10(value) - math.log10(low)) / span * plot_w, 1.0)
+
+    top = PLOT_TOP + axis_h
+    bottom = top + len(rows) * row_h
+    decades = [low * 10**step for step in range(round(span) + 1)]
+    parts = [
+        _html(
+            '<line class="grid faint" x1="{0:.1f}" y1="{1}" x2="{0:.1f}" y2="{2}"/>'
+            '<text class="axis" x="{0:.1f}" y="{3}" text-anchor="middle">{4}</text>',
+            name_w + width(decade) if decade > low else name_w,
+            top - 2,
+            bottom,
+            top - 6,
+            _ms(decade),
         )
+        for decade in decades
+    ]
+    for index, row in enumerate(rows):
+        y = top + index * row_h
+        shown = row.name if len(row.name) <= 28 else row.name[:27] + "…"
+        name = _html(
+            '<text class="name" x="{}" y="{}" text-anchor="end">{}</text>',
+            name_w - 8,
+            y + 18,
+            shown,
+        )
+        parts.append(_html('<a href="{}">{}</a>', link(row.name), name) if link else name)
         for offset, (key, _color) in enumerate(SERIES):
             value = getattr(row, key)
             if value is None:
                 continue
-            width = max(value / top * plot_w, 1.0)
             parts.append(
                 _html(
                     '<rect class="{}" x="{}" y="{}" width="{:.1f}" height="7">'
@@ -179,7 +234,7 @@ def latency_chart(rows: Sequence[LatencyRow], label: str) -> SafeString:
                     key,
                     name_w,
                     y + 5 + offset * 8,
-                    width,
+                    width(value),
                     row.name,
                     key,
                     value,
@@ -188,10 +243,10 @@ def latency_chart(rows: Sequence[LatencyRow], label: str) -> SafeString:
         if row.p99 is not None:
             parts.append(
                 _html(
-                    '<text class="axis" x="{:.1f}" y="{}">{:.0f} ms</text>',
-                    name_w + max(row.p99 / top * plot_w, 1.0) + 6,
+                    '<text class="axis" x="{:.1f}" y="{}">p99 {} ms</text>',
+                    name_w + width(row.p99) + 6,
                     y + 24,
-                    row.p99,
+                    _ms(row.p99),
                 )  # fmt: skip
             )
     legend = _join(
@@ -200,4 +255,16 @@ def latency_chart(rows: Sequence[LatencyRow], label: str) -> SafeString:
         ((key, name_w + i * 70, height - 16, name_w + i * 70 + 14, height - 7)
          for i, (key, _c) in enumerate(SERIES)),
     )  # fmt: skip
-    return _svg(height, label, mark_safe("".join([*parts, legend])))  # noqa: S308
+    scale = _html(
+        '<text class="axis" x="{}" y="{}">ms, logarithmic scale</text>',
+        name_w + len(SERIES) * 70 + 10,
+        height - 7,
+    )
+    return _svg(height, label, mark_safe("".join([*parts, legend, scale])))  # noqa: S308
+
+
+def _ms(value: float) -> str:
+    """A latency as few digits as stay readable: 0.5, 12, 1200."""
+    if value < 10:
+        return f"{value:.1f}".rstrip("0").rstrip(".") if value % 1 else f"{value:.0f}"
+    return f"{value:,.0f}"

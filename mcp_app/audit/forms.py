@@ -37,6 +37,8 @@ class CallFilterForm(forms.Form):
     )
     era = forms.ChoiceField(choices=[("", "any era"), *CallLog.Era.choices], required=False)
     session = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
+    user = forms.CharField(required=False, max_length=150, label="User")
+    client = forms.CharField(required=False, max_length=200, label="OAuth client id")
     since = forms.DateTimeField(
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
@@ -66,6 +68,8 @@ class CallFilterForm(forms.Form):
             since=data.get("since"),
             until=data.get("until"),
             q=data.get("q", ""),
+            user=data.get("user", ""),
+            client=data.get("client", ""),
         )
 
     def time_range(self) -> tuple[datetime, datetime]:

@@ -9,6 +9,7 @@ them in Python over the newest ``PERCENTILE_SAMPLE`` rows of the range.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
@@ -18,10 +19,11 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import connection
-from django.db.models import Aggregate, Count, FloatField, Q, QuerySet
+from django.db.models import Aggregate, Count, FloatField, Max, Q, QuerySet
 from django.db.models.functions import Trunc
+from django.utils import timezone
 
-from mcp_app.models import CallLog, Endpoint, Tool
+from mcp_app.models import BackgroundCall, CallLog, Endpoint, Session, Tool
 
 PAGE_SIZE = 50
 FEED_LIMIT = 200
@@ -47,6 +49,8 @@ class CallFilter:
     since: datetime | None = None
     until: datetime | None = None
     q: str = ""
+    user: str = ""
+    client: str = ""
 
 
 def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
@@ -64,6 +68,10 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
         qs = qs.filter(era=filters.era)
     if filters.session:
         qs = qs.filter(session_id=filters.session)
+    if filters.user:
+        qs = qs.filter(principal__username=filters.user)
+    if filters.client:
+        qs = qs.filter(client_id=filters.client)
     if filters.since is not None:
         qs = qs.filter(created_at__gte=filters.since)
     if filters.until is not None:
@@ -344,3 +352,184 @@ def as_export_row(record: CallLog, *, payloads: bool) -> dict[str, Any]:
         row["result"] = record.result
         row["progress"] = record.progress
     return row
+
+
+# -- per-tool and per-endpoint figures (admin pages) ------------------------------------------
+
+FIGURES_WINDOW = timedelta(hours=24)
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    """How a tool or endpoint did over the window: calls, errors, latency, last call/error."""
+
+    calls: int = 0
+    errors: int = 0
+    p50: float | None = None
+    p95: float | None = None
+    last_call: datetime | None = None
+    last_error: datetime | None = None
+    last_call_id: int | None = None
+    last_error_id: int | None = None
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.calls if self.calls else 0.0
+
+
+def first_id_since(since: datetime) -> int | None:
+    """The id of the first record at or after ``since`` (ids grow with time), via calllog_created.
+
+    Bounding by id lets a per-target query range-scan the ``(target, -id)`` index over the
+    window alone, however many rows older days hold.
+    """
+    return (
+        CallLog.objects.filter(created_at__gte=since)
+        .order_by("created_at")
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
+def tool_calls_since(*, names: Sequence[str], since: datetime) -> QuerySet[CallLog]:
+    """The ``tools/call`` records of tools named ``names`` since ``since``."""
+    first = first_id_since(since)
+    if first is None or not names:
+        return CallLog.objects.none()
+    return CallLog.objects.filter(
+        id__gte=first, created_at__gte=since, target__in=list(names), rpc_method="tools/call"
+    )
+
+
+def tool_figures(*, names: Sequence[str], since: datetime) -> dict[str, Figures]:
+    """``tools/call`` figures per tool name since ``since`` (names absent: no calls).
+
+    By name: same-named tools of different endpoints count together.
+    """
+    return _figures(tool_calls_since(names=names, since=since), "target")
+
+
+def endpoint_figures(*, endpoint_ids: Sequence[int], since: datetime) -> dict[int, Figures]:
+    """Figures of every request per endpoint id since ``since``."""
+    first = first_id_since(since)
+    if first is None or not endpoint_ids:
+        return {}
+    qs = CallLog.objects.filter(
+        id__gte=first, created_at__gte=since, endpoint_id__in=list(endpoint_ids)
+    )
+    return _figures(qs, "endpoint_id")
+
+
+def _figures(qs: QuerySet[CallLog], group: str) -> dict[Any, Figures]:
+    failed = ~Q(status__in=_OK_STATUSES)
+    aggregates: dict[str, Any] = {
+        "calls": Count("id"),
+        "errors": Count("id", filter=failed),
+        "last_call": Max("created_at"),
+        "last_error": Max("created_at", filter=failed),
+        "last_call_id": Max("id"),
+        "last_error_id": Max("id", filter=failed),
+    }
+    if connection.vendor == "postgresql":
+        aggregates["p50"] = Percentile("duration_ms", 0.5)
+        aggregates["p95"] = Percentile("duration_ms", 0.95)
+    rows = qs.order_by().values(group).annotate(**aggregates)
+    figures = {
+        row[group]: Figures(
+            calls=row["calls"],
+            errors=row["errors"],
+            p50=row.get("p50"),
+            p95=row.get("p95"),
+            last_call=row["last_call"],
+            last_error=row["last_error"],
+            last_call_id=row["last_call_id"],
+            last_error_id=row["last_error_id"],
+        )
+        for row in rows
+    }
+    if connection.vendor != "postgresql":
+        samples: dict[Any, list[float]] = defaultdict(list)
+        durations = qs.filter(duration_ms__isnull=False).order_by("-id")
+        for key, duration in durations.values_list(group, "duration_ms")[:PERCENTILE_SAMPLE]:
+            samples[key].append(duration)
+        for key, found in figures.items():
+            values = sorted(samples[key])
+            figures[key] = dataclasses.replace(
+                found, p50=percentile(values, 0.5), p95=percentile(values, 0.95)
+            )
+    return figures
+
+
+# -- overview ---------------------------------------------------------------------------------
+
+OVERVIEW_TOP = 5
+BREAKDOWN_TOP = 10
+ACTIVE_BACKGROUND = (
+    BackgroundCall.Status.QUEUED,
+    BackgroundCall.Status.WORKING,
+    BackgroundCall.Status.INPUT_REQUIRED,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Breakdown:
+    """Calls of one user or OAuth client."""
+
+    key: str
+    calls: int
+    errors: int
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.calls if self.calls else 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    """The fleet at a glance: which tools are busiest, failing and slowest, and what is live."""
+
+    busiest: list[LatencyRow]
+    failing: list[LatencyRow]
+    slowest: list[LatencyRow]
+    active_sessions: int
+    background: dict[str, int]
+    users: list[Breakdown]
+    clients: list[Breakdown]
+
+
+def call_log_overview(*, since: datetime, idle_seconds: int) -> Overview:
+    """Tools ranked over the window, live sessions and background calls, per-caller counts.
+
+    The rankings cover the STATS_GROUPS busiest tools of the window (one percentile query).
+    """
+    window = CallLog.objects.filter(created_at__gte=since).order_by()
+    tools = _latency(window.filter(rpc_method="tools/call").exclude(target=""), "target")
+    failing = sorted((row for row in tools if row.errors), key=lambda r: -r.error_rate)
+    slowest = sorted((row for row in tools if row.p95 is not None), key=lambda r: -(r.p95 or 0))
+    live = timezone.now() - timedelta(seconds=idle_seconds)
+    background = dict(
+        BackgroundCall.objects.filter(status__in=ACTIVE_BACKGROUND)
+        .order_by()
+        .values_list("status")
+        .annotate(n=Count("id"))
+    )
+    return Overview(
+        busiest=tools[:OVERVIEW_TOP],
+        failing=failing[:OVERVIEW_TOP],
+        slowest=slowest[:OVERVIEW_TOP],
+        active_sessions=Session.objects.filter(
+            closed_at__isnull=True, last_seen_at__gte=live
+        ).count(),
+        background={status: background.get(status, 0) for status in ACTIVE_BACKGROUND},
+        users=_breakdown(window.exclude(principal__isnull=True), "principal__username"),
+        clients=_breakdown(window.exclude(client_id=""), "client_id"),
+    )
+
+
+def _breakdown(qs: QuerySet[CallLog], group: str) -> list[Breakdown]:
+    rows = (
+        qs.values(group)
+        .annotate(calls=Count("id"), errors=Count("id", filter=~Q(status__in=_OK_STATUSES)))
+        .order_by("-calls")[:BREAKDOWN_TOP]
+    )
+    return [Breakdown(str(row[group]), row["calls"], row["errors"]) for row in rows]

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import json
 from collections.abc import AsyncIterator, Callable, Iterator
+from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any
 
@@ -22,22 +23,28 @@ from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 
 from mcp_app.audit import charts
-from mcp_app.audit.forms import KNOWN_METHODS, RANGES, CallFilterForm
+from mcp_app.audit.forms import DEFAULT_RANGE, KNOWN_METHODS, RANGES, CallFilterForm
 from mcp_app.audit.selectors import (
     acall_log_chunks,
     as_export_row,
     call_log_chunks,
     call_log_newer,
+    call_log_overview,
     call_log_page,
     call_log_search,
     call_log_stats,
     tool_for_call,
 )
+from mcp_app.auth.clients import client_name, client_names
+from mcp_app.conf import get_conf
 from mcp_app.models import CallLog
+from mcp_app.services.audit import ADMIN_TEST_HTTP_METHOD
 
 AUDIT_PERMISSION = "mcp_app.audit_calls"
 PAYLOAD_PERMISSION = "mcp_app.view_call_payloads"
 View = Callable[..., HttpResponse]
+# The statistics page reloads itself this often (while it is visible).
+STATS_REFRESH_SECONDS = 60
 
 
 def auditor_required(view: View) -> View:
@@ -74,7 +81,8 @@ def _row_json(record: CallLog) -> dict[str, Any]:
     return {
         "id": record.pk,
         "url": reverse("mcp_app:audit_detail", args=[record.pk]),
-        "created_at": timezone.localtime(record.created_at).strftime("%Y-%m-%d %H:%M:%S"),
+        "created_at": timezone.localtime(record.created_at).strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "try_it": record.http_method == ADMIN_TEST_HTTP_METHOD,
         "endpoint": record.endpoint_slug,
         "method": record.rpc_method or record.http_method,
         "target": record.target,
@@ -102,6 +110,7 @@ def call_list(request: HttpRequest) -> HttpResponse:
         "query": query,
         "newest_id": rows[0].pk if rows else 0,
         "methods": KNOWN_METHODS,
+        "try_it_method": ADMIN_TEST_HTTP_METHOD,
         "filtered": bool(query),
     }
     return render(request, "audit/list.html", context)
@@ -119,11 +128,13 @@ def call_feed(request: HttpRequest) -> JsonResponse:
 
 @auditor_required
 def call_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    record = get_object_or_404(CallLog.objects.select_related("endpoint"), pk=pk)
+    record = get_object_or_404(CallLog.objects.select_related("endpoint", "principal"), pk=pk)
     payloads = request.user.has_perm(PAYLOAD_PERMISSION)
     context = {
         "nav": "audit",
         "record": record,
+        "client_name": client_name(record.client_id),
+        "try_it": record.http_method == ADMIN_TEST_HTTP_METHOD,
         "tool": tool_for_call(record),
         "payloads": payloads,
         "arguments": _pretty(record.arguments) if payloads else None,
@@ -138,10 +149,72 @@ def _pretty(value: Any) -> str | None:
 
 
 @auditor_required
+def call_overview(request: HttpRequest) -> HttpResponse:
+    """The fleet at a glance over the last 24 hours, each figure linked to its calls."""
+    until = timezone.now()
+    since = until - RANGES[DEFAULT_RANGE]
+    overview = call_log_overview(since=since, idle_seconds=get_conf().MCP_SESSION_IDLE_SECONDS)
+    links = _ListLinks(request, since=since, until=until)
+    names = client_names([row.key for row in overview.clients])
+    context = {
+        "nav": "audit",
+        "overview": overview,
+        "busiest": [(row, links.tool(row.name)) for row in overview.busiest],
+        "failing": [(row, links.tool(row.name)) for row in overview.failing],
+        "slowest": [(row, links.tool(row.name)) for row in overview.slowest],
+        "users": [(row, row.key, links.filtered(user=row.key)) for row in overview.users],
+        "clients": [
+            (row, names.get(row.key, row.key), links.filtered(client=row.key))
+            for row in overview.clients
+        ],
+        "refresh_seconds": STATS_REFRESH_SECONDS,
+    }
+    return render(request, "audit/overview.html", context)
+
+
+class _ListLinks:
+    """URLs of the call list showing what one part of the stats page counted."""
+
+    def __init__(self, request: HttpRequest, *, since: datetime, until: datetime) -> None:
+        self.base = request.GET.copy()
+        for name in ("range", "since", "until", "before"):
+            self.base.pop(name, None)
+        self.since, self.until = since, until
+
+    def _url(self, **params: str) -> str:
+        query = self.base.copy()
+        for name, value in params.items():
+            query[name] = value
+        return f"{reverse('mcp_app:audit_list')}?{query.urlencode()}"
+
+    def _window(self, since: datetime, until: datetime) -> dict[str, str]:
+        # The list's filter fields read local time, as <input type="datetime-local"> sends it.
+        def local(moment: datetime) -> str:
+            return timezone.localtime(moment).strftime("%Y-%m-%dT%H:%M:%S")
+
+        # Whole seconds: the end rounds up, so calls of its last second stay in.
+        end = until if until.microsecond == 0 else until + timedelta(seconds=1)
+        return {"since": local(since), "until": local(end)}
+
+    def bucket(self, start: datetime, end: datetime) -> str:
+        return self._url(**self._window(max(start, self.since), end))
+
+    def tool(self, name: str) -> str:
+        return self._url(tool=name, method="tools/call", **self._window(self.since, self.until))
+
+    def endpoint(self, slug: str) -> str:
+        return self._url(endpoint=slug, **self._window(self.since, self.until))
+
+    def filtered(self, **filters: str) -> str:
+        return self._url(**filters, **self._window(self.since, self.until))
+
+
+@auditor_required
 def call_stats(request: HttpRequest) -> HttpResponse:
     form = _filters(request)
     since, until = form.time_range()
     stats = call_log_stats(filters=form.call_filter(), since=since, until=until)
+    links = _ListLinks(request, since=since, until=until)
     context = {
         "nav": "audit",
         "form": form,
@@ -150,10 +223,15 @@ def call_stats(request: HttpRequest) -> HttpResponse:
         "ranges": list(RANGES),
         "current_range": request.GET.get("range", "" if "since" in request.GET else "24h"),
         "query": _query_without(request, "range", "since", "until"),
-        "calls_chart": charts.calls_chart(stats.buckets, stats.bucket),
+        "calls_chart": charts.calls_chart(stats.buckets, stats.bucket, links.bucket),
         "error_chart": charts.error_rate_chart(stats.buckets, stats.bucket),
-        "tool_chart": charts.latency_chart(stats.per_tool, "Latency per tool"),
-        "endpoint_chart": charts.latency_chart(stats.per_endpoint, "Latency per endpoint"),
+        "tool_chart": charts.latency_chart(stats.per_tool, "Latency per tool", links.tool),
+        "endpoint_chart": charts.latency_chart(
+            stats.per_endpoint, "Latency per endpoint", links.endpoint
+        ),
+        "tool_rows": [(row, links.tool(row.name)) for row in stats.per_tool],
+        "endpoint_rows": [(row, links.endpoint(row.name)) for row in stats.per_endpoint],
+        "refresh_seconds": STATS_REFRESH_SECONDS,
     }
     return render(request, "audit/stats.html", context)
 

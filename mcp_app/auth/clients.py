@@ -44,3 +44,19 @@ def purge_stale_registrations(*, older_than: timedelta) -> int:
     ids = list(stale_registrations(older_than=older_than).values_list("pk", flat=True))
     Application.objects.filter(pk__in=ids).delete()
     return len(ids)
+
+
+def client_name(client_id: str) -> str:
+    """Return the registered name of the OAuth client ``client_id``, or "" if unknown."""
+    if not client_id:
+        return ""
+    Application = get_application_model()
+    name = Application.objects.filter(client_id=client_id).values_list("name", flat=True).first()
+    return name or ""
+
+
+def client_names(client_ids: list[str]) -> dict[str, str]:
+    """Return the registered names of the OAuth clients ``client_ids`` (unknown ids left out)."""
+    Application = get_application_model()
+    found = Application.objects.filter(client_id__in=client_ids).values_list("client_id", "name")
+    return dict(found)

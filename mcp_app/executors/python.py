@@ -1,5 +1,10 @@
 """Kind "python": tools (and resource-template resolvers) backed by registered Python callables.
 
+A function's own input schema is enforced before it runs, whatever schema its tool row
+publishes, and an exception of the function's own is a tool error (``isError: true``) naming the
+exception, not a protocol error: the function is operator code failing on its input, which the
+model can read and correct (2025-11-25 server/tools, "Error Handling").
+
 Functions are declared with ``@mcp_tool_function`` / ``@mcp_resource_function`` in the modules
 named by the ``MCP_PYTHON_TOOL_MODULES`` setting (default ``["mcp_app.builtin_tools"]``). Only
 functions of listed modules are visible, so the operator decides what code the admin can expose;
@@ -12,6 +17,7 @@ import asyncio
 import functools
 import importlib
 import inspect
+import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,12 +26,27 @@ import orjson
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
+from jsonschema.exceptions import best_match
 
 from mcp_app.executors.base import ConfigError, Executor, setting_list
 from mcp_app.protocol.context import ToolCallContext
-from mcp_app.protocol.results import ToolResult
+from mcp_app.protocol.errors import McpError
+from mcp_app.protocol.handlers.tools import compile_schema, describe_error
+from mcp_app.protocol.results import (
+    CallCancelled,
+    ContinueAsTask,
+    InputRequired,
+    ToolError,
+    ToolResult,
+)
+
+logger = logging.getLogger(__name__)
 
 DEFAULT_MODULES: tuple[str, ...] = ("mcp_app.builtin_tools",)
+# How much of a function's exception message an error result carries.
+EXCEPTION_MESSAGE_CHARS = 200
+# Raised by the call context or by design: the tools/call handler owns their meaning.
+_PASSED_THROUGH = (ToolError, InputRequired, ContinueAsTask, CallCancelled, McpError)
 
 ToolCallable = Callable[[dict[str, Any], ToolCallContext], Any]
 # (uri, variables) -> text, bytes, a list of contents dicts, or None for "nothing there".
@@ -154,6 +175,14 @@ def _reset_functions(*, setting: str, **kwargs: Any) -> None:
         resource_functions.cache_clear()
 
 
+def _exception_summary(exc: Exception) -> str:
+    # The first line only: a multi-line message tends to be a dump, not a reason.
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if len(text) > EXCEPTION_MESSAGE_CHARS:
+        text = text[: EXCEPTION_MESSAGE_CHARS - 1] + "…"
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def result_from_value(value: Any) -> ToolResult:
     """Turn what a tool function returned into a ``ToolResult``.
 
@@ -186,15 +215,28 @@ class PythonExecutor(Executor):
     async def run(
         self, config: Mapping[str, Any], arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
-        function = self._function(config).function
+        registered = self._function(config)
+        # The row's schema may be looser than the function's (an operator's edit, or a row
+        # saved with the no-argument schema): the function's own schema says what it needs.
+        error = best_match(compile_schema(registered.input_schema).iter_errors(arguments))
+        if error is not None:
+            raise ToolError(f"Invalid arguments: {describe_error(error)}")
+        function = registered.function
         # A copy: the function may mutate its arguments without touching the caller's.
         args = dict(arguments)
-        if inspect.iscoroutinefunction(function):
-            value = await function(args, ctx)
-        else:
-            value = await asyncio.to_thread(function, args, ctx)
-            if inspect.isawaitable(value):
-                value = await value
+        try:
+            if inspect.iscoroutinefunction(function):
+                value = await function(args, ctx)
+            else:
+                value = await asyncio.to_thread(function, args, ctx)
+                if inspect.isawaitable(value):
+                    value = await value
+        except _PASSED_THROUGH:
+            raise
+        except Exception as exc:
+            # The log keeps the traceback; the caller reads the exception, never the stack.
+            logger.warning("Tool function failed", extra={"tool": registered.name}, exc_info=True)
+            raise ToolError(f"{registered.name} failed: {_exception_summary(exc)}") from None
         return result_from_value(value)
 
     def _function(self, config: Mapping[str, Any]) -> ToolFunction:

@@ -1020,16 +1020,20 @@ def ensure_embedded_worker() -> None:
         _embedded_loop = asyncio.get_running_loop()
         from mcpsite.celery import app
 
-        worker = app.WorkController(
-            pool_cls="solo",
-            concurrency=1,
-            without_heartbeat=True,
-            without_mingle=True,
-            without_gossip=True,
-            hostname=f"embedded@{os.uname().nodename}",
-            loglevel="WARNING",
-        )
-        threading.Thread(target=worker.start, name="mcp-embedded-worker", daemon=True).start()
+        def run() -> None:
+            # Built in its own thread: the worker's init signals close Django's connections,
+            # which Django refuses to do from the event loop's thread.
+            app.WorkController(
+                pool_cls="solo",
+                concurrency=1,
+                without_heartbeat=True,
+                without_mingle=True,
+                without_gossip=True,
+                hostname=f"embedded@{os.uname().nodename}",
+                loglevel="WARNING",
+            ).start()
+
+        threading.Thread(target=run, name="mcp-embedded-worker", daemon=True).start()
 
 
 # -- housekeeping ---------------------------------------------------------------------------------

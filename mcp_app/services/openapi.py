@@ -1,19 +1,21 @@
-"""OpenAPI 3.x import: a document's operations turned into draft HTTP tools.
+"""OpenAPI 3.0 and 3.1 import: a document's operations turned into draft HTTP tools.
 
-``openapi_read`` parses a document (JSON text; YAML is not offered because PyYAML is not a
-dependency) and lists its operations, each already converted into what an HTTP tool needs: an
-input schema (path, query and header parameters plus the JSON request body, ``$ref`` resolved
-within the document) and the URL, query, header and body mappings of ``executors/http.py``.
-``openapi_tool_drafts`` names the chosen operations and fixes their base URL; both are pure
-(no I/O, no rows). ``openapi_tools_create`` is the one writer: it creates the drafts, disabled,
-through ``services.catalog.tool_create``.
+``openapi_parse_text`` reads a document's JSON or YAML text (PyYAML's safe loader: plain data,
+no Python objects). ``openapi_fetch`` fetches one from a URL through the SSRF guard, capped at
+MAX_DOCUMENT_BYTES. ``openapi_read`` lists its operations, each already converted into what an
+HTTP tool needs: an input schema (path, query and header parameters plus the JSON request
+body, ``$ref`` resolved within the document) and the URL, query, header and body mappings of
+``executors/http.py``. ``openapi_tool_drafts`` names the chosen operations and fixes their base
+URL; reading and naming are pure (no I/O, no rows). ``openapi_tools_create`` is the one
+writer: it creates the drafts, disabled, through ``services.catalog.tool_create``.
 
-Nothing here fetches a document or a remote ``$ref``: only references inside the document
-(``#/...``) resolve.
+Nothing here fetches a remote ``$ref``: only references inside the document (``#/...``)
+resolve.
 """
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
 from collections.abc import Collection, Iterable, Mapping, Sequence
@@ -21,12 +23,24 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpx
+import yaml
+from asgiref.sync import async_to_sync
 from django.db import transaction
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from mcp_app.executors.http import FORBIDDEN_HEADERS
+from mcp_app.executors.http import FORBIDDEN_HEADERS, global_policy
+from mcp_app.executors.netguard import (
+    BlockedAddressError,
+    FetchedResponse,
+    GuardedClient,
+    ResponseTooLargeError,
+    TooManyRedirectsError,
+    safe_url,
+)
 from mcp_app.models import Endpoint, Tool
+from mcp_app.protocol.results import ToolError
 from mcp_app.services.catalog import tool_create
 
 # The HTTP methods an OpenAPI path item may hold (3.1 section 4.8.9); TRACE has no HTTP tool.
@@ -36,6 +50,10 @@ OPERATION_METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
 MAX_DOCUMENT_BYTES = 2_000_000
 # How many ``$ref`` hops one value may take before the document counts as too deeply nested.
 MAX_REF_DEPTH = 32
+# Values a YAML document may hold once its aliases are expanded: an alias is a reference, so
+# a few lines can stand for billions of values ("billion laughs").
+MAX_YAML_VALUES = 500_000
+FETCH_TIMEOUT_SECONDS = 15.0
 NAME_MAX = 128
 TITLE_MAX = 200
 # OpenAPI 3.1 section 4.8.12.1: header parameters of these names are ignored (the request's
@@ -109,10 +127,10 @@ class ToolDraft:
 
 
 def openapi_parse_text(text: str | bytes) -> dict[str, Any]:
-    """Parse the document's JSON text into an object.
+    """Parse the document's JSON or YAML text into an object.
 
     Raises:
-        OpenApiError: too large, not JSON, or not a JSON object.
+        OpenApiError: too large, neither JSON nor YAML, or not an object.
     """
     size = len(text) if isinstance(text, bytes) else len(text.encode())
     if size > MAX_DOCUMENT_BYTES:
@@ -124,18 +142,93 @@ def openapi_parse_text(text: str | bytes) -> dict[str, Any]:
             raise OpenApiError("The document is not UTF-8 text.") from None
     if not text.strip():
         raise OpenApiError("The document is empty.")
+    value = _parse_json(text) if text.lstrip().startswith("{") else _parse_yaml(text)
+    if not isinstance(value, dict):
+        raise OpenApiError("The document must be an object with an openapi field.")
+    return value
+
+
+def _parse_json(text: str) -> Any:
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as exc:
         raise OpenApiError(
-            f"Invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}. (YAML is not "
-            "supported: convert the document to JSON.)"
+            f"Invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}."
         ) from None
     except ValueError as exc:
         raise OpenApiError(f"Invalid JSON: {exc}.") from None
-    if not isinstance(value, dict):
-        raise OpenApiError("The document must be a JSON object with an openapi field.")
-    return value
+
+
+def _parse_yaml(text: str) -> Any:
+    try:
+        value = yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark
+        where = f" at line {mark.line + 1} column {mark.column + 1}" if mark else ""
+        raise OpenApiError(f"Invalid YAML{where}: {exc.problem}.") from None
+    except yaml.YAMLError as exc:
+        raise OpenApiError(f"Invalid YAML: {exc}.") from None
+    return _json_data(value, [MAX_YAML_VALUES])
+
+
+def _json_data(value: Any, budget: list[int]) -> Any:
+    """``value`` as JSON data: YAML dates as ISO text, keys as text, aliases expanded (capped).
+
+    Raises:
+        OpenApiError: more than MAX_YAML_VALUES values, or a value JSON cannot hold.
+    """
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise OpenApiError(f"The YAML document expands to more than {MAX_YAML_VALUES:,} values.")
+    if isinstance(value, dict):
+        return {str(key): _json_data(item, budget) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_json_data(item, budget) for item in value]
+    if isinstance(value, datetime.date):  # datetime too: YAML reads 2024-01-01 as a date
+        return value.isoformat()
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        raise OpenApiError("The document holds .nan or .inf, which JSON cannot represent.")
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    raise OpenApiError(f"The document holds a {type(value).__name__}, which JSON cannot hold.")
+
+
+def openapi_fetch(url: str) -> bytes:
+    """Fetch a document from ``url`` through the SSRF guard, at most MAX_DOCUMENT_BYTES.
+
+    The guard's rules are the HTTP tools' (MCP_HTTP_ALLOWED_NETWORKS opens private networks).
+
+    Raises:
+        OpenApiError: not an http(s) URL, a refused address, too large, or not a 200 answer.
+    """
+    if urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
+        raise OpenApiError("Enter an http:// or https:// URL.")
+    try:
+        response = async_to_sync(_fetch)(url)
+    except (BlockedAddressError, TooManyRedirectsError) as exc:
+        raise OpenApiError(f"The document cannot be fetched: {exc}") from None
+    except ResponseTooLargeError:
+        raise OpenApiError(f"The document is larger than {MAX_DOCUMENT_BYTES:,} bytes.") from None
+    except ToolError as exc:
+        raise OpenApiError(exc.message) from None
+    except httpx.HTTPError as exc:
+        reason = type(exc).__name__
+        raise OpenApiError(
+            f"The document cannot be fetched from {safe_url(url)}: {reason}."
+        ) from None
+    if response.status != 200:
+        raise OpenApiError(f"{safe_url(url)} answered HTTP {response.status}, not the document.")
+    return response.content
+
+
+async def _fetch(url: str) -> FetchedResponse:
+    guarded = GuardedClient(
+        global_policy(), max_response_bytes=MAX_DOCUMENT_BYTES, timeout=FETCH_TIMEOUT_SECONDS
+    )
+    async with guarded as client:
+        return await client.request(
+            "GET", url, headers={"Accept": "application/yaml, application/json;q=0.9, */*;q=0.5"}
+        )
 
 
 def _reject_constant(name: str) -> Any:

@@ -47,7 +47,15 @@
     code.textContent = record.method;
     method.appendChild(code);
     tr.appendChild(method);
-    tr.appendChild(cell(record.target, "target"));
+    const target = cell(record.target, "target");
+    if (record.try_it) {
+      const tag = document.createElement("span");
+      tag.className = "tag try-it";
+      tag.title = "Run from the tool's Try it page in the admin";
+      tag.textContent = "try-it";
+      target.append(" ", tag);
+    }
+    tr.appendChild(target);
     tr.appendChild(cell(record.era));
     const state = cell("");
     const badge = document.createElement("span");
@@ -100,4 +108,13 @@
       status.textContent = "";
     }
   });
+})();
+(function () {
+  // The statistics page reloads itself while visible, so a screen left open stays current.
+  const head = document.getElementById("stats-head");
+  const seconds = head ? Number(head.dataset.refreshSeconds || 0) : 0;
+  if (!seconds) return;
+  window.setInterval(function () {
+    if (document.visibilityState === "visible") window.location.reload();
+  }, seconds * 1000);
 })();

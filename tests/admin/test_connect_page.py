@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
+from mcp.client.auth import TokenStorage
 from pytest_django.fixtures import Settings
 
 from mcp_app.models import Endpoint
@@ -92,3 +94,38 @@ def test_the_page_says_how_clients_sign_in(admin_client: Client) -> None:
     assert "<code title=" in oauth_page and ">mcp:read</code>" in oauth_page
     assert "Public: anyone who can reach this URL" in public_page
     assert "Sign-in: OAuth" not in public_page
+
+
+@pytest.mark.django_db
+def test_an_oauth_endpoints_examples_sign_in_and_import(admin_client: Client) -> None:
+    protected = endpoint_create(slug="protected")
+    tool_create(name="echo", kind="python", config={"function": "echo"}, endpoints=[protected])
+
+    response = admin_client.get(reverse("mcp_app:endpoint_connect", args=["protected"]))
+
+    configs = {config["id"]: config["code"] for config in response.context["configs"]}
+    python, typescript = configs["python"], configs["typescript"]
+    assert "auth = OAuthClientProvider(" in python
+    assert "httpx2.AsyncClient(auth=auth)" in python
+    assert 'await client.call_tool("echo", {"message": "hello"})' in python
+    # Complete as shown: it compiles, its imports resolve against the SDK we test with, and
+    # its storage has every method the SDK's TokenStorage protocol asks for.
+    code = compile(python, "<connect>", "exec")
+    namespace: dict[str, Any] = {}
+    exec(python.split("\nasyncio.run(main())")[0], namespace)  # noqa: S102  (our own example)
+    assert code is not None
+    storage = namespace["MemoryStorage"]
+    assert all(hasattr(storage, name) for name in vars(TokenStorage) if not name.startswith("_"))
+    assert "authProvider: signIn" in typescript and "transport.finishAuth(" in typescript
+    assert 'client.callTool({ name: "echo", arguments: {"message": "hello"} })' in typescript
+
+
+@pytest.mark.django_db
+def test_a_public_endpoints_typescript_example_needs_no_sign_in(
+    admin_client: Client, endpoint: Endpoint
+) -> None:
+    response = admin_client.get(CONNECT)
+
+    typescript = next(c["code"] for c in response.context["configs"] if c["id"] == "typescript")
+    assert "authProvider" not in typescript
+    assert "console.log(await client.listTools());" in typescript

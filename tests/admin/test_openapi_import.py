@@ -90,7 +90,11 @@ def test_ticked_operations_become_disabled_drafts_on_the_endpoint(admin_client: 
         ({"document_text": "{oops"}, "Invalid JSON at line 1 column 2"),
         ({"document_text": '{"swagger": "2.0"}'}, "This is a Swagger 2.0 document"),
         ({"document_text": '{"openapi": "3.1.0", "paths": {}}'}, "The document has no operations"),
-        ({"document_text": ""}, "Upload an OpenAPI file or paste the document."),
+        ({"document_text": ""}, "Upload an OpenAPI file, give its URL or paste it."),
+        (
+            {"document_url": "http://169.254.169.254/openapi.yaml"},
+            "The document cannot be fetched: Requests to 169.254.169.254 are not allowed",
+        ),
         (
             {
                 "document_text": as_text(
@@ -128,6 +132,7 @@ def test_ticked_operations_become_disabled_drafts_on_the_endpoint(admin_client: 
         "swagger",
         "no-operations",
         "empty",
+        "metadata-url",
         "dangling-ref",
         "ftp-server",
         "none-ticked",

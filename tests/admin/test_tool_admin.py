@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import html
+import re
 from typing import Any
 
 import pytest
 from django.test import Client
 from django.urls import reverse
 
+from mcp_app.executors.python import tool_functions
 from mcp_app.models import Endpoint, Tool
 from mcp_app.services.catalog import tool_create
 from tests.admin.conftest import tool_payload
@@ -192,6 +195,32 @@ def test_python_tool_left_empty_is_filled_in_from_the_function(admin_client: Cli
     assert tool.input_schema["properties"]["timezone"]["type"] == "string"
     assert tool.output_schema is not None and tool.output_schema["type"] == "object"
     assert tool.read_only_hint is True
+
+
+def rendered_textarea(content: bytes, name: str) -> str:
+    match = re.search(rf'<textarea name="{name}"[^>]*>(.*?)</textarea>', content.decode(), re.S)
+    assert match is not None, name
+    return html.unescape(match.group(1)).strip()
+
+
+@pytest.mark.django_db
+def test_python_tool_saved_as_the_add_form_offers_it_publishes_the_functions_schema(
+    admin_client: Client, endpoint: Endpoint
+) -> None:
+    # The README's flow: pick the function and the endpoint, keep every other field as offered.
+    page = admin_client.get(ADD_URL).content
+    offered = {name: rendered_textarea(page, name) for name in ("input_schema", "output_schema")}
+
+    response = post_tool(
+        admin_client, name="word_count", kind="python", function="word_count",
+        description=rendered_textarea(page, "description"), template="",
+        endpoints=[str(endpoint.pk)], **offered,
+    )  # fmt: skip
+
+    assert response.status_code == 302
+    tool = Tool.objects.get()
+    assert tool.input_schema == tool_functions()["word_count"].input_schema
+    assert tool.output_schema == tool_functions()["word_count"].output_schema
 
 
 @pytest.mark.django_db

@@ -136,6 +136,31 @@ def test_invalid_arguments_show_the_validation_error_as_the_client_would_get_it(
     )
 
 
+@pytest.mark.django_db(transaction=True)
+def test_a_python_tool_publishing_too_loose_a_schema_answers_an_error_result(
+    admin_client: Client,
+) -> None:
+    # Rows saved with the no-argument schema the add form used to pre-fill: the function's
+    # own schema still turns a missing argument into an error result, never -32603.
+    tool = tool_create(
+        name="wc", kind=Tool.Kind.PYTHON, config={"function": "word_count"},
+        description="Counts words.", input_schema={"type": "object", "properties": {}},
+    )  # fmt: skip
+
+    outcome = run(admin_client, tool, {}).context["outcome"]
+
+    assert (outcome.error_code, outcome.result) == (
+        None,
+        {
+            "content": [
+                {"type": "text", "text": "Invalid arguments: 'text' is a required property"}
+            ],
+            "isError": True,
+        },
+    )
+    assert [row.status for row in recorded()] == [CallLog.Status.TOOL_ERROR]
+
+
 @pytest.mark.django_db
 def test_arguments_that_are_not_a_json_object_are_a_form_error(admin_client: Client) -> None:
     tool = greet_tool()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -67,6 +68,18 @@ def call_tool(site_url: str, name: str, arguments: dict[str, Any]) -> None:
     assert response.status_code == 200
 
 
+def wait_recorded(page: Page, site_url: str, count: int) -> None:
+    """Wait (bounded) until the server's writer has recorded ``count`` calls.
+
+    Records are written in batches after the response, so a reload right after the calls may
+    come before them.
+    """
+    deadline = time.monotonic() + 10
+    while len(page.request.get(f"{site_url}/audit/feed/").json()["rows"]) < count:
+        assert time.monotonic() < deadline, f"{count} calls not recorded within 10 s"
+        time.sleep(0.02)
+
+
 @pytest.fixture
 def browser(site_url: str) -> Iterator[Browser]:
     with chromium() as launched:
@@ -94,6 +107,7 @@ def test_filter_inspect_follow_and_chart_the_call_log(page: Page, site_url: str)
     for n in range(3):
         call_tool(site_url, "echo", {"message": f"hello {n}"})
     call_tool(site_url, "add", {"a": 1, "b": 2})
+    wait_recorded(page, site_url, 4)
     page.reload()
     rows = page.locator("#calls tbody tr")
     expect(rows.filter(has_text="add")).to_have_count(1)

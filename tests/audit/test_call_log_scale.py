@@ -132,3 +132,22 @@ def test_stats_of_a_day_use_the_time_index(million_calls, django_assert_max_num_
     assert stats.total == pytest.approx(86_400 / STEP_SECONDS, abs=2)
     assert {row.name for row in stats.per_tool} == {f"tool_{n}" for n in range(20) if n % 4}
     print(f"stats of one day ({stats.total} calls): {elapsed * 1000:.0f} ms")
+
+
+def test_a_tools_figures_of_a_day_scan_only_its_rows_of_that_day(million_calls):
+    newest = CallLog.objects.order_by("-id").values_list("created_at", flat=True).first()
+    since = newest - timedelta(days=1)
+    qs = selectors.tool_calls_since(names=["tool_1", "tool_4"], since=since)
+
+    nodes, ms = explain(qs.order_by().values("target"))
+    started = time.monotonic()
+    figures = selectors.tool_figures(names=["tool_1", "tool_4"], since=since)
+    elapsed = time.monotonic() - started
+
+    # The id bound turns "this tool, last day" into a range of the (target, -id) index: no
+    # scan of the 29 days before, nor of the other tools' rows.
+    assert any("calllog_target_id" in node for node in nodes), nodes
+    assert not any(node.startswith("Seq Scan") for node in nodes), nodes
+    assert figures["tool_1"].calls == pytest.approx(86_400 / STEP_SECONDS / 20, abs=2)
+    assert "tool_4" not in figures  # never called: no n with n % 20 == 4 is a tools/call
+    print(f"figures of two tools over a day: plan {ms:.1f} ms, selector {elapsed * 1000:.0f} ms")

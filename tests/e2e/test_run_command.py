@@ -85,3 +85,7 @@ async def test_run_command_serves_the_demo_endpoint(tmp_path: Path) -> None:
     assert f"http://127.0.0.1:{port}/mcp/demo-oauth" in output
     assert f"http://127.0.0.1:{port}/mcp/demo" in output
     assert "admin" in output and (tmp_path / "admin-credentials").exists()
+    # The system checks run once per start, so their warnings print once.
+    assert output.count("MCP_SECRET_KEYS is not set") == 1, output
+    # A background call that succeeds leaves no traceback behind.
+    assert "Traceback" not in output and "No hostname was supplied" not in output, output

@@ -57,3 +57,8 @@ def sample_bytes(uri: str, variables: Mapping[str, str]) -> bytes | None:
 @mcp_resource_function("echo")
 def duplicate_echo(uri: str, variables: Mapping[str, str]) -> str:
     return "duplicate of the built-in echo"
+
+
+@mcp_tool_function("sample_key_error", description="Reads an argument it never checks.")
+def key_error(arguments: dict[str, Any], ctx: ToolCallContext) -> str:
+    return str(arguments["text"])

@@ -10,7 +10,7 @@ from mcp_app.executors import executor_kinds, get_executor
 from mcp_app.executors.base import ConfigError, Executor
 from mcp_app.executors.python import resource_functions, tool_functions
 from mcp_app.protocol.context import ToolCallContext
-from mcp_app.protocol.results import NO_STRUCTURED, ToolResult
+from mcp_app.protocol.results import NO_STRUCTURED, ToolError, ToolResult
 
 SAMPLES = "tests.executors.sample_tools"
 python = get_executor("python")
@@ -115,6 +115,27 @@ async def test_tool_result_passes_through_and_none_is_empty_content(
 async def test_non_json_return_value_is_a_type_error(ctx: ToolCallContext) -> None:
     with pytest.raises(TypeError, match="returned set"):
         await python.run({"function": "sample_bad"}, {}, ctx)
+
+
+async def test_arguments_are_checked_against_the_functions_own_schema(
+    ctx: ToolCallContext,
+) -> None:
+    # A tool row may publish a looser schema than its function needs (rows saved with the
+    # no-argument schema the add form used to pre-fill): the function's schema still holds.
+    with pytest.raises(ToolError) as caught:
+        await python.run({"function": "word_count"}, {}, ctx)
+
+    assert caught.value.message == "Invalid arguments: 'text' is a required property"
+
+
+@override_settings(MCP_PYTHON_TOOL_MODULES=[SAMPLES])
+async def test_a_functions_own_exception_is_a_tool_error_without_a_traceback(
+    ctx: ToolCallContext,
+) -> None:
+    with pytest.raises(ToolError) as caught:
+        await python.run({"function": "sample_key_error"}, {}, ctx)
+
+    assert caught.value.message == "sample_key_error failed: KeyError: 'text'"
 
 
 @override_settings(MCP_PYTHON_TOOL_MODULES=f"{SAMPLES}, mcp_app.builtin_tools")

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import copy
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+import yaml
 from django.core.exceptions import ValidationError
 
 from mcp_app.executors import get_executor
@@ -17,6 +20,7 @@ from mcp_app.services.openapi import (
     OpenApiDocument,
     OpenApiError,
     openapi_base_url,
+    openapi_fetch,
     openapi_parse_text,
     openapi_read,
     openapi_tool_drafts,
@@ -24,6 +28,7 @@ from mcp_app.services.openapi import (
     unique_name,
 )
 from tests.support.openapi_docs import as_text, petstore
+from tests.support.upstream import run_upstream
 
 BASE = "https://eu.pets.example.com/v1"
 
@@ -218,13 +223,15 @@ def test_an_operator_base_url_replaces_the_documents_server() -> None:
     ("text", "message"),
     [
         ("{", "Invalid JSON at line 1 column 2: Expecting property name enclosed in double"),
-        ("openapi: 3.0.0\n", "Invalid JSON at line 1 column 1: Expecting value."),
-        ("[1, 2]", "The document must be a JSON object with an openapi field."),
+        ("openapi: [3.0.0\n", "Invalid YAML at line 2 column 1: expected ',' or ']'"),
+        ("[1, 2]", "The document must be an object with an openapi field."),
+        ("- 1\n- 2\n", "The document must be an object with an openapi field."),
+        ("!!python/object/apply:os.system ['true']", "Invalid YAML at line 1 column 1"),
         ('{"openapi": NaN}', "Invalid JSON: NaN is not valid JSON."),
         ("  ", "The document is empty."),
     ],
 )
-def test_text_that_is_not_a_json_object_is_refused(text: str, message: str) -> None:
+def test_text_that_is_not_an_object_is_refused(text: str, message: str) -> None:
     with pytest.raises(OpenApiError) as caught:
         openapi_parse_text(text)
 
@@ -390,3 +397,110 @@ def test_import_with_an_invalid_allow_list_creates_nothing() -> None:
     assert caught.value.message_dict["config"][0].startswith("allow_networks: ")
 
     assert not Tool.objects.exists()
+
+
+def test_a_yaml_document_reads_as_its_json_does() -> None:
+    assert openapi_read(openapi_parse_text(yaml.safe_dump(petstore()))) == read(petstore())
+
+
+OPENAPI_3_1_YAML = """\
+openapi: 3.1.0
+info: {title: Events, version: 2024-05-01}
+servers: [{url: 'https://events.example.com'}]
+paths:
+  /events:
+    post:
+      operationId: createEvent
+      requestBody:
+        required: true
+        content:
+          application/json:
+            schema: {$ref: '#/components/schemas/Event'}
+components:
+  schemas:
+    Event:
+      type: object
+      required: [name]
+      properties:
+        name: {type: string, examples: [launch]}
+        seats: {type: integer, exclusiveMinimum: 0}
+        note: {type: [string, 'null']}
+        kind: {const: public}
+        starts: {type: string, format: date, default: 2024-05-01}
+"""
+
+
+def test_an_openapi_3_1_yaml_document_keeps_its_2020_12_keywords() -> None:
+    document = openapi_read(openapi_parse_text(OPENAPI_3_1_YAML))
+
+    (operation,) = document.operations
+    assert document.openapi_version == "3.1.0"
+    properties = operation.input_schema["properties"]
+    assert properties["seats"] == {"type": "integer", "exclusiveMinimum": 0}
+    assert properties["note"] == {"type": ["string", "null"]}
+    assert properties["kind"] == {"const": "public"}
+    # YAML reads an unquoted date as a date: it arrives as the JSON text it was.
+    assert properties["starts"]["default"] == "2024-05-01"
+    validate_input_schema(operation.input_schema)
+
+
+def test_a_yaml_alias_bomb_is_refused() -> None:
+    lines = ["a: &a [x, x, x, x, x, x, x, x, x, x]"]
+    for level in range(1, 9):
+        previous = chr(ord("a") + level - 1)
+        name = chr(ord("a") + level)
+        lines.append(f"{name}: &{name} [" + ", ".join([f"*{previous}"] * 10) + "]")
+    with pytest.raises(OpenApiError) as caught:
+        openapi_parse_text("\n".join(lines))
+
+    assert caught.value.message == "The YAML document expands to more than 500,000 values."
+
+
+def serve_once(body: bytes) -> Any:
+    """A loopback server answering every GET with ``body``; yields its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Type", "application/yaml")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    return server
+
+
+def test_a_url_is_fetched_through_the_ssrf_guard(settings: Any) -> None:
+    server = serve_once(OPENAPI_3_1_YAML.encode())
+    url = f"http://127.0.0.1:{server.server_address[1]}/openapi.yaml"
+    try:
+        with pytest.raises(OpenApiError) as refused:
+            openapi_fetch(url)
+        settings.MCP_HTTP_ALLOWED_NETWORKS = "127.0.0.0/8"
+        fetched = openapi_fetch(url)
+    finally:
+        server.shutdown()
+        server.server_close()
+
+    assert "127.0.0.1 are not allowed: it is not a public address" in refused.value.message
+    assert openapi_read(openapi_parse_text(fetched)).operations[0].key == "POST /events"
+
+
+def test_a_fetched_document_is_size_capped(settings: Any) -> None:
+    settings.MCP_HTTP_ALLOWED_NETWORKS = "127.0.0.0/8"
+    with run_upstream() as upstream, pytest.raises(OpenApiError) as caught:
+        openapi_fetch(upstream.url("/large-chunked?bytes=3000000"))
+
+    assert caught.value.message == "The document is larger than 2,000,000 bytes."
+
+
+@pytest.mark.parametrize("url", ["ftp://example.com/a.yaml", "file:///etc/passwd", "no url"])
+def test_only_http_urls_are_fetched(url: str) -> None:
+    with pytest.raises(OpenApiError, match="Enter an http:// or https:// URL."):
+        openapi_fetch(url)

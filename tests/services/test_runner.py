@@ -97,8 +97,12 @@ def test_a_tool_past_the_inline_timeout_is_a_tool_error(endpoint: Endpoint) -> N
 def test_a_tools_own_timeout_error_is_not_reported_as_the_deadline(endpoint: Endpoint) -> None:
     add_tool(endpoint, "flaky", Tool.Kind.PYTHON, {"function": "sample_own_timeout"})
 
-    with pytest.raises(TimeoutError, match="upstream did not answer"):
+    with pytest.raises(ToolError) as caught:
         run(build_snapshot(endpoint), "flaky", {})
+
+    assert (
+        caught.value.message == "sample_own_timeout failed: TimeoutError: upstream did not answer"
+    )
 
 
 def test_text_resources_are_read_from_the_snapshot_without_queries(

@@ -1,0 +1,76 @@
+"""Each tool's and endpoint's last 24 hours on its admin pages, linked to the calls."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+from pytest_django import DjangoAssertNumQueries
+
+from mcp_app.models import CallLog, Endpoint
+from mcp_app.services.catalog import tool_create
+from tests.audit.factories import make_call
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def calls(endpoint: Endpoint) -> dict[str, CallLog]:
+    tool_create(name="echo", kind="python", config={"function": "echo"}, endpoints=[endpoint])
+    tool_create(name="add", kind="python", config={"function": "add"}, endpoints=[endpoint])
+    make_call(endpoint, target="echo", duration_ms=10.0,
+              created_at=timezone.now() - timedelta(days=2))  # fmt: skip
+    make_call(endpoint, target="echo", duration_ms=20.0)
+    error = make_call(endpoint, target="echo", duration_ms=40.0, status=CallLog.Status.TOOL_ERROR)
+    last = make_call(endpoint, target="echo", duration_ms=30.0)
+    make_call(endpoint, target="echo", rpc_method="prompts/get")
+    return {"error": error, "last": last}
+
+
+def test_the_tool_list_shows_each_tools_last_day_with_a_link_to_its_calls(
+    admin_client: Client,
+    calls: dict[str, CallLog],
+    django_assert_max_num_queries: DjangoAssertNumQueries,
+) -> None:
+    with django_assert_max_num_queries(12):
+        page = admin_client.get(reverse("admin:mcp_app_tool_changelist")).content.decode()
+
+    rows = {
+        name: row for row in re.findall(r"<tr>.*?</tr>", page, re.S)
+        if (name := next(iter(re.findall(r'field-name"><a[^>]*>(\w+)<', row)), None))
+    }  # fmt: skip
+    echo, add = rows["echo"], rows["add"]
+    assert re.search(r'field-calls_24h"><a href="/audit/\?tool=echo&amp;method=tools%2Fcall&amp;'
+                     r'since=[^"]+">3</a>', echo)  # fmt: skip
+    assert 'field-errors_24h">1 (33.3%)<' in echo
+    assert 'field-p95_24h">39 ms<' in echo
+    assert 'field-calls_24h"><a href="/audit/?tool=add' in add and ">0</a>" in add
+
+
+def test_a_tools_page_gives_its_figures_and_links_its_last_call_and_error(
+    admin_client: Client, calls: dict[str, CallLog]
+) -> None:
+    tool = calls["last"].target
+    pk = admin_client.get(reverse("admin:mcp_app_tool_changelist")).context["cl"].result_list
+    echo = next(item for item in pk if item.name == tool)
+
+    page = admin_client.get(reverse("admin:mcp_app_tool_change", args=[echo.pk])).content.decode()
+
+    assert "<th>Calls</th><td><a href=" in page and ">3</a>" in page
+    assert f'href="{reverse("mcp_app:audit_detail", args=[calls["last"].pk])}"' in page
+    assert f'href="{reverse("mcp_app:audit_detail", args=[calls["error"].pk])}"' in page
+    assert "<th>p50</th><td>30.0 ms</td>" in page
+
+
+def test_the_endpoint_list_counts_every_request_of_the_last_day(
+    admin_client: Client, calls: dict[str, CallLog]
+) -> None:
+    page = admin_client.get(reverse("admin:mcp_app_endpoint_changelist")).content.decode()
+
+    assert re.search(r'field-calls_24h"><a href="/audit/\?endpoint=test&amp;since=[^"]+">4</a>',
+                     page)  # fmt: skip
+    assert 'field-errors_24h">1 (25.0%)<' in page
