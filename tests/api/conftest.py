@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
+import pytest
 from django.contrib.auth.models import Permission, User
+from rest_framework.test import APIClient
+
+from mcp_app.services.api_tokens import api_token_create
 
 
 def make_user(username: str, permissions: Sequence[str] = ()) -> User:
@@ -16,6 +21,20 @@ def make_user(username: str, permissions: Sequence[str] = ()) -> User:
             Permission.objects.get(content_type__app_label=app_label, codename=codename)
         )
     return user
+
+
+@pytest.fixture
+def token_client(db: None) -> Callable[..., APIClient]:
+    """Return an APIClient authenticated by a fresh API token of a user with ``permissions``."""
+
+    def make(*permissions: str, username: str = "robot", **kwargs: Any) -> APIClient:
+        user = make_user(username, permissions)
+        _token, key = api_token_create(user=user, name="ci", **kwargs)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+        return client
+
+    return make
 
 
 CATALOG_PERMISSIONS = [
