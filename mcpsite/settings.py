@@ -303,6 +303,10 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "mcp_app.api.schema.any_json_value",
+    ],
 }
 # The OAuth scope a token from our authorization server needs for the management API; the
 # token must be issued for the API's resource (PUBLIC_BASE_URL/api), never an MCP endpoint.

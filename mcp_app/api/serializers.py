@@ -325,8 +325,20 @@ class OpenApiImportSerializer(serializers.Serializer):
     )
     preview = serializers.BooleanField(default=True, help_text="Only list the drafts.")
 
+    def validate_document(self, value: Any) -> Any:
+        return _json_object(value)
+
 
 class CatalogImportSerializer(serializers.Serializer):
     document = serializers.JSONField(help_text="A document written by export (format, ...).")
     prune = serializers.BooleanField(default=False)
     dry_run = serializers.BooleanField(default=False)
+
+    def validate_document(self, value: Any) -> Any:
+        return _json_object(value)
+
+
+def _json_object(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise serializers.ValidationError("Expected a JSON object.")
+    return value

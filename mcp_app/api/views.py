@@ -50,6 +50,22 @@ from mcp_app.services.catalog_io import (
 from mcp_app.services.sessions import session_close
 from mcp_app.services.try_it import tool_try
 
+EXPORT_RESPONSES = {
+    (200, "application/yaml"): OpenApiTypes.OBJECT,
+    (200, "application/json"): OpenApiTypes.OBJECT,
+}
+
+
+class ApiViewMixin:
+    """Refuses NUL in the URL before any lookup: PostgreSQL cannot store or compare it."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        values = [*request.query_params.keys(), *request.query_params.values()]
+        values += [str(value) for value in kwargs.values()]
+        if any("\x00" in value for value in values):
+            raise ValidationError({"": ["The URL holds a NUL character."]})
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+
 
 def etag_of(data: Any) -> str:
     digest = hashlib.sha256(json.dumps(data, sort_keys=True, default=str).encode()).hexdigest()
@@ -110,7 +126,7 @@ class EnableMixin:
         return Response(data, headers={"ETag": etag_of(data)})
 
 
-class CatalogItemViewSet(ConditionalMixin, EnableMixin, viewsets.ModelViewSet):
+class CatalogItemViewSet(ApiViewMixin, ConditionalMixin, EnableMixin, viewsets.ModelViewSet):
     search_fields: list[str] = []
     ordering_fields: list[str] = []
     boolean_filters = ("enabled",)
@@ -133,7 +149,7 @@ class EndpointViewSet(CatalogItemViewSet):
 
     @extend_schema(
         parameters=[OpenApiParameter("format", enum=["yaml", "json"], required=False)],
-        responses={(200, "application/yaml"): OpenApiTypes.STR},
+        responses=EXPORT_RESPONSES,
     )
     @action(detail=True, methods=["get"], url_path="export")
     def export(self, request: Request, pk: str | None = None) -> HttpResponse:
@@ -272,7 +288,7 @@ class PromptViewSet(CatalogItemViewSet):
     ordering = ["name"]
 
 
-class CredentialViewSet(ConditionalMixin, viewsets.ModelViewSet):
+class CredentialViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):
     queryset = Credential.objects.all()
     serializer_class = s.CredentialSerializer
     filter_fields = {"kind": "kind", "name": "name"}
@@ -281,7 +297,7 @@ class CredentialViewSet(ConditionalMixin, viewsets.ModelViewSet):
     ordering = ["name"]
 
 
-class CallLogViewSet(viewsets.ReadOnlyModelViewSet):
+class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     """The call log, with the filters of /audit/ (endpoint, tool, method, status, era,
     session, since, until, q); payloads need "Can see recorded arguments and results"."""
 
@@ -299,7 +315,7 @@ class CallLogViewSet(viewsets.ReadOnlyModelViewSet):
         return super().filter_queryset(searched)
 
 
-class BackgroundCallViewSet(viewsets.ReadOnlyModelViewSet):
+class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     """Background tool calls and MCP tasks (``?is_task=true``)."""
 
     queryset = BackgroundCall.objects.select_related("endpoint")
@@ -315,7 +331,9 @@ class BackgroundCallViewSet(viewsets.ReadOnlyModelViewSet):
     ordering = ["-created_at", "id"]
 
 
-class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+class SessionViewSet(
+    ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+):
     queryset = Session.objects.select_related("endpoint", "user")
     serializer_class = s.SessionSerializer
     filter_fields = {"endpoint": "endpoint__slug", "closed": "closed_at__isnull"}
@@ -339,7 +357,7 @@ class SessionViewSet(mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.
         return Response(self.get_serializer(session).data)
 
 
-class CatalogViewSet(viewsets.ViewSet):
+class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     """Whole-catalog export and import (the ``mcp_export`` / ``mcp_import`` commands)."""
 
     # Import changes endpoints and their items: it needs every catalog permission.
@@ -360,7 +378,7 @@ class CatalogViewSet(viewsets.ViewSet):
             OpenApiParameter("format", enum=["yaml", "json"], required=False),
             OpenApiParameter("endpoint", many=True, required=False),
         ],
-        responses={(200, "application/yaml"): OpenApiTypes.STR},
+        responses=EXPORT_RESPONSES,
     )
     @action(detail=False, methods=["get"])
     def export(self, request: Request) -> HttpResponse:
