@@ -352,6 +352,58 @@ MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 
 # LOG_FORMAT=json: one JSON object per line, with the MCP request id (mcp_app/ops/logs.py).
 LOG_FORMAT = os.environ.get("LOG_FORMAT", "text").strip().lower()
+
+# Management REST API (/api/v1/, mcp_app/api, docs/api.md): Django REST framework, its
+# OpenAPI 3.1 schema (drf-spectacular) and Swagger UI from our own static files (sidecar).
+INSTALLED_APPS += ["rest_framework", "drf_spectacular", "drf_spectacular_sidecar"]
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        "mcp_app.api.authentication.ApiTokenAuthentication",
+        "mcp_app.api.authentication.OAuthManagementAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["mcp_app.api.permissions.ModelPermissions"],
+    "DEFAULT_PAGINATION_CLASS": "mcp_app.api.pagination.Cursor",
+    "PAGE_SIZE": 100,
+    "DEFAULT_FILTER_BACKENDS": [
+        "mcp_app.api.filters.FieldFilter",
+        "rest_framework.filters.SearchFilter",
+        "rest_framework.filters.OrderingFilter",
+    ],
+    "DEFAULT_THROTTLE_CLASSES": [
+        "rest_framework.throttling.UserRateThrottle",
+        "rest_framework.throttling.AnonRateThrottle",
+    ],
+    "DEFAULT_THROTTLE_RATES": {
+        "user": os.environ.get("API_THROTTLE_USER", "1200/minute"),
+        "anon": os.environ.get("API_THROTTLE_ANON", "60/minute"),
+    },
+    "EXCEPTION_HANDLER": "mcp_app.api.errors.exception_handler",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
+    "TEST_REQUEST_DEFAULT_FORMAT": "json",
+    # ?format= chooses an export's file format (yaml, json), not a renderer.
+    "URL_FORMAT_OVERRIDE": None,
+}
+SPECTACULAR_SETTINGS = {
+    "TITLE": "mcphost management API",
+    "DESCRIPTION": "Manage MCP endpoints and their catalogs (docs/api.md).",
+    "VERSION": "1",
+    "OAS_VERSION": "3.1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SCHEMA_PATH_PREFIX": "/api/v1",
+    "POSTPROCESSING_HOOKS": [
+        "drf_spectacular.hooks.postprocess_schema_enums",
+        "mcp_app.api.schema.any_json_value",
+    ],
+}
+# The OAuth scope a token from our authorization server needs for the management API; the
+# token must be issued for the API's resource (PUBLIC_BASE_URL/api), never an MCP endpoint.
+API_OAUTH_SCOPE = os.environ.get("API_OAUTH_SCOPE", "mcp:manage")
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

@@ -39,6 +39,7 @@ urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("o/", include(oauth_patterns)),
+    path("api/", include("mcp_app.api.urls")),
     path(
         ".well-known/oauth-authorization-server",
         auth.cors(oauth_views.OAuthServerMetadataView.as_view()),

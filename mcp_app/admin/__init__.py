@@ -2,6 +2,7 @@
 call log: a module per model, forms in forms.py."""
 
 from mcp_app.admin import (
+    api_token,
     background_call,
     call_log,
     credential,
@@ -14,6 +15,7 @@ from mcp_app.admin import (
 )
 
 __all__ = [
+    "api_token",
     "background_call",
     "call_log",
     "credential",

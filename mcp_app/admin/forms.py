@@ -20,7 +20,7 @@ from django.utils.safestring import SafeString
 from mcp_app.admin.access import ACCESS_FIELDS
 from mcp_app.executors import get_executor
 from mcp_app.executors.base import ConfigError
-from mcp_app.executors.http import BODY_MODES, MAX_RETRIES, METHODS, placeholder_names
+from mcp_app.executors.http import BODY_MODES, MAX_RETRIES, METHODS, undeclared_placeholders
 from mcp_app.executors.python import resource_functions, tool_functions
 from mcp_app.executors.template import OUTPUTS
 from mcp_app.models import Credential, Endpoint, ResourceTemplate, Tool
@@ -406,18 +406,10 @@ class ToolForm(forms.ModelForm):
     def _http_placeholders_declared(
         self, config: Mapping[str, Any], schema: Mapping[str, Any] | None
     ) -> bool:
-        declared = set((schema or {}).get("properties", {}))
-        ok = True
-        for key in ("url", "query", "headers", "body_template"):
-            part = {key: config[key], "body": config.get("body")} if key in config else {}
-            if unknown := sorted(placeholder_names(part) - declared):
-                self.add_error(
-                    f"http_{key}",
-                    f"{', '.join('{' + name + '}' for name in unknown)} names no property of "
-                    "the input schema.",
-                )
-                ok = False
-        return ok
+        unknown = undeclared_placeholders(config, schema)
+        for key, message in unknown.items():
+            self.add_error(f"http_{key}", message)
+        return not unknown
 
     def _config_ok(self, kind: str, config: Mapping[str, Any], field: str) -> bool:
         try:

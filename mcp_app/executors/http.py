@@ -144,6 +144,27 @@ def placeholder_names(config: Mapping[str, Any]) -> set[str]:
     return names
 
 
+def undeclared_placeholders(
+    config: Mapping[str, Any], input_schema: Mapping[str, Any] | None
+) -> dict[str, str]:
+    """Return, per config key, an error naming its placeholders unknown to ``input_schema``.
+
+    A request template must only use arguments the tool declares, or a client could never
+    fill it in; the admin form and the catalog import both apply this one rule.
+
+    Raises:
+        ConfigError: a template has an unmatched brace or an empty ``{}``.
+    """
+    declared = set((input_schema or {}).get("properties", {}))
+    unknown: dict[str, str] = {}
+    for key in ("url", "query", "headers", "body_template"):
+        part = {key: config[key], "body": config.get("body")} if key in config else {}
+        if names := sorted(placeholder_names(part) - declared):
+            listed = ", ".join("{" + name + "}" for name in names)
+            unknown[key] = f"{listed} names no property of the input schema."
+    return unknown
+
+
 def _placeholders(text: str, where: str) -> list[str]:
     names = []
     for match in _TOKEN.finditer(text):

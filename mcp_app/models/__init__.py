@@ -1,5 +1,6 @@
 """Catalog, credential, session and call-log models: import them from here (``mcp_app.models``)."""
 
+from mcp_app.models.api_token import ApiToken
 from mcp_app.models.background_call import BackgroundCall
 from mcp_app.models.call_log import CallLog
 from mcp_app.models.credential import Credential
@@ -10,6 +11,7 @@ from mcp_app.models.session import Session
 from mcp_app.models.tool import Tool
 
 __all__ = [
+    "ApiToken",
     "BackgroundCall",
     "CallLog",
     "Credential",

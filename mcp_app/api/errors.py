@@ -1,0 +1,71 @@
+"""One error body for every failure: ``{"type", "detail", "errors": [{"path", "message"}]}``.
+
+``path`` is the dotted field path within the request body (``arguments.0.name``,
+``config.url``); ``""`` for the request as a whole. Django ``ValidationError``s raised below
+the serializers (model checks, the tool-name guard) become 400s, never 500s.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import exceptions, status
+from rest_framework.response import Response
+from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class PreconditionFailed(exceptions.APIException):
+    status_code = status.HTTP_412_PRECONDITION_FAILED
+    default_detail = "The resource changed since you read it (If-Match does not match its ETag)."
+    default_code = "precondition_failed"
+
+
+def django_errors(exc: DjangoValidationError) -> dict[str, Any] | list[str]:
+    if hasattr(exc, "error_dict"):
+        return {
+            ("non_field_errors" if name == "__all__" else name): [
+                m for e in errs for m in e.messages
+            ]
+            for name, errs in exc.error_dict.items()
+        }
+    return list(exc.messages)
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    if isinstance(exc, DjangoValidationError):
+        exc = exceptions.ValidationError(django_errors(exc))
+    response = drf_exception_handler(exc, context)
+    if response is None or not isinstance(exc, exceptions.APIException):
+        return response
+    if isinstance(exc, exceptions.ValidationError):
+        body = {
+            "type": "invalid",
+            "detail": "The request is invalid.",
+            "errors": list(_flatten(exc.detail, "")),
+        }
+    else:
+        detail = exc.detail
+        body = {
+            "type": exc.get_codes() if isinstance(exc.get_codes(), str) else exc.default_code,
+            "detail": str(detail),
+            "errors": [],
+        }
+    response.data = body
+    return response
+
+
+def _flatten(detail: Any, path: str) -> Any:
+    if isinstance(detail, dict):
+        for key, value in detail.items():
+            name = "" if key in ("non_field_errors", "__all__") else str(key)
+            yield from _flatten(value, f"{path}.{name}".strip(".") if name else path)
+    elif isinstance(detail, list):
+        if all(isinstance(item, str) for item in detail):
+            for item in detail:
+                yield {"path": path, "message": str(item), "code": getattr(item, "code", "invalid")}
+        else:
+            for index, item in enumerate(detail):
+                yield from _flatten(item, f"{path}.{index}".strip("."))
+    else:
+        yield {"path": path, "message": str(detail), "code": getattr(detail, "code", "invalid")}

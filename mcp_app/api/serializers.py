@@ -1,0 +1,344 @@
+"""Serializers: rows as JSON, validated by the models' own checks (``full_clean``).
+
+Catalog rows name their endpoints by slug and their groups by name. Each write serializer
+runs the model's ``full_clean()`` (the executor's config check included) and, for HTTP
+tools, the placeholder rule the admin form applies, so the API and the admin share one set
+of rules; the tool-name-per-endpoint guard runs in ``signals.py`` on every save.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db import transaction
+from rest_framework import serializers
+
+from mcp_app.api.errors import django_errors
+from mcp_app.executors.http import undeclared_placeholders
+from mcp_app.executors.python import tool_functions
+from mcp_app.models import (
+    BackgroundCall,
+    CallLog,
+    Credential,
+    Endpoint,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    Resource,
+    ResourceTemplate,
+    Session,
+    Tool,
+)
+from mcp_app.services.catalog import check_unique_tool_names, python_tool_defaults
+from mcp_app.services.credentials import credential_set_secret
+
+ACCESS_FIELDS = ["required_scope", "allowed_groups"]
+_M2M = ("endpoints", "allowed_groups", "tools", "resources", "resource_templates", "prompts")
+
+
+def _full_clean(instance: Any, attrs: Mapping[str, Any], exclude: list[str] | None = None) -> None:
+    for name, value in attrs.items():
+        if name not in _M2M and name not in ("arguments", "messages", "secret"):
+            setattr(instance, name, value)
+    try:
+        instance.full_clean(exclude=exclude)
+    except DjangoValidationError as exc:
+        raise serializers.ValidationError(django_errors(exc)) from None
+
+
+class ModelCheckedSerializer(serializers.ModelSerializer):
+    """Runs the model's ``full_clean()`` on a copy of the row with the new values."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        model = self.Meta.model
+        instance = model() if self.instance is None else model.objects.get(pk=self.instance.pk)
+        _full_clean(instance, attrs)
+        self.checked = instance
+        return attrs
+
+
+class CatalogItemSerializer(ModelCheckedSerializer):
+    endpoints = serializers.SlugRelatedField(
+        many=True, slug_field="slug", queryset=Endpoint.objects.all(), required=False
+    )
+    allowed_groups = serializers.SlugRelatedField(
+        many=True, slug_field="name", queryset=Group.objects.all(), required=False
+    )
+
+    def create(self, validated_data: dict[str, Any]) -> Any:
+        with transaction.atomic():
+            return super().create(validated_data)
+
+    def update(self, instance: Any, validated_data: dict[str, Any]) -> Any:
+        with transaction.atomic():
+            return super().update(instance, validated_data)
+
+
+class EndpointSerializer(ModelCheckedSerializer):
+    tools = serializers.SlugRelatedField(many=True, slug_field="name", read_only=True)
+    resources = serializers.SlugRelatedField(many=True, slug_field="uri", read_only=True)
+    resource_templates = serializers.SlugRelatedField(
+        many=True, slug_field="uri_template", read_only=True
+    )
+    prompts = serializers.SlugRelatedField(many=True, slug_field="name", read_only=True)
+    url = serializers.CharField(source="public_url", read_only=True)
+
+    class Meta:
+        model = Endpoint
+        fields = [
+            "id", "slug", "title", "description", "instructions", "enabled", "allowed_origins",
+            "auth_mode", "scopes", "base_scope", "catalog_version", "url", "tools", "resources",
+            "resource_templates", "prompts", "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = ["catalog_version", "created_at", "updated_at"]
+
+
+class ToolSerializer(CatalogItemSerializer):
+    class Meta:
+        model = Tool
+        fields = [
+            "id", "name", "title", "description", "enabled", "kind", "config", "input_schema",
+            "output_schema", "read_only_hint", "destructive_hint", "idempotent_hint",
+            "open_world_hint", "icons", "meta", "capture_mode", "capture_max_bytes",
+            "capture_redact", "execution_mode", "task_support", "soft_time_limit",
+            "hard_time_limit", *ACCESS_FIELDS, "endpoints", "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = ["created_at", "updated_at"]
+        extra_kwargs = {"description": {"required": False}}
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        function = (attrs.get("config") or {}).get("function")
+        if self.instance is None and attrs.get("kind") == "python" and function in tool_functions():
+            # As the admin form and tool_create: a python tool takes what is omitted from its
+            # registered function.
+            attrs = {**python_tool_defaults(function), **attrs}
+        attrs = super().validate(attrs)
+        tool: Tool = self.checked
+        if tool.kind == Tool.Kind.HTTP:
+            unknown = undeclared_placeholders(tool.config, tool.input_schema)
+            credential = tool.config.get("credential")
+            errors = {f"config.{key}": [message] for key, message in unknown.items()}
+            if credential is not None and not Credential.objects.filter(name=credential).exists():
+                errors["config.credential"] = [f"No credential named {credential!r}."]
+            if errors:
+                raise serializers.ValidationError(errors)
+        endpoints = attrs.get("endpoints")
+        if endpoints is None and self.instance is not None:
+            endpoints = list(self.instance.endpoints.all())
+        try:
+            check_unique_tool_names(
+                endpoint_ids=[endpoint.pk for endpoint in endpoints or ()],
+                tools=[(tool.pk, tool.name)],
+            )
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError({"name": exc.messages}) from None
+        return attrs
+
+
+class ResourceSerializer(CatalogItemSerializer):
+    class Meta:
+        model = Resource
+        fields = [
+            "id", "uri", "name", "title", "description", "mime_type", "text", "file", "size",
+            "icons", "enabled", *ACCESS_FIELDS, "endpoints", "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = ["size", "created_at", "updated_at"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        attrs["size"] = self.checked.size  # set by Resource.clean()
+        return attrs
+
+
+class ResourceTemplateSerializer(CatalogItemSerializer):
+    class Meta:
+        model = ResourceTemplate
+        fields = [
+            "id", "uri_template", "name", "title", "description", "mime_type", "kind", "config",
+            "completions", "icons", "enabled", *ACCESS_FIELDS, "endpoints", "created_at",
+            "updated_at",
+        ]  # fmt: skip
+        read_only_fields = ["created_at", "updated_at"]
+
+
+class PromptArgumentSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = PromptArgument
+        fields = ["name", "title", "description", "required", "completion_values"]
+
+
+class PromptMessageSerializer(serializers.ModelSerializer):
+    # Files are uploaded in the admin or carried by an import file; here they are read-only.
+    file = serializers.FileField(read_only=True)
+
+    class Meta:
+        model = PromptMessage
+        fields = ["role", "kind", "text", "file", "mime_type", "uri", "name"]
+
+
+class PromptSerializer(CatalogItemSerializer):
+    arguments = PromptArgumentSerializer(many=True, required=False)
+    messages = PromptMessageSerializer(many=True, required=False)
+
+    class Meta:
+        model = Prompt
+        fields = [
+            "id", "name", "title", "description", "icons", "enabled", "arguments", "messages",
+            *ACCESS_FIELDS, "endpoints", "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = ["created_at", "updated_at"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        attrs = super().validate(attrs)
+        errors: dict[str, Any] = {}
+        for key, model in (("arguments", PromptArgument), ("messages", PromptMessage)):
+            items = []
+            for position, values in enumerate(attrs.get(key) or ()):
+                part = model(position=position, **values)
+                try:
+                    part.full_clean(exclude=["prompt"])
+                except DjangoValidationError as exc:
+                    items.append(django_errors(exc))
+                else:
+                    items.append({})
+            if any(items):
+                errors[key] = items
+        if errors:
+            raise serializers.ValidationError(errors)
+        return attrs
+
+    def create(self, validated_data: dict[str, Any]) -> Prompt:
+        parts = {key: validated_data.pop(key, None) for key in ("arguments", "messages")}
+        with transaction.atomic():
+            prompt = super().create(validated_data)
+            self._write_parts(prompt, parts)
+        return prompt
+
+    def update(self, instance: Prompt, validated_data: dict[str, Any]) -> Prompt:
+        parts = {key: validated_data.pop(key, None) for key in ("arguments", "messages")}
+        with transaction.atomic():
+            prompt = super().update(instance, validated_data)
+            self._write_parts(prompt, parts)
+        return prompt
+
+    def _write_parts(self, prompt: Prompt, parts: Mapping[str, Any]) -> None:
+        # A list given replaces the prompt's list; an omitted one is kept.
+        if parts["arguments"] is not None:
+            prompt.arguments.all().delete()
+            for position, values in enumerate(parts["arguments"]):
+                PromptArgument.objects.create(prompt=prompt, position=position, **values)
+        if parts["messages"] is not None:
+            prompt.messages.all().delete()
+            for position, values in enumerate(parts["messages"]):
+                PromptMessage.objects.create(prompt=prompt, position=position, **values)
+
+
+class CredentialSerializer(ModelCheckedSerializer):
+    secret = serializers.CharField(
+        write_only=True,
+        required=False,
+        trim_whitespace=False,
+        style={"input_type": "password"},
+        help_text="Stored encrypted, never returned; omit it on update to keep the stored one.",
+    )
+    has_secret = serializers.BooleanField(read_only=True)
+
+    class Meta:
+        model = Credential
+        fields = [
+            "id", "name", "kind", "description", "header_name", "query_param", "username",
+            "token_url", "client_id", "scopes", "secret", "has_secret", "created_at",
+            "updated_at",
+        ]  # fmt: skip
+        read_only_fields = ["created_at", "updated_at"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        secret = attrs.pop("secret", "")
+        if secret:
+            attrs["secret_encrypted"] = _encrypted(secret)
+        elif self.instance is None:
+            raise serializers.ValidationError({"secret": ["Enter the secret."]})
+        return super().validate(attrs)
+
+
+def _encrypted(secret: str) -> str:
+    holder = Credential()
+    credential_set_secret(credential=holder, secret=secret)
+    return holder.secret_encrypted
+
+
+class CallLogSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = CallLog
+        exclude = ["principal"]
+
+    def to_representation(self, instance: CallLog) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["principal"] = instance.principal.get_username() if instance.principal else None
+        request = self.context.get("request")
+        if request is None or not request.user.has_perm("mcp_app.view_call_payloads"):
+            # As /audit/: payloads need their own permission.
+            data["arguments"] = data["result"] = None
+        return data
+
+
+class BackgroundCallSerializer(serializers.ModelSerializer):
+    endpoint = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+
+    class Meta:
+        model = BackgroundCall
+        exclude = ["tool", "input_responses", "client_capabilities"]
+
+
+class SessionSerializer(serializers.ModelSerializer):
+    endpoint = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+    user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+
+    class Meta:
+        model = Session
+        fields = [
+            "id", "endpoint", "protocol_version", "client_info", "log_level", "subscriptions",
+            "created_at", "last_seen_at", "closed_at", "user", "oauth_client_id",
+        ]  # fmt: skip
+
+
+class TryItSerializer(serializers.Serializer):
+    arguments = serializers.DictField(default=dict)
+
+
+class OpenApiImportSerializer(serializers.Serializer):
+    document = serializers.JSONField(help_text="The OpenAPI 3.x document (an object).")
+    operations = serializers.ListField(
+        child=serializers.CharField(),
+        required=False,
+        help_text='Keys of the operations to create, e.g. "GET /pets"; omitted: all.',
+    )
+    endpoints = serializers.SlugRelatedField(
+        many=True, slug_field="slug", queryset=Endpoint.objects.all(), required=False
+    )
+    base_url = serializers.CharField(required=False, allow_blank=True, default="")
+    credential = serializers.SlugRelatedField(
+        slug_field="name", queryset=Credential.objects.all(), required=False, allow_null=True
+    )
+    preview = serializers.BooleanField(default=True, help_text="Only list the drafts.")
+
+    def validate_document(self, value: Any) -> Any:
+        return _json_object(value)
+
+
+class CatalogImportSerializer(serializers.Serializer):
+    document = serializers.JSONField(help_text="A document written by export (format, ...).")
+    prune = serializers.BooleanField(default=False)
+    dry_run = serializers.BooleanField(default=False)
+
+    def validate_document(self, value: Any) -> Any:
+        return _json_object(value)
+
+
+def _json_object(value: Any) -> Any:
+    if not isinstance(value, dict):
+        raise serializers.ValidationError("Expected a JSON object.")
+    return value

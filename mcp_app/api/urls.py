@@ -1,0 +1,39 @@
+"""URLs of the management API: ``/api/v1/...``, the schema and its docs (mcpsite/urls.py)."""
+
+from __future__ import annotations
+
+from django.urls import include, path
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from rest_framework.permissions import AllowAny
+from rest_framework.routers import DefaultRouter
+
+from mcp_app.api import views
+
+router = DefaultRouter()
+router.register("endpoints", views.EndpointViewSet)
+router.register("tools", views.ToolViewSet)
+router.register("resources", views.ResourceViewSet)
+router.register("resource-templates", views.ResourceTemplateViewSet)
+router.register("prompts", views.PromptViewSet)
+router.register("credentials", views.CredentialViewSet)
+router.register("call-log", views.CallLogViewSet)
+router.register("background-calls", views.BackgroundCallViewSet)
+router.register("sessions", views.SessionViewSet)
+router.register("catalog", views.CatalogViewSet, basename="catalog")
+
+urlpatterns = [
+    path("v1/", include(router.urls)),
+    # The schema describes the API, not its data: readable without signing in.
+    path(
+        "schema/",
+        SpectacularAPIView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
+        name="api-schema",
+    ),
+    path(
+        "docs/",
+        SpectacularSwaggerView.as_view(
+            url_name="api-schema", permission_classes=[AllowAny], authentication_classes=[]
+        ),
+        name="api-docs",
+    ),
+]

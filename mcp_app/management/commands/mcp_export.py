@@ -1,0 +1,45 @@
+"""``manage.py mcp_export``: write the catalog, or chosen endpoints, as YAML or JSON.
+
+The file names rows by natural key and credentials by reference only (docs/api.md,
+"Import/export"); ``mcp_import`` reads it back on this or another installation.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from mcp_app.services.catalog_io import CatalogFormatError, catalog_dump, catalog_export
+
+
+class Command(BaseCommand):
+    help = "Export the MCP catalog (or --endpoint SLUG ...) as YAML (default) or JSON."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--endpoint",
+            action="append",
+            dest="endpoints",
+            metavar="SLUG",
+            help="export only this endpoint and what it publishes (repeatable)",
+        )
+        parser.add_argument("--format", choices=["yaml", "json"], default="yaml")
+        parser.add_argument(
+            "-o", "--output", metavar="FILE", help="write to FILE instead of standard output"
+        )
+
+    def handle(
+        self, *args: Any, endpoints: list[str] | None, format: str, output: str | None,
+        **options: Any,
+    ) -> None:  # fmt: skip
+        try:
+            document = catalog_export(endpoint_slugs=endpoints)
+        except CatalogFormatError as exc:
+            raise CommandError(str(exc)) from None
+        text = catalog_dump(document, fmt=format)
+        if output:
+            Path(output).write_text(text, encoding="utf-8")
+        else:
+            self.stdout.write(text, ending="")

@@ -1,0 +1,61 @@
+"""``manage.py mcp_import FILE``: make the catalog match a file written by ``mcp_export``.
+
+Idempotent and transactional: the same file twice changes nothing, and an invalid file changes
+nothing and names each wrong entry and field. ``--dry-run`` prints the changes without making
+them; ``--prune`` also removes what the file does not list.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from mcp_app.services.catalog_io import (
+    CatalogFormatError,
+    CatalogImportError,
+    catalog_import,
+    catalog_parse,
+)
+
+
+class Command(BaseCommand):
+    help = "Import an MCP catalog file (YAML or JSON); '-' reads standard input."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("file", metavar="FILE")
+        parser.add_argument("--format", choices=["yaml", "json"], default=None)
+        parser.add_argument(
+            "--dry-run", action="store_true", help="print the changes, make none of them"
+        )
+        parser.add_argument(
+            "--prune",
+            action="store_true",
+            help="delete rows the file does not list (for a file of chosen endpoints: "
+            "detach them from those endpoints)",
+        )
+
+    def handle(
+        self, *args: Any, file: str, format: str | None, dry_run: bool, prune: bool,
+        **options: Any,
+    ) -> None:  # fmt: skip
+        try:
+            text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise CommandError(f"Cannot read {file}: {exc}") from None
+        try:
+            report = catalog_import(
+                document=catalog_parse(text, fmt=format), prune=prune, dry_run=dry_run
+            )
+        except CatalogFormatError as exc:
+            raise CommandError(str(exc)) from None
+        except CatalogImportError as exc:
+            for error in exc.errors:
+                self.stderr.write(str(error))
+            raise CommandError(f"{len(exc.errors)} error(s); nothing was changed.") from None
+        for change in report.changes:
+            self.stdout.write(str(change))
+        verb = "Would make" if dry_run else "Made"
+        self.stdout.write(f"{verb} {len(report.changes)} change(s).")

@@ -1,0 +1,803 @@
+"""Catalog export and import: a whole catalog, or chosen endpoints, as a YAML or JSON document.
+
+The document names everything by natural key (endpoint slug, tool name, resource URI, URI
+template, prompt name, group name, credential name), never by database id, so it moves between
+installations. Credentials appear as references (name and kind), never with their secret: the
+target must already hold them.
+
+Import writes through the ORM like the admin does, so the model signals (``signals.py``) bump
+catalog versions and send list_changed; rows are saved only when a value differs, so importing
+the same document twice changes nothing and notifies no one. Every entry is checked with the
+model's own validation (``full_clean``, which runs the executor's config check the admin form
+runs too) before anything is written, and the whole import is one transaction.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.db import transaction
+from django.db.models import Model
+
+from mcp_app.executors.http import undeclared_placeholders
+from mcp_app.executors.python import tool_functions
+from mcp_app.models import (
+    Credential,
+    Endpoint,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    Resource,
+    ResourceTemplate,
+    Tool,
+)
+from mcp_app.services.catalog import python_tool_defaults
+
+FORMAT = "mcphost-catalog/1"
+
+ENDPOINT_FIELDS = (
+    "title", "description", "instructions", "enabled", "allowed_origins", "auth_mode", "scopes",
+    "base_scope",
+)  # fmt: skip
+TOOL_FIELDS = (
+    "title", "description", "enabled", "kind", "config", "input_schema", "output_schema",
+    "read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint", "icons", "meta",
+    "capture_mode", "capture_max_bytes", "capture_redact", "execution_mode", "task_support",
+    "soft_time_limit", "hard_time_limit", "required_scope",
+)  # fmt: skip
+RESOURCE_FIELDS = (
+    "name", "title", "description", "mime_type", "text", "icons", "enabled", "required_scope",
+)  # fmt: skip
+TEMPLATE_FIELDS = (
+    "name", "title", "description", "mime_type", "kind", "config", "completions", "icons",
+    "enabled", "required_scope",
+)  # fmt: skip
+PROMPT_FIELDS = ("title", "description", "icons", "enabled", "required_scope")
+ARGUMENT_FIELDS = ("name", "title", "description", "required", "completion_values")
+MESSAGE_FIELDS = ("role", "kind", "text", "mime_type", "uri", "name")
+
+# Section of the document -> (model, natural key field, plain fields).
+_SECTIONS: dict[str, tuple[type[Model], str, tuple[str, ...]]] = {
+    "endpoints": (Endpoint, "slug", ENDPOINT_FIELDS),
+    "tools": (Tool, "name", TOOL_FIELDS),
+    "resources": (Resource, "uri", RESOURCE_FIELDS),
+    "resource_templates": (ResourceTemplate, "uri_template", TEMPLATE_FIELDS),
+    "prompts": (Prompt, "name", PROMPT_FIELDS),
+}
+# Extra keys an entry of each section may carry besides its key and plain fields.
+_EXTRA_KEYS: dict[str, tuple[str, ...]] = {
+    "endpoints": (),
+    "tools": ("allowed_groups", "endpoints"),
+    "resources": ("allowed_groups", "endpoints", "file"),
+    "resource_templates": ("allowed_groups", "endpoints"),
+    "prompts": ("allowed_groups", "endpoints", "arguments", "messages"),
+}
+# Endpoint many-to-many relation of each item section.
+_RELATION = {
+    "tools": "tools",
+    "resources": "resources",
+    "resource_templates": "resource_templates",
+    "prompts": "prompts",
+}
+
+
+class CatalogFormatError(Exception):
+    """The document cannot be read (not YAML/JSON, not a catalog, wrong format version)."""
+
+
+@dataclass(frozen=True)
+class EntryError:
+    path: str  # e.g. "tools[2].config"
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+class CatalogImportError(Exception):
+    """The document is invalid; nothing was changed. ``errors`` name each entry and field."""
+
+    def __init__(self, errors: Sequence[EntryError]) -> None:
+        super().__init__("; ".join(str(error) for error in errors))
+        self.errors = list(errors)
+
+
+@dataclass(frozen=True)
+class Change:
+    action: str  # create, update, delete, attach, detach
+    section: str
+    key: str
+    fields: tuple[str, ...] = ()
+    detail: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.action} {self.section} {self.key}"
+        if self.fields:
+            text += f" ({', '.join(self.fields)})"
+        if self.detail:
+            text += f": {self.detail}"
+        return text
+
+
+@dataclass
+class ImportReport:
+    dry_run: bool
+    changes: list[Change] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.changes)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "changes": [
+                {
+                    "action": change.action,
+                    "section": change.section,
+                    "key": change.key,
+                    "fields": list(change.fields),
+                    "detail": change.detail,
+                }
+                for change in self.changes
+            ],
+        }
+
+
+# ---------------------------------------------------------------------------------- export
+
+
+def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, Any]:
+    """Return the catalog (or the rows published on ``endpoint_slugs``) as a document.
+
+    Raises:
+        CatalogFormatError: an endpoint slug names no endpoint.
+    """
+    endpoints = Endpoint.objects.order_by("slug")
+    if endpoint_slugs is not None:
+        endpoints = endpoints.filter(slug__in=endpoint_slugs)
+        missing = sorted(set(endpoint_slugs) - set(endpoints.values_list("slug", flat=True)))
+        if missing:
+            raise CatalogFormatError(f"No endpoint with slug {', '.join(missing)}.")
+    endpoint_list = list(endpoints)
+    slugs = {endpoint.slug for endpoint in endpoint_list}
+    document: dict[str, Any] = {"format": FORMAT}
+    if endpoint_slugs is not None:
+        document["scope"] = {"endpoints": sorted(slugs)}
+    document["endpoints"] = [
+        {"slug": endpoint.slug, **_values(endpoint, ENDPOINT_FIELDS)} for endpoint in endpoint_list
+    ]
+
+    def rows(model: type[Model], order: Sequence[str]) -> list[Any]:
+        queryset = model._default_manager.order_by(*order).prefetch_related(
+            "endpoints", "allowed_groups"
+        )
+        if endpoint_slugs is not None:
+            queryset = queryset.filter(endpoints__slug__in=slugs).distinct()
+        return list(queryset)
+
+    def common(row: Any) -> dict[str, Any]:
+        return {
+            "allowed_groups": sorted(group.name for group in row.allowed_groups.all()),
+            "endpoints": sorted(e.slug for e in row.endpoints.all() if e.slug in slugs),
+        }
+
+    tools = rows(Tool, ["name", "id"])
+    document["tools"] = [
+        {"name": tool.name, **_values(tool, TOOL_FIELDS), **common(tool)} for tool in tools
+    ]
+    document["resources"] = [
+        {
+            "uri": resource.uri,
+            **_values(resource, RESOURCE_FIELDS),
+            "file": _file_out(resource.file),
+            **common(resource),
+        }
+        for resource in rows(Resource, ["uri"])
+    ]
+    document["resource_templates"] = [
+        {
+            "uri_template": template.uri_template,
+            **_values(template, TEMPLATE_FIELDS),
+            **common(template),
+        }
+        for template in rows(ResourceTemplate, ["uri_template"])
+    ]
+    document["prompts"] = [
+        {
+            "name": prompt.name,
+            **_values(prompt, PROMPT_FIELDS),
+            "arguments": _arguments_out(prompt),
+            "messages": _messages_out(prompt),
+            **common(prompt),
+        }
+        for prompt in rows(Prompt, ["name"])
+    ]
+    names = sorted({tool.config.get("credential") for tool in tools} - {None})
+    if endpoint_slugs is None:
+        names = sorted(set(names) | set(Credential.objects.values_list("name", flat=True)))
+    document["credentials"] = [
+        {"name": name, "kind": kind}
+        for name, kind in Credential.objects.filter(name__in=names)
+        .order_by("name")
+        .values_list("name", "kind")
+    ]
+    return document
+
+
+def _values(row: Any, names: Iterable[str]) -> dict[str, Any]:
+    return {name: getattr(row, name) for name in names}
+
+
+def _file_out(file: Any) -> dict[str, str] | None:
+    if not file:
+        return None
+    with file.open("rb") as handle:
+        content = handle.read()
+    return {
+        "name": file.name.rsplit("/", 1)[-1],
+        "base64": base64.b64encode(content).decode("ascii"),
+    }
+
+
+def _arguments_out(prompt: Prompt) -> list[dict[str, Any]]:
+    return [_values(argument, ARGUMENT_FIELDS) for argument in prompt.arguments.all()]
+
+
+def _messages_out(prompt: Prompt) -> list[dict[str, Any]]:
+    return [
+        {**_values(message, MESSAGE_FIELDS), "file": _file_out(message.file)}
+        for message in prompt.messages.all()
+    ]
+
+
+class _Dumper(yaml.SafeDumper):
+    """Writes multi-line strings (templates, instructions) as literal blocks."""
+
+
+def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
+    style = "|" if "\n" in value and value == value.strip(" ") and "\r" not in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str_presenter)
+
+
+class _Loader(yaml.SafeLoader):
+    """Reads dates as the strings they were written as: catalog values are JSON values."""
+
+
+_Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+
+
+def catalog_dump(document: Mapping[str, Any], *, fmt: str = "yaml") -> str:
+    """Return ``document`` as YAML or JSON text."""
+    if fmt == "json":
+        return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return yaml.dump(dict(document), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def catalog_parse(text: str | bytes, *, fmt: str | None = None) -> dict[str, Any]:
+    """Read a YAML or JSON document (JSON is tried first unless ``fmt`` says).
+
+    Raises:
+        CatalogFormatError: the text is neither, or not a catalog document.
+    """
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise CatalogFormatError(f"The file is not UTF-8 text: {exc}") from None
+    document: Any
+    try:
+        if fmt == "json" or (fmt is None and text.lstrip().startswith("{")):
+            document = json.loads(text)
+        else:
+            document = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
+    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+        raise CatalogFormatError(f"The file is not valid {fmt or 'YAML or JSON'}: {exc}") from None
+    if not isinstance(document, dict):
+        raise CatalogFormatError("The file must hold a mapping with a 'format' key.")
+    if document.get("format") != FORMAT:
+        raise CatalogFormatError(f"format: expected {FORMAT!r}, got {document.get('format')!r}.")
+    return document
+
+
+# ---------------------------------------------------------------------------------- import
+
+
+@dataclass
+class _Plan:
+    """One entry of the document matched to its row (``row.pk`` None: to be created)."""
+
+    section: str
+    index: int
+    key: str
+    entry: Mapping[str, Any]
+    row: Any
+    changed: list[str] = field(default_factory=list)
+    endpoint_slugs: list[str] = field(default_factory=list)
+    group_names: list[str] = field(default_factory=list)
+    created: bool = False
+    file: tuple[str, bytes] | None = None
+    file_changed: bool = False
+    current_file: str = ""
+    parts_changed: bool = False
+    parts: list[tuple[PromptArgument | PromptMessage, tuple[str, bytes] | None]] = field(
+        default_factory=list
+    )
+
+    @property
+    def path(self) -> str:
+        return f"{self.section}[{self.index}]"
+
+
+def catalog_import(
+    *, document: Mapping[str, Any], prune: bool = False, dry_run: bool = False
+) -> ImportReport:
+    """Make the database match ``document``; return what changed (or would, on a dry run).
+
+    Entries are matched by natural key and saved only where a value differs. Item membership
+    is set for the endpoints the document lists; rows on other endpoints keep theirs. With
+    ``prune``, rows the document does not list are deleted (a whole-catalog document) or
+    detached from the document's endpoints (a document with ``scope.endpoints``).
+
+    Raises:
+        CatalogImportError: an entry is invalid; nothing was changed.
+        CatalogFormatError: the document's shape is wrong.
+    """
+    report = ImportReport(dry_run=dry_run)
+    with transaction.atomic():
+        _Importer(document, report, prune=prune, dry_run=dry_run).run()
+        if dry_run:
+            transaction.set_rollback(True)
+    return report
+
+
+class _Importer:
+    def __init__(
+        self, document: Mapping[str, Any], report: ImportReport, *, prune: bool, dry_run: bool
+    ) -> None:
+        self.document = document
+        self.report = report
+        self.prune = prune
+        self.dry_run = dry_run
+        self.errors: list[EntryError] = []
+        self.plans: dict[str, list[_Plan]] = {}
+
+    def run(self) -> None:
+        self._check_shape()
+        self._raise_errors()
+        self._check_credentials()
+        for section in _SECTIONS:
+            self.plans[section] = self._plan_section(section)
+        endpoint_slugs = {plan.key for plan in self.plans["endpoints"]}
+        for plans in self.plans.values():
+            for plan in plans:
+                for slug in plan.endpoint_slugs:
+                    if slug not in endpoint_slugs:
+                        self._error(plan, "endpoints", f"Endpoint {slug!r} is not in the file.")
+        self._raise_errors()
+        self._write()
+        self._raise_errors()
+
+    # -- shape
+
+    def _check_shape(self) -> None:
+        known = {"format", "scope", "credentials", *_SECTIONS}
+        for key in self.document:
+            if key not in known:
+                self.errors.append(EntryError(str(key), "Unknown section."))
+        scope = self.document.get("scope")
+        if scope is not None and not (
+            isinstance(scope, dict)
+            and set(scope) == {"endpoints"}
+            and _is_str_list(scope["endpoints"])
+        ):
+            self.errors.append(EntryError("scope", "Expected {endpoints: [slug, ...]}."))
+        for section in ("credentials", *_SECTIONS):
+            entries = self.document.get(section, [])
+            if not isinstance(entries, list):
+                self.errors.append(EntryError(section, "Expected a list."))
+                continue
+            model, key_name, names = _SECTIONS.get(section, (Credential, "name", ("kind",)))
+            allowed = {key_name, *names, *_EXTRA_KEYS.get(section, ())}
+            seen: set[Any] = set()
+            for index, entry in enumerate(entries):
+                path = f"{section}[{index}]"
+                if not isinstance(entry, dict):
+                    self.errors.append(EntryError(path, "Expected a mapping."))
+                    continue
+                for key in entry:
+                    if key not in allowed:
+                        self.errors.append(EntryError(f"{path}.{key}", "Unknown field."))
+                if not isinstance(entry.get(key_name), str) or not entry[key_name]:
+                    self.errors.append(EntryError(f"{path}.{key_name}", "Required (a string)."))
+                    continue
+                for list_key in ("endpoints", "allowed_groups"):
+                    if list_key in entry and not _is_str_list(entry[list_key]):
+                        self.errors.append(
+                            EntryError(f"{path}.{list_key}", "Expected a list of strings.")
+                        )
+                # Tool names repeat only on different endpoints; the database check finds
+                # real clashes.
+                identity = (
+                    (entry[key_name], tuple(sorted(entry.get("endpoints") or ())))
+                    if section == "tools"
+                    else entry[key_name]
+                )
+                if identity in seen:
+                    self.errors.append(
+                        EntryError(f"{path}.{key_name}", f"{entry[key_name]!r} is listed twice.")
+                    )
+                seen.add(identity)
+
+    def _check_credentials(self) -> None:
+        existing = dict(Credential.objects.values_list("name", "kind"))
+        for index, entry in enumerate(self.document.get("credentials", [])):
+            name, kind = entry["name"], entry.get("kind")
+            if name not in existing:
+                self.errors.append(
+                    EntryError(
+                        f"credentials[{index}].name",
+                        f"No credential named {name!r} here: create it (with its secret) first.",
+                    )
+                )
+            elif kind is not None and kind != existing[name]:
+                self.errors.append(
+                    EntryError(
+                        f"credentials[{index}].kind",
+                        f"The credential {name!r} here is of kind {existing[name]!r}.",
+                    )
+                )
+
+    # -- planning: match, assign, validate
+
+    def _plan_section(self, section: str) -> list[_Plan]:
+        model, key_name, names = _SECTIONS[section]
+        entries = self.document.get(section, [])
+        rows = self._match(section, entries)
+        plans = []
+        for index, (entry, row) in enumerate(zip(entries, rows, strict=True)):
+            plan = _Plan(section, index, entry[key_name], entry, row, created=row.pk is None)
+            if row.pk is None:
+                setattr(row, key_name, entry[key_name])
+                if section == "tools":
+                    self._python_defaults(row, entry)
+            for name in names:
+                if name in entry:
+                    value = entry[name]
+                    if row.pk is not None and getattr(row, name) != value:
+                        plan.changed.append(name)
+                    setattr(row, name, value)
+            if section != "endpoints":
+                plan.endpoint_slugs = list(entry.get("endpoints") or [])
+                plan.group_names = sorted(entry.get("allowed_groups") or [])
+            if section == "resources":
+                self._plan_file(plan, "file", row.file)
+            if section == "prompts":
+                self._plan_prompt_parts(plan)
+            self._validate(plan)
+            plans.append(plan)
+        return plans
+
+    def _match(self, section: str, entries: Sequence[Mapping[str, Any]]) -> list[Any]:
+        model, key_name, _names = _SECTIONS[section]
+        keys = [entry[key_name] for entry in entries]
+        if section != "tools":
+            existing = model._default_manager.in_bulk(keys, field_name=key_name)
+            return [existing.get(key) or model() for key in keys]
+        # Tool names are unique per endpoint only: an entry is the tool of that name on one of
+        # its endpoints, else the only tool of that name not claimed by another entry.
+        candidates: dict[str, list[Tool]] = {}
+        for tool in Tool.objects.filter(name__in=keys).prefetch_related("endpoints"):
+            candidates.setdefault(tool.name, []).append(tool)
+        matched: list[Tool | None] = [None] * len(entries)
+        claimed: set[int] = set()
+        for index, entry in enumerate(entries):
+            slugs = set(entry.get("endpoints") or ())
+            sharing = [
+                tool
+                for tool in candidates.get(entry["name"], [])
+                if slugs & {endpoint.slug for endpoint in tool.endpoints.all()}
+            ]
+            if len(sharing) > 1:
+                self.errors.append(
+                    EntryError(f"tools[{index}].endpoints", "Matches more than one tool here.")
+                )
+            elif sharing and sharing[0].pk not in claimed:
+                matched[index] = sharing[0]
+                claimed.add(sharing[0].pk)
+        for index, entry in enumerate(entries):
+            if matched[index] is None:
+                free = [t for t in candidates.get(entry["name"], []) if t.pk not in claimed]
+                if len(free) == 1:
+                    matched[index] = free[0]
+                    claimed.add(free[0].pk)
+        return [tool or Tool() for tool in matched]
+
+    def _python_defaults(self, tool: Tool, entry: Mapping[str, Any]) -> None:
+        # As tool_create: a python tool takes what the file omits from its function.
+        config = entry.get("config")
+        if (
+            entry.get("kind") == Tool.Kind.PYTHON
+            and isinstance(config, dict)
+            and config.get("function") in tool_functions()
+        ):
+            for name, value in python_tool_defaults(config["function"]).items():
+                setattr(tool, name, value)
+
+    def _plan_file(self, plan: _Plan, key: str, current: Any) -> None:
+        plan.current_file = current.name if current else ""
+        if key not in plan.entry:
+            return
+        decoded = _decode_file(plan.entry[key])
+        if isinstance(decoded, str):
+            self._error(plan, key, decoded)
+            return
+        plan.file = decoded
+        plan.file_changed = _file_out(current) != plan.entry[key]
+        if plan.file_changed and not plan.created:
+            plan.changed.append(key)
+        # The model's clean() reads the size of whatever file is set.
+        plan.row.file = ContentFile(decoded[1], name=decoded[0]) if decoded else None
+
+    def _plan_prompt_parts(self, plan: _Plan) -> None:
+        prompt: Prompt = plan.row
+        for key, names in (("arguments", ARGUMENT_FIELDS), ("messages", MESSAGE_FIELDS)):
+            wanted = plan.entry.get(key, [])
+            if not isinstance(wanted, list) or not all(isinstance(x, dict) for x in wanted):
+                self._error(plan, key, "Expected a list of mappings.")
+                continue
+            allowed = set(names) | ({"file"} if key == "messages" else set())
+            for position, item in enumerate(wanted):
+                unknown = [name for name in item if name not in allowed]
+                for name in unknown:
+                    self._error(plan, f"{key}[{position}].{name}", "Unknown field.")
+                if not unknown:
+                    self._plan_part(plan, key, position, item)
+            if prompt.pk is None:
+                current: list[dict[str, Any]] = []
+            else:
+                current = _arguments_out(prompt) if key == "arguments" else _messages_out(prompt)
+            if current != [self._part(key, item) for item in wanted]:
+                plan.parts_changed = True
+                if not plan.created:
+                    plan.changed.append(key)
+
+    def _plan_part(self, plan: _Plan, key: str, position: int, item: Mapping[str, Any]) -> None:
+        values = self._part(key, item)
+        path = f"{key}[{position}]"
+        part: PromptArgument | PromptMessage
+        file: tuple[str, bytes] | None = None
+        if key == "arguments":
+            part = PromptArgument(position=position, **values)
+        else:
+            decoded = _decode_file(values.pop("file"))
+            if isinstance(decoded, str):
+                self._error(plan, f"{path}.file", decoded)
+                return
+            part = PromptMessage(position=position, **values)
+            if decoded is not None:
+                file = decoded
+                part.file = ContentFile(decoded[1], name=decoded[0])
+        try:
+            part.full_clean(exclude=["prompt"])
+        except ValidationError as exc:
+            for name, messages in _message_dict(exc).items():
+                for message in messages:
+                    self._error(plan, path if name == "__all__" else f"{path}.{name}", message)
+            return
+        plan.parts.append((part, file))
+
+    def _part(self, key: str, item: Mapping[str, Any]) -> dict[str, Any]:
+        names = ARGUMENT_FIELDS if key == "arguments" else MESSAGE_FIELDS
+        model = PromptArgument if key == "arguments" else PromptMessage
+        defaults = {name: model._meta.get_field(name).get_default() for name in names}
+        result = {**defaults, **{name: item[name] for name in names if name in item}}
+        if key == "messages":
+            result["file"] = item.get("file")
+        return result
+
+    def _validate(self, plan: _Plan) -> None:
+        row = plan.row
+        # Membership and groups are checked separately; file content was checked above.
+        try:
+            row.full_clean(validate_unique=row.pk is None)
+        except ValidationError as exc:
+            for name, messages in _message_dict(exc).items():
+                for message in messages:
+                    self._error(plan, name, message)
+            return
+        if plan.section == "tools" and row.kind == Tool.Kind.HTTP:
+            for key, message in undeclared_placeholders(row.config, row.input_schema).items():
+                self._error(plan, f"config.{key}", message)
+            name = row.config.get("credential")
+            if name is not None and not Credential.objects.filter(name=name).exists():
+                self._error(plan, "config.credential", f"No credential named {name!r} here.")
+
+    def _error(self, plan: _Plan, name: str, message: str) -> None:
+        path = plan.path if name == "__all__" else f"{plan.path}.{name}"
+        self.errors.append(EntryError(f"{path} ({plan.key})", message))
+
+    def _raise_errors(self) -> None:
+        if self.errors:
+            raise CatalogImportError(self.errors)
+
+    # -- writing
+
+    def _write(self) -> None:
+        groups = self._groups()
+        endpoints: dict[str, Endpoint] = {}
+        for plan in self.plans["endpoints"]:
+            self._save(plan)
+            endpoints[plan.key] = plan.row
+        scope = self._scope_endpoint_ids(endpoints)
+        attach: list[tuple[_Plan, set[int]]] = []
+        for section in _RELATION:
+            for plan in self.plans[section]:
+                self._save(plan)
+                self._set_groups(plan, groups)
+                if section == "prompts" and plan.parts_changed:
+                    self._write_prompt_parts(plan)
+                wanted = {endpoints[slug].pk for slug in plan.endpoint_slugs}
+                current = {endpoint.pk for endpoint in plan.row.endpoints.all()}
+                # Only the document's endpoints are managed; others keep the row.
+                removed = (current & scope) - wanted
+                if removed:
+                    plan.row.endpoints.remove(*removed)
+                    self._record(plan, "detach", _slugs(endpoints, removed))
+                attach.append((plan, wanted - current))
+        # Attached after every detach, so a tool moving between endpoints never clashes with
+        # the one taking its place.
+        for plan, added in attach:
+            if added:
+                try:
+                    plan.row.endpoints.add(*added)
+                except ValidationError as exc:
+                    for message in exc.messages:
+                        self._error(plan, "endpoints", message)
+                    continue
+                self._record(plan, "attach", _slugs(endpoints, added))
+        if self.prune:
+            self._prune(endpoints, scope)
+
+    def _groups(self) -> dict[str, Group]:
+        names = {
+            name for plans in self.plans.values() for plan in plans for name in plan.group_names
+        }
+        groups = Group.objects.in_bulk(names, field_name="name")
+        for name in sorted(names - set(groups)):
+            groups[name] = Group.objects.create(name=name)
+            self.report.changes.append(Change("create", "groups", name))
+        return groups
+
+    def _scope_endpoint_ids(self, endpoints: Mapping[str, Endpoint]) -> set[int]:
+        scope = self.document.get("scope")
+        slugs = scope["endpoints"] if scope else list(endpoints)
+        return set(Endpoint.objects.filter(slug__in=slugs).values_list("pk", flat=True))
+
+    def _save(self, plan: _Plan) -> None:
+        row = plan.row
+        if plan.section == "resources":
+            # The file checked by clean() is replaced by the stored one, or the current one.
+            row.file = (
+                self._stored_file("resources", plan.file)
+                if plan.file_changed
+                else plan.current_file
+            )
+        if plan.created or plan.changed:
+            row.save()
+            fields = () if plan.created else tuple(plan.changed)
+            action = "create" if plan.created else "update"
+            self.report.changes.append(Change(action, plan.section, plan.key, fields))
+
+    def _stored_file(self, folder: str, file: tuple[str, bytes] | None) -> str:
+        # Content-addressed, so the same content is stored once and keeps its file name.
+        if file is None:
+            return ""
+        name, content = file
+        path = f"{folder}/{hashlib.sha256(content).hexdigest()[:16]}/{name}"
+        if not self.dry_run and not default_storage.exists(path):
+            saved = default_storage.save(path, ContentFile(content))
+            return saved
+        return path
+
+    def _set_groups(self, plan: _Plan, groups: Mapping[str, Group]) -> None:
+        if "allowed_groups" not in plan.entry:
+            return
+        current = sorted(group.name for group in plan.row.allowed_groups.all())
+        if current != plan.group_names:
+            plan.row.allowed_groups.set([groups[name] for name in plan.group_names])
+            if not plan.created:
+                self.report.changes.append(
+                    Change("update", plan.section, plan.key, ("allowed_groups",))
+                )
+
+    def _write_prompt_parts(self, plan: _Plan) -> None:
+        prompt: Prompt = plan.row
+        prompt.arguments.all().delete()
+        prompt.messages.all().delete()
+        for part, file in plan.parts:
+            part.prompt = prompt
+            if file is not None:
+                part.file = self._stored_file("prompts", file)
+            part.save()
+
+    def _record(self, plan: _Plan, action: str, slugs: Sequence[str]) -> None:
+        self.report.changes.append(
+            Change(action, plan.section, plan.key, detail=f"endpoints {', '.join(slugs)}")
+        )
+
+    def _prune(self, endpoints: Mapping[str, Endpoint], scope: set[int]) -> None:
+        listed = {section: {plan.row.pk for plan in plans} for section, plans in self.plans.items()}
+        if self.document.get("scope"):
+            # A partial document manages only its endpoints' membership.
+            for endpoint in Endpoint.objects.filter(pk__in=scope):
+                for section, relation in _RELATION.items():
+                    manager = getattr(endpoint, relation)
+                    extra = list(manager.exclude(pk__in=listed[section]))
+                    if extra:
+                        manager.remove(*extra)
+                        for row in extra:
+                            self.report.changes.append(
+                                Change("detach", section, _key(section, row), detail=endpoint.slug)
+                            )
+            return
+        for section, (model, _key_name, _names) in reversed(list(_SECTIONS.items())):
+            for row in model._default_manager.exclude(pk__in=listed[section]):
+                self.report.changes.append(Change("delete", section, _key(section, row)))
+                row.delete()
+
+
+def _key(section: str, row: Any) -> str:
+    return str(getattr(row, _SECTIONS[section][1]))
+
+
+def _slugs(endpoints: Mapping[str, Endpoint], ids: Iterable[int]) -> list[str]:
+    by_id = {endpoint.pk: slug for slug, endpoint in endpoints.items()}
+    return sorted(by_id.get(pk, str(pk)) for pk in ids)
+
+
+def _is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _decode_file(value: Any) -> tuple[str, bytes] | None | str:
+    """Return ``(name, content)`` of a file entry, None for null, or an error message."""
+    if value is None:
+        return None
+    if not (
+        isinstance(value, dict)
+        and set(value) == {"name", "base64"}
+        and isinstance(value["name"], str)
+        and value["name"]
+        and "/" not in value["name"]
+        and isinstance(value["base64"], str)
+    ):
+        return "Expected null or {name, base64} (a file name without folders)."
+    try:
+        return value["name"], base64.b64decode(value["base64"], validate=True)
+    except ValueError:
+        return "base64 is not valid base64."
+
+
+def _message_dict(exc: ValidationError) -> dict[str, list[str]]:
+    if hasattr(exc, "error_dict"):
+        return {
+            name: [m for e in errors for m in e.messages] for name, errors in exc.error_dict.items()
+        }
+    return {"__all__": list(exc.messages)}

@@ -1,0 +1,44 @@
+"""Fixtures of the management API tests: users with chosen permissions and their tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import Permission, User
+from rest_framework.test import APIClient
+
+from mcp_app.services.api_tokens import api_token_create
+
+
+def make_user(username: str, permissions: Sequence[str] = ()) -> User:
+    """A non-staff user holding ``permissions`` ("mcp_app.change_tool" style)."""
+    user = User.objects.create_user(username=username, password="unused-password-123")
+    for name in permissions:
+        app_label, codename = name.split(".")
+        user.user_permissions.add(
+            Permission.objects.get(content_type__app_label=app_label, codename=codename)
+        )
+    return user
+
+
+@pytest.fixture
+def token_client(db: None) -> Callable[..., APIClient]:
+    """Return an APIClient authenticated by a fresh API token of a user with ``permissions``."""
+
+    def make(*permissions: str, username: str = "robot", **kwargs: Any) -> APIClient:
+        user = make_user(username, permissions)
+        _token, key = api_token_create(user=user, name="ci", **kwargs)
+        client = APIClient()
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+        return client
+
+    return make
+
+
+CATALOG_PERMISSIONS = [
+    f"mcp_app.{action}_{model}"
+    for model in ("endpoint", "tool", "resource", "resourcetemplate", "prompt", "credential")
+    for action in ("view", "add", "change", "delete")
+]
