@@ -26,12 +26,10 @@ import orjson
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
-from jsonschema.exceptions import best_match
 
 from mcp_app.executors.base import ConfigError, Executor, setting_list
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.errors import McpError
-from mcp_app.protocol.handlers.tools import compile_schema, describe_error
 from mcp_app.protocol.results import (
     CallCancelled,
     ContinueAsTask,
@@ -39,6 +37,7 @@ from mcp_app.protocol.results import (
     ToolError,
     ToolResult,
 )
+from mcp_app.protocol.schemas import describe_error, first_error
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +217,7 @@ class PythonExecutor(Executor):
         registered = self._function(config)
         # The row's schema may be looser than the function's (an operator's edit, or a row
         # saved with the no-argument schema): the function's own schema says what it needs.
-        error = best_match(compile_schema(registered.input_schema).iter_errors(arguments))
+        error = first_error(registered.input_schema, arguments)
         if error is not None:
             raise ToolError(f"Invalid arguments: {describe_error(error)}")
         function = registered.function
