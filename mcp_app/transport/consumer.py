@@ -270,6 +270,14 @@ class StreamableHttpConsumer:
 
     async def _handle(self) -> None:
         try:
+            await self._handle_route()
+        finally:
+            # A cancelled stream never reaches finish(): it stops counting as open here, not
+            # whenever the garbage collector gets to it.
+            self.responder.closed()
+
+    async def _handle_route(self) -> None:
+        try:
             await self._route()
         except asyncio.CancelledError:
             if self.cancelled_by_client:

@@ -140,9 +140,13 @@ class HttpResponder:
             if self.finished:
                 return
             self.finished = True
-            if self._open_stream is not None:
-                self._open_stream()
+            self.closed()
             await self._asgi({"type": "http.response.body", "body": chunk, "more_body": False})
+
+    def closed(self) -> None:
+        """The request's work is over: an open stream no longer counts (idempotent)."""
+        if self._open_stream is not None:
+            self._open_stream()
 
 
 @dataclass(frozen=True, slots=True)

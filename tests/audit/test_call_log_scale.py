@@ -29,7 +29,7 @@ FILL = """
 INSERT INTO mcp_app_calllog (
     created_at, duration_ms, endpoint_id, endpoint_slug, era, protocol_version, session_id,
     http_method, http_status, message_type, rpc_method, rpc_id, target, client_id, user_agent,
-    status, error_message, capture, truncated, task_id, worker
+    status, error_message, capture, truncated, task_id, worker, request_id
 )
 SELECT
     now() - ((%(rows)s - n) * %(step)s * interval '1 second'),
@@ -45,7 +45,7 @@ SELECT
     CASE WHEN n %% 4 = 0 THEN '' ELSE 'tool_' || (n %% 20) END,
     '', 'bench',
     CASE WHEN n %% 50 = 0 THEN 'tool_error' WHEN n %% 997 = 0 THEN 'rejected' ELSE 'ok' END,
-    '', 'metadata', false, '', ''
+    '', 'metadata', false, '', '', ''
 FROM generate_series(1, %(rows)s) AS n
 """
 

@@ -30,13 +30,13 @@ FILL = """
 INSERT INTO mcp_app_calllog (
     created_at, duration_ms, endpoint_slug, era, protocol_version, session_id, http_method,
     http_status, message_type, rpc_method, rpc_id, target, client_id, user_agent, status,
-    error_message, capture, arguments, arguments_bytes, truncated, task_id, worker
+    error_message, capture, arguments, arguments_bytes, truncated, task_id, worker, request_id
 )
 SELECT
     now() - (%(rows)s - n) * interval '1 second', n / 10.0, 'export', 'modern', '2026-07-28',
     '', 'POST', 200, 'request', 'tools/call', n::text, 'tool_' || (n %% 10), '', 'export-test',
     'ok', '', 'full', jsonb_build_object('n', n, 'text', repeat('x', %(chars)s)), %(chars)s,
-    false, '', ''
+    false, '', '', ''
 FROM generate_series(1, %(rows)s) AS n
 """
 

@@ -96,11 +96,12 @@ def test_request_id_is_in_the_header_the_log_line_and_the_call_log_row(
     assert response.status_code == 200
     assert response.headers["x-request-id"] == "client-chosen.42"
 
+    # The function's own exception is an error result for the client and a warning here.
     line = _wait_for(
-        lambda: [line for line in _log_lines(log_path) if line["message"] == "Tool call failed"]
+        lambda: [line for line in _log_lines(log_path) if line["message"] == "Tool function failed"]
     )[-1]
     assert line["request_id"] == "client-chosen.42"
-    assert (line["level"], line["tool"]) == ("ERROR", "explode")
+    assert (line["level"], line["tool"]) == ("WARNING", "test_explode")
     assert "RuntimeError: exploded as asked" in line["exception"]
 
     row = _wait_for(lambda: CallLog.objects.filter(request_id="client-chosen.42").first())
