@@ -181,7 +181,7 @@ class _Hub:
     """One channel-layer channel per event loop, receiving every group its listeners follow.
 
     A channel per stream cost each idle stream a channel-layer receive buffer (an
-    ``asyncio.Queue``) and two tasks parked in ``receive()``: about a quarter of its memory.
+    ``asyncio.Queue``) and two tasks parked in ``receive()``: over a third of its memory.
     Here a group joins the hub's channel when its first listener in this process arrives and
     leaves with its last one; one receiver task routes each message by its ``GROUP_KEY``.
     Membership changes are serialised, so a group is never left while a listener wants it.
