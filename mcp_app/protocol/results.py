@@ -8,10 +8,32 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 NO_STRUCTURED = object()
 """Sentinel: the tool produced no ``structuredContent`` (``None`` is a valid JSON null)."""
+
+
+class Outcome(StrEnum):
+    """How a request or a tool call ended: one vocabulary for the call log and background calls.
+
+    A call-log row uses the first seven; a background call ends with any but ``REJECTED`` and
+    ``RUNNING``. The values are stored in rows: never change one.
+    """
+
+    OK = "ok"
+    TOOL_ERROR = "tool_error"
+    PROTOCOL_ERROR = "protocol_error"
+    REJECTED = "rejected"
+    RUNNING = "running"
+    CANCELLED = "cancelled"
+    TIMED_OUT = "timed_out"
+    # Background calls only: the worker vanished, no worker ever took it, or a plain
+    # 2026-07-28 call's tool asked the client (the web process answers input_required).
+    LOST = "lost"
+    NOT_STARTED = "not_started"
+    INPUT_REQUIRED = "input_required"
 
 
 class ToolError(Exception):
@@ -39,6 +61,10 @@ class ToolResult:
     structured: Any = NO_STRUCTURED
     is_error: bool = False
     meta: Mapping[str, Any] | None = None
+    # For the call log, not the wire: set when "ok" or "tool error" would not say it all
+    # (a timeout), and where a call ran when not inline ({"task_id": ..., "worker": ...}).
+    outcome: Outcome | None = None
+    detail: Mapping[str, Any] | None = None
 
     @classmethod
     def text(cls, text: str) -> ToolResult:
@@ -51,6 +77,13 @@ class ToolResult:
     @property
     def has_structured(self) -> bool:
         return self.structured is not NO_STRUCTURED
+
+    @property
+    def ended(self) -> Outcome:
+        """How the call ended, for the call log."""
+        if self.outcome is not None:
+            return self.outcome
+        return Outcome.TOOL_ERROR if self.is_error else Outcome.OK
 
 
 class InputRequired(Exception):
