@@ -34,7 +34,7 @@ def records(count: int) -> list:
     from django.utils import timezone
 
     from mcp_app.models import Endpoint, Tool
-    from mcp_app.services.audit import PendingCall
+    from mcp_app.services.calllog.writer import PendingCall
 
     endpoint = Endpoint.objects.create(slug="bench", title="bench")
     full = Tool.objects.create(
@@ -100,14 +100,14 @@ def main() -> None:
         from django.core.management import call_command
 
         from mcp_app.models import CallLog
-        from mcp_app.services import audit
+        from mcp_app.services.calllog import writer as call_log_writer
 
         call_command("migrate", verbosity=0)
         batch = records(args.records)
-        audit.call_log_flush(timeout=5)  # start the writer before timing
+        call_log_writer.call_log_flush(timeout=5)  # start the writer before timing
         cpu, wall = time.process_time(), time.perf_counter()
-        audit._writer().put(batch)
-        if not audit.call_log_flush(timeout=600):
+        call_log_writer.writer().put(batch)
+        if not call_log_writer.call_log_flush(timeout=600):
             raise SystemExit("the writer did not finish within 600 s")
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
         written = CallLog.objects.count()

@@ -2,5 +2,5 @@
 
 ``forms`` parses the shareable GET filters, ``selectors`` turns them into indexed, keyset
 queries and statistics, ``charts`` draws those as inline SVG, ``views`` only glues them to
-templates. Nothing here writes: records come from ``services.audit``.
+templates. Nothing here writes: records come from ``services.calllog``.
 """

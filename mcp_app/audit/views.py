@@ -38,7 +38,7 @@ from mcp_app.audit.selectors import (
 from mcp_app.auth.clients import client_name, client_names
 from mcp_app.conf import get_conf
 from mcp_app.models import CallLog
-from mcp_app.services.audit import ADMIN_TEST_HTTP_METHOD
+from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
 
 AUDIT_PERMISSION = "mcp_app.audit_calls"
 PAYLOAD_PERMISSION = "mcp_app.view_call_payloads"

@@ -19,6 +19,7 @@ from typing import Any
 from mcp_app.auth.bearer import Principal
 from mcp_app.protocol import uritemplate
 from mcp_app.protocol.catalog import CatalogSnapshot
+from mcp_app.protocol.methods import target_of
 from mcp_app.services.catalog import OPEN, Access, EndpointState
 
 # Filtered snapshots kept per process, by (endpoint, catalog version, groups).
@@ -100,20 +101,22 @@ def state_for(state: EndpointState, principal: Principal) -> EndpointState:
 
 def _target(snapshot: CatalogSnapshot, method: str, params: Mapping[str, Any]) -> Any:
     """The catalog item a request uses, or None (unknown items are the handlers' business)."""
-    if method == "tools/call" and isinstance(params.get("name"), str):
-        return snapshot.tool(params["name"])
-    if method == "prompts/get" and isinstance(params.get("name"), str):
-        return snapshot.prompt(params["name"])
-    if method == "resources/read" and isinstance(params.get("uri"), str):
-        uri = params["uri"]
-        found = snapshot.resource(uri)
+    name = target_of(method, params)
+    if name is None:
+        return None
+    if method == "tools/call":
+        return snapshot.tool(name)
+    if method == "prompts/get":
+        return snapshot.prompt(name)
+    if method == "resources/read":
+        found = snapshot.resource(name)
         if found is not None:
             return found
         return next(
             (
                 template
                 for template in snapshot.resource_templates
-                if uritemplate.match(template.uri_template, uri) is not None
+                if uritemplate.match(template.uri_template, name) is not None
             ),
             None,
         )

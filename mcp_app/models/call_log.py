@@ -1,6 +1,6 @@
 """The CallLog model: one append-only row per MCP request (per JSON-RPC message in a batch).
 
-Rows are written only by ``services.audit`` (a background writer, one COPY per batch) and read
+Rows are written only by ``services.calllog`` (a background writer, one COPY per batch) and read
 by the audit UI (``mcp_app.audit``). Nothing updates a row; retention deletes old ones
 (``manage.py purge_call_logs``). Foreign keys carry no database constraint: a record must
 outlive the endpoint or user it names, and an INSERT must never fail because one was deleted.
@@ -71,7 +71,7 @@ class CallLog(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices)
     error_code = models.IntegerField(null=True, blank=True)
     error_message = models.TextField(blank=True)
-    # What the tool's capture policy kept (services/audit.py): None when nothing was captured.
+    # What the tool's capture policy kept (services/calllog/capture.py); None: nothing kept.
     capture = models.CharField(max_length=8, blank=True)
     arguments = models.JSONField(null=True, blank=True)
     result = models.JSONField(null=True, blank=True)

@@ -32,7 +32,7 @@ class Tool(TimestampedModel, AccessRules):
         HTTP = "http", "HTTP request"
 
     class Capture(models.TextChoices):
-        """How much of a call's arguments and result the call log keeps (services/audit.py)."""
+        """How much of a call's arguments and result the call log keeps (calllog/capture.py)."""
 
         NONE = "none", "Nothing"
         METADATA = "metadata", "Metadata only (field names, types and sizes)"

@@ -79,15 +79,11 @@ class RequestContext:
     input_responses: Mapping[str, Any] = field(default_factory=dict)
     state_secret: bytes = b""
     principal: str = ""
-    # What happened beyond the wire result, for the call log (e.g. "timed_out").
-    outcome: str | None = None
     # MCP tasks (2025-11-25 core, 2026-07-28 extension); None serves no task methods.
     tasks: TaskStore | None = None
     # Set by tools/call when a tool running inline may still turn the call into a task
     # (ToolCallContext.continue_as_task); never on a worker.
     may_become_task: bool = False
-    # Where the call ran when not inline, for the call log: {"task_id": ..., "worker": ...}.
-    call_detail: dict[str, Any] = field(default_factory=dict)
 
     @property
     def era(self) -> Era:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mcp_app.protocol.context import RequestContext
-from mcp_app.protocol.errors import InvalidRequest, MethodNotFound
+from mcp_app.protocol.errors import InternalError, InvalidRequest, McpError, MethodNotFound
 from mcp_app.protocol.handlers.completion import handle_completion_complete
 from mcp_app.protocol.handlers.lifecycle import handle_ping, handle_server_discover
 from mcp_app.protocol.handlers.logs import handle_logging_set_level
@@ -35,6 +35,7 @@ from mcp_app.protocol.handlers.tasks import (
     handle_tasks_update,
 )
 from mcp_app.protocol.handlers.tools import handle_tools_call, handle_tools_list
+from mcp_app.protocol.jsonrpc import Request
 from mcp_app.protocol.messages import (
     CallToolParams,
     CompleteParams,
@@ -46,12 +47,21 @@ from mcp_app.protocol.messages import (
     TaskUpdateParams,
     UriParams,
 )
-from mcp_app.protocol.methods import TRANSPORT_METHODS, known_methods
+from mcp_app.protocol.methods import TRANSPORT_METHODS, known_methods, target_of
+from mcp_app.protocol.results import Answer, CallCancelled, Outcome, ServiceUnavailable
 from mcp_app.protocol.shaping import finish_result
 from mcp_app.protocol.storable import require_storable
 from mcp_app.protocol.versions import Era, Feature
 
-__all__ = ["handle_notification", "handle_request", "known_methods"]
+__all__ = [
+    "Reply",
+    "error_body",
+    "handle_notification",
+    "handle_request",
+    "known_methods",
+    "refusal",
+    "reply",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -59,7 +69,7 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True, slots=True)
 class _Entry:
     parse: Callable[[Mapping[str, Any] | None], Any]
-    handler: Callable[[RequestContext, Any], Awaitable[dict[str, Any]]]
+    handler: Callable[[RequestContext, Any], Awaitable[Answer | dict[str, Any]]]
     # ttlMs/cacheScope are required on these results in 2026-07-28 (CacheableResult).
     cacheable: bool = False
     # Within its era, the method exists only for revisions with this feature.
@@ -102,10 +112,71 @@ _TABLES: Final[dict[Era, dict[str, _Entry]]] = {
 }
 
 
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """Everything about one request's answer: the JSON-RPC body the client gets, and what
+    the call log records of it. Built once, here; nothing downstream re-reads the body.
+    """
+
+    body: dict[str, Any]
+    error: McpError | None
+    outcome: Outcome
+    # Where the call ran when not inline ({"task_id": ..., "worker": ...}).
+    detail: Mapping[str, Any] | None
+    # The tool name, prompt name or resource URI the request named, if any.
+    target: str | None
+
+    @property
+    def result(self) -> Any:
+        return self.body.get("result")
+
+
+def error_body(request_id: Any, error: McpError) -> dict[str, Any]:
+    """A JSON-RPC error response (``id`` null when the request's id is unknown)."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_object()}
+
+
+def refusal(request: Request, error: McpError) -> Reply:
+    """The reply to a request refused before it ran (a batch's limit, say)."""
+    target = target_of(request.method, request.params)
+    return Reply(error_body(request.id, error), error, Outcome.PROTOCOL_ERROR, None, target)
+
+
+async def reply(ctx: RequestContext, request: Request) -> Reply:
+    """Serve ``request`` and build its reply: a result, or the JSON-RPC error it earned.
+
+    Raises:
+        CallCancelled: the client cancelled the call elsewhere: nothing may be answered.
+        ServiceUnavailable: a service the call needs is down: the transport answers 503.
+    """
+    target = target_of(request.method, request.params)
+    try:
+        answer = await _answer(ctx, request.method, request.params)
+    except McpError as exc:
+        error: McpError = exc
+    except (CallCancelled, ServiceUnavailable):
+        raise
+    except Exception:
+        logger.exception("MCP handler failed", extra={"method": request.method})
+        error = InternalError("Internal error")
+    else:
+        body = {"jsonrpc": "2.0", "id": request.id, "result": answer.result}
+        return Reply(body, None, answer.outcome, answer.detail, target)
+    return refusal(request, error)
+
+
 async def handle_request(
     ctx: RequestContext, method: str, params: Mapping[str, Any] | None
 ) -> dict[str, Any]:
     """Serve one request and return its complete ``result`` object for ``ctx.version``.
+
+    Raises: as ``_answer``.
+    """
+    return (await _answer(ctx, method, params)).result
+
+
+async def _answer(ctx: RequestContext, method: str, params: Mapping[str, Any] | None) -> Answer:
+    """Serve one request: its complete ``result`` for ``ctx.version``, and how it ended.
 
     Raises:
         MethodNotFound: the method does not exist in this era.
@@ -124,8 +195,11 @@ async def handle_request(
         # A background call keeps its progress token on its row.
         require_storable(ctx.progress_token, "params._meta.progressToken")
     parsed = entry.parse(params)
-    result = await entry.handler(ctx, parsed)
-    return finish_result(result, ctx.version, ctx.server_info, cacheable=entry.cacheable)
+    answer = await entry.handler(ctx, parsed)
+    if not isinstance(answer, Answer):
+        answer = Answer(answer)
+    finish_result(answer.result, ctx.version, ctx.server_info, cacheable=entry.cacheable)
+    return answer
 
 
 # Client notifications every legacy revision defines. They need no work here: the transport

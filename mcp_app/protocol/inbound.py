@@ -31,7 +31,12 @@ from mcp_app.protocol.errors import (
     UnsupportedProtocolVersion,
 )
 from mcp_app.protocol.jsonrpc import Message, Notification, Request, Response
-from mcp_app.protocol.methods import NAME_BEARING_PARAMS, TASK_EXTENSION_METHODS, known_methods
+from mcp_app.protocol.methods import (
+    NAME_BEARING_PARAMS,
+    TASK_EXTENSION_METHODS,
+    known_methods,
+    target_of,
+)
 from mcp_app.protocol.storable import require_storable
 from mcp_app.protocol.tasks import REQUIRED_EXTENSION
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Era
@@ -95,6 +100,20 @@ def classify(message: Message, header_version: str | None) -> Route:
     if message.method == "initialize" and isinstance(message, Request):
         return Route.INITIALIZE
     return Route.LEGACY
+
+
+def stream_method_refusal(method: str, header_version: str | None) -> tuple[int, str] | None:
+    """Why a GET or DELETE with this MCP-Protocol-Version is refused, as (HTTP status, message).
+
+    Both exist only in the legacy era (sessions): a 2026-07-28 client gets 405, a version no
+    revision names 400; no header, or a legacy one, passes (2025-11-25 basic/transports;
+    2026-07-28 basic/transports, "Session-less HTTP").
+    """
+    if header_version is None or header_version in LEGACY_VERSIONS:
+        return None
+    if header_version in MODERN_VERSIONS:
+        return 405, f"{method} is not part of protocol {header_version}"
+    return 400, f"Unsupported MCP-Protocol-Version: {header_version}"
 
 
 # -- header values ---------------------------------------------------------------------------
@@ -315,8 +334,9 @@ def _check_headers(
         raw = _single(headers, NAME_HEADER)
         if raw is None or decode_header_value(raw) != params[name_key]:
             raise HeaderMismatch(f"Mcp-Name header does not match params.{name_key}")
-    if request.method == "tools/call" and isinstance(params.get("name"), str):
-        tool = catalog.tool(params["name"])
+    name = target_of(request.method, params)
+    if request.method == "tools/call" and name is not None:
+        tool = catalog.tool(name)
         arguments = params.get("arguments")
         if tool is not None and isinstance(arguments, Mapping | None):
             check_param_headers(tool.input_schema, arguments or {}, headers)
@@ -338,9 +358,9 @@ def required_client_capabilities(
         notifications = request.params.get("notifications")
         if isinstance(notifications, Mapping) and notifications.get("taskIds"):
             return REQUIRED_EXTENSION
-    if request.method == "tools/call" and request.params is not None:
-        name = request.params.get("name")
-        tool = catalog.tool(name) if isinstance(name, str) else None
+    if request.method == "tools/call":
+        name = target_of(request.method, request.params)
+        tool = catalog.tool(name) if name is not None else None
         if tool is not None and tool.task_support == "required":
             return REQUIRED_EXTENSION
     return None

@@ -12,7 +12,8 @@ only, so ``tasks/result`` and ``tasks/list`` answer ``-32601`` there.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from mcp_app.protocol.versions import Era
 
@@ -64,6 +65,26 @@ NAME_BEARING_PARAMS: Final = {
     "tasks/update": "taskId",
     "tasks/cancel": "taskId",
 }
+
+
+# The catalog item a request acts on, by the parameter that names it: what access rules
+# check, the call log records, and the handlers look up.
+TARGET_PARAMS: Final = {
+    "tools/call": "name",
+    "prompts/get": "name",
+    "resources/read": "uri",
+    "resources/subscribe": "uri",
+    "resources/unsubscribe": "uri",
+}
+
+
+def target_of(method: str, params: Any) -> str | None:
+    """The name or URI of the tool, prompt or resource a request acts on, if it names one."""
+    key = TARGET_PARAMS.get(method)
+    if key is None or not isinstance(params, Mapping):
+        return None
+    value = params.get(key)
+    return value if isinstance(value, str) else None
 
 
 def known_methods(era: Era) -> frozenset[str]:

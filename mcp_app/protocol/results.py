@@ -86,6 +86,19 @@ class ToolResult:
         return Outcome.TOOL_ERROR if self.is_error else Outcome.OK
 
 
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """A handler's ``result`` with what only the call log reads: how it ended, where it ran.
+
+    Handlers return a plain result dict unless they know more than the result shows (a tool
+    call that timed out, a call that became a task); dispatch reads both forms.
+    """
+
+    result: dict[str, Any]
+    outcome: Outcome = Outcome.OK
+    detail: Mapping[str, Any] | None = None
+
+
 class InputRequired(Exception):
     """A 2026-07-28 tool needs answers from the client before it can finish.
 

@@ -49,6 +49,7 @@ from mcp_app.protocol.results import (
     ToolResult,
     ToolTimeout,
 )
+from mcp_app.protocol.results import Outcome as ResultOutcome
 from mcp_app.protocol.shaping import shape_call_result
 from mcp_app.protocol.storable import unstorable_path
 from mcp_app.services import notify
@@ -255,7 +256,6 @@ async def arun_on_worker(
     """
     ctx = tool_ctx.request
     call = await acreate_call(tool, arguments, ctx)
-    ctx.call_detail["task_id"] = call.id
     return await afollow(call, tool_ctx, enqueue=True)
 
 
@@ -315,8 +315,9 @@ async def afollow(
         raise
     if current is None:
         raise ToolError("The background call disappeared (it was purged).")
-    ctx.call_detail.update(task_id=current.id, worker=current.worker)
-    return _outcome(current, ctx)
+    result = _outcome(current)
+    result.detail = {"task_id": current.id, "worker": current.worker}
+    return result
 
 
 class _OutageTolerantSettle:
@@ -381,21 +382,23 @@ async def _relay_question(call_id: str, message: Mapping[str, Any], ctx: Request
     await notify.apublish_call_answer(call_id=call_id, ask_id=ask_id, result=dict(answer))
 
 
-def _outcome(call: BackgroundCall, ctx: RequestContext) -> ToolResult:
+def _outcome(call: BackgroundCall) -> ToolResult:
     """The request's answer from a finished row (see the module docstring for statuses)."""
     if call.status == Status.CANCELLED:
         raise CallCancelled()
     if call.status == Status.COMPLETED:
         if call.outcome == Outcome.INPUT_REQUIRED:
             raise InputRequired(call.input_requests or {})
+        result = result_from_json(call.result)
         if call.outcome == Outcome.TIMED_OUT:
-            ctx.outcome = "timed_out"
-        return result_from_json(call.result)
+            result.outcome = ResultOutcome.TIMED_OUT
+        return result
     if call.outcome == Outcome.PROTOCOL_ERROR:
         raise _remote_error(call.error)
+    failed = ToolResult.error(call.status_message or "The background call failed.")
     if call.outcome == Outcome.TIMED_OUT:
-        raise ToolTimeout(call.status_message)
-    raise ToolError(call.status_message or "The background call failed.")
+        failed.outcome = ResultOutcome.TIMED_OUT
+    return failed
 
 
 # -- reading, settling, cancelling ----------------------------------------------------------------

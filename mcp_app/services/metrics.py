@@ -1,7 +1,7 @@
 """Prometheus metrics of this process, fed from a few places only (docs/operations.md, "Metrics").
 
 - MCP messages and tool-call latency come from the call-log records as ``CallRecorder``
-  hands them to the writer (``services/audit.py``): the hot path adds no instrumentation of
+  hands them to the writer (``services/calllog/``): the hot path adds no instrumentation of
   its own, and a count here is a row there.
 - The call-log writer reports its queue depth, batch latency and dropped rows.
 - The transport counts open SSE streams; the bearer check counts token-cache hits and misses.

@@ -4,7 +4,7 @@
 before they are published), builds a ``RequestContext`` of the newest legacy revision and calls
 ``protocol.dispatch.handle_request``: argument validation, the executor, the mapping and the
 output-schema check are the protocol layer's own, not a copy. The call is recorded in the call
-log as an admin test call (``services.audit.record_admin_test_call``).
+log as an admin test call (``services.calllog.recorder.record_admin_test_call``).
 
 For HTTP tools it also renders the request the executor sends, without the credential (whose
 headers or query are added on the way out and never shown).
@@ -27,7 +27,8 @@ from mcp_app.protocol.dispatch import handle_request
 from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.results import ToolError
 from mcp_app.protocol.versions import LATEST_LEGACY
-from mcp_app.services.audit import REDACTED, is_secret_name, record_admin_test_call
+from mcp_app.services.calllog.capture import REDACTED, is_secret_name
+from mcp_app.services.calllog.recorder import record_admin_test_call
 from mcp_app.services.catalog import tool_def
 from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
 

@@ -65,6 +65,8 @@ class HttpResponder:
         self.started = False
         self.finished = False
         self.client_gone = False
+        # The response's status once it started; None while nothing was sent.
+        self.status: int | None = None
         self._lock = asyncio.Lock()
         # Counts this response in the open-streams gauge until finish(), or until it is
         # garbage-collected when the connection ended without one.
@@ -92,6 +94,7 @@ class HttpResponder:
             if self.started:
                 return
             self.started = self.finished = True
+            self.status = status
             all_headers = [*self.extra_headers, *headers]
             if content_type and body:
                 all_headers.append(("content-type", content_type))
@@ -116,6 +119,7 @@ class HttpResponder:
             if self.started:
                 return
             self.started = True
+            self.status = status
             all_headers = [*self.extra_headers, *headers]
             await self._asgi(
                 {

@@ -18,7 +18,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from mcp_app.executors.python import tool_functions
 from mcp_app.models import CallLog, Endpoint, Tool
-from mcp_app.services.audit import ADMIN_TEST_HTTP_METHOD
+from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
 from tests.support.browser import chromium, screenshot_dir
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import asgi_server, flush_database

@@ -8,7 +8,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from mcp_app.models import CallLog, Credential, Endpoint, Prompt, Tool
-from mcp_app.services.audit import call_log_flush
+from mcp_app.services.calllog.writer import call_log_flush
 from mcp_app.services.catalog import endpoint_create, tool_create
 from mcp_app.services.credentials import decrypt_secret
 from mcp_app.services.sessions import session_open

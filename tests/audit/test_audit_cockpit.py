@@ -17,7 +17,7 @@ from oauth2_provider.models import get_application_model
 from mcp_app.audit import charts
 from mcp_app.audit.selectors import Bucket
 from mcp_app.models import BackgroundCall, Endpoint, Session
-from mcp_app.services.audit import ADMIN_TEST_HTTP_METHOD
+from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
 from tests.audit.factories import make_call
 
 pytestmark = pytest.mark.django_db

@@ -27,8 +27,10 @@ from django.utils import timezone
 
 from mcp_app.models import CallLog, Endpoint
 from mcp_app.protocol import jsonrpc
-from mcp_app.services import audit
-from mcp_app.services.audit import WRITER_THREAD, CallRecorder, PendingCall, call_log_flush
+from mcp_app.protocol.errors import InternalError
+from mcp_app.services.calllog import writer as call_log_writer
+from mcp_app.services.calllog.recorder import CallRecorder
+from mcp_app.services.calllog.writer import WRITER_THREAD, PendingCall, call_log_flush
 from tests.audit.conftest import wait_for
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import asgi_server, database_url, free_port
@@ -70,7 +72,7 @@ def pending(**row: Any) -> PendingCall:
 
 
 def write(*records: PendingCall) -> list[CallLog]:
-    audit._writer().put(list(records))
+    call_log_writer.writer().put(list(records))
     assert call_log_flush(timeout=10)
     agents = [record.row["user_agent"] for record in records]
     rows = {row.user_agent: row for row in CallLog.objects.filter(user_agent__in=agents)}
@@ -122,7 +124,7 @@ def test_a_record_the_database_refuses_is_kept_as_metadata_not_retried():
     )
     assert fine is not None and fine.rpc_method == "ping"
     assert refused is not None
-    assert refused.capture == audit.REJECTED_CAPTURE
+    assert refused.capture == call_log_writer.REJECTED_CAPTURE
     assert (refused.rpc_method, refused.target, refused.error_code) == (
         "tools/call",
         "t\\xe9",
@@ -130,7 +132,7 @@ def test_a_record_the_database_refuses_is_kept_as_metadata_not_retried():
     )
     assert refused.arguments is None
     # Nothing is left to retry: the queue is empty and the writer idle.
-    assert audit._writer().flush(0.1)
+    assert call_log_writer.writer().flush(0.1)
 
 
 class _WriterQueries:
@@ -194,23 +196,13 @@ def _asgi_scope() -> dict[str, Any]:
 @pytest.mark.django_db(transaction=True)
 def test_a_request_refused_before_decoding_keeps_method_and_id():
     agent = f"writer-test-{uuid.uuid4()}"
-    recorder = CallRecorder(_asgi_scope(), {"user-agent": [agent]})
-    sent: list[dict[str, Any]] = []
-
-    async def send(message: dict[str, Any]) -> None:
-        sent.append(message)
-
-    async def refuse() -> None:
-        # As the transport answers when the endpoint lookup fails (database down).
-        watched = recorder.watch(send)
-        await watched({"type": "http.response.start", "status": 500, "headers": []})
-        await watched({"type": "http.response.body", "body": b'{"jsonrpc":"2.0","id":null}'})
-
+    recorder = CallRecorder(_asgi_scope(), {"user-agent": [agent]}, "req-1")
     recorder.request_body(
         b'{"jsonrpc":"2.0","id":42,"method":"tools/call","params":{"name":"echo"}}'
     )
-    asyncio.run(refuse())
-    recorder.submit()
+    # As the transport answers when the endpoint lookup fails (database down).
+    recorder.refused(InternalError("Internal error"))
+    recorder.submit(500)
     assert call_log_flush(timeout=10)
     row = CallLog.objects.get(user_agent=agent)
     assert (row.rpc_method, row.rpc_id, row.target, row.status, row.http_status) == (
@@ -359,20 +351,10 @@ def test_an_outage_keeps_the_writer_backoff_and_loses_no_record(proxied_server):
 @pytest.mark.django_db(transaction=True)
 def test_a_client_response_with_a_huge_error_code_is_recorded_whole():
     agent = f"writer-test-{uuid.uuid4()}"
-    recorder = CallRecorder(_asgi_scope(), {"user-agent": [agent]})
+    recorder = CallRecorder(_asgi_scope(), {"user-agent": [agent]}, "req-2")
     body = b'{"jsonrpc":"2.0","id":3,"error":{"code":1099511627776,"message":"no"}}'
     recorder.received([jsonrpc.decode(body)], modern=False)
-
-    async def answer() -> None:
-        async def send(message: dict[str, Any]) -> None:
-            pass
-
-        watched = recorder.watch(send)
-        await watched({"type": "http.response.start", "status": 202, "headers": []})
-        await watched({"type": "http.response.body", "body": b""})
-
-    asyncio.run(answer())
-    recorder.submit()
+    recorder.submit(202)
     assert call_log_flush(timeout=10)
     row = CallLog.objects.get(user_agent=agent)
     assert (row.message_type, row.rpc_id, row.error_code, row.error_message) == (
@@ -381,4 +363,4 @@ def test_a_client_response_with_a_huge_error_code_is_recorded_whole():
         None,
         "no",
     )
-    assert row.capture != audit.REJECTED_CAPTURE
+    assert row.capture != call_log_writer.REJECTED_CAPTURE

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 
 from mcp_app.models import Tool
-from mcp_app.services.audit import (
+from mcp_app.services.calllog.capture import (
     CapturePolicy,
     capture_call,
     describe,

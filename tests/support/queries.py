@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
-from mcp_app.services.audit import WRITER_THREAD
+from mcp_app.services.calllog.writer import WRITER_THREAD
 
 
 class QueryLog:

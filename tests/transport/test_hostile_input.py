@@ -16,7 +16,7 @@ from django.test import override_settings
 
 from mcp_app.models import CallLog, Session, Tool
 from mcp_app.protocol import errors
-from mcp_app.services.audit import call_log_flush
+from mcp_app.services.calllog.writer import call_log_flush
 from mcp_app.services.credentials import credential_create
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
 from tests.support.inprocess import Answer, acall, encode_headers

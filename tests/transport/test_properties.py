@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from mcp_app.models import CallLog
-from mcp_app.services.audit import call_log_flush
+from mcp_app.services.calllog.writer import call_log_flush
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
 from tests.support.inprocess import Answer, acall
 

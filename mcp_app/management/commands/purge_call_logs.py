@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from mcp_app.services.audit import call_log_purge
+from mcp_app.services.calllog.retention import call_log_purge
 
 
 class Command(BaseCommand):

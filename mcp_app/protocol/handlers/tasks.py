@@ -34,6 +34,7 @@ from mcp_app.protocol.errors import (
 )
 from mcp_app.protocol.messages import CallToolParams, ListParams, TaskIdParams, TaskUpdateParams
 from mcp_app.protocol.ports import TaskStore
+from mcp_app.protocol.results import Answer
 from mcp_app.protocol.tasks import (
     CANCELLED,
     COMPLETED,
@@ -112,17 +113,17 @@ def _requested_ttl(task: Any) -> int | None:
 
 async def start_task(
     ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, Any], ttl_ms: int | None
-) -> dict[str, Any]:
-    """Create the task and return the era's ``CreateTaskResult``.
+) -> Answer:
+    """Create the task and answer the era's ``CreateTaskResult`` (the call log gets its id).
 
     The store answers only once the task is durable, so a ``tasks/get`` sent right after
     this result finds it (ext-tasks "Task Creation": MUST).
     """
     info = await _store(ctx).create(tool, arguments, ctx, ttl_ms=ttl_ms)
-    ctx.call_detail["task_id"] = info.task_id
+    detail = {"task_id": info.task_id}
     if ctx.era is Era.MODERN:
-        return {"resultType": "task", **modern_task(info)}
-    return {"task": legacy_task(info)}
+        return Answer({"resultType": "task", **modern_task(info)}, detail=detail)
+    return Answer({"task": legacy_task(info)}, detail=detail)
 
 
 async def handle_tasks_get(ctx: RequestContext, params: TaskIdParams) -> dict[str, Any]:

@@ -22,9 +22,11 @@ from mcp_app.protocol.handlers import tasks
 from mcp_app.protocol.handlers.listing import list_page
 from mcp_app.protocol.messages import CallToolParams, ListParams
 from mcp_app.protocol.results import (
+    Answer,
     CallCancelled,
     ContinueAsTask,
     InputRequired,
+    Outcome,
     ServiceUnavailable,
     ToolError,
     ToolResult,
@@ -51,10 +53,12 @@ async def handle_tools_list(ctx: RequestContext, params: ListParams) -> dict[str
     )
 
 
-async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict[str, Any]:
-    """Call a tool and return its ``CallToolResult``, shaped for ``ctx.version``.
+async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answer | dict[str, Any]:
+    """Call a tool and answer its ``CallToolResult``, shaped for ``ctx.version``.
 
-    A call may instead answer with a task handle (``handlers/tasks.plan_call``).
+    A call may instead answer with a task handle (``handlers/tasks.plan_call``), or, in
+    2026-07-28, with ``input_required``. The answer carries how the call ended (a timeout
+    reads like any tool error on the wire) and where it ran, for the call log.
 
     Raises:
         InvalidParams: the tool does not exist, or a call that may run on a worker has
@@ -73,9 +77,8 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
         require_storable(params.input_responses, "params.inputResponses")
     error = first_error(tool.input_schema, arguments)
     if error is not None:
-        return shape_call_result(
-            ToolResult.error(f"Invalid arguments: {describe_error(error)}"), ctx.version
-        )
+        result = ToolResult.error(f"Invalid arguments: {describe_error(error)}")
+        return Answer(shape_call_result(result, ctx.version), Outcome.TOOL_ERROR)
     binding = None
     if ctx.supports(Feature.INPUT_REQUIRED):
         binding = mrtr.Binding(
@@ -108,15 +111,16 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> dict
             ),
         }
     except ToolError as failure:
-        if isinstance(failure, ToolTimeout):
-            ctx.outcome = "timed_out"
         result = ToolResult.error(failure.message)
+        if isinstance(failure, ToolTimeout):
+            result.outcome = Outcome.TIMED_OUT
     except (McpError, CallCancelled, ServiceUnavailable):
         raise
     except Exception:
         logger.exception("Tool call failed", extra={"tool": tool.name})
         raise InternalError("Tool failed") from None
-    return shape_call_result(finish_tool_result(tool, result), ctx.version)
+    result = finish_tool_result(tool, result)
+    return Answer(shape_call_result(result, ctx.version), result.ended, result.detail)
 
 
 def finish_tool_result(tool: ToolDef, result: ToolResult) -> ToolResult:
@@ -125,7 +129,10 @@ def finish_tool_result(tool: ToolDef, result: ToolResult) -> ToolResult:
     Wherever the tool ran (inline, or on a worker), its result passes through here once.
     """
     if tool.output_schema is not None and not result.is_error:
-        result = _checked_output(tool.output_schema, result)
+        checked = _checked_output(tool.output_schema, result)
+        if checked is not result:
+            checked.detail = result.detail  # where it ran stays known to the call log
+            result = checked
     if result.has_structured and not result.content:
         # Clients without structured-output support still see the value (SHOULD, all eras).
         result.content = [{"type": "text", "text": structured_text(result.structured)}]

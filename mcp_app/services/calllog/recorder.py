@@ -1,0 +1,398 @@
+"""The call-log recorder: what one HTTP request to an MCP endpoint did, one record per message.
+
+The transport creates one ``CallRecorder`` per request and tells it what it learns: the
+endpoint, the decoded messages, the session, each request's ``dispatch.Reply``, and the
+refusal when the transport answered an HTTP-level error itself. When the request's work ends
+the transport calls ``submit()`` with the response status, which hands plain records to the
+writer thread (``writer.py``) and returns at once: a request costs no query of its own.
+Recording never raises into the transport: a failure is logged, never answered.
+
+Also here: ``record_admin_test_call``, the record of a try-it run from the admin.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from django.utils import timezone
+
+from mcp_app.models import CallLog, Tool
+from mcp_app.protocol import jsonrpc
+from mcp_app.protocol.catalog import CatalogSnapshot
+from mcp_app.protocol.context import LegacySession
+from mcp_app.protocol.dispatch import Reply
+from mcp_app.protocol.errors import McpError
+from mcp_app.protocol.jsonrpc import Notification, Request, Response
+from mcp_app.protocol.methods import target_of
+from mcp_app.protocol.results import Outcome
+from mcp_app.protocol.versions import MODERN_VERSIONS, Era
+from mcp_app.services import metrics
+from mcp_app.services.calllog.writer import PendingCall, writer
+from mcp_app.services.catalog import EndpointState
+
+logger = logging.getLogger(__name__)
+
+ERROR_MESSAGE_CHARS = 1000
+USER_AGENT_CHARS = 512
+# Whose params.arguments are the call's arguments; other requests keep their params whole.
+_ARGUMENT_METHODS = frozenset({"tools/call", "prompts/get"})
+
+
+@dataclass(slots=True)
+class _Entry:
+    """What is known about one JSON-RPC message (or about a request that carried none)."""
+
+    message_type: str = ""
+    rpc_method: str = ""
+    rpc_id: str = ""
+    target: str = ""
+    arguments: Any = None
+    result: Any = None
+    status: str = ""
+    error_code: int | None = None
+    error_message: str = ""
+    version: str = ""
+    dispatched: bool = False
+    started: float | None = None
+    finished: float | None = None
+    # Background calls: the call's id (also its MCP task id) and the worker that ran it.
+    task_id: str = ""
+    worker: str = ""
+
+
+def _json_id(value: Any) -> str:
+    if value is None:
+        return ""
+    try:
+        return orjson.dumps(value).decode()[:200]
+    except orjson.JSONEncodeError:  # a lone surrogate: the writer's safe_text replaces it
+        return str(value)[:200]
+
+
+def _cut(text: str, limit: int = ERROR_MESSAGE_CHARS) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _era(version: str) -> str:
+    return (Era.MODERN if version in MODERN_VERSIONS else Era.LEGACY).value
+
+
+class CallRecorder:
+    """Collects what one HTTP request to an MCP endpoint did; ``submit()`` queues its records.
+
+    Every method is cheap and never raises for odd input: the transport calls them on the hot
+    path, and recording must never turn a served request into an error.
+    """
+
+    def __init__(
+        self, scope: Mapping[str, Any], headers: Mapping[str, Sequence[str]], request_id: str
+    ) -> None:
+        self._created_at = timezone.now()
+        self._t0 = time.monotonic()
+        self._http_method = str(scope.get("method", ""))[:8]
+        route = scope.get("url_route") or {}
+        self._slug = str(route.get("kwargs", {}).get("slug", ""))[:100]
+        client = scope.get("client")
+        self._remote_addr = client[0] if client else None
+        self._user_agent = _cut(_header(headers, "user-agent"), USER_AGENT_CHARS)
+        self._session_id = _header(headers, "mcp-session-id")[:64]
+        self._version = _header(headers, "mcp-protocol-version")[:16]
+        self._request_id = request_id
+        self._era = ""
+        self._endpoint_id: int | None = None
+        self._snapshot: CatalogSnapshot | None = None
+        self._policy_tag: tuple[int, int] | None = None
+        self._entries: list[_Entry] = []
+        self._by_message: dict[int, _Entry] = {}
+        self._refusal: tuple[int | None, str] = (None, "")
+        self._submitted = False
+        self._principal_id: int | None = None
+        self._client_id = ""
+        self._body: bytes | None = None
+
+    def endpoint(self, state: EndpointState | None) -> None:
+        if state is not None:
+            self._endpoint_id = state.id
+            self._snapshot = state.snapshot
+            self._policy_tag = (state.id, state.catalog_version)
+
+    def request_body(self, body: bytes) -> None:
+        """Note the request's whole body; it is decoded only if the request ends undecoded.
+
+        A request refused after its body arrived but before the transport decoded it (a 500
+        while the database is down, a 415) is then still recorded with its method and id.
+        """
+        self._body = body
+
+    def received(self, messages: Iterable[Any], *, modern: bool) -> None:
+        """Note the decoded message(s) of a POST: one record each."""
+        self._era = (Era.MODERN if modern else Era.LEGACY).value
+        self._note(messages)
+
+    def _note(self, messages: Iterable[Any]) -> None:
+        for message in messages:
+            entry = _Entry()
+            if isinstance(message, Request | Notification):
+                entry.message_type = (
+                    CallLog.MessageType.REQUEST
+                    if isinstance(message, Request)
+                    else CallLog.MessageType.NOTIFICATION
+                )
+                entry.rpc_method = message.method[:128]
+                params = message.params if isinstance(message.params, Mapping) else {}
+                entry.target = (target_of(message.method, params) or "")[:512]
+                if message.method in _ARGUMENT_METHODS:
+                    entry.arguments = params.get("arguments")
+                elif params:
+                    entry.arguments = {k: v for k, v in params.items() if k != "_meta"} or None
+                if isinstance(message, Request):
+                    entry.rpc_id = _json_id(message.id)
+            elif isinstance(message, Response):
+                entry.message_type = CallLog.MessageType.RESPONSE
+                entry.rpc_id = _json_id(message.id)
+                if message.error is not None:
+                    entry.error_code, entry.error_message = _error_fields(message.error)
+            self._entries.append(entry)
+            self._by_message[id(message)] = entry
+
+    def principal(self, user_id: int | None, client_id: str) -> None:
+        """Note who called (an OAuth user and client); anonymous requests never call this."""
+        self._principal_id = user_id
+        self._client_id = client_id[:200]
+
+    def session(self, session: LegacySession) -> None:
+        self._session_id = session.id[:64]
+        self._version = session.protocol_version
+        self._era = Era.LEGACY.value
+
+    def dispatched(self, request: Request, version: str) -> None:
+        entry = self._by_message.get(id(request))
+        if entry is not None:
+            entry.version = version
+            entry.dispatched = True
+            entry.started = time.monotonic()
+
+    def answered(self, request: Request, reply: Reply) -> None:
+        """Record the reply to ``request``: how it ended, its result or error, where it ran."""
+        entry = self._by_message.get(id(request))
+        if entry is None:
+            return
+        entry.finished = time.monotonic()
+        entry.status = reply.outcome
+        if reply.target is not None:
+            entry.target = reply.target[:512]
+        if reply.detail:
+            entry.task_id = str(reply.detail.get("task_id") or "")[:64]
+            entry.worker = str(reply.detail.get("worker") or "")[:200]
+        if reply.error is not None:
+            entry.error_code = _code(reply.error.code)
+            entry.error_message = _cut(reply.error.message)
+            return
+        entry.result = reply.result
+        if reply.outcome in (Outcome.TOOL_ERROR, Outcome.TIMED_OUT) and isinstance(
+            entry.result, Mapping
+        ):
+            entry.error_message = _cut(_first_text(entry.result.get("content")))
+
+    def refused(self, error: McpError) -> None:
+        """Note the error the transport answered itself (an HTTP 4xx/5xx, not a reply).
+
+        Records of messages that got no reply of their own carry it.
+        """
+        self._refusal = (_code(error.code), _cut(error.message))
+
+    def submit_after(self, http_status: int | None) -> Any:
+        """An ``add_done_callback`` that submits once the request's task ends."""
+        return lambda task: self.submit(http_status, cancelled=task.cancelled())
+
+    def submit(self, http_status: int | None, *, cancelled: bool = False) -> None:
+        """Queue this request's records for the writer; only the first call counts.
+
+        ``http_status`` is the response's status, None when none was sent.
+        """
+        if self._submitted:
+            return
+        self._submitted = True
+        try:
+            records = self._records(http_status, cancelled)
+            writer().put(records)
+            # The one place MCP traffic is counted (services/metrics.py).
+            metrics.record_calls((record.row, record.tool_pk is not None) for record in records)
+        except Exception:
+            # The boundary between serving and recording: a recording bug is logged, the
+            # served answer stands.
+            logger.exception("Call log record dropped", extra={"endpoint": self._slug})
+
+    def _records(self, http_status: int | None, cancelled: bool) -> list[PendingCall]:
+        now = time.monotonic()
+        request_ms = (now - self._t0) * 1000
+        if not self._entries and self._body:
+            self._note_undecoded_body()
+        entries = self._entries or [_Entry()]
+        records = []
+        for entry in entries:
+            status, code, message = entry.status, entry.error_code, entry.error_message
+            if not status:
+                if cancelled and entry.dispatched or http_status is None:
+                    status = Outcome.CANCELLED
+                elif http_status < 400:
+                    status = Outcome.OK
+                else:
+                    status = Outcome.PROTOCOL_ERROR if http_status >= 500 else Outcome.REJECTED
+                    if code is None and not message:
+                        code, message = self._refusal
+            if entry.started is not None:
+                duration = ((entry.finished or now) - entry.started) * 1000
+            else:
+                duration = request_ms
+            version = entry.version or self._version
+            era = _era(version) if version else self._era
+            tool = None
+            if entry.rpc_method == "tools/call" and self._snapshot is not None:
+                tool = self._snapshot.tool(entry.target)
+            records.append(
+                PendingCall(
+                    row={
+                        "created_at": self._created_at,
+                        "duration_ms": round(duration, 3),
+                        "endpoint_id": self._endpoint_id,
+                        "endpoint_slug": self._slug,
+                        "era": era,
+                        "protocol_version": version[:16],
+                        "session_id": self._session_id,
+                        "http_method": self._http_method,
+                        "http_status": http_status,
+                        "message_type": entry.message_type,
+                        "rpc_method": entry.rpc_method,
+                        "rpc_id": entry.rpc_id,
+                        "target": entry.target,
+                        "principal_id": self._principal_id,
+                        "client_id": self._client_id,
+                        "remote_addr": self._remote_addr,
+                        "user_agent": self._user_agent,
+                        "status": str(status),
+                        "error_code": code,
+                        "error_message": _cut(message),
+                        "task_id": entry.task_id,
+                        "worker": entry.worker,
+                        "request_id": self._request_id,
+                    },
+                    arguments=entry.arguments,
+                    result=entry.result,
+                    tool_pk=tool.key.pk if tool is not None else None,
+                    input_schema=tool.input_schema if tool is not None else None,
+                    policy_tag=self._policy_tag,
+                )
+            )
+        return records
+
+    def _note_undecoded_body(self) -> None:
+        """Read the messages of a body the transport never decoded, if it is JSON-RPC at all."""
+        try:
+            decoded = jsonrpc.decode(self._body or b"")
+        except McpError:
+            return
+        self._note(decoded if isinstance(decoded, list) else [decoded])
+
+
+def _header(headers: Mapping[str, Sequence[str]], name: str) -> str:
+    values = headers.get(name)
+    return values[0] if values else ""
+
+
+def _code(code: Any) -> int | None:
+    # The column is a 32-bit integer: a larger code (a client's own response) is not kept,
+    # rather than having the database refuse the whole record.
+    if isinstance(code, int) and not isinstance(code, bool) and -(2**31) <= code < 2**31:
+        return code
+    return None
+
+
+def _error_fields(error: Any) -> tuple[int | None, str]:
+    """Code and message of a JSON-RPC error object a client sent (any shape)."""
+    if not isinstance(error, Mapping):
+        return None, ""
+    message = error.get("message")
+    return _code(error.get("code")), _cut(message) if isinstance(message, str) else ""
+
+
+def _first_text(content: Any) -> str:
+    if isinstance(content, list):
+        for block in content:
+            if isinstance(block, Mapping) and isinstance(block.get("text"), str):
+                return block["text"]
+    return ""
+
+
+# -- try-it ---------------------------------------------------------------------------------
+
+# Marks rows of calls made from the admin's try-it page rather than over HTTP by a client.
+ADMIN_TEST_HTTP_METHOD = "ADMIN"
+ADMIN_TEST_USER_AGENT = "mcphost admin test call"
+
+
+def record_admin_test_call(
+    *,
+    tool: Tool,
+    arguments: Any,
+    result: Mapping[str, Any] | None,
+    error_code: int | None,
+    error_message: str,
+    duration_ms: float,
+    version: str,
+    user_id: int | None,
+) -> None:
+    """Queue the record of a ``tools/call`` an operator ran from the admin (try-it).
+
+    It goes through the same writer and capture policy as client calls; ``http_method``
+    ``ADMIN`` and the user agent tell it apart, the operator is its principal and no endpoint
+    is named (the tool ran outside any endpoint).
+    """
+    if result is None:
+        status, message = Outcome.PROTOCOL_ERROR, error_message
+    elif result.get("isError"):
+        status, message = Outcome.TOOL_ERROR, _first_text(result.get("content"))
+    else:
+        status, message = Outcome.OK, ""
+    row = {
+        "created_at": timezone.now(),
+        "duration_ms": round(duration_ms, 3),
+        "endpoint_id": None,
+        "endpoint_slug": "",
+        "era": _era(version),
+        "protocol_version": version[:16],
+        "session_id": "",
+        "http_method": ADMIN_TEST_HTTP_METHOD,
+        "http_status": None,
+        "message_type": CallLog.MessageType.REQUEST,
+        "rpc_method": "tools/call",
+        "rpc_id": "",
+        "target": tool.name[:512],
+        "principal_id": user_id,
+        "remote_addr": None,
+        "user_agent": ADMIN_TEST_USER_AGENT,
+        "status": str(status),
+        "error_code": error_code,
+        "error_message": _cut(message),
+    }
+    # The policy cache is keyed by (endpoint, catalog version, tool); with no endpoint, the
+    # tool's last edit stands in for the version, so an edited policy is never served stale.
+    edited = int(tool.updated_at.timestamp() * 1_000_000) if tool.updated_at else 0
+    pending = PendingCall(
+        row=row,
+        arguments=arguments,
+        result=result,
+        tool_pk=tool.pk,
+        input_schema=tool.input_schema,
+        policy_tag=(0, edited),
+    )
+    try:
+        writer().put([pending])
+    except Exception:
+        # As for client calls: a recording bug is logged, the run's answer stands.
+        logger.exception("Call log record dropped", extra={"tool": tool.name})

@@ -1,0 +1,451 @@
+"""What each HTTP method does: POST serves JSON-RPC in its era, GET and DELETE legacy sessions.
+
+A POST body is one message or (2025-03-26 sessions) a batch; ``protocol.inbound.classify`` says
+which machinery serves a message: a 2026-07-28 request (no session, everything in the
+request), ``initialize`` (opens a legacy session) or a message of a legacy session. Every
+request that reaches a handler goes through ``run``, the one place that dispatches and tells
+the call log the reply. GET and DELETE exist only for legacy sessions (the version rule is
+``protocol.inbound.stream_method_refusal``); GET's streams are ``follow.py``'s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Mapping
+from functools import lru_cache
+from typing import Any
+
+from django.conf import settings
+
+from mcp_app.auth import access, bearer
+from mcp_app.conf import get_conf
+from mcp_app.protocol import dispatch, inbound, jsonrpc
+from mcp_app.protocol.context import LegacySession, RequestContext
+from mcp_app.protocol.dispatch import Reply
+from mcp_app.protocol.errors import InvalidRequest, McpError, modern_http_status
+from mcp_app.protocol.handlers import lifecycle
+from mcp_app.protocol.jsonrpc import Notification, Request, Response
+from mcp_app.protocol.versions import Feature, supports
+from mcp_app.services import background, events, notify
+from mcp_app.services.catalog import EndpointState
+from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
+from mcp_app.services.sessions import (
+    DatabaseSessionStore,
+    asession_close,
+    asession_is_live,
+    asession_load,
+    asession_open,
+)
+from mcp_app.services.tasks import CatalogTaskStore
+from mcp_app.transport import follow, http
+from mcp_app.transport.exchange import SESSION_HEADER, VERSION_HEADER, Exchange, Refused
+from mcp_app.transport.streams import RequestStream, Resumable, StreamClientRequester
+
+SERVER_NAME = "mcphost"
+SERVER_VERSION = "0.1.0"
+
+_tool_runner = CatalogToolRunner()
+_resource_reader = CatalogResourceReader()
+_session_store = DatabaseSessionStore()
+# Legacy requests running in this process, by (session id, JSON-encoded request id), so
+# notifications/cancelled can stop them.
+_in_flight: dict[tuple[str, bytes], Exchange] = {}
+
+
+@lru_cache(maxsize=8)
+def _derived_key(secret_key: str, purpose: str) -> bytes:
+    """A key for one purpose (cursors, request state), derived from SECRET_KEY."""
+    return hmac.new(
+        secret_key.encode(), f"mcphost.protocol.{purpose}".encode(), hashlib.sha256
+    ).digest()
+
+
+def server_info(state: EndpointState) -> dict[str, str]:
+    """The ``Implementation`` this endpoint presents; shaped per revision by the protocol."""
+    endpoint = state.snapshot.endpoint
+    return {
+        "name": SERVER_NAME,
+        "title": endpoint.title or endpoint.slug,
+        "version": SERVER_VERSION,
+    }
+
+
+async def serve_post(ex: Exchange, state: EndpointState) -> None:
+    """Serve a POST: one message, or a batch.
+
+    Raises:
+        Refused: wrong media types, or a body that is not JSON-RPC.
+    """
+    if not http.is_json_content(ex.headers):
+        raise Refused(415, "Content-Type must be application/json")
+    if not http.accepts(ex.headers, "application/json"):
+        raise Refused(406, "Accept must include application/json")
+    try:
+        payload = jsonrpc.decode(ex.body, max_batch=get_conf().MCP_MAX_BATCH_MESSAGES)
+    except McpError as exc:
+        raise Refused(400, error=exc, request_id=getattr(exc, "request_id", None)) from None
+    if isinstance(payload, list):
+        ex.recorder.received(payload, modern=False)
+        await _batch(ex, state, payload)
+        return
+    route = inbound.classify(payload, ex.header(VERSION_HEADER))
+    ex.recorder.received([payload], modern=route is inbound.Route.MODERN)
+    if route is inbound.Route.MODERN:
+        await _modern(ex, state, payload)
+    elif route is inbound.Route.INITIALIZE:
+        await _initialize(ex, state, payload)
+    else:
+        await _legacy(ex, state, payload)
+
+
+def check_scope(ex: Exchange, state: EndpointState, request: Request) -> None:
+    """Refuse with 403 ``insufficient_scope`` when the token lacks the scope the item needs.
+
+    Sent before any body, so a client can step up and retry (2025-11-25
+    basic/authorization, "Scope Challenge Handling").
+    """
+    needed = access.missing_scope(state, request.method, request.params, ex.principal)
+    if needed is not None:
+        challenge = bearer.Challenge(
+            403,
+            "insufficient_scope",
+            f"This needs the {needed} scope",
+            bearer.step_up_scope(state, ex.principal.scopes, needed),
+        )
+        raise challenge_refusal(state, challenge, request.id)
+
+
+def challenge_refusal(
+    state: EndpointState, challenge: bearer.Challenge, request_id: Any = None
+) -> Refused:
+    """The refusal of an OAuth challenge: its status and WWW-Authenticate header."""
+    return Refused(
+        challenge.status,
+        challenge.description or "Authorization required",
+        request_id=request_id,
+        headers=[("www-authenticate", challenge.header(state.slug))],
+    )
+
+
+async def load_session(ex: Exchange, state: EndpointState, request_id: Any) -> LegacySession:
+    """The request's legacy session.
+
+    Raises:
+        Refused: no Mcp-Session-Id header (400), or no such live session of this caller (404).
+    """
+    session_id = ex.header(SESSION_HEADER)
+    if not session_id:
+        raise Refused(400, "Missing Mcp-Session-Id header", request_id=request_id)
+    session = await asession_load(session_id=session_id, endpoint_id=state.id, **ex.session_owner())
+    if session is None:
+        raise Refused(404, "Session not found", request_id=request_id)
+    ex.recorder.session(session)
+    return session
+
+
+# -- running one request ----------------------------------------------------------------------
+
+
+def _stream(
+    ex: Exchange, session: LegacySession | None = None, request_id: Any = None
+) -> RequestStream:
+    """The answer stream of one request; resumable for 2025-11-25 sessions."""
+    conf = get_conf()
+    resumable = None
+    if session is not None and supports(session.protocol_version, Feature.SSE_PRIMING):
+        resumable = Resumable(
+            stream_id=events.new_stream_id(),
+            session_id=session.id,
+            store=events.get_event_store(),
+            retry_ms=conf.MCP_SSE_RETRY_MS,
+            poll_after=conf.MCP_SSE_POLL_AFTER_SECONDS,
+            request_id=request_id,
+        )
+    stream = ex.current_stream = RequestStream(
+        ex.responder,
+        can_stream=http.accepts(ex.headers, "text/event-stream"),
+        keepalive_seconds=conf.MCP_SSE_KEEPALIVE_SECONDS,
+        resumable=resumable,
+        prefer_stream=http.prefers(ex.headers, "text/event-stream", over="application/json"),
+    )
+    return stream
+
+
+def _context(
+    ex: Exchange,
+    state: EndpointState,
+    *,
+    version: str,
+    request: Request | None,
+    stream: RequestStream | None,
+    client_capabilities: Mapping[str, Any],
+    client_info: Mapping[str, Any] | None,
+    log_level: str | None,
+    session: LegacySession | None = None,
+) -> RequestContext:
+    conf = get_conf()
+    return RequestContext(
+        version=version,
+        catalog=state.snapshot,
+        tools=_tool_runner,
+        resources=_resource_reader,
+        server_info=server_info(state),
+        client_capabilities=client_capabilities,
+        client_info=client_info,
+        request_id=request.id if request is not None else None,
+        progress_token=inbound.progress_token_of(request.params) if request else None,
+        log_level=log_level,
+        session=session,
+        sessions=_session_store if session is not None else None,
+        send=stream.notify if stream is not None and stream.can_stream else None,
+        cursor_secret=_derived_key(settings.SECRET_KEY, "cursor"),
+        page_size=conf.MCP_PAGE_SIZE,
+        client_requests=(
+            StreamClientRequester(stream, session.id, conf.MCP_CLIENT_REQUEST_TIMEOUT_SECONDS)
+            if session is not None and stream is not None
+            else None
+        ),
+        state_secret=_derived_key(settings.SECRET_KEY, "request-state"),
+        principal=ex.principal.key,
+        tasks=CatalogTaskStore(state.id),
+    )
+
+
+def _legacy_context(
+    ex: Exchange,
+    state: EndpointState,
+    session: LegacySession,
+    request: Request | None,
+    stream: RequestStream | None,
+) -> RequestContext:
+    return _context(
+        ex,
+        state,
+        version=session.protocol_version,
+        request=request,
+        stream=stream,
+        client_capabilities=session.client_capabilities,
+        client_info=session.client_info,
+        log_level=session.log_level,
+        session=session,
+    )
+
+
+async def run(ex: Exchange, ctx: RequestContext, request: Request) -> Reply:
+    """Dispatch one request and tell the call log its reply."""
+    ex.recorder.dispatched(request, ctx.version)
+    reply = await dispatch.reply(ctx, request)
+    ex.recorder.answered(request, reply)
+    return reply
+
+
+# -- the eras ---------------------------------------------------------------------------------
+
+
+async def _modern(ex: Exchange, state: EndpointState, message: Any) -> None:
+    if isinstance(message, Response):
+        raise Refused(400, "Clients must not send responses in protocol 2026-07-28")
+    if isinstance(message, Notification):
+        try:
+            inbound.check_modern_notification(message, ex.headers)
+        except McpError as exc:
+            raise Refused(modern_http_status(exc.code), error=exc) from None
+        await ex.responder.respond(202)
+        return
+    try:
+        envelope = inbound.check_modern_request(message, ex.headers, state.snapshot)
+    except McpError as exc:
+        raise Refused(modern_http_status(exc.code), error=exc, request_id=message.id) from None
+    check_scope(ex, state, message)
+    if message.method == "subscriptions/listen":
+        await follow.listen_stream(ex, state, message)
+        return
+    # 2026-07-28: closing the response stream is how a client cancels the request.
+    ex.cancel_on_disconnect = True
+    stream = _stream(ex)
+    ctx = _context(
+        ex,
+        state,
+        version=envelope.version,
+        request=message,
+        stream=stream,
+        client_capabilities=envelope.client_capabilities,
+        client_info=envelope.client_info,
+        log_level=envelope.log_level,
+    )
+    reply = await run(ex, ctx, message)
+    await stream.reply(modern_http_status(reply.error.code) if reply.error else 200, reply.body)
+
+
+async def _initialize(ex: Exchange, state: EndpointState, message: Any) -> None:
+    if not isinstance(message, Request):
+        raise Refused(400, "initialize must be a request with an id")
+    session_id = ex.header(SESSION_HEADER)
+    if session_id is not None:
+        if await asession_is_live(
+            session_id=session_id, endpoint_id=state.id, **ex.session_owner()
+        ):
+            raise Refused(400, "Session already initialized", request_id=message.id)
+        raise Refused(404, "Session not found", request_id=message.id)
+    try:
+        version, capabilities, client_info = lifecycle.parse_initialize(message.params)
+    except McpError as exc:
+        raise Refused(400, error=exc, request_id=message.id) from None
+    session = await asession_open(
+        endpoint_id=state.id,
+        protocol_version=version,
+        client_capabilities=capabilities,
+        client_info=client_info,
+        **ex.session_owner(),
+    )
+    ex.recorder.session(session)
+    result = lifecycle.initialize_result(version, state.snapshot, server_info(state))
+    await ex.responder.respond_json(
+        200,
+        {"jsonrpc": "2.0", "id": message.id, "result": result},
+        headers=[("mcp-session-id", session.id)],
+    )
+
+
+async def _legacy(ex: Exchange, state: EndpointState, message: Any) -> None:
+    request_id = message.id if isinstance(message, Request) else None
+    session = await load_session(ex, state, request_id)
+    if isinstance(message, Request):
+        check_scope(ex, state, message)
+        stream = _stream(ex, session, message.id)
+        stream.start_poll_timer()
+        ctx = _legacy_context(ex, state, session, message, stream)
+        key = (session.id, jsonrpc.encode(message.id))
+        _in_flight[key] = ex
+        try:
+            reply = await run(ex, ctx, message)
+        finally:
+            if _in_flight.get(key) is ex:
+                del _in_flight[key]
+        await stream.reply(200, reply.body)
+    elif isinstance(message, Notification):
+        if message.method == "notifications/cancelled":
+            await _cancel(session, message.params)
+        ctx = _legacy_context(ex, state, session, None, None)
+        await dispatch.handle_notification(ctx, message.method, message.params)
+        await ex.responder.respond(202)
+    else:
+        # A client's answer to a question a call of this session asked, possibly from
+        # another process: route it to the waiting call by session and id.
+        await notify.apublish_client_reply(
+            session_id=session.id,
+            request_id=message.id,
+            result=message.result,
+            error=message.error,
+        )
+        await ex.responder.respond(202)
+
+
+async def _cancel(session: LegacySession, params: Mapping[str, Any] | None) -> None:
+    """Cancel the session's request ``params.requestId``, wherever it runs.
+
+    A request in this process is stopped here; a background call is cancelled through its
+    row, which reaches its worker and the process following it. An inline call held by
+    another process is not reached (documented in docs/architecture.md). Unknown or finished
+    ids are ignored (2025-11-25 basic/utilities/cancellation).
+    """
+    if not isinstance(params, Mapping) or "requestId" not in params:
+        return
+    request_id = params["requestId"]
+    if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+        return
+    held = _in_flight.get((session.id, jsonrpc.encode(request_id)))
+    if held is not None:
+        held.cancel_by_client()
+        return
+    await background.acancel_request(session_id=session.id, request_id=request_id)
+
+
+async def _batch(ex: Exchange, state: EndpointState, messages: list[Any]) -> None:
+    """JSON-RPC batches: only sessions that negotiated 2025-03-26 may send them.
+
+    Their size is bounded when decoded (MCP_MAX_BATCH_MESSAGES). Calls of background tools
+    past MCP_MAX_BATCH_BACKGROUND_CALLS are answered with an error and not run: a batch runs
+    in order, and each such call holds a worker for as long as the tool takes, even after the
+    client has gone.
+    """
+    session = await load_session(ex, state, None)
+    if not supports(session.protocol_version, Feature.BATCHES):
+        raise Refused(400, f"Batches are not part of protocol {session.protocol_version}")
+    for message in messages:
+        # One status for the whole batch: refused before any of it runs.
+        if isinstance(message, Request):
+            check_scope(ex, state, message)
+    replies: list[dict[str, Any]] = []
+    background_left = get_conf().MCP_MAX_BATCH_BACKGROUND_CALLS
+    for message in messages:
+        if isinstance(message, Request):
+            refusal = None
+            name = (message.params or {}).get("name")
+            tool = state.snapshot.tool(name) if isinstance(name, str) else None
+            if inbound.classify(message, None) is not inbound.Route.LEGACY:
+                refusal = InvalidRequest("initialize cannot be batched")
+            elif message.method == "tools/call" and tool and tool.execution == "background":
+                background_left -= 1
+                if background_left < 0:
+                    refusal = InvalidRequest(
+                        "A batch may start at most "
+                        f"{get_conf().MCP_MAX_BATCH_BACKGROUND_CALLS} background tool "
+                        "call(s); send this call in a request of its own"
+                    )
+            if refusal is not None:
+                reply = dispatch.refusal(message, refusal)
+                ex.recorder.answered(message, reply)
+            else:
+                ctx = _legacy_context(ex, state, session, message, None)
+                reply = await run(ex, ctx, message)
+            replies.append(reply.body)
+        elif isinstance(message, Notification):
+            ctx = _legacy_context(ex, state, session, None, None)
+            await dispatch.handle_notification(ctx, message.method, message.params)
+    if replies:
+        await ex.responder.respond_json(200, replies)
+    else:
+        await ex.responder.respond(202)
+
+
+async def serve_get(ex: Exchange, state: EndpointState) -> None:
+    """GET: a legacy session's standalone stream, or the resumption of a request stream.
+
+    Raises:
+        Refused: a 2026-07-28 or unknown version, no event-stream Accept, no session.
+    """
+    _check_stream_method(ex, "GET")
+    if not http.accepts(ex.headers, "text/event-stream"):
+        raise Refused(406, "Accept must include text/event-stream")
+    session = await load_session(ex, state, None)
+    last_event_id = ex.header("last-event-id")
+    if last_event_id is not None:
+        await follow.resumed_stream(ex, session, last_event_id)
+    else:
+        await follow.session_stream(ex, state, session)
+
+
+async def serve_delete(ex: Exchange, state: EndpointState) -> None:
+    """DELETE: close a legacy session.
+
+    Raises:
+        Refused: a 2026-07-28 or unknown version, no session header, no such session.
+    """
+    _check_stream_method(ex, "DELETE")
+    session_id = ex.header(SESSION_HEADER)
+    if not session_id:
+        raise Refused(400, "Missing Mcp-Session-Id header")
+    if not await asession_close(session_id=session_id, endpoint_id=state.id, **ex.session_owner()):
+        raise Refused(404, "Session not found")
+    await notify.apublish_session_closed(session_id=session_id)
+    await ex.responder.respond(204)
+
+
+def _check_stream_method(ex: Exchange, method: str) -> None:
+    refusal = inbound.stream_method_refusal(method, ex.header(VERSION_HEADER))
+    if refusal is not None:
+        status, message = refusal
+        headers = [("allow", "POST")] if status == 405 else []
+        raise Refused(status, message, headers=headers)
