@@ -39,11 +39,13 @@ from mcp_app.protocol.handlers import lifecycle, subscriptions
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.results import CallCancelled, ServiceUnavailable
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Feature, supports
-from mcp_app.services import audit, background, events, notify
+from mcp_app.services import audit, events, notify
+from mcp_app.services.background import web as background
 from mcp_app.services.catalog import EndpointState, aget_endpoint_state
 from mcp_app.services.deadlines import Deadline, Later
 from mcp_app.services.request_ids import bind_request_id
-from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
+from mcp_app.services.resources import CatalogResourceReader
+from mcp_app.services.runner import CatalogToolRunner
 from mcp_app.services.sessions import (
     DatabaseSessionStore,
     asession_close,
