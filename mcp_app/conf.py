@@ -65,7 +65,7 @@ class McpConf:
     # HTTP tools: networks (CIDR, comma separated) reachable although not public, e.g. an
     # internal API range; every tool may then reach them.
     MCP_HTTP_ALLOWED_NETWORKS: str = ""
-    # Background calls (services/background.py). Soft limit when the tool sets none; the
+    # Background calls (services/background/). Soft limit when the tool sets none; the
     # hard limit (the worker process is killed) defaults to the soft one plus 30 s.
     MCP_BACKGROUND_SOFT_TIME_LIMIT: float = 600.0
     # A queued call no worker has started after this many seconds ends with an error.

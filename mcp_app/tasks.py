@@ -1,7 +1,8 @@
 """Celery tasks: a background tool call, run by ``celery -A mcpsite worker``.
 
 The task carries only the call's id: everything else is in its ``BackgroundCall`` row,
-written before the job was enqueued (``services.background``).
+written before the job was enqueued (``services.background.web``, by the task's name), and
+``services.background.worker`` runs it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from concurrent.futures import Future
 from celery import Task, shared_task
 
 from mcp_app.conf import get_conf
-from mcp_app.services import background
+from mcp_app.services.background.calls import RUN_CALL_TASK
+from mcp_app.services.background.embedded import embedded_loop, embedded_worker_enabled
+from mcp_app.services.background.worker import ClaimDeferred, arun_call
 
 # Calls the embedded worker handed to the web loop; referenced until they end.
 _embedded_runs: set[Future[None]] = set()
@@ -23,20 +26,20 @@ _embedded_runs: set[Future[None]] = set()
 CLAIM_RETRY_SECONDS = 1.0
 
 
-@shared_task(name="mcp_app.run_background_call", acks_late=True, ignore_result=True, bind=True)
+@shared_task(name=RUN_CALL_TASK, acks_late=True, ignore_result=True, bind=True)
 def run_background_call(self: Task, call_id: str) -> None:
     hostname = self.request.hostname or "worker"
-    loop = background.embedded_loop()
-    if loop is not None and background.embedded_worker_enabled():
+    loop = embedded_loop()
+    if loop is not None and embedded_worker_enabled():
         # Embedded worker: the call runs on the web process's loop (where the in-memory
         # channel layer lives), concurrently with other calls; this thread moves on.
-        run = asyncio.run_coroutine_threadsafe(background.arun_call(call_id, worker=hostname), loop)
+        run = asyncio.run_coroutine_threadsafe(arun_call(call_id, worker=hostname), loop)
         _embedded_runs.add(run)
         run.add_done_callback(_embedded_runs.discard)
         return
     try:
-        asyncio.run(background.arun_call(call_id, worker=hostname))
-    except background.ClaimDeferred as exc:
+        asyncio.run(arun_call(call_id, worker=hostname))
+    except ClaimDeferred as exc:
         # Nothing ran; leaving the message acknowledged would strand the row in "queued".
         limit = get_conf().MCP_BACKGROUND_START_TIMEOUT_SECONDS
         raise self.retry(

@@ -137,7 +137,7 @@ WSGI_APPLICATION = None
 # a PostgreSQL restart every kept connection is dead, and without the check each thread of
 # every process fails one request with it (a 503) before replacing it. The check is one more
 # round trip per ORM call; DATABASE_CONN_HEALTH_CHECKS=false trades it for those failures
-# (background calls check their own connection either way: services/background.py).
+# (background calls check their own connection either way: services/background/calls.py).
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'mcphost.sqlite3'}"),
@@ -199,7 +199,7 @@ else:
         }
     }
 
-# Background tool calls (mcp_app/services/background.py). Without a broker the web process
+# Background tool calls (mcp_app/services/background/). Without a broker the web process
 # runs an embedded worker on Celery's in-memory transport (for trying the product only).
 # The in-memory transport's host is named: kombu warns on every connection that lacks one.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL or "memory://localhost/")

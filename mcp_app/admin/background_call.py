@@ -12,7 +12,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from mcp_app.models import BackgroundCall
-from mcp_app.services.background import acancel_call
+from mcp_app.services.background.calls import acancel_call
 
 
 @admin.register(BackgroundCall)

@@ -2,9 +2,9 @@
 
 The row is written before the call is enqueued (and before a task handle goes out), so any web
 process can follow, poll or cancel it. Status moves only forward, by conditional UPDATEs
-(``services.background``): ``queued`` -> ``working`` (a worker claimed it) -> a final status.
-The worker refreshes ``heartbeat_at`` while it runs; a row whose heartbeat went stale belongs
-to a worker that died, and whoever notices marks it failed (``outcome = "lost"``).
+(``services.background.calls``): ``queued`` -> ``working`` (a worker claimed it) -> a final
+status. The worker refreshes ``heartbeat_at`` while it runs; a row whose heartbeat went stale
+belongs to a worker that died, and whoever notices marks it failed (``outcome = "lost"``).
 """
 
 from __future__ import annotations
@@ -13,6 +13,23 @@ import secrets
 
 from django.db import models
 from django.utils import timezone
+
+from mcp_app.protocol.results import Outcome
+
+# How a background call ended, in the vocabulary it shares with the call log
+# (protocol.results.Outcome), labelled for the admin. A call never ends "rejected" or
+# "running"; "input_required" is a plain (non-task) 2026-07-28 call whose tool asked the
+# client: the web process answers input_required and the client retries with the answers.
+OUTCOME_CHOICES = [
+    (Outcome.OK.value, "finished"),
+    (Outcome.TOOL_ERROR.value, "tool reported an error"),
+    (Outcome.PROTOCOL_ERROR.value, "protocol error"),
+    (Outcome.TIMED_OUT.value, "timed out"),
+    (Outcome.LOST.value, "worker lost"),
+    (Outcome.NOT_STARTED.value, "no worker started it"),
+    (Outcome.CANCELLED.value, "cancelled"),
+    (Outcome.INPUT_REQUIRED.value, "asked the client"),
+]
 
 
 def new_call_id() -> str:
@@ -32,20 +49,6 @@ class BackgroundCall(models.Model):
         CANCELLED = "cancelled", "cancelled"
 
     ACTIVE = (Status.QUEUED, Status.WORKING, Status.INPUT_REQUIRED)
-
-    class Outcome(models.TextChoices):
-        """Why a call ended the way it did, beyond the status."""
-
-        OK = "ok", "finished"
-        TOOL_ERROR = "tool_error", "tool reported an error"
-        PROTOCOL_ERROR = "protocol_error", "protocol error"
-        TIMED_OUT = "timed_out", "timed out"
-        LOST = "lost", "worker lost"
-        NOT_STARTED = "not_started", "no worker started it"
-        CANCELLED = "cancelled", "cancelled"
-        # A plain (non-task) 2026-07-28 call whose tool asked the client: the web process
-        # answers input_required and the client retries the whole call with the answers.
-        INPUT_REQUIRED = "input_required", "asked the client"
 
     id = models.CharField(primary_key=True, max_length=40, default=new_call_id, editable=False)
     endpoint = models.ForeignKey(
@@ -69,7 +72,7 @@ class BackgroundCall(models.Model):
     client_capabilities = models.JSONField(default=dict, blank=True)
 
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.QUEUED)
-    outcome = models.CharField(max_length=16, choices=Outcome.choices, blank=True)
+    outcome = models.CharField(max_length=16, choices=OUTCOME_CHOICES, blank=True)
     status_message = models.CharField(max_length=500, blank=True)
     # The tool's result (content, structuredContent, isError) once completed; a JSON-RPC
     # error object when it failed with a protocol error.

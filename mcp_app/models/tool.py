@@ -39,7 +39,7 @@ class Tool(TimestampedModel, AccessRules):
         FULL = "full", "Full (up to the byte cap, with redaction)"
 
     class Execution(models.TextChoices):
-        """Where a call runs (services/background.py): the executor code is the same."""
+        """Where a call runs (services/background/): the executor code is the same."""
 
         INLINE = "inline", "Inline (in the web process)"
         AUTO = "auto", "Auto (inline; on a worker when the client asks for a task)"

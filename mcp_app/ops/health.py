@@ -27,7 +27,7 @@ from django.db import close_old_connections, connection
 
 from mcp_app.models import Tool
 from mcp_app.ops.heartbeat import WORKER_HEARTBEATS_KEY
-from mcp_app.services.background import embedded_worker_enabled
+from mcp_app.services.background.embedded import embedded_worker_enabled
 
 # One thread for every database check of this process: a hung connect holds only it.
 _database_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-readiness")

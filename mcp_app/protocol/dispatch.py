@@ -137,9 +137,10 @@ def error_body(request_id: Any, error: McpError) -> dict[str, Any]:
 
 
 def refusal(request: Request, error: McpError) -> Reply:
-    """The reply to a request refused before it ran (a batch's limit, say)."""
+    """The reply of a request that ended in ``error`` (or was refused before it ran)."""
     target = target_of(request.method, request.params)
-    return Reply(error_body(request.id, error), error, Outcome.PROTOCOL_ERROR, None, target)
+    body = error_body(request.id, error)
+    return Reply(body, error, Outcome.PROTOCOL_ERROR, error.detail, target)
 
 
 async def reply(ctx: RequestContext, request: Request) -> Reply:

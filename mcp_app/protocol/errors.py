@@ -59,6 +59,8 @@ class McpError(Exception):
         self.message = message
         self.data = data
         self.request_id: str | int | None = None
+        # Where the request ran when not inline ({"task_id", "worker"}), for the call log.
+        self.detail: Mapping[str, Any] | None = None
 
     def to_error_object(self) -> dict[str, Any]:
         """Return the JSON-RPC ``error`` member: ``{"code", "message"[, "data"]}``."""

@@ -18,7 +18,7 @@ while the transport still has its client: the restore is tried then (and fails q
 Redis is still down), and the second close finds the channel closed. A job whose restore did
 not happen stays in Redis's unacknowledged set, from which kombu restores it after the
 visibility timeout if Redis kept its data; a call already running goes on to its end (and a
-redelivered job never runs a call twice: ``background.arun_call``).
+redelivered job never runs a call twice: ``background.calls.aclaim_call``).
 """
 
 from __future__ import annotations

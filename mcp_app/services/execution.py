@@ -1,7 +1,7 @@
 """Running one tool through the executor of its kind, under a time limit.
 
 The same function runs a call inline in the web process and on a Celery worker
-(``services.background``): executors never know where they run.
+(``services.background.worker``): executors never know where they run.
 """
 
 from __future__ import annotations

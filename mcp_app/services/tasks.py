@@ -21,7 +21,7 @@ from mcp_app.models import BackgroundCall
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.tasks import TaskInfo, TaskOwner
-from mcp_app.services import background
+from mcp_app.services.background import calls, web
 
 Status = BackgroundCall.Status
 # The shortest lifetime granted, whatever the client asks: a task must outlive one poll.
@@ -37,7 +37,7 @@ def task_info(call: BackgroundCall) -> TaskInfo:
         task_id=call.id,
         status=str(status),
         created_at=call.created_at,
-        # Every status change sets updated_at (services.background); heartbeats do not.
+        # Every status change sets updated_at (services.background.calls); heartbeats do not.
         last_updated_at=call.updated_at,
         ttl_ms=call.ttl_ms,
         poll_interval_ms=call.poll_interval_ms,
@@ -79,7 +79,7 @@ class CatalogTaskStore:
         ttl_ms: int | None,
     ) -> TaskInfo:
         # The row is committed before astart_call returns, so tasks/get finds it at once.
-        call = await background.astart_call(
+        call = await web.astart_call(
             tool, arguments, ctx, is_task=True, ttl_ms=granted_ttl_ms(ttl_ms)
         )
         return task_info(call)
@@ -105,7 +105,7 @@ class CatalogTaskStore:
             )
         page = [call async for call in rows[:limit]]
         # Active rows of dead workers are settled first, so the list agrees with tasks/get.
-        settled = [await background.asettle(call.id) if call.is_active else call for call in page]
+        settled = [await calls.asettle(call.id) if call.is_active else call for call in page]
         return [task_info(call) for call in settled if call is not None]
 
     async def wait(self, task_id: str, owner: TaskOwner) -> TaskInfo | None:
@@ -115,7 +115,7 @@ class CatalogTaskStore:
                 # Only answers (or the end of its lifetime) move it on: look again a poll later.
                 await asyncio.sleep(call.poll_interval_ms / 1000)
             else:
-                await background.await_final(call.id, _WAIT_SLICE_SECONDS)
+                await web.await_final(call.id, _WAIT_SLICE_SECONDS)
             call = await self._call(task_id, owner)
         return task_info(call) if call is not None else None
 
@@ -124,7 +124,7 @@ class CatalogTaskStore:
         if call is None:
             return None
         if call.is_active:
-            await background.acancel_call(call.id)
+            await calls.acancel_call(call.id)
             call = await self._call(task_id, owner)
         return task_info(call) if call is not None else None
 
@@ -135,12 +135,12 @@ class CatalogTaskStore:
         if call is None:
             return None
         if call.status == Status.INPUT_REQUIRED:
-            await background.asubmit_answers(call.id, responses)
+            await calls.asubmit_answers(call.id, responses)
             call = await self._call(task_id, owner)
         return task_info(call) if call is not None else None
 
     async def _call(self, task_id: str, owner: TaskOwner) -> BackgroundCall | None:
-        call = await background.aget_call(
+        call = await calls.aget_call(
             task_id,
             endpoint_id=self.endpoint_id,
             principal=owner.principal,

@@ -1,7 +1,8 @@
 """Running one tool from the admin exactly as an MCP client's ``tools/call`` would.
 
 ``tool_try`` puts the tool alone into a ``CatalogSnapshot`` (enabled or not: drafts are tried
-before they are published), builds a ``RequestContext`` of the newest legacy revision and calls
+before they are published), builds a ``RequestContext`` of the newest legacy revision
+(``services.contexts.request_context``, as a worker's run does) and calls
 ``protocol.dispatch.handle_request``: argument validation, the executor, the mapping and the
 output-schema check are the protocol layer's own, not a copy. The call is recorded in the call
 log as an admin test call (``services.calllog.recorder.record_admin_test_call``).
@@ -22,7 +23,6 @@ from asgiref.sync import async_to_sync
 from mcp_app.executors.http import HttpAuth, build_headers_and_body, build_url
 from mcp_app.models import Tool
 from mcp_app.protocol.catalog import CatalogSnapshot, EndpointInfo
-from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.dispatch import handle_request
 from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.results import ToolError
@@ -30,7 +30,8 @@ from mcp_app.protocol.versions import LATEST_LEGACY
 from mcp_app.services.calllog.capture import REDACTED, is_secret_name
 from mcp_app.services.calllog.recorder import record_admin_test_call
 from mcp_app.services.catalog import tool_def
-from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
+from mcp_app.services.contexts import request_context
+from mcp_app.services.runner import CatalogToolRunner
 
 # What the admin presents itself as; it serves no endpoint.
 TRY_SERVER_INFO = {"name": "mcphost-admin", "version": "try-it"}
@@ -71,15 +72,13 @@ def tool_try(*, tool: Tool, arguments: Mapping[str, Any], user_id: int | None) -
         endpoint=EndpointInfo(slug=TRY_ENDPOINT_SLUG, title="Admin try-it"),
         tools=(tool_def(tool),),
     )
-    ctx = RequestContext(
+    ctx = request_context(
+        snapshot,
         version=LATEST_LEGACY,
-        catalog=snapshot,
         tools=CatalogToolRunner(),
-        resources=CatalogResourceReader(),
         server_info=TRY_SERVER_INFO,
         client_info={"name": "mcphost admin try-it"},
         request_id=1,
-        # No cursor or request-state keys: a legacy tools/call uses neither.
     )
     params = {"name": tool.name, "arguments": dict(arguments)}
     started = time.monotonic()

@@ -23,7 +23,8 @@ from mcp_app.protocol.context import LegacySession
 from mcp_app.protocol.errors import McpError, modern_http_status
 from mcp_app.protocol.handlers import subscriptions
 from mcp_app.protocol.jsonrpc import Request
-from mcp_app.services import background, events, notify
+from mcp_app.services import events, notify
+from mcp_app.services.background import web as background
 from mcp_app.services.catalog import EndpointState
 from mcp_app.services.sessions import asession_is_live, asession_subscriptions
 from mcp_app.transport import http

@@ -10,13 +10,8 @@ the call log the reply. GET and DELETE exist only for legacy sessions (the versi
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from collections.abc import Mapping
-from functools import lru_cache
 from typing import Any
-
-from django.conf import settings
 
 from mcp_app.auth import access, bearer
 from mcp_app.conf import get_conf
@@ -27,9 +22,11 @@ from mcp_app.protocol.errors import InvalidRequest, McpError, modern_http_status
 from mcp_app.protocol.handlers import lifecycle
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.versions import Feature, supports
-from mcp_app.services import background, events, notify
+from mcp_app.services import events, notify
+from mcp_app.services.background import web as background
 from mcp_app.services.catalog import EndpointState
-from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
+from mcp_app.services.contexts import request_context
+from mcp_app.services.runner import CatalogToolRunner
 from mcp_app.services.sessions import (
     DatabaseSessionStore,
     asession_close,
@@ -46,19 +43,10 @@ SERVER_NAME = "mcphost"
 SERVER_VERSION = "0.1.0"
 
 _tool_runner = CatalogToolRunner()
-_resource_reader = CatalogResourceReader()
 _session_store = DatabaseSessionStore()
 # Legacy requests running in this process, by (session id, JSON-encoded request id), so
 # notifications/cancelled can stop them.
 _in_flight: dict[tuple[str, bytes], Exchange] = {}
-
-
-@lru_cache(maxsize=8)
-def _derived_key(secret_key: str, purpose: str) -> bytes:
-    """A key for one purpose (cursors, request state), derived from SECRET_KEY."""
-    return hmac.new(
-        secret_key.encode(), f"mcphost.protocol.{purpose}".encode(), hashlib.sha256
-    ).digest()
 
 
 def server_info(state: EndpointState) -> dict[str, str]:
@@ -184,12 +172,10 @@ def _context(
     log_level: str | None,
     session: LegacySession | None = None,
 ) -> RequestContext:
-    conf = get_conf()
-    return RequestContext(
+    return request_context(
+        state.snapshot,
         version=version,
-        catalog=state.snapshot,
         tools=_tool_runner,
-        resources=_resource_reader,
         server_info=server_info(state),
         client_capabilities=client_capabilities,
         client_info=client_info,
@@ -199,14 +185,11 @@ def _context(
         session=session,
         sessions=_session_store if session is not None else None,
         send=stream.notify if stream is not None and stream.can_stream else None,
-        cursor_secret=_derived_key(settings.SECRET_KEY, "cursor"),
-        page_size=conf.MCP_PAGE_SIZE,
         client_requests=(
-            StreamClientRequester(stream, session.id, conf.MCP_CLIENT_REQUEST_TIMEOUT_SECONDS)
+            StreamClientRequester(stream, session.id, get_conf().MCP_CLIENT_REQUEST_TIMEOUT_SECONDS)
             if session is not None and stream is not None
             else None
         ),
-        state_secret=_derived_key(settings.SECRET_KEY, "request-state"),
         principal=ex.principal.key,
         tasks=CatalogTaskStore(state.id),
     )

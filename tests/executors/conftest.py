@@ -10,7 +10,8 @@ import pytest
 
 from mcp_app.protocol.catalog import CatalogSnapshot, EndpointInfo
 from mcp_app.protocol.context import RequestContext, ToolCallContext
-from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
+from mcp_app.services.resources import CatalogResourceReader
+from mcp_app.services.runner import CatalogToolRunner
 
 
 @dataclass

@@ -11,7 +11,8 @@ from datetime import datetime, timedelta
 from django.utils import timezone
 
 from mcp_app.models import BackgroundCall
-from mcp_app.services.background import _stale_verdict
+from mcp_app.protocol.results import Outcome
+from mcp_app.services.background.calls import stale_verdict
 
 LOST_AFTER = 10.0  # MCP_BACKGROUND_LOST_AFTER_SECONDS default
 BEAT = 1.0  # MCP_BACKGROUND_HEARTBEAT_SECONDS default
@@ -32,18 +33,18 @@ def test_a_worker_silent_through_a_database_restart_is_not_lost() -> None:
     now = timezone.now()
     call = working(now, silent_for=LOST_AFTER + 5)
     back_since = now - timedelta(seconds=2 * BEAT)
-    assert _stale_verdict(call, now) is not None  # what the rule said before
-    assert _stale_verdict(call, now, back_since) is None
+    assert stale_verdict(call, now) is not None  # what the rule said before
+    assert stale_verdict(call, now, back_since) is None
 
 
 def test_a_worker_still_silent_three_beats_after_the_restart_is_lost() -> None:
     now = timezone.now()
     call = working(now, silent_for=LOST_AFTER + 5)
-    verdict = _stale_verdict(call, now, now - timedelta(seconds=3 * BEAT + 0.5))
+    verdict = stale_verdict(call, now, now - timedelta(seconds=3 * BEAT + 0.5))
     assert verdict is not None
-    assert verdict[1] == BackgroundCall.Outcome.LOST
+    assert verdict[1] == Outcome.LOST
 
 
 def test_a_beating_worker_is_never_lost() -> None:
     now = timezone.now()
-    assert _stale_verdict(working(now, silent_for=BEAT), now, now - timedelta(days=1)) is None
+    assert stale_verdict(working(now, silent_for=BEAT), now, now - timedelta(days=1)) is None

@@ -15,7 +15,12 @@ import pytest
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.dispatch import reply
-from mcp_app.protocol.errors import INTERNAL_ERROR, INVALID_PARAMS, METHOD_NOT_FOUND
+from mcp_app.protocol.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    METHOD_NOT_FOUND,
+    McpError,
+)
 from mcp_app.protocol.inbound import stream_method_refusal
 from mcp_app.protocol.jsonrpc import Request
 from mcp_app.protocol.methods import target_of
@@ -37,6 +42,13 @@ async def _ran_elsewhere(arguments: Mapping[str, Any], ctx: ToolCallContext) -> 
     result = ToolResult.text("no structured content")
     result.detail = {"task_id": "t-1", "worker": "w@host"}
     return result
+
+
+async def _failed_elsewhere(arguments: Mapping[str, Any], ctx: ToolCallContext) -> ToolResult:
+    # A background call whose tool ended in a protocol error on its worker.
+    error = McpError("The worker said no")
+    error.detail = {"task_id": "t-2", "worker": "w@host"}
+    raise error
 
 
 def with_tools(ctx: RequestContext, *tools: ToolDef) -> RequestContext:
@@ -78,17 +90,26 @@ async def test_a_timeout_reads_as_a_tool_error_but_ends_timed_out(make_ctx: Make
     assert answer.outcome is Outcome.TIMED_OUT
 
 
-async def test_where_a_call_ran_survives_a_failed_output_check(make_ctx: MakeContext) -> None:
+async def test_where_a_call_ran_reaches_the_reply(make_ctx: MakeContext) -> None:
     tool = ToolDef(
         name="remote",
         description="Runs on a worker",
         input_schema={"type": "object"},
-        output_schema={"type": "object"},
         key=_ran_elsewhere,
     )
     answer = await reply(with_tools(make_ctx(), tool), call("remote"))
-    assert answer.outcome is Outcome.TOOL_ERROR  # no structured content for an output schema
+    assert answer.outcome is Outcome.OK
     assert answer.detail == {"task_id": "t-1", "worker": "w@host"}
+
+
+async def test_where_a_failed_call_ran_reaches_the_reply(make_ctx: MakeContext) -> None:
+    tool = ToolDef(
+        name="remote", description="", input_schema={"type": "object"}, key=_failed_elsewhere
+    )
+    answer = await reply(with_tools(make_ctx(), tool), call("remote"))
+    assert answer.outcome is Outcome.PROTOCOL_ERROR
+    assert answer.error is not None and answer.error.message == "The worker said no"
+    assert answer.detail == {"task_id": "t-2", "worker": "w@host"}
 
 
 @pytest.mark.parametrize(

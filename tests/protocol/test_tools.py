@@ -210,6 +210,31 @@ async def test_error_result_skips_the_output_schema_check(make_ctx: MakeContext)
     assert text_of(shaped) == "upstream down"
 
 
+async def test_a_result_finished_on_a_worker_is_not_checked_again(make_ctx: MakeContext) -> None:
+    """Our choice: the output schema is checked once, where the tool ran. A runner that ran
+    the call elsewhere says where (``detail``); its result comes back as that worker
+    finished it (here, one the schema would refuse, to show it is not looked at again)."""
+    finished = ToolResult(
+        content=[{"type": "text", "text": "as the worker left it"}],
+        structured={"tempC": "warm"},
+        detail={"task_id": "tsk_1", "worker": "w@host"},
+    )
+    tool = ToolDef(
+        name="w",
+        description="",
+        input_schema={"type": "object"},
+        output_schema={"type": "object", "properties": {"tempC": {"type": "number"}}},
+        key=returning(finished),
+    )
+    ctx = make_ctx("2025-11-25", catalog=single_tool_catalog(tool))
+    shaped = await handle_request(ctx, "tools/call", {"name": "w"})
+    assert shaped == {
+        "content": [{"type": "text", "text": "as the worker left it"}],
+        "structuredContent": {"tempC": "warm"},
+        "isError": False,
+    }
+
+
 async def test_non_object_structured_output_reaches_modern_clients(make_ctx: MakeContext) -> None:
     tool = ToolDef(
         name="n",

@@ -17,14 +17,14 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from mcp_app.models import BackgroundCall, Endpoint, Tool
-from mcp_app.protocol.results import NO_STRUCTURED, ToolResult
-from mcp_app.services import background
+from mcp_app.protocol.errors import McpError
+from mcp_app.protocol.results import NO_STRUCTURED, CallCancelled, Outcome, ToolResult
+from mcp_app.services.background import calls, web, worker
 from mcp_app.services.catalog import tool_create
 
 pytestmark = pytest.mark.django_db
 
 Status = BackgroundCall.Status
-Outcome = BackgroundCall.Outcome
 LOST_AFTER = 10.0  # MCP_BACKGROUND_LOST_AFTER_SECONDS default
 START_TIMEOUT = 60.0  # MCP_BACKGROUND_START_TIMEOUT_SECONDS default
 
@@ -52,7 +52,7 @@ def make_call(endpoint: Endpoint, *, ago: float = 0.0, **fields: Any) -> Backgro
     return call
 
 
-settle = async_to_sync(background.asettle)
+settle = async_to_sync(calls.asettle)
 
 
 def test_a_call_no_worker_took_fails_after_the_start_timeout(endpoint):
@@ -100,7 +100,7 @@ def test_final_calls_are_never_changed_by_settling(endpoint):
 def test_cancelling_is_once_and_only_for_active_calls(endpoint):
     call = make_call(endpoint, status=Status.WORKING, started_ago=1, heartbeat_ago=0)
     done = make_call(endpoint, status=Status.COMPLETED)
-    cancel = async_to_sync(background.acancel_call)
+    cancel = async_to_sync(calls.acancel_call)
     assert cancel(call.id) is True
     assert cancel(call.id) is False
     assert cancel(done.id) is False
@@ -113,7 +113,7 @@ def test_cancelling_is_once_and_only_for_active_calls(endpoint):
 def test_a_cancel_notification_reaches_only_its_sessions_call(endpoint):
     mine = make_call(endpoint, session_id="s1", request_id=7)
     theirs = make_call(endpoint, session_id="s2", request_id=7)
-    cancel = async_to_sync(background.acancel_request)
+    cancel = async_to_sync(web.acancel_request)
     assert cancel(session_id="s1", request_id=7) is True
     assert cancel(session_id="s1", request_id=8) is False
     mine.refresh_from_db()
@@ -124,7 +124,7 @@ def test_a_cancel_notification_reaches_only_its_sessions_call(endpoint):
 def test_a_call_is_only_visible_to_its_owner(endpoint):
     other = Endpoint.objects.create(slug="other", auth_mode="public")
     call = make_call(endpoint, principal="user:1/client:a", session_id="s1")
-    get = async_to_sync(background.aget_call)
+    get = async_to_sync(calls.aget_call)
     owner = {"endpoint_id": endpoint.id, "principal": "user:1/client:a", "session_id": "s1"}
     assert get(call.id, **owner).id == call.id
     assert get(call.id, **{**owner, "principal": "user:2/client:a"}) is None
@@ -135,7 +135,7 @@ def test_a_call_is_only_visible_to_its_owner(endpoint):
 def test_answers_are_kept_only_for_open_questions(endpoint):
     asked = {"confirm": {"method": "elicitation/create", "params": {}}}
     call = make_call(endpoint, status=Status.INPUT_REQUIRED, input_requests=asked, heartbeat_ago=0)
-    submit = async_to_sync(background.asubmit_answers)
+    submit = async_to_sync(calls.asubmit_answers)
     assert submit(call.id, {"unasked": {"action": "accept"}}) is False
     assert submit(call.id, {"confirm": {"action": "accept"}, "unasked": {}}) is True
     # Answered once: a second answer to the same question is ignored.
@@ -156,7 +156,7 @@ def test_reaping_settles_stranded_calls_and_deletes_expired_ones(endpoint):
     BackgroundCall.objects.filter(id=expired_but_running.id).update(
         expires_at=timezone.now() - timedelta(seconds=1)
     )
-    assert async_to_sync(background.areap)() == (1, 1)
+    assert async_to_sync(calls.areap)() == (1, 1)
     assert BackgroundCall.objects.get(id=stranded.id).outcome == Outcome.NOT_STARTED
     assert not BackgroundCall.objects.filter(id=expired.id).exists()
     assert BackgroundCall.objects.filter(id=expired_but_running.id).exists()
@@ -166,10 +166,40 @@ def test_results_keep_their_fields_through_the_row():
     result = ToolResult(
         content=[{"type": "text", "text": "x"}], structured={"n": 1}, meta={"k": "v"}
     )
-    again = background.result_from_json(background.result_to_json(result))
+    again = calls.result_from_json(calls.result_to_json(result))
     assert (again.content, again.structured, again.meta) == (result.content, {"n": 1}, {"k": "v"})
-    error = background.result_from_json(background.result_to_json(ToolResult.error("no")))
+    error = calls.result_from_json(calls.result_to_json(ToolResult.error("no")))
     assert error.is_error and error.structured is NO_STRUCTURED
+
+
+def test_a_final_row_answers_with_the_result_the_worker_finished(endpoint):
+    stored = {"content": [{"type": "text", "text": "{}"}], "structuredContent": {}}
+    done = make_call(
+        endpoint, status=Status.COMPLETED, outcome=Outcome.OK, result=stored, worker="w@host"
+    )
+    result = calls.call_result(done)
+    assert calls.result_to_json(result) == stored
+    assert (result.ended, result.detail) == (Outcome.OK, {"task_id": done.id, "worker": "w@host"})
+    soft = make_call(
+        endpoint, status=Status.COMPLETED, outcome=Outcome.TIMED_OUT,
+        result=calls.result_to_json(ToolResult.error("Tool timed out after 5 s")),
+    )  # fmt: skip
+    assert calls.call_result(soft).ended == Outcome.TIMED_OUT
+    # A worker lost is an error result for the call log, not an outcome of its own.
+    lost = settle(
+        make_call(endpoint, status=Status.WORKING, started_ago=5, heartbeat_ago=LOST_AFTER + 1).id
+    )
+    assert calls.call_result(lost).ended == Outcome.TOOL_ERROR
+    cancelled = make_call(endpoint, status=Status.CANCELLED, outcome=Outcome.CANCELLED)
+    with pytest.raises(CallCancelled):
+        calls.call_result(cancelled)
+    failed = make_call(
+        endpoint, status=Status.FAILED, outcome=Outcome.PROTOCOL_ERROR,
+        error={"code": -32602, "message": "bad"},
+    )  # fmt: skip
+    with pytest.raises(McpError) as error:
+        calls.call_result(failed)
+    assert (error.value.code, error.value.message) == (-32602, "bad")
 
 
 def test_tool_execution_settings_are_checked():
@@ -201,7 +231,7 @@ def test_a_notification_redis_cannot_take_does_not_fail_the_worker_s_call(settin
             "CONFIG": {"hosts": [{"address": f"redis://127.0.0.1:{dead_port}/0"}]},
         }
     }
-    run = background._WorkerRun(BackgroundCall(id="dead-redis"))
+    run = worker._WorkerRun(BackgroundCall(id="dead-redis"))
     frame = {
         "jsonrpc": "2.0",
         "method": "notifications/progress",

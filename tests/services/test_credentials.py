@@ -28,7 +28,8 @@ from mcp_app.services.credentials import (
     credential_create,
     decrypt_secret,
 )
-from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
+from mcp_app.services.resources import CatalogResourceReader
+from mcp_app.services.runner import CatalogToolRunner
 from tests.support.upstream import OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, Upstream, run_upstream
 
 OLD_KEY = Fernet.generate_key().decode()

@@ -28,7 +28,8 @@ from mcp_app.services.catalog import (
     resource_template_create,
     tool_create,
 )
-from mcp_app.services.runner import CatalogResourceReader, CatalogToolRunner
+from mcp_app.services.resources import CatalogResourceReader
+from mcp_app.services.runner import CatalogToolRunner
 
 SAMPLES = "tests.executors.sample_tools"
 runner = CatalogToolRunner()

@@ -12,7 +12,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand
 
-from mcp_app.services.background import areap
+from mcp_app.services.background.calls import areap
 
 
 class Command(BaseCommand):

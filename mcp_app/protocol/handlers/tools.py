@@ -92,7 +92,7 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
         return await tasks.start_task(ctx, tool, arguments, plan.ttl_ms)
     ctx.may_become_task = plan.may_become_task
     try:
-        result = await ctx.tools.run_tool(tool, arguments, ToolCallContext(ctx, tool.name))
+        result = await run_tool(ctx, tool, arguments)
     except ContinueAsTask:
         # The answers gathered so far go with the task (ctx.input_responses).
         return await tasks.start_task(ctx, tool, arguments, None)
@@ -110,23 +110,44 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
                 now=time.time(),
             ),
         }
+    return Answer(shape_call_result(result, ctx.version), result.ended, result.detail)
+
+
+async def run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, Any]) -> ToolResult:
+    """Run ``tool`` through ``ctx.tools`` and return its finished result, failures included.
+
+    The one error ladder of a tool call, wherever it runs (inline here, or on a worker, which
+    calls this too): a tool failure becomes an error result (a timeout says so in its
+    ``outcome``), a result is checked against the output schema where the tool ran. A result
+    that ran elsewhere (it names where in ``detail``) was finished there and is passed on.
+
+    Raises:
+        InputRequired, ContinueAsTask: the tool asked the client, or to become a task.
+        McpError, CallCancelled, ServiceUnavailable: passed on as they are.
+        InternalError: the tool failed unexpectedly (logged; its text never reaches the wire).
+    """
+    try:
+        result = await ctx.tools.run_tool(tool, arguments, ToolCallContext(ctx, tool.name))
     except ToolError as failure:
         result = ToolResult.error(failure.message)
         if isinstance(failure, ToolTimeout):
             result.outcome = Outcome.TIMED_OUT
-    except (McpError, CallCancelled, ServiceUnavailable):
+        return result
+    except (InputRequired, ContinueAsTask, McpError, CallCancelled, ServiceUnavailable):
         raise
     except Exception:
         logger.exception("Tool call failed", extra={"tool": tool.name})
         raise InternalError("Tool failed") from None
-    result = finish_tool_result(tool, result)
-    return Answer(shape_call_result(result, ctx.version), result.ended, result.detail)
+    if result.detail is not None:
+        return result
+    return finish_tool_result(tool, result)
 
 
 def finish_tool_result(tool: ToolDef, result: ToolResult) -> ToolResult:
     """Check a successful result against the tool's output schema and give it text content.
 
-    Wherever the tool ran (inline, or on a worker), its result passes through here once.
+    Wherever the tool ran (inline, or on a worker), its result passes through here once,
+    there (``run_tool``).
     """
     if tool.output_schema is not None and not result.is_error:
         checked = _checked_output(tool.output_schema, result)
