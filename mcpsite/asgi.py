@@ -1,4 +1,4 @@
-"""ASGI entry point: MCP endpoints go straight to the Channels consumer, the rest to Django.
+"""ASGI entry point: MCP endpoints go straight to their consumer, the rest to Django.
 
 ``/mcp/<slug>`` never passes through Django's request handler: its per-request thread hops
 cost several times the whole MCP exchange (docs/architecture.md, "Hot path").
@@ -17,7 +17,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from django.urls import re_path  # noqa: E402
 
 from mcp_app.ops.probes import probe_app  # noqa: E402
-from mcp_app.transport.routing import mcp_urlpatterns  # noqa: E402
+from mcp_app.transport.routing import mcp_first  # noqa: E402
 
 if settings.EMBEDDED_BEAT:
     # The embedded setup (dev.py run) has no beat process: the upkeep schedule runs here.
@@ -30,16 +30,17 @@ if settings.SERVE_STATIC:
     # container) Django answers STATIC_URL from the staticfiles finders.
     django_asgi_app = ASGIStaticFilesHandler(django_asgi_app)
 
-application = ProtocolTypeRouter(
-    {
-        "http": URLRouter(
-            [
-                *mcp_urlpatterns,
-                # Probes and metrics skip Django's host check and middleware:
-                # mcp_app/ops/probes.py.
-                re_path(r"^(healthz|readyz|metrics)$", probe_app),
-                re_path(r"", django_asgi_app),
-            ]
-        ),
-    }
+application = mcp_first(
+    ProtocolTypeRouter(
+        {
+            "http": URLRouter(
+                [
+                    # Probes and metrics skip Django's host check and middleware:
+                    # mcp_app/ops/probes.py.
+                    re_path(r"^(healthz|readyz|metrics)$", probe_app),
+                    re_path(r"", django_asgi_app),
+                ]
+            ),
+        }
+    )
 )

@@ -153,32 +153,34 @@ class StreamableHttpConsumer:
         """
         conf = get_conf()
         max_body = conf.MCP_MAX_BODY_BYTES
-        too_big = Refused(413, f"Request body exceeds {max_body} bytes")
         declared = self.ex.header("content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_body:
-            await self._refuse(too_big)
+            await self._refuse(Refused(413, f"Request body exceeds {max_body} bytes"))
             return None
-        chunks: list[bytes] = []
-        size = 0
         try:
             async with Deadline(conf.MCP_BODY_TIMEOUT_SECONDS):
-                while True:
-                    message = await receive()
-                    if message["type"] == "http.disconnect":
-                        return None
-                    if message["type"] != "http.request":
-                        continue
-                    chunk = message.get("body", b"")
-                    size += len(chunk)
-                    if size > max_body:
-                        await self._refuse(too_big)
-                        return None
-                    chunks.append(chunk)
-                    if not message.get("more_body", False):
-                        return b"".join(chunks)
+                return await self._body(receive, max_body)
         except TimeoutError:
             await self._refuse(Refused(408, "The request body did not arrive in time"))
             return None
+
+    async def _body(self, receive: Any, max_body: int) -> bytes | None:
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return None
+            if message["type"] != "http.request":
+                continue
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > max_body:
+                await self._refuse(Refused(413, f"Request body exceeds {max_body} bytes"))
+                return None
+            if not message.get("more_body", False):
+                return b"".join((*chunks, chunk)) if chunks else chunk
+            chunks.append(chunk)
 
     def _end(self, _done: object = None) -> None:
         if not self.ended.done():

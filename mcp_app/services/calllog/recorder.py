@@ -78,8 +78,11 @@ def _cut(text: str, limit: int = ERROR_MESSAGE_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+_MODERN, _LEGACY = Era.MODERN.value, Era.LEGACY.value
+
+
 def _era(version: str) -> str:
-    return (Era.MODERN if version in MODERN_VERSIONS else Era.LEGACY).value
+    return _MODERN if version in MODERN_VERSIONS else _LEGACY
 
 
 class CallRecorder:
@@ -131,7 +134,7 @@ class CallRecorder:
 
     def received(self, messages: Iterable[Any], *, modern: bool) -> None:
         """Note the decoded message(s) of a POST: one record each."""
-        self._era = (Era.MODERN if modern else Era.LEGACY).value
+        self._era = _MODERN if modern else _LEGACY
         self._note(messages)
 
     def _note(self, messages: Iterable[Any]) -> None:
@@ -168,7 +171,7 @@ class CallRecorder:
     def session(self, session: LegacySession) -> None:
         self._session_id = session.id[:64]
         self._version = session.protocol_version
-        self._era = Era.LEGACY.value
+        self._era = _LEGACY
 
     def dispatched(self, request: Request, version: str) -> None:
         entry = self._by_message.get(id(request))
