@@ -9,6 +9,7 @@ from django.utils import timezone
 
 from mcp_app.audit.selectors import CallFilter
 from mcp_app.models import CallLog, Endpoint
+from mcp_app.models.call_log import STATUS_CHOICES
 
 # The stats page's quick ranges (the ``range`` parameter), newest data last.
 RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7),
@@ -32,9 +33,7 @@ class CallFilterForm(forms.Form):
     )
     tool = forms.CharField(required=False, max_length=512, label="Tool / target")
     method = forms.CharField(required=False, max_length=128)
-    status = forms.ChoiceField(
-        choices=[("", "any status"), *CallLog.Status.choices], required=False
-    )
+    status = forms.ChoiceField(choices=[("", "any status"), *STATUS_CHOICES], required=False)
     era = forms.ChoiceField(choices=[("", "any era"), *CallLog.Era.choices], required=False)
     session = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
     user = forms.CharField(required=False, max_length=150, label="User")

@@ -11,16 +11,25 @@ from __future__ import annotations
 from django.conf import settings
 from django.db import models
 
+from mcp_app.protocol.results import Outcome
+
+# How a row's request ended: the vocabulary background calls share
+# (protocol.results.Outcome), labelled for the audit UI. The worker-only endings (lost, never
+# started, asked the client) never reach a row: such calls log as tool errors or ok.
+STATUS_CHOICES = [
+    (Outcome.OK.value, "ok"),
+    (Outcome.TOOL_ERROR.value, "tool error"),
+    (Outcome.PROTOCOL_ERROR.value, "protocol error"),
+    (Outcome.REJECTED.value, "rejected"),
+    (Outcome.RUNNING.value, "running"),
+    (Outcome.CANCELLED.value, "cancelled"),
+    (Outcome.TIMED_OUT.value, "timed out"),
+]
+
 
 class CallLog(models.Model):
-    class Status(models.TextChoices):
-        OK = "ok", "ok"
-        TOOL_ERROR = "tool_error", "tool error"
-        PROTOCOL_ERROR = "protocol_error", "protocol error"
-        REJECTED = "rejected", "rejected"
-        RUNNING = "running", "running"
-        CANCELLED = "cancelled", "cancelled"
-        TIMED_OUT = "timed_out", "timed out"
+    # Not a second vocabulary: the same enum, under the name the audit code reads.
+    Status = Outcome
 
     class Era(models.TextChoices):
         LEGACY = "legacy", "legacy (sessions)"
@@ -68,7 +77,7 @@ class CallLog(models.Model):
     client_id = models.CharField(max_length=200, blank=True, help_text="OAuth client id.")
     remote_addr = models.GenericIPAddressField(null=True, blank=True)
     user_agent = models.CharField(max_length=512, blank=True)
-    status = models.CharField(max_length=16, choices=Status.choices)
+    status = models.CharField(max_length=16, choices=STATUS_CHOICES)
     error_code = models.IntegerField(null=True, blank=True)
     error_message = models.TextField(blank=True)
     # What the tool's capture policy kept (services/calllog/capture.py); None: nothing kept.
