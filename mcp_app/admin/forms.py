@@ -88,9 +88,11 @@ class ToolForm(forms.ModelForm):
         super().__init__(*args, **kwargs)
         self._add_kind_fields()
         # Empty means "fill in from the python function" (or the no-argument schema).
-        self.fields["input_schema"].required = False
-        self.fields["input_schema"].empty_json = None
-        self.fields["input_schema"].help_text = (
+        input_schema = self.fields["input_schema"]
+        assert isinstance(input_schema, JsonTextField)  # Meta.field_classes
+        input_schema.required = False
+        input_schema.empty_json = None
+        input_schema.help_text = (
             'JSON Schema (2020-12 unless $schema says otherwise) with "type": "object". Empty: '
             "the python function's own schema, or no arguments."
         )
@@ -121,7 +123,8 @@ class ToolForm(forms.ModelForm):
         return schema
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         executor = get_executors().get(data.get("kind", ""))
         if executor is not None:
             self._clean_config(executor, data)
@@ -186,7 +189,8 @@ class ToolForm(forms.ModelForm):
             self.add_error("name", exc)
 
     def _save_m2m(self) -> None:
-        super()._save_m2m()
+        # ModelForm's private hook (save(commit=False) defers it), absent from django-stubs.
+        super()._save_m2m()  # type: ignore[misc]
         self.instance.endpoints.set(self.cleaned_data["endpoints"])
 
 
@@ -240,7 +244,9 @@ class ResourceTemplateForm(forms.ModelForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["function"].choices = [("", "---------")] + [
+        function_field = self.fields["function"]
+        assert isinstance(function_field, forms.ChoiceField)  # declared above
+        function_field.choices = [("", "---------")] + [
             (name, f"{name}: {function.description}" if function.description else name)
             for name, function in sorted(resource_functions().items())
         ]
@@ -249,7 +255,8 @@ class ResourceTemplateForm(forms.ModelForm):
         self.initial.setdefault("template", config.get("template", ""))
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         if data.get("kind") == ResourceTemplate.Kind.PYTHON:
             if not data.get("function"):
                 self.add_error("function", "Choose the resource function that resolves URIs.")
@@ -307,7 +314,8 @@ class CredentialForm(forms.ModelForm):
         field_classes = {"token_url": forms.CharField}
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         secret = data.get("secret", "")
         if secret:
             credential_set_secret(credential=self.instance, secret=secret)

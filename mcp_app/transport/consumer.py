@@ -512,8 +512,8 @@ class StreamableHttpConsumer:
             raise  # no answer, or the outage's 503 (_handle)
         except Exception:
             logger.exception("MCP handler failed", extra={"method": request.method})
-            exc = InternalError("Internal error")
-            return _error_body(request.id, exc), exc
+            internal = InternalError("Internal error")
+            return _error_body(request.id, internal), internal
         return {"jsonrpc": "2.0", "id": request.id, "result": result}, None
 
     async def _post_modern(self, state: EndpointState, message: Any) -> None:
