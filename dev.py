@@ -8,7 +8,7 @@ Both first bootstrap ``.venv`` (created with ``python3 -m venv``, filled from
 ``var/``, after migrate, ``seed_demo`` (endpoint "demo") and ``ensure_admin``; the web process
 also runs the upkeep schedule (``MCPHOST_EMBEDDED_BEAT``, mcp_app/ops/beat.py).
 ``test`` starts a throwaway PostgreSQL and Redis (scripts/services.py), runs ``lint-imports``,
-``ruff check .`` and pytest against them, and always removes both servers afterwards.
+``ruff check .``, ``mypy`` and pytest against them, and always removes both servers afterwards.
 
 Stdlib only: this file runs before the virtual environment exists.
 """
@@ -336,15 +336,20 @@ def _test(timer: PhaseTimer, pytest_args: list[str]) -> int:
     )
 
     lint_failures = []
-    for name, cmd in (
-        ("lint-imports", [str(venv_bin("lint-imports"))]),
-        ("ruff check", [str(venv_bin("ruff")), "check", "."]),
-    ):
-        start = time.monotonic()
-        code = run_child(cmd, env)
-        timer.record(name, time.monotonic() - start, "ok" if code == 0 else f"FAILED ({code})")
-        if code != 0:
-            lint_failures.append(name)
+    # mypy's django-stubs plugin loads the settings, which write a generated SECRET_KEY into
+    # the var dir: a throwaway one keeps the tree's var/ out of it.
+    with tempfile.TemporaryDirectory(prefix="mcphost-lint-") as lint_var:
+        for name, cmd in (
+            ("lint-imports", [str(venv_bin("lint-imports"))]),
+            ("ruff check", [str(venv_bin("ruff")), "check", "."]),
+            ("mypy", [str(venv_bin("mypy"))]),
+        ):
+            start = time.monotonic()
+            code = run_child(cmd, {**env, "MCPHOST_VAR_DIR": lint_var})
+            outcome = "ok" if code == 0 else f"FAILED ({code})"
+            timer.record(name, time.monotonic() - start, outcome)
+            if code != 0:
+                lint_failures.append(name)
 
     with contextlib.ExitStack() as stack:
         # Settings write a generated SECRET_KEY into the var dir: keep the tree's var/ out of it.

@@ -296,7 +296,8 @@ async def ask_confirmation(arguments: dict[str, Any], ctx: ToolCallContext) -> d
         },
     )
     action = str(answer.get("action", "cancel"))
-    content = answer.get("content") if isinstance(answer.get("content"), dict) else {}
+    raw_content = answer.get("content")
+    content = raw_content if isinstance(raw_content, dict) else {}
     return {"confirmed": action == "accept" and content.get("confirm") is True, "action": action}
 
 
@@ -337,7 +338,8 @@ async def ask_value(arguments: dict[str, Any], ctx: ToolCallContext) -> dict[str
         {"type": "object", "properties": {"value": field}, "required": ["value"]},
     )
     action = str(answer.get("action", "cancel"))
-    content = answer.get("content") if isinstance(answer.get("content"), dict) else {}
+    raw_content = answer.get("content")
+    content = raw_content if isinstance(raw_content, dict) else {}
     value = content.get("value") if action == "accept" else None
     return {"action": action, "value": None if value is None else str(value)}
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
+from typing import Any
 
 from django.conf import settings
 from django.core.signals import setting_changed
@@ -100,7 +101,7 @@ def _coerce(value: object, default: object) -> object:
 
 @lru_cache(maxsize=1)
 def get_conf() -> McpConf:
-    values = {}
+    values: dict[str, Any] = {}  # settings are untyped; _coerce gives each its field's type
     for f in fields(McpConf):
         if hasattr(settings, f.name):
             values[f.name] = _coerce(getattr(settings, f.name), f.default)

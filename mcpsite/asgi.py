@@ -37,8 +37,10 @@ application = mcp_first(
                 [
                     # Probes and metrics skip Django's host check and middleware:
                     # mcp_app/ops/probes.py.
-                    re_path(r"^(healthz|readyz|metrics)$", probe_app),
-                    re_path(r"", django_asgi_app),
+                    # Channels' URLRouter routes to ASGI apps; django-stubs types re_path for
+                    # views.
+                    re_path(r"^(healthz|readyz|metrics)$", probe_app),  # type: ignore[arg-type]
+                    re_path(r"", django_asgi_app),  # type: ignore[arg-type]
                 ]
             ),
         }

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
-ACCESS_FIELDS = ["required_scope", "allowed_groups"]
+if TYPE_CHECKING:
+    # django-stubs' type of a fieldset's options (a TypedDict); stubs only, never imported.
+    from django.contrib.admin.options import _FieldOpts
+
+ACCESS_FIELDS = ("required_scope", "allowed_groups")
 
 # Shown on OAuth endpoints only; public endpoints let everyone use everything.
-ACCESS_FIELDSET: tuple[str, dict[str, Any]] = (
+ACCESS_FIELDSET: tuple[str, _FieldOpts] = (
     "Who may use it (OAuth endpoints)",
     {"fields": ACCESS_FIELDS},
 )

@@ -99,7 +99,10 @@ class EndpointAdmin(admin.ModelAdmin):
         """Show tools/list as the newest revisions of each era see it."""
         endpoint = get_object_or_404(Endpoint, pk=object_id)
         if not self.has_view_permission(request, endpoint):
-            return self._get_obj_does_not_exist_redirect(request, self.opts, str(object_id))
+            # The change view's own answer to a missing object; private, so not in django-stubs.
+            return self._get_obj_does_not_exist_redirect(  # type: ignore[attr-defined]
+                request, self.opts, str(object_id)
+            )
         snapshot = build_snapshot(endpoint)
         previews = [
             {

@@ -106,7 +106,8 @@ class OpenApiImportForm(forms.Form):
         self.document: OpenApiDocument | None = None
 
     def clean(self) -> dict[str, Any]:
-        data = super().clean()
+        super().clean()
+        data = self.cleaned_data
         upload = data.get("document_file")
         try:
             if upload is not None:
@@ -129,7 +130,9 @@ class OpenApiImportForm(forms.Form):
             raise ValidationError(exc.message, code="invalid_document") from None
         # The import step posts the document back as text.
         data["document_text"] = text
-        self.fields["operations"].choices = operation_choices(self.document)
+        operations = self.fields["operations"]
+        assert isinstance(operations, forms.ChoiceField)  # declared above
+        operations.choices = operation_choices(self.document)
         if unknown := [
             key for key in data.get("operations", []) if not self.document.operation(key)
         ]:
@@ -190,7 +193,9 @@ def _second_step(form: OpenApiImportForm, document: OpenApiDocument) -> OpenApiI
         initial["base_url"] = openapi_base_url(document, initial["base_url"])
     fresh = OpenApiImportForm(initial=initial)
     fresh.document = document
-    fresh.fields["operations"].choices = operation_choices(document)
+    operations = fresh.fields["operations"]
+    assert isinstance(operations, forms.ChoiceField)  # declared on the form
+    operations.choices = operation_choices(document)
     return fresh
 
 

@@ -1,15 +1,14 @@
-"""Tool admin: schemas as JSON text, the kind's config through dedicated fields, plus the
-OpenAPI import page (``admin/openapi.py``) and each tool's try-it page (``admin/try_it.py``)."""
+"""Tool admin: schemas as JSON text, the kind's config through the fields its executor
+supplies, plus the OpenAPI import page (``admin/openapi.py``) and each tool's try-it page
+(``admin/try_it.py``)."""
 
 from __future__ import annotations
 
-import ipaddress
-import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
-from urllib.parse import urlsplit
 
 from django.contrib import admin, messages
+from django.contrib.admin.utils import flatten_fieldsets
 from django.db.models import QuerySet
 from django.forms import ModelForm
 from django.http import HttpRequest, HttpResponse
@@ -25,15 +24,12 @@ from mcp_app.admin.figures import (
     figures_panel,
     window_start,
 )
-from mcp_app.admin.forms import ToolForm
+from mcp_app.admin.forms import ToolForm, kind_config_fields
 from mcp_app.admin.openapi import openapi_import_view
 from mcp_app.admin.try_it import try_it_view
 from mcp_app.audit.selectors import Figures, tool_figures
-from mcp_app.executors.base import ConfigError
-from mcp_app.executors.http import network_policy
-from mcp_app.executors.netguard import normalise_host
+from mcp_app.executors import get_executors
 from mcp_app.models import Endpoint, Tool
-from mcp_app.protocol.results import ToolError
 
 
 def tool_save_warnings(tool: Tool, endpoints: Sequence[Endpoint]) -> list[str]:
@@ -44,41 +40,9 @@ def tool_save_warnings(tool: Tool, endpoints: Sequence[Endpoint]) -> list[str]:
             f"{tool.name} is on no endpoint: no client can call it until you choose one "
             "under Endpoints."
         )
-    if tool.kind == Tool.Kind.HTTP and (refused := refused_address(tool.config)):
-        warnings.append(refused)
+    if executor := get_executors().get(tool.kind):
+        warnings.extend(executor.save_warnings(tool.config or {}))
     return warnings
-
-
-def refused_address(config: Mapping[str, Any]) -> str | None:
-    """Why the SSRF guard will refuse the host of an HTTP tool's URL, if it will.
-
-    Checked as a call would be (the tool's allow-list plus MCP_HTTP_ALLOWED_NETWORKS). A name
-    that does not resolve here is not reported: it may resolve where the calls run.
-    """
-    host = normalise_host(urlsplit(str(config.get("url", ""))).hostname or "")
-    if not host:
-        return None
-    try:
-        policy = network_policy(config)
-    except (ConfigError, ToolError):
-        return None  # the form or the system check reports a malformed allow-list
-    try:
-        addresses = [ipaddress.ip_address(host)]
-    except ValueError:
-        try:
-            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
-        except (OSError, UnicodeError):
-            return None
-        addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
-    for address in addresses:
-        if not policy.allows(host, address):
-            shown = host if str(address) == host else f"{host} ({address})"
-            return (
-                f"Calls will be refused: {shown} is not a public address (loopback, private, "
-                "link-local or a metadata service). Add it under Allowed private hosts or "
-                "networks if the tool must reach it."
-            )
-    return None
 
 
 @admin.register(Tool)
@@ -95,30 +59,8 @@ class ToolAdmin(admin.ModelAdmin):
     fieldsets = [
         (None, {"fields": ["name", "title", "description", "enabled", "endpoints"]}),
         ("Calls", {"fields": ["last_24_hours"]}),
-        (
-            "Implementation",
-            {
-                "fields": [
-                    "kind",
-                    "function",
-                    "template",
-                    "template_output",
-                    "http_method",
-                    "http_url",
-                    "http_query",
-                    "http_headers",
-                    "http_body",
-                    "http_body_template",
-                    "http_timeout",
-                    "http_retries",
-                    "http_expected_status",
-                    "http_select",
-                    "http_credential",
-                    "http_allow_hosts",
-                    "http_allow_networks",
-                ]  # fmt: skip
-            },
-        ),
+        # The kinds' config fields follow "kind" (get_fieldsets): their executors supply them.
+        ("Implementation", {"fields": ["kind"]}),
         ("Schemas", {"fields": ["input_schema", "output_schema"]}),
         (
             "Execution",
@@ -184,8 +126,25 @@ class ToolAdmin(admin.ModelAdmin):
     def get_queryset(self, request: HttpRequest) -> QuerySet[Tool]:
         return super().get_queryset(request).prefetch_related("endpoints")
 
+    def get_form(
+        self, request: HttpRequest, obj: Tool | None = None, change: bool = False, **kwargs: Any
+    ) -> type[ModelForm]:
+        # The kinds' config fields are added by ToolForm itself: a ModelForm class built from
+        # the fieldsets would refuse them as unknown fields of Tool.
+        fields = kwargs.get("fields", flatten_fieldsets(self.get_fieldsets(request, obj)))
+        if fields is not None:
+            kind_fields = {name for names in kind_config_fields().values() for name in names}
+            kwargs["fields"] = [name for name in fields if name not in kind_fields]
+        return super().get_form(request, obj, change, **kwargs)
+
     def get_fieldsets(self, request: HttpRequest, obj: Tool | None = None) -> Any:
-        fieldsets = super().get_fieldsets(request, obj)
+        kind_fields = [name for names in kind_config_fields().values() for name in names]
+        fieldsets = [
+            (name, {**options, "fields": [*options["fields"], *kind_fields]})
+            if name == "Implementation"
+            else (name, options)
+            for name, options in super().get_fieldsets(request, obj)
+        ]
         # A tool being added has no calls yet.
         return fieldsets if obj is not None else [f for f in fieldsets if f[0] != "Calls"]
 

@@ -18,6 +18,7 @@ from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
 from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, render
 from django.urls import reverse, reverse_lazy
 from django.utils import timezone
@@ -42,7 +43,7 @@ from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
 
 AUDIT_PERMISSION = "mcp_app.audit_calls"
 PAYLOAD_PERMISSION = "mcp_app.view_call_payloads"
-View = Callable[..., HttpResponse]
+View = Callable[..., HttpResponseBase]
 # The statistics page reloads itself this often (while it is visible).
 STATS_REFRESH_SECONDS = 60
 
@@ -51,7 +52,7 @@ def auditor_required(view: View) -> View:
     """Send anonymous users to log in; answer 403 to users without the audit permission."""
 
     @wraps(view)
-    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not request.user.has_perm(AUDIT_PERMISSION):
             raise PermissionDenied
         return view(request, *args, **kwargs)

@@ -25,13 +25,13 @@ DEFAULT_EXECUTORS: tuple[str, ...] = (
 
 
 @functools.lru_cache
-def get_executors() -> dict[str, Executor]:
+def get_executors() -> dict[str, Executor[Any]]:
     """Return the configured executors by kind, in settings order.
 
     Raises:
         ImproperlyConfigured: a listed class is not an Executor with a kind, or kinds repeat.
     """
-    executors: dict[str, Executor] = {}
+    executors: dict[str, Executor[Any]] = {}
     for path in setting_list("MCP_EXECUTORS", DEFAULT_EXECUTORS):
         executor_class = import_string(path)
         executor = executor_class()
@@ -45,7 +45,7 @@ def get_executors() -> dict[str, Executor]:
     return executors
 
 
-def get_executor(kind: str) -> Executor:
+def get_executor(kind: str) -> Executor[Any]:
     """Return the executor of ``kind``.
 
     Raises:

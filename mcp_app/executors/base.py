@@ -1,17 +1,23 @@
-"""The Executor interface every tool kind implements, ConfigError, and the list-setting reader.
+"""The Executor interface every tool kind implements, its prepared config, and ConfigError.
 
-An executor turns a tool's plain ``config`` plus the call's ``arguments`` into a ``ToolResult``.
-It never touches rows or the transport, so the same code runs inline in a web process or in a
-Celery worker.
+An executor owns its kind end to end: it turns a tool's plain ``config`` into a typed
+``PreparedConfig`` once (``prepare``, when the catalog snapshot is built or the operator
+saves), gets what a call needs from outside before running (``resolve``, given ``Resolvers``
+by the services), runs the call (``run``), and supplies the admin form's fields for its config
+(``config_form``, ``form_initial``, ``config_from_form``). It never touches rows or the
+transport, so the same code runs inline in a web process or in a Celery worker.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
+from django import forms
 from django.conf import settings
 
+from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult
 
@@ -32,22 +38,90 @@ class ConfigError(Exception):
         self.message = message
 
 
-class Executor:
-    """One tool kind. Subclasses set ``kind`` and ``label`` and implement both methods."""
+class ConfigFormError(Exception):
+    """The admin form's config fields do not make a usable config: messages by field name."""
 
-    kind: str = ""
-    label: str = ""
+    def __init__(self, errors: Mapping[str, str]) -> None:
+        super().__init__("; ".join(errors.values()))
+        self.errors = dict(errors)
 
-    def validate_config(self, config: Mapping[str, Any]) -> None:
-        """Check ``config`` once, when the operator saves the tool.
+
+class PreparedConfig:
+    """A kind's config, checked and parsed once; each kind subclasses it as a frozen dataclass.
+
+    It lives in the catalog snapshot and is shared by every call of the tool, so it must never
+    be mutated (``resolve`` returns a copy).
+    """
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HttpAuth:
+    """A credential resolved into what goes on a request, plus the strings to redact.
+
+    Built by ``services.credentials``; plain values only, never shown by ``repr``.
+    """
+
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    query: Mapping[str, str] = field(default_factory=dict, repr=False)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+
+
+class Resolvers(Protocol):
+    """What the services look up for an executor before a call: the reads it may not do."""
+
+    async def credential(self, name: str, policy: NetworkPolicy) -> HttpAuth:
+        """Return the credential ``name`` as request parts, fetching tokens through ``policy``.
+
+        Raises:
+            ToolError: the credential is missing, unreadable, or its token fetch failed.
+        """
+        ...
+
+
+class CredentialChoiceField(forms.ChoiceField):
+    """A config form field naming a credential; the admin fills in the choices (rows)."""
+
+
+PreparedT = TypeVar("PreparedT", bound=PreparedConfig)
+
+
+class Executor(Generic[PreparedT]):
+    """One tool kind. Subclasses set ``kind``, ``label`` and ``config_form``, and implement
+    ``prepare``, ``run`` and ``config_from_form``."""
+
+    kind: ClassVar[str] = ""
+    label: ClassVar[str] = ""
+    # The admin fields of this kind's config; their names must be unique across kinds.
+    config_form: ClassVar[type[forms.Form] | None] = None
+
+    def prepare(self, config: Mapping[str, Any]) -> PreparedT:
+        """Check and parse ``config`` into what ``run`` takes.
 
         Raises:
             ConfigError: the config cannot run; the message says why.
         """
-        raise NotImplementedError("subclasses of Executor must provide validate_config()")
+        raise NotImplementedError("subclasses of Executor must provide prepare()")
+
+    def validate_config(self, config: Mapping[str, Any]) -> None:
+        """Check ``config`` without keeping the result (model validation, system checks).
+
+        Raises:
+            ConfigError: the config cannot run; the message says why.
+        """
+        self.prepare(config)
+
+    async def resolve(self, prepared: PreparedT, resolvers: Resolvers) -> PreparedT:
+        """Return ``prepared`` completed with what this call needs from outside (credentials).
+
+        Raises:
+            ToolError: something it needs cannot be had; the caller reads why.
+        """
+        return prepared
 
     async def run(
-        self, config: Mapping[str, Any], arguments: Mapping[str, Any], ctx: ToolCallContext
+        self, prepared: PreparedT, arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
         """Run the tool with arguments that already passed its input schema.
 
@@ -55,3 +129,27 @@ class Executor:
             ToolError: a failure the caller should read (becomes ``isError: true``).
         """
         raise NotImplementedError("subclasses of Executor must provide run()")
+
+    def form_initial(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """Return the initial values of ``config_form``'s fields for a saved ``config``."""
+        return {}
+
+    def config_from_form(
+        self, data: Mapping[str, Any], input_schema: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        """Build the plain config from ``config_form``'s cleaned data.
+
+        ``input_schema`` is the tool's (None: not given), for rules that tie the two.
+
+        Raises:
+            ConfigFormError: the fields do not make a usable config, by field name.
+        """
+        raise NotImplementedError("subclasses of Executor must provide config_from_form()")
+
+    def save_warnings(self, config: Mapping[str, Any]) -> list[str]:
+        """Return what will stop a saved (valid) config from working, for the operator."""
+        return []
+
+    def tool_defaults(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
+        """Return Tool field values this config declares (title, schemas, hints), if any."""
+        return {}

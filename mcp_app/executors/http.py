@@ -30,9 +30,10 @@ JSON body becomes ``structuredContent`` (after ``select``) plus its pretty-print
 an image block; text a text block; anything else an embedded binary resource. Bodies are capped
 at MCP_HTTP_MAX_RESPONSE_BYTES. Requests go through ``netguard`` (SSRF guard).
 
-The runner resolves ``credential`` into ``resolved_credential`` (an ``HttpAuth``) before the
-call: this module never reads rows. Every secret of that credential, in every form it was
-sent (raw, percent-encoded, base64 in a Basic header), is replaced by ``[redacted]`` in
+The config is checked and parsed once into an ``HttpConfig`` (kept in the catalog snapshot).
+Before a call, ``HttpExecutor.resolve`` asks the services' ``Resolvers`` for the credential
+(an ``HttpAuth``): this module never reads rows. Every secret of that credential, in every
+form it was sent (raw, percent-encoded, base64 in a Basic header), is replaced by ``[redacted]`` in
 everything the call returns: error messages, excerpts, text, ``structuredContent`` and binary
 blocks. An upstream that echoes its request (URL, headers, body) must not hand the secret to
 the model or the call log, and the call log's own redaction only knows secrets by key name.
@@ -42,19 +43,31 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ipaddress
 import json
 import logging
 import re
+import socket
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import quote, quote_plus, urlencode
+from urllib.parse import quote, quote_plus, urlencode, urlsplit
 
 import httpx
 import orjson
+from django import forms
 
 from mcp_app.conf import get_conf
-from mcp_app.executors.base import ConfigError, Executor
+from mcp_app.executors.base import (
+    ConfigError,
+    ConfigFormError,
+    CredentialChoiceField,
+    Executor,
+    HttpAuth,
+    PreparedConfig,
+    Resolvers,
+)
+from mcp_app.executors.forms import JsonTextarea, JsonTextField
 from mcp_app.executors.netguard import (
     BlockedAddressError,
     FetchedResponse,
@@ -62,6 +75,7 @@ from mcp_app.executors.netguard import (
     NetworkPolicy,
     ResponseTooLargeError,
     TooManyRedirectsError,
+    normalise_host,
     safe_url,
 )
 from mcp_app.protocol.context import ToolCallContext
@@ -85,7 +99,6 @@ CONFIG_KEYS = frozenset(
     {
         "method", "url", "query", "headers", "body", "body_template", "timeout", "retries",
         "expected_status", "select", "credential", "allow_hosts", "allow_networks",
-        "resolved_credential",
     }
 )  # fmt: skip
 # Set by the client from the URL and body, or hop-by-hop: an operator mapping may not set them.
@@ -108,18 +121,6 @@ _HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _STATUS_CLASS = re.compile(r"[1-5]xx")
 _SELECT_SEGMENT = re.compile(r"([^.\[\]]+)?((?:\[-?\d+\])*)")
 _MISSING: Any = object()
-
-
-@dataclass(frozen=True, slots=True)
-class HttpAuth:
-    """A credential resolved into what goes on the request, plus the strings to redact.
-
-    Built by ``services.credentials``; plain values only, never shown by ``repr``.
-    """
-
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
-    query: Mapping[str, str] = field(default_factory=dict, repr=False)
-    secrets: tuple[str, ...] = field(default=(), repr=False)
 
 
 def placeholder_names(config: Mapping[str, Any]) -> set[str]:
@@ -212,14 +213,14 @@ def parse_select(path: str) -> list[str | int]:
     return steps
 
 
-def apply_select(value: Any, path: str) -> Any:
-    """Return the part of ``value`` at ``path``.
+def apply_select(value: Any, steps: Sequence[str | int], path: str) -> Any:
+    """Return the part of ``value`` at ``steps`` (parsed from ``path``).
 
     Raises:
         ToolError: the path does not exist in ``value``.
     """
     current = value
-    for step in parse_select(path):
+    for step in steps:
         if isinstance(step, int) and isinstance(current, list):
             found = -len(current) <= step < len(current)
         else:
@@ -251,144 +252,294 @@ def _status_expected(status: int, expected: Sequence[Any]) -> bool:
     return False
 
 
-class HttpExecutor(Executor):
+@dataclass(frozen=True, slots=True)
+class HttpConfig(PreparedConfig):
+    """An http tool's config, checked and parsed (see the module docstring for each key)."""
+
+    url: str
+    method: str = "GET"
+    query: Mapping[str, str] = field(default_factory=dict)
+    headers: Mapping[str, str] = field(default_factory=dict)
+    body: str = "none"
+    body_template: Any = None
+    # None: MCP_HTTP_TIMEOUT_SECONDS, read at call time.
+    timeout: float | None = None
+    retries: int = 0
+    expected_status: tuple[int | str, ...] = ("2xx",)
+    select: str | None = None
+    select_steps: tuple[str | int, ...] = ()
+    credential: str | None = None
+    # The tool's own allow-list; MCP_HTTP_ALLOWED_NETWORKS is merged in at call time.
+    policy: NetworkPolicy = field(default_factory=NetworkPolicy)
+    # Set by ``HttpExecutor.resolve`` for a call; never part of the snapshot's copy.
+    auth: HttpAuth | None = None
+
+
+def prepare_http_config(config: Mapping[str, Any]) -> HttpConfig:
+    """Check an http tool's plain config and parse it.
+
+    Raises:
+        ConfigError: the config cannot run; the message starts with the key at fault.
+    """
+    if unknown := sorted(set(config) - CONFIG_KEYS):
+        raise ConfigError(f"Unknown config keys: {', '.join(unknown)}.")
+    method = config.get("method", "GET")
+    if method not in METHODS:
+        raise ConfigError(f"method must be one of {', '.join(METHODS)}, not {method!r}.")
+    url = _validate_url(config.get("url"))
+    query = _validate_mapping("query", config.get("query", {}))
+    headers = _validate_mapping("headers", config.get("headers", {}))
+    body = _validate_body(config)
+    timeout = config.get("timeout")
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or not 0 < timeout <= MAX_TIMEOUT_SECONDS
+    ):
+        raise ConfigError(f"timeout must be seconds above 0, at most {MAX_TIMEOUT_SECONDS:g}.")
+    retries = config.get("retries", 0)
+    if isinstance(retries, bool) or not isinstance(retries, int):
+        raise ConfigError(f"retries must be a whole number from 0 to {MAX_RETRIES}.")
+    if not 0 <= retries <= MAX_RETRIES:
+        raise ConfigError(f"retries must be a whole number from 0 to {MAX_RETRIES}.")
+    expected = config.get("expected_status", ["2xx"])
+    if not isinstance(expected, list) or not expected:
+        raise ConfigError('expected_status must be a non-empty list, e.g. ["2xx", 304].')
+    for item in expected:
+        _parse_status(item)
+    select = config.get("select")
+    steps: list[str | int] = []
+    if select is not None:
+        if not isinstance(select, str):
+            raise ConfigError("select must be a dotted path such as data.items[0].")
+        steps = parse_select(select)
+    credential = config.get("credential")
+    if credential is not None and (not isinstance(credential, str) or not credential):
+        raise ConfigError("credential must be the name of a credential.")
+    return HttpConfig(
+        url=url,
+        method=method,
+        query=query,
+        headers=headers,
+        body=body,
+        body_template=config.get("body_template"),
+        timeout=None if timeout is None else float(timeout),
+        retries=retries,
+        expected_status=tuple(expected),
+        select=select,
+        select_steps=tuple(steps),
+        credential=credential,
+        policy=_policy(config),
+    )
+
+
+def _validate_url(url: Any) -> str:
+    if not isinstance(url, str) or not url.strip():
+        raise ConfigError('HTTP tools need a "url", e.g. https://api.example.com/items/{id}.')
+    _placeholders(url, "url")
+    scheme, sep, rest = url.partition("://")
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    if scheme.lower() not in ("http", "https") or not sep or not authority:
+        raise ConfigError(f"url must start with http:// or https:// and a host, not {url!r}.")
+    if "{" in scheme + authority or "}" in authority:
+        raise ConfigError("url: the scheme and host cannot contain placeholders.")
+    if "@" in authority:
+        raise ConfigError("url: put user names and passwords in a credential, not the URL.")
+    try:
+        httpx.URL(_TOKEN.sub("x", url))
+    except httpx.InvalidURL as exc:
+        raise ConfigError(f"url is not a valid URL: {exc}") from None
+    return url
+
+
+def _validate_mapping(key: str, mapping: Any) -> dict[str, str]:
+    if not isinstance(mapping, Mapping) or not all(
+        isinstance(name, str) and isinstance(value, str) for name, value in mapping.items()
+    ):
+        raise ConfigError(f'{key} must be an object of strings, e.g. {{"q": "{{query}}"}}.')
+    for name, value in mapping.items():
+        _placeholders(value, f"{key} {name!r}")
+        if key != "headers":
+            continue
+        if not _HEADER_NAME.fullmatch(name):
+            raise ConfigError(f"headers: {name!r} is not a valid header name.")
+        if name.lower() in FORBIDDEN_HEADERS:
+            raise ConfigError(f"headers: {name} is set by the HTTP client and cannot be set.")
+        if "\r" in value or "\n" in value:
+            raise ConfigError(f"headers: the value of {name} contains a line break.")
+    return dict(mapping)
+
+
+def _validate_body(config: Mapping[str, Any]) -> str:
+    body = config.get("body", "none")
+    if body not in BODY_MODES:
+        raise ConfigError(f"body must be one of {', '.join(BODY_MODES)}, not {body!r}.")
+    template = config.get("body_template")
+    if body in ("none", "arguments"):
+        if template is not None:
+            raise ConfigError('body_template is used only with body "json" or "form".')
+        return str(body)
+    if body == "json" and template is None:
+        raise ConfigError('body "json" needs a body_template (a JSON document).')
+    if body == "form" and (
+        not isinstance(template, Mapping)
+        or not all(isinstance(value, str) for value in template.values())
+    ):
+        raise ConfigError(
+            'body "form" needs a body_template object of strings, e.g. {"name": "{name}"}.'
+        )
+    _json_placeholders(template)
+    return str(body)
+
+
+def _policy(config: Mapping[str, Any]) -> NetworkPolicy:
+    hosts = config.get("allow_hosts", [])
+    networks = config.get("allow_networks", [])
+    if not isinstance(hosts, list) or not all(isinstance(host, str) for host in hosts):
+        raise ConfigError("allow_hosts must be a list of host names.")
+    if not isinstance(networks, list) or not all(isinstance(net, str) for net in networks):
+        raise ConfigError("allow_networks must be a list of networks such as 10.0.0.0/8.")
+    try:
+        return NetworkPolicy.build(hosts, networks)
+    except ValueError as exc:
+        raise ConfigError(f"allow_networks: {exc}.") from None
+
+
+class HttpConfigForm(forms.Form):
+    http_method = forms.ChoiceField(
+        choices=[(method, method) for method in METHODS],
+        initial="GET",
+        required=False,
+        label="HTTP method",
+        help_text="GET, HEAD, PUT, DELETE and OPTIONS are retried; the others never are.",
+    )
+    http_url = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="URL template",
+        widget=forms.TextInput(attrs={"class": "vLargeTextField"}),
+        help_text=(
+            "E.g. https://api.example.com/users/{user}/repos: {name} inserts the argument "
+            "(percent-encoded); the scheme and host are fixed."
+        ),
+    )
+    http_query = JsonTextField(
+        required=False,
+        empty_json={},
+        label="Query parameters",
+        widget=JsonTextarea(attrs={"rows": 3}),
+        help_text='E.g. {"q": "{query}", "limit": "20"}; a parameter of an absent argument '
+        "is left out.",
+    )
+    http_headers = JsonTextField(
+        required=False,
+        empty_json={},
+        label="Headers",
+        widget=JsonTextarea(attrs={"rows": 3}),
+        help_text='E.g. {"Accept": "application/json"}. Put secrets in a credential instead.',
+    )
+    http_body = forms.ChoiceField(
+        choices=[(mode, mode) for mode in BODY_MODES],
+        initial="none",
+        required=False,
+        label="Body",
+        help_text='"arguments": the arguments as JSON; "json": the body template; "form": the '
+        "body template's fields, form-encoded.",
+    )
+    http_body_template = JsonTextField(
+        required=False,
+        empty_json=None,
+        label="Body template",
+        widget=JsonTextarea(attrs={"rows": 5}),
+        help_text='json: a document where "{name}" is the argument\'s JSON value and other '
+        'strings interpolate; form: {"field": "{name}"}.',
+    )
+    http_timeout = forms.FloatField(
+        required=False,
+        min_value=0.001,
+        label="Timeout (s)",
+        help_text="Per attempt; empty: MCP_HTTP_TIMEOUT_SECONDS.",
+    )
+    http_retries = forms.IntegerField(
+        required=False,
+        min_value=0,
+        max_value=MAX_RETRIES,
+        label="Retries",
+        help_text="On connection errors and 502/503/504, idempotent methods only.",
+    )
+    http_expected_status = forms.CharField(
+        required=False,
+        initial="2xx",
+        label="Expected statuses",
+        help_text="Comma separated codes or classes, e.g. 2xx, 304. Others are error results.",
+    )
+    http_select = forms.CharField(
+        required=False,
+        label="Select",
+        help_text="Optional dotted path into the JSON response, e.g. data.items[0].",
+    )
+    http_credential = CredentialChoiceField(
+        required=False,
+        label="Credential",
+        help_text="How the request authenticates; secrets live in Credentials.",
+    )
+    http_allow_hosts = forms.CharField(
+        required=False,
+        label="Allowed private hosts",
+        help_text="Host names this tool may reach although they resolve to private or "
+        "loopback addresses, comma separated.",
+    )
+    http_allow_networks = forms.CharField(
+        required=False,
+        label="Allowed private networks",
+        help_text="Networks (CIDR) this tool may reach although not public, comma separated, "
+        "e.g. 10.20.0.0/16.",
+    )
+
+
+class HttpExecutor(Executor[HttpConfig]):
     kind = "http"
     label = "HTTP request"
+    config_form = HttpConfigForm
 
-    def validate_config(self, config: Mapping[str, Any]) -> None:
-        if unknown := sorted(set(config) - CONFIG_KEYS):
-            raise ConfigError(f"Unknown config keys: {', '.join(unknown)}.")
-        method = config.get("method", "GET")
-        if method not in METHODS:
-            raise ConfigError(f"method must be one of {', '.join(METHODS)}, not {method!r}.")
-        self._validate_url(config.get("url"))
-        for key in ("query", "headers"):
-            self._validate_mapping(key, config.get(key, {}))
-        self._validate_body(config)
-        timeout = config.get("timeout", get_conf().MCP_HTTP_TIMEOUT_SECONDS)
-        if (
-            isinstance(timeout, bool)
-            or not isinstance(timeout, int | float)
-            or not 0 < timeout <= MAX_TIMEOUT_SECONDS
-        ):
-            raise ConfigError(f"timeout must be seconds above 0, at most {MAX_TIMEOUT_SECONDS:g}.")
-        retries = config.get("retries", 0)
-        if isinstance(retries, bool) or not isinstance(retries, int):
-            raise ConfigError(f"retries must be a whole number from 0 to {MAX_RETRIES}.")
-        if not 0 <= retries <= MAX_RETRIES:
-            raise ConfigError(f"retries must be a whole number from 0 to {MAX_RETRIES}.")
-        expected = config.get("expected_status", ["2xx"])
-        if not isinstance(expected, list) or not expected:
-            raise ConfigError('expected_status must be a non-empty list, e.g. ["2xx", 304].')
-        for item in expected:
-            _parse_status(item)
-        select = config.get("select")
-        if select is not None:
-            if not isinstance(select, str):
-                raise ConfigError("select must be a dotted path such as data.items[0].")
-            parse_select(select)
-        credential = config.get("credential")
-        if credential is not None and (not isinstance(credential, str) or not credential):
-            raise ConfigError("credential must be the name of a credential.")
-        resolved = config.get("resolved_credential")
-        if resolved is not None and not isinstance(resolved, HttpAuth):
-            raise ConfigError("resolved_credential is set by the runner, not in the config.")
-        self._policy(config)
+    def prepare(self, config: Mapping[str, Any]) -> HttpConfig:
+        return prepare_http_config(config)
 
-    def _validate_url(self, url: Any) -> None:
-        if not isinstance(url, str) or not url.strip():
-            raise ConfigError('HTTP tools need a "url", e.g. https://api.example.com/items/{id}.')
-        _placeholders(url, "url")
-        scheme, sep, rest = url.partition("://")
-        authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
-        if scheme.lower() not in ("http", "https") or not sep or not authority:
-            raise ConfigError(f"url must start with http:// or https:// and a host, not {url!r}.")
-        if "{" in scheme + authority or "}" in authority:
-            raise ConfigError("url: the scheme and host cannot contain placeholders.")
-        if "@" in authority:
-            raise ConfigError("url: put user names and passwords in a credential, not the URL.")
-        try:
-            httpx.URL(_TOKEN.sub("x", url))
-        except httpx.InvalidURL as exc:
-            raise ConfigError(f"url is not a valid URL: {exc}") from None
-
-    def _validate_mapping(self, key: str, mapping: Any) -> None:
-        if not isinstance(mapping, Mapping) or not all(
-            isinstance(name, str) and isinstance(value, str) for name, value in mapping.items()
-        ):
-            raise ConfigError(f'{key} must be an object of strings, e.g. {{"q": "{{query}}"}}.')
-        for name, value in mapping.items():
-            _placeholders(value, f"{key} {name!r}")
-            if key != "headers":
-                continue
-            if not _HEADER_NAME.fullmatch(name):
-                raise ConfigError(f"headers: {name!r} is not a valid header name.")
-            if name.lower() in FORBIDDEN_HEADERS:
-                raise ConfigError(f"headers: {name} is set by the HTTP client and cannot be set.")
-            if "\r" in value or "\n" in value:
-                raise ConfigError(f"headers: the value of {name} contains a line break.")
-
-    def _validate_body(self, config: Mapping[str, Any]) -> None:
-        body = config.get("body", "none")
-        if body not in BODY_MODES:
-            raise ConfigError(f"body must be one of {', '.join(BODY_MODES)}, not {body!r}.")
-        template = config.get("body_template")
-        if body in ("none", "arguments"):
-            if template is not None:
-                raise ConfigError('body_template is used only with body "json" or "form".')
-            return
-        if body == "json" and template is None:
-            raise ConfigError('body "json" needs a body_template (a JSON document).')
-        if body == "form" and (
-            not isinstance(template, Mapping)
-            or not all(isinstance(value, str) for value in template.values())
-        ):
-            raise ConfigError(
-                'body "form" needs a body_template object of strings, e.g. {"name": "{name}"}.'
-            )
-        _json_placeholders(template)
-
-    def _policy(self, config: Mapping[str, Any]) -> NetworkPolicy:
-        hosts = config.get("allow_hosts", [])
-        networks = config.get("allow_networks", [])
-        if not isinstance(hosts, list) or not all(isinstance(host, str) for host in hosts):
-            raise ConfigError("allow_hosts must be a list of host names.")
-        if not isinstance(networks, list) or not all(isinstance(net, str) for net in networks):
-            raise ConfigError("allow_networks must be a list of networks such as 10.0.0.0/8.")
-        try:
-            return NetworkPolicy.build(hosts, networks)
-        except ValueError as exc:
-            raise ConfigError(f"allow_networks: {exc}.") from None
+    async def resolve(self, prepared: HttpConfig, resolvers: Resolvers) -> HttpConfig:
+        if prepared.credential is None:
+            return prepared
+        # Executors read no rows: the services decrypt the credential's secret.
+        auth = await resolvers.credential(prepared.credential, merged_policy(prepared))
+        return replace(prepared, auth=auth)
 
     async def run(
-        self, config: Mapping[str, Any], arguments: Mapping[str, Any], ctx: ToolCallContext
+        self, prepared: HttpConfig, arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
-        self.validate_config(config)
-        if config.get("credential") and config.get("resolved_credential") is None:
-            raise ToolError(f"The credential {config['credential']!r} was not resolved.")
-        auth: HttpAuth = config.get("resolved_credential") or HttpAuth()
+        if prepared.credential and prepared.auth is None:
+            raise ToolError(f"The credential {prepared.credential!r} was not resolved.")
+        auth = prepared.auth or HttpAuth()
         redactor = Redactor(auth.secrets)
         try:
-            result = await self._call(config, arguments, auth, redactor, ctx)
+            result = await self._call(prepared, arguments, auth, redactor, ctx)
         except ToolError as exc:
             raise ToolError(redactor(exc.message)) from None
         return redactor.result(result)
 
     async def _call(
         self,
-        config: Mapping[str, Any],
+        config: HttpConfig,
         arguments: Mapping[str, Any],
         auth: HttpAuth,
         redactor: Redactor,
         ctx: ToolCallContext,
     ) -> ToolResult:
         conf = get_conf()
-        method = config.get("method", "GET")
+        method = config.method
         url = build_url(config, arguments, auth)
         headers, content = build_headers_and_body(config, arguments, auth)
-        timeout = float(config.get("timeout", conf.MCP_HTTP_TIMEOUT_SECONDS))
-        policy = network_policy(config)
-        attempts = 1 + (config.get("retries", 0) if method in IDEMPOTENT_METHODS else 0)
+        timeout = config.timeout or float(conf.MCP_HTTP_TIMEOUT_SECONDS)
+        policy = merged_policy(config)
+        attempts = 1 + (config.retries if method in IDEMPOTENT_METHODS else 0)
         async with GuardedClient(
             policy,
             max_response_bytes=conf.MCP_HTTP_MAX_RESPONSE_BYTES,
@@ -435,15 +586,128 @@ class HttpExecutor(Executor):
         )
         return map_response(response, config, redactor)
 
+    def form_initial(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "http_method": config.get("method", "GET"),
+            "http_url": config.get("url", ""),
+            "http_query": config.get("query", {}),
+            "http_headers": config.get("headers", {}),
+            "http_body": config.get("body", "none"),
+            "http_body_template": config.get("body_template"),
+            "http_timeout": config.get("timeout"),
+            "http_retries": config.get("retries"),
+            "http_expected_status": ", ".join(
+                str(item) for item in config.get("expected_status", ["2xx"])
+            ),
+            "http_select": config.get("select", ""),
+            "http_credential": config.get("credential"),
+            "http_allow_hosts": ", ".join(config.get("allow_hosts", [])),
+            "http_allow_networks": ", ".join(config.get("allow_networks", [])),
+        }
+
+    def save_warnings(self, config: Mapping[str, Any]) -> list[str]:
+        refused = refused_address(config)
+        return [refused] if refused else []
+
+    def config_from_form(
+        self, data: Mapping[str, Any], input_schema: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        if not data.get("http_url"):
+            raise ConfigFormError({"http_url": "Enter the URL template of the request."})
+        config: dict[str, Any] = {"method": data.get("http_method") or "GET"}
+        config["url"] = data["http_url"]
+        optional = {
+            "query": data.get("http_query") or None,
+            "headers": data.get("http_headers") or None,
+            "body": data.get("http_body") if data.get("http_body") not in ("", "none") else None,
+            "body_template": data.get("http_body_template"),
+            "timeout": data.get("http_timeout"),
+            "retries": data.get("http_retries"),
+            "expected_status": _status_list(data.get("http_expected_status", "")),
+            "select": data.get("http_select") or None,
+            "credential": data.get("http_credential") or None,
+            "allow_hosts": _split_list(data.get("http_allow_hosts", "")),
+            "allow_networks": _split_list(data.get("http_allow_networks", "")),
+        }
+        config.update((key, value) for key, value in optional.items() if value not in (None, []))
+        try:
+            self.prepare(config)
+        except ConfigError as exc:
+            key = next((key for key in _FORM_KEYS if exc.message.startswith(key)), "url")
+            raise ConfigFormError({f"http_{key}": exc.message}) from None
+        if unknown := undeclared_placeholders(config, input_schema):
+            raise ConfigFormError({f"http_{key}": message for key, message in unknown.items()})
+        return config
+
+
+def refused_address(config: Mapping[str, Any]) -> str | None:
+    """Why the SSRF guard will refuse the host of an HTTP tool's URL, if it will.
+
+    Checked as a call would be (the tool's allow-list plus MCP_HTTP_ALLOWED_NETWORKS). A name
+    that does not resolve here is not reported: it may resolve where the calls run.
+    """
+    host = normalise_host(urlsplit(str(config.get("url", ""))).hostname or "")
+    if not host:
+        return None
+    try:
+        policy = network_policy(config)
+    except (ConfigError, ToolError):
+        return None  # the form or the system check reports a malformed allow-list
+    try:
+        addresses = [ipaddress.ip_address(host)]
+    except ValueError:
+        try:
+            infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+        except (OSError, UnicodeError):
+            return None
+        addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
+    for address in addresses:
+        if not policy.allows(host, address):
+            shown = host if str(address) == host else f"{host} ({address})"
+            return (
+                f"Calls will be refused: {shown} is not a public address (loopback, private, "
+                "link-local or a metadata service). Add it under Allowed private hosts or "
+                "networks if the tool must reach it."
+            )
+    return None
+
+
+# Config keys with a form field "http_<key>", longest first: an error message starting with a
+# key belongs to that field ("body_template ..." before "body ...").
+_FORM_KEYS = (
+    "expected_status", "allow_networks", "body_template", "allow_hosts", "credential",
+    "timeout", "retries", "headers", "method", "select", "query", "body", "url",
+)  # fmt: skip
+
+
+def _split_list(value: str) -> list[str]:
+    return [item for item in value.replace(",", " ").split() if item]
+
+
+def _status_list(value: str) -> list[int | str] | None:
+    items = _split_list(value)
+    if items == ["2xx"] or not items:
+        return None  # the default
+    return [int(item) if item.isdigit() else item for item in items]
+
 
 def network_policy(config: Mapping[str, Any]) -> NetworkPolicy:
-    """Return the tool's allow-list merged with MCP_HTTP_ALLOWED_NETWORKS.
+    """Return a plain config's allow-list merged with MCP_HTTP_ALLOWED_NETWORKS.
 
     Raises:
         ConfigError: the tool's allow-list is malformed.
         ToolError: the setting is malformed.
     """
-    return HttpExecutor()._policy(config).merged(global_policy())
+    return _policy(config).merged(global_policy())
+
+
+def merged_policy(config: HttpConfig) -> NetworkPolicy:
+    """Return the tool's allow-list merged with MCP_HTTP_ALLOWED_NETWORKS.
+
+    Raises:
+        ToolError: the setting is malformed.
+    """
+    return config.policy.merged(global_policy())
 
 
 def global_policy() -> NetworkPolicy:
@@ -571,10 +835,10 @@ def _pairs(
     return pairs
 
 
-def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], auth: HttpAuth) -> str:
+def build_url(config: HttpConfig, arguments: Mapping[str, Any], auth: HttpAuth) -> str:
     """Render the URL template and append the query mapping and the credential's query."""
-    url = interpolate(config["url"], arguments, encode=True, where="URL")
-    pairs = _pairs(config.get("query", {}), arguments, "query") + list(auth.query.items())
+    url = interpolate(config.url, arguments, encode=True, where="URL")
+    pairs = _pairs(config.query, arguments, "query") + list(auth.query.items())
     if not pairs:
         return url
     base, _, fragment = url.partition("#")
@@ -584,7 +848,7 @@ def build_url(config: Mapping[str, Any], arguments: Mapping[str, Any], auth: Htt
 
 
 def build_headers_and_body(
-    config: Mapping[str, Any], arguments: Mapping[str, Any], auth: HttpAuth
+    config: HttpConfig, arguments: Mapping[str, Any], auth: HttpAuth
 ) -> tuple[dict[str, str], bytes | None]:
     """Render the header mapping and the body; the credential's headers win.
 
@@ -592,21 +856,21 @@ def build_headers_and_body(
         ToolError: an argument is missing, or a header value would contain a line break.
     """
     headers: dict[str, str] = {"User-Agent": "mcphost-http-tool"}
-    for name, value in _pairs(config.get("headers", {}), arguments, "header"):
+    for name, value in _pairs(config.headers, arguments, "header"):
         if "\r" in value or "\n" in value:
             raise ToolError(f"The header {name} would contain a line break.")
         headers[name] = value
     headers.update(auth.headers)
-    body = config.get("body", "none")
+    body = config.body
     content: bytes | None = None
     content_type = ""
     if body == "arguments":
         content, content_type = orjson.dumps(dict(arguments)), "application/json"
     elif body == "json":
-        rendered = render_json_template(config["body_template"], arguments)
+        rendered = render_json_template(config.body_template, arguments)
         content, content_type = orjson.dumps(rendered), "application/json"
     elif body == "form":
-        pairs = _pairs(config["body_template"], arguments, "form body")
+        pairs = _pairs(config.body_template, arguments, "form body")
         content = urlencode(pairs).encode("ascii")
         content_type = "application/x-www-form-urlencoded"
     if content_type and not any(name.lower() == "content-type" for name in headers):
@@ -635,18 +899,16 @@ def _render_node(node: Any, arguments: Mapping[str, Any]) -> Any:
     return node
 
 
-def map_response(
-    response: FetchedResponse, config: Mapping[str, Any], redactor: Redactor
-) -> ToolResult:
+def map_response(response: FetchedResponse, config: HttpConfig, redactor: Redactor) -> ToolResult:
     """Turn a response into a tool result (see the module docstring)."""
     content_type = response.content_type
-    if not _status_expected(response.status, config.get("expected_status", ["2xx"])):
+    if not _status_expected(response.status, config.expected_status):
         excerpt = _excerpt(response, redactor)
         detail = f": {excerpt}" if excerpt else ""
         return ToolResult.error(
             f"HTTP {response.status} {response.reason} from {safe_url(response.url)}{detail}"
         )
-    select = config.get("select")
+    select = config.select
     if content_type == "application/json" or content_type.endswith("+json"):
         try:
             value = orjson.loads(response.content)
@@ -655,7 +917,7 @@ def map_response(
                 f"{safe_url(response.url)} sent invalid JSON (Content-Type {content_type})."
             ) from None
         if select:
-            value = apply_select(value, select)
+            value = apply_select(value, config.select_steps, select)
         # Before the text is made: a secret holding a quote or backslash is escaped there.
         value = redactor.value(value)
         text = json.dumps(value, indent=2, ensure_ascii=False)

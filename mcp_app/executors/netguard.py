@@ -174,7 +174,8 @@ class FetchedResponse:
 
     @property
     def content_type(self) -> str:
-        return self.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        value: str = self.headers.get("content-type", "")
+        return value.split(";", 1)[0].strip().lower()
 
 
 class GuardedClient:

@@ -23,11 +23,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from django import forms
 from django.core.exceptions import ImproperlyConfigured
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
-from mcp_app.executors.base import ConfigError, Executor, setting_list
+from mcp_app.executors.base import (
+    ConfigError,
+    ConfigFormError,
+    Executor,
+    PreparedConfig,
+    setting_list,
+)
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.results import (
@@ -204,17 +211,81 @@ def result_from_value(value: Any) -> ToolResult:
     raise TypeError(f"tool function returned {type(value).__name__}, not text or JSON data")
 
 
-class PythonExecutor(Executor):
+# Model field of each MCP tool annotation hint (2025-03-26 server/tools "Tool annotations").
+HINT_FIELDS = {
+    "readOnlyHint": "read_only_hint",
+    "destructiveHint": "destructive_hint",
+    "idempotentHint": "idempotent_hint",
+    "openWorldHint": "open_world_hint",
+}
+
+
+def tool_defaults(function_name: str) -> dict[str, Any]:
+    """Return Tool field values declared by a registered python tool function.
+
+    Raises:
+        KeyError: no function of that name is registered.
+    """
+    function = tool_functions()[function_name]
+    defaults: dict[str, Any] = {
+        "title": function.title,
+        "description": function.description,
+        "input_schema": dict(function.input_schema),
+        "output_schema": dict(function.output_schema) if function.output_schema else None,
+    }
+    for hint, field_name in HINT_FIELDS.items():
+        if hint in function.annotations:
+            defaults[field_name] = function.annotations[hint]
+    return defaults
+
+
+@dataclass(frozen=True, slots=True)
+class PythonConfig(PreparedConfig):
+    """``{"function": name}`` with the registration it names looked up."""
+
+    registered: ToolFunction
+
+
+def _function_choices() -> list[tuple[str, str]]:
+    return [("", "---------")] + [
+        (name, f"{name}: {function.description}")
+        for name, function in sorted(tool_functions().items())
+    ]
+
+
+class PythonConfigForm(forms.Form):
+    # Choices are read on use: the registry follows MCP_PYTHON_TOOL_MODULES.
+    function = forms.ChoiceField(
+        choices=_function_choices,
+        required=False,
+        help_text=(
+            "Python tools: the registered function to run. Leave description and input schema "
+            "empty to fill them in from the function."
+        ),
+    )
+
+
+class PythonExecutor(Executor[PythonConfig]):
     kind = "python"
     label = "Python function"
+    config_form = PythonConfigForm
 
-    def validate_config(self, config: Mapping[str, Any]) -> None:
-        self._function(config)
+    def prepare(self, config: Mapping[str, Any]) -> PythonConfig:
+        name = config.get("function")
+        if not isinstance(name, str) or not name:
+            raise ConfigError('Python tools need {"function": "<registered function name>"}.')
+        try:
+            return PythonConfig(registered=tool_functions()[name])
+        except KeyError:
+            known = ", ".join(sorted(tool_functions())) or "none"
+            raise ConfigError(
+                f"No python tool function named {name!r} is registered (available: {known})."
+            ) from None
 
     async def run(
-        self, config: Mapping[str, Any], arguments: Mapping[str, Any], ctx: ToolCallContext
+        self, prepared: PythonConfig, arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
-        registered = self._function(config)
+        registered = prepared.registered
         # The row's schema may be looser than the function's (an operator's edit, or a row
         # saved with the no-argument schema): the function's own schema says what it needs.
         error = first_error(registered.input_schema, arguments)
@@ -238,14 +309,21 @@ class PythonExecutor(Executor):
             raise ToolError(f"{registered.name} failed: {_exception_summary(exc)}") from None
         return result_from_value(value)
 
-    def _function(self, config: Mapping[str, Any]) -> ToolFunction:
-        name = config.get("function")
-        if not isinstance(name, str) or not name:
-            raise ConfigError('Python tools need {"function": "<registered function name>"}.')
+    def form_initial(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"function": config.get("function", "")}
+
+    def config_from_form(
+        self, data: Mapping[str, Any], input_schema: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        name = data.get("function")
+        if not name:
+            raise ConfigFormError({"function": "Choose the python function this tool runs."})
+        config = {"function": name}
         try:
-            return tool_functions()[name]
-        except KeyError:
-            known = ", ".join(sorted(tool_functions())) or "none"
-            raise ConfigError(
-                f"No python tool function named {name!r} is registered (available: {known})."
-            ) from None
+            self.prepare(config)
+        except ConfigError as exc:
+            raise ConfigFormError({"function": exc.message}) from None
+        return config
+
+    def tool_defaults(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
+        return tool_defaults(str(config["function"]))

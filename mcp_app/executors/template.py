@@ -13,9 +13,11 @@ import asyncio
 import functools
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
+from django import forms
 from django.template import (
     Context,
     Engine,
@@ -27,7 +29,8 @@ from django.template import (
 )
 
 from mcp_app.conf import get_conf
-from mcp_app.executors.base import ConfigError, Executor
+from mcp_app.executors.base import ConfigError, ConfigFormError, Executor, PreparedConfig
+from mcp_app.executors.forms import CodeTextarea
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolError, ToolResult
 
@@ -69,21 +72,58 @@ def render_template(source: str, variables: Mapping[str, Any]) -> str:
         ConfigError: the template does not parse.
         ToolError: the output is longer than the cap.
     """
+    return render_compiled(compile_template(source), variables)
+
+
+def render_compiled(template: Template, variables: Mapping[str, Any]) -> str:
+    """Render a compiled template with ``variables``, capped at MCP_TEMPLATE_MAX_OUTPUT.
+
+    Raises:
+        ToolError: the output is longer than the cap.
+    """
     # A JSON round trip gives the template private, plain data: nothing callable with effects
     # outside this render (a "{{ items.pop }}" only pops from the copy).
     context = orjson.loads(orjson.dumps(dict(variables)))
-    rendered = compile_template(source).render(Context(context, autoescape=False))
+    rendered = template.render(Context(context, autoescape=False))
     limit = get_conf().MCP_TEMPLATE_MAX_OUTPUT
     if len(rendered) > limit:
         raise ToolError(f"Template output is longer than the limit of {limit} characters.")
     return rendered
 
 
-class TemplateExecutor(Executor):
+@dataclass(frozen=True, slots=True)
+class TemplateConfig(PreparedConfig):
+    """``{"template": text, "output": "text" | "json"}`` with the template compiled."""
+
+    template: Template
+    output: str = "text"
+
+
+class TemplateConfigForm(forms.Form):
+    template = forms.CharField(
+        required=False,
+        widget=CodeTextarea(attrs={"rows": 6}),
+        strip=False,
+        help_text=(
+            "Template tools: Django template text; the arguments are the context, e.g. "
+            "Hello {{ name }}!"
+        ),
+    )
+    template_output = forms.ChoiceField(
+        choices=[(output, output) for output in OUTPUTS],
+        initial="text",
+        required=False,
+        label="Template output",
+        help_text='"json" parses the rendered text into structuredContent.',
+    )
+
+
+class TemplateExecutor(Executor[TemplateConfig]):
     kind = "template"
     label = "Text template"
+    config_form = TemplateConfigForm
 
-    def validate_config(self, config: Mapping[str, Any]) -> None:
+    def prepare(self, config: Mapping[str, Any]) -> TemplateConfig:
         source = config.get("template")
         if not isinstance(source, str) or not source:
             raise ConfigError('Template tools need {"template": "<template text>"}.')
@@ -92,16 +132,15 @@ class TemplateExecutor(Executor):
             raise ConfigError(f'"output" must be "text" or "json", not {output!r}.')
         if unknown := sorted(set(config) - {"template", "output"}):
             raise ConfigError(f"Unknown config keys: {', '.join(unknown)}.")
-        compile_template(source)
+        return TemplateConfig(template=compile_template(source), output=output)
 
     async def run(
-        self, config: Mapping[str, Any], arguments: Mapping[str, Any], ctx: ToolCallContext
+        self, prepared: TemplateConfig, arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
-        self.validate_config(config)
         # Rendering is CPU work of unbounded length (loops): keep it off the event loop so the
         # runner's timeout still answers the caller.
-        rendered = await asyncio.to_thread(render_template, config["template"], arguments)
-        if config.get("output", "text") != "json":
+        rendered = await asyncio.to_thread(render_compiled, prepared.template, arguments)
+        if prepared.output != "json":
             return ToolResult.text(rendered)
         try:
             structured = json.loads(rendered)
@@ -111,3 +150,22 @@ class TemplateExecutor(Executor):
                 f"column {exc.colno}."
             ) from None
         return ToolResult(content=[{"type": "text", "text": rendered}], structured=structured)
+
+    def form_initial(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {
+            "template": config.get("template", ""),
+            "template_output": config.get("output", "text"),
+        }
+
+    def config_from_form(
+        self, data: Mapping[str, Any], input_schema: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        config = {
+            "template": data.get("template", ""),
+            "output": data.get("template_output") or "text",
+        }
+        try:
+            self.prepare(config)
+        except ConfigError as exc:
+            raise ConfigFormError({"template": exc.message}) from None
+        return config

@@ -53,12 +53,13 @@ class Credential(TimestampedModel):
         return self.name
 
     def clean(self) -> None:
-        required = {
+        required_by_kind: dict[str, list[str]] = {
             self.Kind.API_KEY_HEADER: ["header_name"],
             self.Kind.API_KEY_QUERY: ["query_param"],
             self.Kind.BASIC: ["username"],
             self.Kind.OAUTH_CLIENT_CREDENTIALS: ["token_url", "client_id"],
-        }.get(self.Kind(self.kind) if self.kind in self.Kind.values else None, [])
+        }
+        required = required_by_kind.get(self.kind, [])
         errors = {
             name: f"Required for {self.get_kind_display()}."
             for name in required

@@ -9,6 +9,9 @@ from django.db import models
 from mcp_app.models.access import validate_scope_name
 from mcp_app.models.base import TimestampedModel
 from mcp_app.models.fields import validate_origin_lines
+from mcp_app.models.prompt import Prompt
+from mcp_app.models.resource import Resource, ResourceTemplate
+from mcp_app.models.tool import Tool
 
 DEFAULT_SCOPES = (
     "mcp:read Use this endpoint: list and call its tools, read its resources and prompts\n"
@@ -51,12 +54,13 @@ class Endpoint(TimestampedModel):
     enabled = models.BooleanField(
         default=True, help_text="A disabled endpoint answers every request with an error."
     )
-    tools = models.ManyToManyField("Tool", related_name="endpoints", blank=True)
-    resources = models.ManyToManyField("Resource", related_name="endpoints", blank=True)
+    # The classes, not their names: django-stubs then types both sides (tool.endpoints).
+    tools = models.ManyToManyField(Tool, related_name="endpoints", blank=True)
+    resources = models.ManyToManyField(Resource, related_name="endpoints", blank=True)
     resource_templates = models.ManyToManyField(
-        "ResourceTemplate", related_name="endpoints", blank=True
+        ResourceTemplate, related_name="endpoints", blank=True
     )
-    prompts = models.ManyToManyField("Prompt", related_name="endpoints", blank=True)
+    prompts = models.ManyToManyField(Prompt, related_name="endpoints", blank=True)
     allowed_origins = models.TextField(
         blank=True,
         validators=[validate_origin_lines],

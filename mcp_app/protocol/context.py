@@ -278,7 +278,7 @@ class ToolCallContext:
             return
         mode = question.mode
         if req.era is Era.MODERN:
-            needed = {question.capability: {mode: {}} if mode else {}}
+            needed: dict[str, dict[str, Any]] = {question.capability: {mode: {}} if mode else {}}
             raise MissingClientCapability(
                 f"This tool needs the {question.capability} capability", needed
             )

@@ -72,7 +72,8 @@ def decode_cursor(cursor: Any, list_name: str, secret: bytes) -> str:
         raise invalid
     if not isinstance(data.get("k"), str):
         raise invalid
-    return data["k"]
+    key: str = data["k"]
+    return key
 
 
 def paginate(

@@ -334,9 +334,9 @@ def _check_headers(
         raw = _single(headers, NAME_HEADER)
         if raw is None or decode_header_value(raw) != params[name_key]:
             raise HeaderMismatch(f"Mcp-Name header does not match params.{name_key}")
-    name = target_of(request.method, params)
-    if request.method == "tools/call" and name is not None:
-        tool = catalog.tool(name)
+    target = target_of(request.method, params)
+    if request.method == "tools/call" and target is not None:
+        tool = catalog.tool(target)
         arguments = params.get("arguments")
         if tool is not None and isinstance(arguments, Mapping | None):
             check_param_headers(tool.input_schema, arguments or {}, headers)

@@ -99,4 +99,5 @@ def unseal(state: str, *, secret: bytes, binding: Binding, now: float) -> dict[s
     issued_for = (payload.get("e"), payload.get("p"), payload.get("m"), payload.get("d"))
     if issued_for != (binding.endpoint, binding.principal, binding.method, binding.request_digest):
         raise InvalidParams("requestState belongs to another request")
-    return payload["a"]
+    arguments: dict[str, Any] = payload["a"]  # checked to be a dict above
+    return arguments

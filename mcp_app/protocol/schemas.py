@@ -93,20 +93,30 @@ def _compile_bounds(schema: Mapping[str, Any]) -> list[Accepts]:
             bound = schema[keyword]
             if not number(bound):
                 raise _Unsupported
-            checks.append(lambda v, b=bound, h=holds: not number(v) or h(v, b))
+            checks.append(_within_bound(number, holds, bound))
     for keyword, holds in (("minLength", int.__ge__), ("maxLength", int.__le__)):
         if keyword in schema:
             limit = schema[keyword]
             if not isinstance(limit, int) or isinstance(limit, bool):
                 raise _Unsupported
-            checks.append(lambda v, n=limit, h=holds: not isinstance(v, str) or h(len(v), n))
+            checks.append(_within_length(str, holds, limit))
     for keyword, holds in (("minItems", int.__ge__), ("maxItems", int.__le__)):
         if keyword in schema:
             limit = schema[keyword]
             if not isinstance(limit, int) or isinstance(limit, bool):
                 raise _Unsupported
-            checks.append(lambda v, n=limit, h=holds: not isinstance(v, list) or h(len(v), n))
+            checks.append(_within_length(list, holds, limit))
     return checks
+
+
+def _within_bound(number: Accepts, holds: Callable[[Any, Any], bool], bound: Any) -> Accepts:
+    return lambda v: not number(v) or holds(v, bound)
+
+
+def _within_length(
+    kind: type[str] | type[list[Any]], holds: Callable[[int, int], bool], limit: int
+) -> Accepts:
+    return lambda v: not isinstance(v, kind) or holds(len(v), limit)
 
 
 def _compile_enum(values: Any) -> Accepts:

@@ -6,7 +6,7 @@ import hashlib
 import secrets
 from datetime import datetime, timedelta
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.utils import timezone
 
 from mcp_app.models import ApiToken
@@ -29,7 +29,7 @@ def api_token_issue(*, token: ApiToken) -> str:
 
 
 def api_token_create(
-    *, user: AbstractBaseUser, name: str, expires_at: datetime | None = None
+    *, user: User, name: str, expires_at: datetime | None = None
 ) -> tuple[ApiToken, str]:
     """Create a token for ``user``; return it with the plain key, which is never stored."""
     token = ApiToken(user=user, name=name, expires_at=expires_at)

@@ -17,7 +17,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -28,7 +28,9 @@ from django.db.models import F, Prefetch, Q
 from django.db.models.functions import Now
 
 from mcp_app.conf import get_conf
-from mcp_app.executors.python import tool_functions
+from mcp_app.executors import get_executor
+from mcp_app.executors.base import ConfigError, PreparedConfig
+from mcp_app.executors.python import tool_defaults, tool_functions
 from mcp_app.models import (
     Endpoint,
     Prompt,
@@ -91,6 +93,9 @@ class ToolKey:
     pk: int
     kind: str
     config: Mapping[str, Any]
+    # The executor's typed config, built with the snapshot; the ConfigError instead when the
+    # row's config no longer prepares (the tool stays listed, and its calls fail as before).
+    prepared: PreparedConfig | ConfigError = field(compare=False, repr=False)
     # Where calls run (Tool.Execution) and, on a worker, the tool's own time limits.
     execution: str = "inline"
     soft_time_limit: float | None = None
@@ -279,12 +284,30 @@ def tool_def(tool: Tool, groups: frozenset[str] | None = None) -> ToolDef:
             pk=tool.pk,
             kind=tool.kind,
             config=tool.config or {},
+            prepared=prepare_config(tool),
             execution=tool.execution_mode,
             soft_time_limit=tool.soft_time_limit,
             hard_time_limit=tool.hard_time_limit,
             access=_access(tool, groups),
         ),
     )
+
+
+def prepare_config(tool: Tool) -> PreparedConfig | ConfigError:
+    """Return the tool's config prepared by its executor, or why it does not prepare.
+
+    A config that was valid when saved can stop preparing (a python function unregistered, an
+    executor removed from MCP_EXECUTORS): the tool stays listed, with a warning logged here, and
+    each call fails with the error, as a call of the row would.
+    """
+    try:
+        return get_executor(tool.kind).prepare(tool.config or {})
+    except (ConfigError, LookupError) as exc:
+        message = exc.message if isinstance(exc, ConfigError) else str(exc)
+        logger.warning(
+            "Tool %s (id %s) has a config that does not prepare: %s", tool.name, tool.pk, message
+        )
+        return ConfigError(message)
 
 
 def _resource_def(resource: Resource) -> ResourceDef:
@@ -693,32 +716,13 @@ def endpoint_ids_for(
     return sorted(set(Endpoint.objects.filter(condition).values_list("pk", flat=True)))
 
 
-# Model field of each MCP tool annotation hint (2025-03-26 server/tools "Tool annotations").
-_HINT_FIELDS = {
-    "readOnlyHint": "read_only_hint",
-    "destructiveHint": "destructive_hint",
-    "idempotentHint": "idempotent_hint",
-    "openWorldHint": "open_world_hint",
-}
-
-
 def python_tool_defaults(function_name: str) -> dict[str, Any]:
     """Return Tool field values declared by a registered python tool function.
 
     Raises:
         KeyError: no function of that name is registered.
     """
-    function = tool_functions()[function_name]
-    defaults: dict[str, Any] = {
-        "title": function.title,
-        "description": function.description,
-        "input_schema": dict(function.input_schema),
-        "output_schema": dict(function.output_schema) if function.output_schema else None,
-    }
-    for hint, field_name in _HINT_FIELDS.items():
-        if hint in function.annotations:
-            defaults[field_name] = function.annotations[hint]
-    return defaults
+    return tool_defaults(function_name)
 
 
 @transaction.atomic

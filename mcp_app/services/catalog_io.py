@@ -27,7 +27,7 @@ from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Model
+from django.db.models import Field, Model
 
 from mcp_app.executors.http import undeclared_placeholders
 from mcp_app.executors.python import tool_functions
@@ -89,6 +89,12 @@ _RELATION = {
     "resource_templates": "resource_templates",
     "prompts": "prompts",
 }
+
+
+def _field_default(model: type[PromptArgument | PromptMessage], name: str) -> Any:
+    field = model._meta.get_field(name)
+    assert isinstance(field, Field)  # the parts' own columns, never relations
+    return field.get_default()
 
 
 class CatalogFormatError(Exception):
@@ -606,7 +612,7 @@ class _Importer:
     def _part(self, key: str, item: Mapping[str, Any]) -> dict[str, Any]:
         names = ARGUMENT_FIELDS if key == "arguments" else MESSAGE_FIELDS
         model = PromptArgument if key == "arguments" else PromptMessage
-        defaults = {name: model._meta.get_field(name).get_default() for name in names}
+        defaults = {name: _field_default(model, name) for name in names}
         result = {**defaults, **{name: item[name] for name in names if name in item}}
         if key == "messages":
             result["file"] = item.get("file")
@@ -734,6 +740,7 @@ class _Importer:
         for part, file in plan.parts:
             part.prompt = prompt
             if file is not None:
+                assert isinstance(part, PromptMessage)  # only messages carry files
                 part.file = self._stored_file("prompts", file)
             part.save()
 

@@ -6,7 +6,7 @@ key encrypts, every key decrypts (``MultiFernet``). Rotation: prepend a new key,
 key. Without MCP_SECRET_KEYS the key is derived from SECRET_KEY with HKDF-SHA256, and a system
 check warns: changing SECRET_KEY would then make every stored secret unreadable.
 
-``credential_resolve`` turns a credential name into an ``executors.http.HttpAuth`` (plain
+``credential_resolve`` turns a credential name into an ``executors.base.HttpAuth`` (plain
 headers, query and the strings to redact), fetching and caching OAuth client-credentials
 tokens in this process through the same SSRF guard as the tools. No secret is ever logged or
 put in an exception message.
@@ -19,7 +19,6 @@ import base64
 import functools
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote_plus, urlencode
@@ -34,7 +33,8 @@ from django.conf import settings
 from django.db import transaction
 
 from mcp_app.conf import get_conf
-from mcp_app.executors.http import HttpAuth, Redactor, network_policy
+from mcp_app.executors.base import HttpAuth
+from mcp_app.executors.http import Redactor
 from mcp_app.executors.netguard import (
     BlockedAddressError,
     GuardedClient,
@@ -211,18 +211,14 @@ def _load(name: str) -> LoadedCredential:
     )
 
 
-async def credential_resolve_for_tool(*, config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Return the http tool ``config`` with its credential resolved (unchanged without one).
+async def credential_resolve_by_name(*, name: str, policy: NetworkPolicy) -> HttpAuth:
+    """Load the credential ``name`` and resolve it (``Resolvers.credential`` of the executors).
 
     Raises:
         ToolError: the credential is missing, unreadable, or its OAuth token fetch failed.
     """
-    name = config.get("credential")
-    if not name:
-        return config
-    loaded = await database_sync_to_async(_load, thread_sensitive=False)(str(name))
-    auth = await credential_resolve(loaded=loaded, policy=network_policy(config))
-    return {**config, "resolved_credential": auth}
+    loaded = await database_sync_to_async(_load, thread_sensitive=False)(name)
+    return await credential_resolve(loaded=loaded, policy=policy)
 
 
 async def credential_resolve(*, loaded: LoadedCredential, policy: NetworkPolicy) -> HttpAuth:

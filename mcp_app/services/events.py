@@ -146,7 +146,8 @@ class RedisEventStore:
     async def owner(self, stream_id: str) -> str | None:
         _, _, owner = self._keys(stream_id)
         value = await self._redis().get(owner)
-        return value.decode() if value is not None else None
+        # The client returns bytes (no decode_responses); its types also allow str.
+        return value.decode() if isinstance(value, bytes) else value
 
     async def append(self, stream_id: str, data: bytes) -> str:
         events, seq_key, owner = self._keys(stream_id)
@@ -175,6 +176,7 @@ class RedisEventStore:
         raw = await self._redis().zrangebyscore(events, f"({seq}", "+inf")
         found = []
         for member in raw:
+            assert isinstance(member, bytes)  # no decode_responses: members come as bytes
             number, _, data = member.partition(b":")
             found.append(Event(event_id(stream_id, int(number)), int(number), data))
         return found

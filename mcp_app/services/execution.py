@@ -1,7 +1,8 @@
 """Running one tool through the executor of its kind, under a time limit.
 
 The same function runs a call inline in the web process and on a Celery worker
-(``services.background.worker``): executors never know where they run.
+(``services.background.worker``): executors never know where they run. What an executor
+needs from the rows before a call (a credential's secret) it asks of ``ServiceResolvers``.
 """
 
 from __future__ import annotations
@@ -10,12 +11,25 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp_app.executors import get_executor
+from mcp_app.executors.base import ConfigError, HttpAuth
+from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult, ToolTimeout
 from mcp_app.services.catalog import ToolKey
-from mcp_app.services.credentials import credential_resolve_for_tool
+from mcp_app.services.credentials import credential_resolve_by_name
 from mcp_app.services.deadlines import Deadline
+
+
+class ServiceResolvers:
+    """The executors' ``Resolvers``: reads they need before a call, done by the services."""
+
+    async def credential(self, name: str, policy: NetworkPolicy) -> HttpAuth:
+        # Executors read no rows: the credential's secret is decrypted here.
+        return await credential_resolve_by_name(name=name, policy=policy)
+
+
+RESOLVERS = ServiceResolvers()
 
 
 async def execute_tool(
@@ -24,19 +38,19 @@ async def execute_tool(
     """Run ``tool`` with its executor, stopped after ``seconds``.
 
     Raises:
+        ConfigError: the tool's config no longer prepares (the snapshot logged why).
         ToolError: the tool failed in a way the caller should read.
         ToolTimeout: the tool ran past ``seconds``.
     """
     key: ToolKey = tool.key
+    if isinstance(key.prepared, ConfigError):
+        raise ConfigError(key.prepared.message)
     executor = get_executor(key.kind)
     deadline = Deadline(seconds)
     try:
         async with deadline:
-            config = key.config
-            if key.kind == "http":
-                # Executors read no rows: the credential's secret is decrypted here.
-                config = await credential_resolve_for_tool(config=config)
-            return await executor.run(config, arguments, ctx)
+            prepared = await executor.resolve(key.prepared, RESOLVERS)
+            return await executor.run(prepared, arguments, ctx)
     except TimeoutError:
         # A TimeoutError of the tool's own (an upstream call, say) is not this deadline.
         if not deadline.expired():

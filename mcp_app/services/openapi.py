@@ -288,7 +288,8 @@ def _server_urls(servers: Any) -> list[str]:
     for server in servers if isinstance(servers, list) else ():
         if not isinstance(server, Mapping) or not isinstance(server.get("url"), str):
             continue
-        variables = server.get("variables") if isinstance(server.get("variables"), Mapping) else {}
+        raw_variables = server.get("variables")
+        variables: Mapping[str, Any] = raw_variables if isinstance(raw_variables, Mapping) else {}
 
         def default(match: re.Match[str], variables: Mapping[str, Any] = variables) -> str:
             spec = variables.get(match.group(1))
@@ -409,8 +410,8 @@ def _operation(
     operation = item[method]
     defs: dict[str, Any] = {}
     builder = _Builder()
-    for location, name, schema, required in _parameters(resolver, item, operation, defs):
-        argument = builder.add(name, location, schema, required)
+    for location, name, parameter_schema, required in _parameters(resolver, item, operation, defs):
+        argument = builder.add(name, location, parameter_schema, required)
         placeholder = "{" + argument + "}"
         if location == "path":
             builder.path_names[name] = argument

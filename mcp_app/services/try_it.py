@@ -20,7 +20,8 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from mcp_app.executors.http import HttpAuth, build_headers_and_body, build_url
+from mcp_app.executors.base import ConfigError, HttpAuth
+from mcp_app.executors.http import build_headers_and_body, build_url, prepare_http_config
 from mcp_app.models import Tool
 from mcp_app.protocol.catalog import CatalogSnapshot, EndpointInfo
 from mcp_app.protocol.dispatch import handle_request
@@ -117,10 +118,11 @@ def _rendered_request(tool: Tool, arguments: Mapping[str, Any]) -> RenderedReque
         return None
     config = tool.config or {}
     try:
-        url = build_url(config, arguments, HttpAuth())
-        headers, content = build_headers_and_body(config, arguments, HttpAuth())
-    except (ToolError, KeyError):
-        return None  # the run itself reports what is missing
+        prepared = prepare_http_config(config)
+        url = build_url(prepared, arguments, HttpAuth())
+        headers, content = build_headers_and_body(prepared, arguments, HttpAuth())
+    except (ConfigError, ToolError):
+        return None  # the run itself reports what is wrong
     masked = {name: REDACTED if is_secret_name(name) else value for name, value in headers.items()}
     body = None
     if content is not None:

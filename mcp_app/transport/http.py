@@ -140,7 +140,7 @@ def _prefers(values: tuple[str, ...], media_type: str, over: str) -> bool:
 
 def is_json_content(headers: Headers) -> bool:
     values = headers.get("content-type")
-    return bool(values) and _is_json_type(values[0])
+    return values is not None and len(values) > 0 and _is_json_type(values[0])
 
 
 @lru_cache(maxsize=256)

@@ -1,30 +1,14 @@
 // Tool admin form: show only the implementation fields of the selected kind.
+// Each kind's fields come from its executor; ToolForm marks their inputs with data-tool-kind.
 (function () {
   "use strict";
 
-  var FIELDS_BY_KIND = {
-    python: ["function"],
-    template: ["template", "template_output"],
-    http: [
-      "http_method", "http_url", "http_query", "http_headers", "http_body",
-      "http_body_template", "http_timeout", "http_retries", "http_expected_status",
-      "http_select", "http_credential", "http_allow_hosts", "http_allow_networks",
-    ],
-  };
-
-  function row(name) {
-    var input = document.getElementById("id_" + name);
-    return input ? input.closest(".form-row") : null;
-  }
-
   function update(kind) {
-    Object.keys(FIELDS_BY_KIND).forEach(function (each) {
-      FIELDS_BY_KIND[each].forEach(function (name) {
-        var element = row(name);
-        if (element) {
-          element.hidden = each !== kind;
-        }
-      });
+    document.querySelectorAll("[data-tool-kind]").forEach(function (input) {
+      var row = input.closest(".form-row");
+      if (row) {
+        row.hidden = input.getAttribute("data-tool-kind") !== kind;
+      }
     });
   }
 

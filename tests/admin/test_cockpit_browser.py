@@ -48,6 +48,17 @@ OPENAPI = {
 }
 
 
+# A few config fields of each kind (the executors supply them) and the kind that shows them.
+KIND_FIELDS = {
+    "function": "python",
+    "template": "template",
+    "template_output": "template",
+    "http_url": "http",
+    "http_credential": "http",
+    "http_allow_networks": "http",
+}
+
+
 def schema(function: str) -> dict[str, Any]:
     return dict(tool_functions()[function].input_schema)
 
@@ -246,6 +257,23 @@ def test_openapi_import_and_tool_form_pickers_look_like_the_admin(
     # The picker is laid out by the admin's widget styles (side by side boxes with arrows).
     assert page.locator(".selector").first.evaluate("el => getComputedStyle(el).display") == "flex"
     assert label_left_of_picker(page, "endpoints")
+    page.context.close()
+
+
+def test_the_tool_form_shows_only_the_chosen_kinds_config_fields(
+    browser: Browser, login_state: dict[str, Any], site: dict[str, Any]
+) -> None:
+    page = open_page(browser, login_state, DESKTOP, "light")
+    page.goto(f"{site['url']}/admin/mcp_app/tool/add/")
+    rows = {name: page.locator(f".form-row.field-{name}") for name in KIND_FIELDS}
+
+    for kind in ("http", "template", "python"):
+        page.select_option("#id_kind", kind)
+        for name, row in rows.items():
+            if KIND_FIELDS[name] == kind:
+                expect(row).to_be_visible()
+            else:
+                expect(row).to_be_hidden()
     page.context.close()
 
 

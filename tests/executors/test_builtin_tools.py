@@ -20,7 +20,7 @@ python = get_executor("python")
 
 
 async def run(name: str, arguments: dict[str, Any], ctx: ToolCallContext) -> ToolResult:
-    return await python.run({"function": name}, arguments, ctx)
+    return await python.run(python.prepare({"function": name}), arguments, ctx)
 
 
 def test_every_builtin_declares_valid_object_schemas() -> None:

@@ -10,14 +10,16 @@ import base64
 import json
 import logging
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 from django.test import override_settings
 
 from mcp_app.executors import get_executor
-from mcp_app.executors.base import ConfigError
-from mcp_app.executors.http import HttpAuth, Redactor, placeholder_names
+from mcp_app.executors.base import ConfigError, HttpAuth
+from mcp_app.executors.http import Redactor, placeholder_names
+from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import NO_STRUCTURED, ToolError, ToolResult
 from tests.support.live import free_port
@@ -33,17 +35,37 @@ def upstream() -> Iterator[Upstream]:
         yield server
 
 
+@dataclass
+class FixedCredential:
+    """Resolvers that hand every credential name the same request parts, and note the asks."""
+
+    auth: HttpAuth
+    asked: list[tuple[str, NetworkPolicy]] = field(default_factory=list)
+
+    async def credential(self, name: str, policy: NetworkPolicy) -> HttpAuth:
+        self.asked.append((name, policy))
+        return self.auth
+
+
 async def call(
-    ctx: ToolCallContext, config: Mapping[str, Any], arguments: Mapping[str, Any] | None = None
+    ctx: ToolCallContext,
+    config: Mapping[str, Any],
+    arguments: Mapping[str, Any] | None = None,
+    auth: HttpAuth | None = None,
 ) -> ToolResult:
-    return await http.run({**LOCAL, **config}, arguments or {}, ctx)
+    """Prepare ``config`` and run it; with ``auth``, as the credential "api" resolved to it."""
+    prepared = http.prepare({**LOCAL, **config, **({"credential": "api"} if auth else {})})
+    if auth is not None:
+        prepared = await http.resolve(prepared, FixedCredential(auth))
+    return await http.run(prepared, arguments or {}, ctx)
 
 
 async def echo(
     ctx: ToolCallContext, upstream: Upstream, path: str = "/echo", **config: Any
 ) -> dict[str, Any]:
     arguments = config.pop("arguments", {})
-    result = await call(ctx, {"url": upstream.url(path), **config}, arguments)
+    auth = config.pop("auth", None)
+    result = await call(ctx, {"url": upstream.url(path), **config}, arguments, auth)
     assert not result.is_error, result.content
     return result.structured
 
@@ -258,7 +280,7 @@ async def test_credential_headers_and_query_are_sent(
         headers={"Authorization": "Bearer tok-1"}, query={"key": "k-1"}, secrets=("tok-1", "k-1")
     )
 
-    received = await echo(ctx, upstream, resolved_credential=auth)
+    received = await echo(ctx, upstream, auth=auth)
 
     # Redaction goes by value: these slots held exactly the credential's secrets.
     assert received["headers"]["authorization"] == "Bearer [redacted]"
@@ -369,7 +391,7 @@ async def test_a_cross_origin_redirect_drops_the_authorization_header(
     auth = HttpAuth(headers={"Authorization": "Bearer tok-2"}, secrets=("tok-2",))
 
     received = await echo(
-        ctx, upstream, f"/redirect?to={other}", resolved_credential=auth,
+        ctx, upstream, f"/redirect?to={other}", auth=auth,
         allow_hosts=["localhost"],
     )  # fmt: skip
 
@@ -403,13 +425,13 @@ async def test_a_cross_origin_redirect_drops_the_authorization_header(
         ({"url": "https://example.com/", "expected_status": []}, "non-empty list"),
         ({"url": "https://example.com/", "select": "a..b"}, "not a dotted path"),
         ({"url": "https://example.com/", "allow_networks": ["10.0.0.1/8"]}, "allow_networks"),
-        ({"url": "https://example.com/", "resolved_credential": "x"}, "set by the runner"),
+        ({"url": "https://example.com/", "resolved_credential": "x"}, "Unknown config keys"),
         ({"url": "https://example.com/", "extra": 1}, "Unknown config keys: extra"),
     ],
 )
 def test_invalid_configs_are_refused_with_a_reason(config: dict[str, Any], message: str) -> None:
     with pytest.raises(ConfigError) as caught:
-        http.validate_config(config)
+        http.prepare(config)
 
     assert message in caught.value.message
 
@@ -436,7 +458,7 @@ async def test_secrets_are_redacted_from_error_excerpts_and_never_logged(
     auth = HttpAuth(headers={"Authorization": f"Bearer {secret}"}, secrets=(secret,))
     caplog.set_level(logging.DEBUG)
 
-    result = await call(ctx, {"url": upstream.url("/status/500"), "resolved_credential": auth})
+    result = await call(ctx, {"url": upstream.url("/status/500")}, auth=auth)
 
     assert result.content[0]["text"].endswith("you sent 'Bearer [redacted]'")
     assert secret not in caplog.text
@@ -448,7 +470,7 @@ async def test_an_echoed_api_key_is_redacted_from_text_and_structured_content(
     secret = "k3y/with+chars&more"
     auth = HttpAuth(query={"key": secret}, secrets=(secret,))
 
-    result = await call(ctx, {"url": upstream.url("/echo"), "resolved_credential": auth})
+    result = await call(ctx, {"url": upstream.url("/echo")}, auth=auth)
 
     assert result.structured["query"] == {"key": ["[redacted]"]}
     assert result.structured["raw_path"] == "/echo?key=[redacted]"
@@ -463,7 +485,7 @@ async def test_a_secret_with_quotes_is_redacted_from_the_pretty_printed_text(
     secret = 'pa"ss\\word'
     auth = HttpAuth(headers={"X-Key": secret}, secrets=(secret,))
 
-    result = await call(ctx, {"url": upstream.url("/echo"), "resolved_credential": auth})
+    result = await call(ctx, {"url": upstream.url("/echo")}, auth=auth)
 
     assert result.structured["headers"]["x-key"] == "[redacted]"
     assert json.dumps(secret)[1:-1] not in result.content[0]["text"]
@@ -493,8 +515,9 @@ async def test_secrets_are_redacted_from_tool_errors(ctx: ToolCallContext) -> No
     with pytest.raises(ToolError) as caught:
         await call(
             ctx,
-            {"url": "http://127.0.0.1:9/{path}", "resolved_credential": auth, "retries": 0},
+            {"url": "http://127.0.0.1:9/{path}", "retries": 0},
             {"path": secret},
+            auth,
         )
 
     assert secret not in caught.value.message
@@ -506,6 +529,29 @@ async def test_an_unresolved_credential_is_a_tool_error(
 ) -> None:
     with pytest.raises(ToolError, match="credential 'api' was not resolved"):
         await call(ctx, {"url": upstream.url("/json"), "credential": "api"})
+
+
+async def test_resolve_asks_for_the_credential_through_the_merged_allow_list() -> None:
+    resolvers = FixedCredential(HttpAuth(headers={"X-Key": "k"}, secrets=("k",)))
+    config = {"url": "https://api.example.com/", "credential": "api", **LOCAL}
+    prepared = http.prepare(config)
+
+    with override_settings(MCP_HTTP_ALLOWED_NETWORKS="10.9.0.0/16"):
+        resolved = await http.resolve(prepared, resolvers)
+
+    assert resolvers.asked == [
+        ("api", NetworkPolicy.build(networks=["127.0.0.1/32", "10.9.0.0/16"]))
+    ]
+    assert resolved.auth == resolvers.auth
+    assert prepared.auth is None  # the snapshot's copy stays without the secret
+
+
+async def test_a_config_without_credential_resolves_to_itself() -> None:
+    resolvers = FixedCredential(HttpAuth())
+    prepared = http.prepare({"url": "https://api.example.com/"})
+
+    assert await http.resolve(prepared, resolvers) is prepared
+    assert resolvers.asked == []
 
 
 def test_http_auth_repr_shows_no_secret() -> None:

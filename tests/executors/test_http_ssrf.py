@@ -49,7 +49,7 @@ def upstream() -> Iterator[Upstream]:
 
 
 async def run(ctx: ToolCallContext, config: Mapping[str, Any]) -> ToolResult:
-    return await http.run(config, {}, ctx)
+    return await http.run(http.prepare(config), {}, ctx)
 
 
 @pytest.mark.parametrize(

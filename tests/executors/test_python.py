@@ -87,7 +87,7 @@ async def test_sync_function_runs_and_cannot_mutate_the_callers_arguments(
 ) -> None:
     arguments = {"a": 1}
 
-    result = await python.run({"function": "sample_sync_text"}, arguments, ctx)
+    result = await python.run(python.prepare({"function": "sample_sync_text"}), arguments, ctx)
 
     assert result == ToolResult.text("plain")
     assert arguments == {"a": 1}
@@ -95,7 +95,7 @@ async def test_sync_function_runs_and_cannot_mutate_the_callers_arguments(
 
 @override_settings(MCP_PYTHON_TOOL_MODULES=[SAMPLES])
 async def test_list_becomes_structured_content_with_json_text(ctx: ToolCallContext) -> None:
-    result = await python.run({"function": "sample_list"}, {}, ctx)
+    result = await python.run(python.prepare({"function": "sample_list"}), {}, ctx)
 
     assert result == ToolResult(content=[{"type": "text", "text": "[1,2]"}], structured=[1, 2])
 
@@ -104,8 +104,8 @@ async def test_list_becomes_structured_content_with_json_text(ctx: ToolCallConte
 async def test_tool_result_passes_through_and_none_is_empty_content(
     ctx: ToolCallContext,
 ) -> None:
-    result = await python.run({"function": "sample_result"}, {}, ctx)
-    empty = await python.run({"function": "sample_none"}, {}, ctx)
+    result = await python.run(python.prepare({"function": "sample_result"}), {}, ctx)
+    empty = await python.run(python.prepare({"function": "sample_none"}), {}, ctx)
 
     assert result.content == [{"type": "image", "data": "AAAA", "mimeType": "image/png"}]
     assert empty == ToolResult(content=[], structured=NO_STRUCTURED)
@@ -114,7 +114,7 @@ async def test_tool_result_passes_through_and_none_is_empty_content(
 @override_settings(MCP_PYTHON_TOOL_MODULES=[SAMPLES])
 async def test_non_json_return_value_is_a_type_error(ctx: ToolCallContext) -> None:
     with pytest.raises(TypeError, match="returned set"):
-        await python.run({"function": "sample_bad"}, {}, ctx)
+        await python.run(python.prepare({"function": "sample_bad"}), {}, ctx)
 
 
 async def test_arguments_are_checked_against_the_functions_own_schema(
@@ -123,7 +123,7 @@ async def test_arguments_are_checked_against_the_functions_own_schema(
     # A tool row may publish a looser schema than its function needs (rows saved with the
     # no-argument schema the add form used to pre-fill): the function's schema still holds.
     with pytest.raises(ToolError) as caught:
-        await python.run({"function": "word_count"}, {}, ctx)
+        await python.run(python.prepare({"function": "word_count"}), {}, ctx)
 
     assert caught.value.message == "Invalid arguments: 'text' is a required property"
 
@@ -133,7 +133,7 @@ async def test_a_functions_own_exception_is_a_tool_error_without_a_traceback(
     ctx: ToolCallContext,
 ) -> None:
     with pytest.raises(ToolError) as caught:
-        await python.run({"function": "sample_key_error"}, {}, ctx)
+        await python.run(python.prepare({"function": "sample_key_error"}), {}, ctx)
 
     assert caught.value.message == "sample_key_error failed: KeyError: 'text'"
 

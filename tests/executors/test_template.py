@@ -16,7 +16,9 @@ template = get_executor("template")
 async def test_text_output_renders_arguments_without_escaping(ctx: ToolCallContext) -> None:
     config = {"template": "Hello {{ name }}! {% if shout %}HEY{% endif %}", "output": "text"}
 
-    result = await template.run(config, {"name": "<Ann & Bob>", "shout": True}, ctx)
+    result = await template.run(
+        template.prepare(config), {"name": "<Ann & Bob>", "shout": True}, ctx
+    )
 
     assert result == ToolResult(content=[{"type": "text", "text": "Hello <Ann & Bob>! HEY"}])
 
@@ -24,14 +26,15 @@ async def test_text_output_renders_arguments_without_escaping(ctx: ToolCallConte
 async def test_json_output_becomes_structured_content_and_text(ctx: ToolCallContext) -> None:
     config = {"template": '{"name": "{{ name }}", "tags": [{{ n }}, 2]}', "output": "json"}
 
-    result = await template.run(config, {"name": "Ann", "n": 1}, ctx)
+    result = await template.run(template.prepare(config), {"name": "Ann", "n": 1}, ctx)
 
     assert result.structured == {"name": "Ann", "tags": [1, 2]}
     assert result.content == [{"type": "text", "text": '{"name": "Ann", "tags": [1, 2]}'}]
 
 
 async def test_output_defaults_to_text(ctx: ToolCallContext) -> None:
-    result = await template.run({"template": "{{ a|add:b }}"}, {"a": 1, "b": 2}, ctx)
+    prepared = template.prepare({"template": "{{ a|add:b }}"})
+    result = await template.run(prepared, {"a": 1, "b": 2}, ctx)
 
     assert result.content == [{"type": "text", "text": "3"}]
     assert result.structured is NO_STRUCTURED
@@ -43,7 +46,7 @@ async def test_invalid_json_output_is_a_tool_error_naming_the_position(
     config = {"template": '{"name": {{ name }}}', "output": "json"}
 
     with pytest.raises(ToolError) as caught:
-        await template.run(config, {"name": "Ann"}, ctx)
+        await template.run(template.prepare(config), {"name": "Ann"}, ctx)
 
     assert caught.value.message.startswith(
         "The template did not render valid JSON: Expecting value"
@@ -98,7 +101,7 @@ async def test_template_gets_a_private_copy_of_the_arguments(ctx: ToolCallContex
     arguments = {"name": "ann", "items": [1, 2]}
     config = {"template": "[{{ name.upper }}][{{ items.pop }}][{{ items|length }}]"}
 
-    result = await template.run(config, arguments, ctx)
+    result = await template.run(template.prepare(config), arguments, ctx)
 
     assert result.content == [{"type": "text", "text": "[ANN][2][1]"}]
     assert arguments == {"name": "ann", "items": [1, 2]}
@@ -109,8 +112,8 @@ async def test_output_longer_than_the_cap_is_a_tool_error(ctx: ToolCallContext) 
 
     with override_settings(MCP_TEMPLATE_MAX_OUTPUT=50):
         with pytest.raises(ToolError) as caught:
-            await template.run(config, {"items": list(range(6))}, ctx)
-        short = await template.run(config, {"items": list(range(5))}, ctx)
+            await template.run(template.prepare(config), {"items": list(range(6))}, ctx)
+        short = await template.run(template.prepare(config), {"items": list(range(5))}, ctx)
 
     assert caught.value.message == "Template output is longer than the limit of 50 characters."
     assert short.content == [{"type": "text", "text": "x" * 50}]

@@ -8,6 +8,7 @@ import pytest
 from django.contrib.auth.models import Group
 from pytest_django import DjangoAssertNumQueries
 
+from mcp_app.executors.template import TemplateExecutor
 from mcp_app.models import Endpoint, Tool
 from mcp_app.protocol.catalog import (
     PromptArgumentDef,
@@ -75,8 +76,14 @@ def test_snapshot_lists_enabled_tools_sorted_by_name_with_wire_fields(
         annotations={"title": "Alpha", "readOnlyHint": True, "destructiveHint": False},
         icons=({"src": "https://example.com/a.png", "mimeType": "image/png"},),
         meta={"com.example/tier": "gold"},
-        key=ToolKey(pk=alpha.pk, kind="template", config={"template": "hi"}),
+        key=ToolKey(
+            pk=alpha.pk,
+            kind="template",
+            config={"template": "hi"},
+            prepared=TemplateExecutor().prepare({"template": "hi"}),
+        ),
     )
+    assert snapshot.tools[0].key.prepared == TemplateExecutor().prepare({"template": "hi"})
     assert snapshot.endpoint.slug == "test"
     assert snapshot.endpoint.instructions == "For tests."
 

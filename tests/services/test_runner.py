@@ -7,6 +7,7 @@ The catalog is written synchronously; the async runner and reader are driven wit
 from __future__ import annotations
 
 import base64
+import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from django.test import override_settings
 from pytest_django import DjangoAssertNumQueries
 from pytest_django.fixtures import Settings
 
+from mcp_app.executors.base import ConfigError
 from mcp_app.models import Endpoint, Tool
 from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.context import RequestContext, ToolCallContext
@@ -73,6 +75,24 @@ def add_tool(endpoint: Endpoint, name: str, kind: str, config: Mapping[str, Any]
 def media(settings: Settings, tmp_path: Path) -> Path:
     settings.MEDIA_ROOT = tmp_path
     return tmp_path
+
+
+def test_a_tool_whose_config_stopped_preparing_stays_listed_and_its_calls_fail(
+    endpoint: Endpoint, caplog: pytest.LogCaptureFixture
+) -> None:
+    add_tool(endpoint, "echo", Tool.Kind.PYTHON, {"function": "echo"})
+
+    # The builtin module is no longer listed: the row names a function nobody registers.
+    with (
+        override_settings(MCP_PYTHON_TOOL_MODULES=[SAMPLES]),
+        caplog.at_level(logging.WARNING, logger="mcp_app.services.catalog"),
+    ):
+        snapshot = build_snapshot(endpoint)
+
+    assert [tool.name for tool in snapshot.tools] == ["echo"]
+    assert "Tool echo" in caplog.text and "does not prepare" in caplog.text
+    with pytest.raises(ConfigError, match="No python tool function named 'echo'"):
+        run(snapshot, "echo", {})
 
 
 def test_runner_runs_python_and_template_tools(endpoint: Endpoint) -> None:

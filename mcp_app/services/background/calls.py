@@ -69,7 +69,8 @@ def _refresh_connection() -> None:
         return  # inside a caller's transaction (tests): not ours to replace
     close_old_connections()  # with CONN_HEALTH_CHECKS, the next query checks it first
     if (
-        not connection.health_check_enabled
+        # Set on every connection since Django 4.1; django-stubs does not declare it.
+        not connection.health_check_enabled  # type: ignore[attr-defined]
         and connection.connection is not None
         and not connection.is_usable()
     ):

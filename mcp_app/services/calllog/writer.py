@@ -80,7 +80,7 @@ _ROW_KEYS = tuple(
     if not field.primary_key and name not in _CAPTURE_KEYS
 )
 _FIELDS = tuple(_BY_ATTNAME[name] for name in (*_ROW_KEYS, *_CAPTURE_KEYS))
-_COLUMNS = tuple(field.column for field in _FIELDS)
+_COLUMNS = tuple(field.get_attname_column()[1] or field.name for field in _FIELDS)
 # The value of each column a record does not name (an admin test call names no client).
 _ROW_DEFAULTS = {name: _BY_ATTNAME[name].get_default() for name in _ROW_KEYS}
 _JSON_INDEXES = frozenset(
