@@ -19,7 +19,18 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import connection
-from django.db.models import Aggregate, Count, FloatField, Max, Q, QuerySet
+from django.db.models import (
+    Aggregate,
+    BigIntegerField,
+    Case,
+    Count,
+    FloatField,
+    Max,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 from django.db.models.functions import Trunc
 from django.utils import timezone
 
@@ -391,22 +402,44 @@ def first_id_since(since: datetime) -> int | None:
     )
 
 
-def tool_calls_since(*, names: Sequence[str], since: datetime) -> QuerySet[CallLog]:
-    """The ``tools/call`` records of tools named ``names`` since ``since``."""
+def tool_calls_since(*, tools: Sequence[Tool], since: datetime) -> QuerySet[CallLog]:
+    """The ``tools/call`` records of ``tools`` since ``since``, each with its tool's id.
+
+    A record belongs to a tool when it names the tool on one of the tool's endpoints: tool
+    names are unique per endpoint only, so a name alone would add up the calls of
+    same-named tools on different endpoints. ``tool_pk`` holds the id of the tool a record
+    belongs to. Tools must come with their endpoints (prefetched, or a query per tool).
+    """
     first = first_id_since(since)
-    if first is None or not names:
+    pairs = [(tool.pk, tool.name, [e.pk for e in tool.endpoints.all()]) for tool in tools]
+    pairs = [(pk, name, endpoints) for pk, name, endpoints in pairs if endpoints]
+    if first is None or not pairs:
         return CallLog.objects.none()
-    return CallLog.objects.filter(
-        id__gte=first, created_at__gte=since, target__in=list(names), rpc_method="tools/call"
+    owner = Case(
+        *(When(Q(target=name, endpoint_id__in=endpoints), then=Value(pk))
+          for pk, name, endpoints in pairs),
+        output_field=BigIntegerField(),
+    )  # fmt: skip
+    return (
+        CallLog.objects.filter(
+            id__gte=first,
+            created_at__gte=since,
+            target__in=sorted({name for _, name, _ in pairs}),
+            rpc_method="tools/call",
+        )
+        .annotate(tool_pk=owner)
+        .filter(tool_pk__isnull=False)
     )
 
 
-def tool_figures(*, names: Sequence[str], since: datetime) -> dict[str, Figures]:
-    """``tools/call`` figures per tool name since ``since`` (names absent: no calls).
+def tool_figures(*, tools: Sequence[Tool], since: datetime) -> dict[int, Figures]:
+    """``tools/call`` figures per tool id since ``since`` (tools absent: no calls)."""
+    return _figures(tool_calls_since(tools=tools, since=since), "tool_pk")
 
-    By name: same-named tools of different endpoints count together.
-    """
-    return _figures(tool_calls_since(names=names, since=since), "target")
+
+def tool_endpoint_figures(*, tool: Tool, since: datetime) -> dict[int, Figures]:
+    """One tool's ``tools/call`` figures per endpoint id since ``since``."""
+    return _figures(tool_calls_since(tools=[tool], since=since), "endpoint_id")
 
 
 def endpoint_figures(*, endpoint_ids: Sequence[int], since: datetime) -> dict[int, Figures]:
