@@ -39,6 +39,7 @@ class CallFilterForm(forms.Form):
     session = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
     user = forms.CharField(required=False, max_length=150, label="User")
     client = forms.CharField(required=False, max_length=200, label="OAuth client id")
+    request_id = forms.CharField(required=False, max_length=64, label="Request id")
     since = forms.DateTimeField(
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
@@ -49,7 +50,9 @@ class CallFilterForm(forms.Form):
         required=False,
         max_length=200,
         label="Search",
-        widget=forms.TextInput(attrs={"placeholder": "name, method, session or request id"}),
+        widget=forms.TextInput(
+            attrs={"placeholder": "name, method, or a session, request or JSON-RPC id"}
+        ),
     )
     range = forms.ChoiceField(
         choices=[("", "custom"), *((key, key) for key in RANGES)], required=False
@@ -70,6 +73,7 @@ class CallFilterForm(forms.Form):
             q=data.get("q", ""),
             user=data.get("user", ""),
             client=data.get("client", ""),
+            request_id=data.get("request_id", ""),
         )
 
     def time_range(self) -> tuple[datetime, datetime]:

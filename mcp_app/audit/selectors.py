@@ -62,6 +62,7 @@ class CallFilter:
     q: str = ""
     user: str = ""
     client: str = ""
+    request_id: str = ""
 
 
 def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
@@ -83,17 +84,20 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
         qs = qs.filter(principal__username=filters.user)
     if filters.client:
         qs = qs.filter(client_id=filters.client)
+    if filters.request_id:
+        qs = qs.filter(request_id=filters.request_id)
     if filters.since is not None:
         qs = qs.filter(created_at__gte=filters.since)
     if filters.until is not None:
         qs = qs.filter(created_at__lt=filters.until)
     if filters.q:
         text = filters.q.strip()
-        # Names by substring; ids exactly (a session id or JSON-RPC id is pasted whole).
+        # Names by substring; ids exactly (a session, request or JSON-RPC id is pasted whole).
         match = (
             Q(target__icontains=text)
             | Q(rpc_method__icontains=text)
             | Q(session_id=text)
+            | Q(request_id=text)
             | Q(rpc_id=text)
             | Q(rpc_id=f'"{text}"')
         )
@@ -357,6 +361,7 @@ def as_export_row(record: CallLog, *, payloads: bool) -> dict[str, Any]:
         "truncated": record.truncated,
         "task_id": record.task_id,
         "worker": record.worker,
+        "request_id": record.request_id,
     }
     if payloads:
         row["arguments"] = record.arguments

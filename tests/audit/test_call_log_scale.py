@@ -46,7 +46,7 @@ SELECT
     CASE WHEN n %% 4 = 0 THEN '' ELSE 'tool_' || (n %% 20) END,
     '', 'bench',
     CASE WHEN n %% 50 = 0 THEN 'tool_error' WHEN n %% 997 = 0 THEN 'rejected' ELSE 'ok' END,
-    '', 'metadata', false, '', '', ''
+    '', 'metadata', false, '', '', 'request-' || n
 FROM generate_series(1, %(rows)s) AS n
 """
 
@@ -108,6 +108,7 @@ def test_list_pages_are_backward_index_scans_at_a_million_rows(million_calls):
         "tool": (page_query(CallFilter(tool="tool_7")), "calllog"),
         "status": (page_query(CallFilter(status="rejected")), "calllog_status_id"),
         "session": (page_query(CallFilter(session="session-4321")), "calllog_session_id"),
+        "request id": (page_query(CallFilter(request_id="request-4321")), "calllog_request_id"),
     }
     report = {}
     for name, (qs, index) in cases.items():
