@@ -40,6 +40,8 @@ class CallFilterForm(forms.Form):
     user = forms.CharField(required=False, max_length=150, label="User")
     client = forms.CharField(required=False, max_length=200, label="OAuth client id")
     request_id = forms.CharField(required=False, max_length=64, label="Request id")
+    client_name = forms.CharField(required=False, max_length=200, label="Client name")
+    client_version = forms.CharField(required=False, max_length=100, label="Client version")
     since = forms.DateTimeField(
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
@@ -74,6 +76,8 @@ class CallFilterForm(forms.Form):
             user=data.get("user", ""),
             client=data.get("client", ""),
             request_id=data.get("request_id", ""),
+            client_name=data.get("client_name", ""),
+            client_version=data.get("client_version", ""),
         )
 
     def time_range(self) -> tuple[datetime, datetime]:
@@ -88,3 +92,16 @@ class CallFilterForm(forms.Form):
             since = until - RANGES[DEFAULT_RANGE]
         # Day buckets past this would draw bars too thin to read (and fill a long axis).
         return max(since, until - MAX_RANGE), until
+
+
+class OverviewFilterForm(forms.Form):
+    """The overview's filters: who called (user, OAuth client) and with what (clientInfo)."""
+
+    user = forms.CharField(required=False, max_length=150, label="User")
+    client = forms.CharField(required=False, max_length=200, label="OAuth client id")
+    client_name = forms.CharField(required=False, max_length=200, label="Client name")
+    client_version = forms.CharField(required=False, max_length=100, label="Client version")
+
+    def call_filter(self) -> CallFilter:
+        data = self.cleaned_data if self.is_bound and self.is_valid() else {}
+        return CallFilter(**{name: data.get(name, "") for name in self.fields})

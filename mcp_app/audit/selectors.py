@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from django.db.models import (
 )
 from django.db.models.functions import Trunc
 from django.utils import timezone
+from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 
 from mcp_app.models import BackgroundCall, CallLog, Endpoint, Session, Tool
 
@@ -63,6 +65,10 @@ class CallFilter:
     user: str = ""
     client: str = ""
     request_id: str = ""
+    # clientInfo of the legacy session the call belongs to (2026-07-28 requests carry theirs
+    # per request and the call log does not keep it).
+    client_name: str = ""
+    client_version: str = ""
 
 
 def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
@@ -86,6 +92,8 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
         qs = qs.filter(client_id=filters.client)
     if filters.request_id:
         qs = qs.filter(request_id=filters.request_id)
+    if filters.client_name or filters.client_version:
+        qs = qs.filter(session_id__in=sessions_of_client(filters).values("id"))
     if filters.since is not None:
         qs = qs.filter(created_at__gte=filters.since)
     if filters.until is not None:
@@ -105,6 +113,16 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
             match |= Q(pk=int(text))
         qs = qs.filter(match)
     return qs.select_related("endpoint").order_by("-id")
+
+
+def sessions_of_client(filters: CallFilter) -> QuerySet[Session]:
+    """Legacy sessions whose clientInfo matches the filter's client name and version."""
+    sessions = Session.objects.order_by()
+    if filters.client_name:
+        sessions = sessions.filter(client_info__name=filters.client_name)
+    if filters.client_version:
+        sessions = sessions.filter(client_info__version=filters.client_version)
+    return sessions
 
 
 def call_log_page(
@@ -523,6 +541,38 @@ class Breakdown:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientApp:
+    """Legacy sessions of one client program (``clientInfo`` name and version)."""
+
+    name: str
+    version: str
+    sessions: int
+    active: int
+
+
+@dataclass(frozen=True, slots=True)
+class OpenStreams:
+    """SSE streams open now; ``all_processes`` when every web process's count is summed."""
+
+    count: int
+    all_processes: bool
+
+
+def open_streams() -> OpenStreams:
+    """The ``mcphost_sse_streams_open`` gauge: of every web process in multiprocess mode.
+
+    Without ``PROMETHEUS_MULTIPROC_DIR`` each process counts only its own streams, so the
+    figure is this process's (one web process, as the run command starts, is all of them).
+    """
+    name = "mcphost_sse_streams_open"
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return OpenStreams(int(registry.get_sample_value(name) or 0), True)
+    return OpenStreams(int(REGISTRY.get_sample_value(name) or 0), False)
+
+
+@dataclass(frozen=True, slots=True)
 class Overview:
     """The fleet at a glance: which tools are busiest, failing and slowest, and what is live."""
 
@@ -533,18 +583,31 @@ class Overview:
     background: dict[str, int]
     users: list[Breakdown]
     clients: list[Breakdown]
+    open_streams: OpenStreams
+    client_apps: list[ClientApp]
 
 
-def call_log_overview(*, since: datetime, idle_seconds: int) -> Overview:
+def call_log_overview(
+    *, since: datetime, idle_seconds: int, filters: CallFilter | None = None
+) -> Overview:
     """Tools ranked over the window, live sessions and background calls, per-caller counts.
 
     The rankings cover the STATS_GROUPS busiest tools of the window (one percentile query).
+    ``filters`` (user, OAuth client, client name and version) narrow the rankings, the
+    per-caller counts and the sessions; open streams and background calls are the fleet's.
     """
-    window = CallLog.objects.filter(created_at__gte=since).order_by()
+    filters = filters or CallFilter()
+    window = call_log_search(filters=filters).filter(created_at__gte=since)
+    window = window.select_related(None).order_by()
     tools = _latency(window.filter(rpc_method="tools/call").exclude(target=""), "target")
     failing = sorted((row for row in tools if row.errors), key=lambda r: -r.error_rate)
     slowest = sorted((row for row in tools if row.p95 is not None), key=lambda r: -(r.p95 or 0))
     live = timezone.now() - timedelta(seconds=idle_seconds)
+    sessions = sessions_of_client(filters)
+    if filters.user:
+        sessions = sessions.filter(user__username=filters.user)
+    if filters.client:
+        sessions = sessions.filter(oauth_client_id=filters.client)
     background = dict(
         BackgroundCall.objects.filter(status__in=ACTIVE_BACKGROUND)
         .order_by()
@@ -555,13 +618,31 @@ def call_log_overview(*, since: datetime, idle_seconds: int) -> Overview:
         busiest=tools[:OVERVIEW_TOP],
         failing=failing[:OVERVIEW_TOP],
         slowest=slowest[:OVERVIEW_TOP],
-        active_sessions=Session.objects.filter(
-            closed_at__isnull=True, last_seen_at__gte=live
-        ).count(),
+        active_sessions=sessions.filter(closed_at__isnull=True, last_seen_at__gte=live).count(),
         background={status: background.get(status, 0) for status in ACTIVE_BACKGROUND},
         users=_breakdown(window.exclude(principal__isnull=True), "principal__username"),
         clients=_breakdown(window.exclude(client_id=""), "client_id"),
+        open_streams=open_streams(),
+        client_apps=_client_apps(sessions.filter(last_seen_at__gte=since), live=live),
     )
+
+
+def _client_apps(sessions: QuerySet[Session], *, live: datetime) -> list[ClientApp]:
+    active = Q(closed_at__isnull=True, last_seen_at__gte=live)
+    rows = (
+        sessions.values("client_info__name", "client_info__version")
+        .annotate(n=Count("id"), active=Count("id", filter=active))
+        .order_by("-n")[:BREAKDOWN_TOP]
+    )
+    return [
+        ClientApp(
+            str(row["client_info__name"] or ""),
+            str(row["client_info__version"] or ""),
+            row["n"],
+            row["active"],
+        )
+        for row in rows
+    ]
 
 
 def _breakdown(qs: QuerySet[CallLog], group: str) -> list[Breakdown]:
