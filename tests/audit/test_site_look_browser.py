@@ -25,6 +25,7 @@ from tests.support.browser import chromium, screenshot_dir
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import asgi_server, flush_database
 from tests.support.oauth import REDIRECT_URI, make_client
+from tests.support.page_checks import focused, overflow
 
 # Sets up the test database; the browser starts after it (function scope), because Playwright's
 # event loop makes Django refuse ORM calls (SynchronousOnlyOperation) while it runs.
@@ -123,21 +124,6 @@ def open_page(
     return page
 
 
-def overflow(page: Page) -> list[str]:
-    """What sticks out past the viewport's right edge (empty when the page fits)."""
-    return page.evaluate(
-        """() => {
-          const width = window.innerWidth;
-          if (document.documentElement.scrollWidth <= width) return [];
-          return [...document.querySelectorAll('body *')]
-            .filter(el => el.getBoundingClientRect().right > width + 1)
-            .slice(0, 8)
-            .map(el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + ' ' +
-                 Math.round(el.getBoundingClientRect().right));
-        }"""
-    )
-
-
 def colours(page: Page, header: str) -> dict[str, str]:
     """The computed background of the page's body and header."""
     return page.evaluate(
@@ -151,25 +137,6 @@ def colours(page: Page, header: str) -> dict[str, str]:
 
 def is_dark(rgb: str) -> bool:
     return max(int(part) for part in rgb[rgb.index("(") + 1 : -1].split(",")[:3]) < 128
-
-
-def focused(page: Page) -> dict[str, Any]:
-    """The focused element: which page selectors it matches, and whether its focus shows."""
-    return page.evaluate(
-        """() => {
-          const el = document.activeElement;
-          const style = getComputedStyle(el);
-          const box = el.getBoundingClientRect();
-          return {
-            tag: el.tagName.toLowerCase(), id: el.id,
-            text: (el.textContent || '').trim().slice(0, 40),
-            outline: style.outlineStyle !== 'none' && parseFloat(style.outlineWidth) >= 2,
-            visible: box.width > 0 && box.height > 0 && box.bottom > 0 &&
-                     box.top < window.innerHeight && box.left >= 0 &&
-                     box.right <= window.innerWidth + 1,
-          };
-        }"""
-    )
 
 
 def tab_through(page: Page, wanted: list[str], limit: int = 120) -> list[str]:
