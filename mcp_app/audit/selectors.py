@@ -437,7 +437,8 @@ def tool_calls_since(*, tools: Sequence[Tool], since: datetime) -> QuerySet[Call
     pairs = [(tool.pk, tool.name, [e.pk for e in tool.endpoints.all()]) for tool in tools]
     pairs = [(pk, name, endpoints) for pk, name, endpoints in pairs if endpoints]
     if first is None or not pairs:
-        return CallLog.objects.none()
+        # Still with the annotation, so figures grouped by it are simply empty.
+        return CallLog.objects.annotate(tool_pk=Value(None, BigIntegerField())).none()
     owner = Case(
         *(When(Q(target=name, endpoint_id__in=endpoints), then=Value(pk))
           for pk, name, endpoints in pairs),

@@ -109,3 +109,19 @@ def test_same_named_tools_on_different_endpoints_each_count_their_own_calls(
     rows = re.findall(r'<tr><th scope="row">(\w+)</th><td><a href="[^"]*endpoint=\1[^"]*">(\d+)'
                       r"</a></td><td>([^<]+)</td>", theirs_page.content.decode())  # fmt: skip
     assert rows == [("other", "3", "3 (100.0%)"), ("third", "1", "0 (0.0%)")]
+
+
+def test_a_tool_without_calls_or_endpoints_shows_empty_figures(
+    admin_client: Client, endpoint: Endpoint
+) -> None:
+    lonely = tool_create(name="lonely", kind="python", config={"function": "echo"})
+    published = tool_create(
+        name="quiet", kind="python", config={"function": "echo"}, endpoints=[endpoint]
+    )
+
+    for tool in (lonely, published):
+        page = admin_client.get(reverse("admin:mcp_app_tool_change", args=[tool.pk]))
+        assert page.status_code == 200
+        assert "<th>Calls</th><td><a href=" in page.content.decode()
+    listing = admin_client.get(reverse("admin:mcp_app_tool_changelist"))
+    assert listing.status_code == 200
