@@ -2,7 +2,9 @@
 
 The figures come from the call log (``audit.selectors.tool_figures`` / ``endpoint_figures``):
 one grouped query per changelist page (``FiguresChangeList`` attaches them to the page's rows)
-and one per change page. Each figure links to the matching filtered call list.
+and one per change page (two for a tool on several endpoints: its total, then per endpoint).
+A tool's figures count its calls on its own endpoints only, never those of a same-named tool
+elsewhere. Each figure links to the matching filtered call list.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from urllib.parse import urlencode
 from django.contrib.admin.views.main import ChangeList
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString
 
 from mcp_app.audit.selectors import FIGURES_WINDOW, Figures
@@ -90,3 +92,23 @@ def figures_panel(figures: Figures, url: str) -> SafeString:
         url, figures.calls, error_cell(figures), _ms(figures.p50), _ms(figures.p95),
         last_call, last_error,
     )  # fmt: skip
+
+
+def per_endpoint_panel(total: SafeString, rows: list[tuple[str, Figures, str]]) -> SafeString:
+    """A tool's panel followed by one row per endpoint: ``(slug, figures, calls url)``."""
+    body = format_html_join(
+        "",
+        '<tr><th scope="row">{}</th><td><a href="{}">{}</a></td><td>{}</td><td>{}</td>'
+        "<td>{}</td></tr>",
+        (
+            (slug, url, figures.calls, error_cell(figures), _ms(figures.p50), _ms(figures.p95))
+            for slug, figures, url in rows
+        ),
+    )
+    return format_html(
+        '{}<table class="mcp-figures mcp-figures-endpoints"><thead><tr><th scope="col">Endpoint'
+        '</th><th scope="col">Calls</th><th scope="col">Errors</th><th scope="col">p50</th>'
+        '<th scope="col">p95</th></tr></thead><tbody>{}</tbody></table>',
+        total,
+        body,
+    )

@@ -22,12 +22,13 @@ from mcp_app.admin.figures import (
     error_cell,
     figures_of,
     figures_panel,
+    per_endpoint_panel,
     window_start,
 )
 from mcp_app.admin.forms import ToolForm, kind_config_fields
 from mcp_app.admin.openapi import openapi_import_view
 from mcp_app.admin.try_it import try_it_view
-from mcp_app.audit.selectors import Figures, tool_figures
+from mcp_app.audit.selectors import Figures, tool_endpoint_figures, tool_figures
 from mcp_app.executors import get_executors
 from mcp_app.models import Endpoint, Tool
 
@@ -153,8 +154,25 @@ class ToolAdmin(admin.ModelAdmin):
 
     @admin.display(description="calls and figures, last 24 h")
     def last_24_hours(self, tool: Tool) -> str:
-        figures = tool_figures(names=[tool.name], since=window_start()).get(tool.name)
-        return figures_panel(figures or Figures(), _tool_calls_url(tool))
+        since = window_start()
+        figures = tool_figures(tools=[tool], since=since).get(tool.pk) or Figures()
+        panel = figures_panel(figures, _tool_calls_url(tool))
+        endpoints = list(tool.endpoints.all())
+        if len(endpoints) < 2:
+            return panel
+        # On several endpoints the total hides which one's clients call it, or fail.
+        found = tool_endpoint_figures(tool=tool, since=since)
+        return per_endpoint_panel(
+            panel,
+            [
+                (
+                    endpoint.slug,
+                    found.get(endpoint.pk) or Figures(),
+                    calls_url(tool=tool.name, method="tools/call", endpoint=endpoint.slug),
+                )
+                for endpoint in endpoints
+            ],
+        )
 
     @admin.display(description="calls 24 h")
     def calls_24h(self, tool: Tool) -> str:
@@ -175,14 +193,18 @@ class ToolAdmin(admin.ModelAdmin):
 
 
 def _tool_calls_url(tool: Tool) -> str:
+    # The list filters by one endpoint at most: a tool on several links to its name's calls.
+    endpoints = [endpoint.slug for endpoint in tool.endpoints.all()]
+    if len(endpoints) == 1:
+        return calls_url(tool=tool.name, method="tools/call", endpoint=endpoints[0])
     return calls_url(tool=tool.name, method="tools/call")
 
 
 class ToolChangeList(FiguresChangeList):
     @staticmethod
-    def figures_for(tools: list[Tool]) -> dict[str, Figures]:
-        return tool_figures(names=[tool.name for tool in tools], since=window_start())
+    def figures_for(tools: list[Tool]) -> dict[int, Figures]:
+        return tool_figures(tools=tools, since=window_start())
 
     @staticmethod
-    def figures_key(tool: Tool) -> str:
-        return tool.name
+    def figures_key(tool: Tool) -> int:
+        return tool.pk

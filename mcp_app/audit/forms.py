@@ -38,6 +38,9 @@ class CallFilterForm(forms.Form):
     session = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
     user = forms.CharField(required=False, max_length=150, label="User")
     client = forms.CharField(required=False, max_length=200, label="OAuth client id")
+    request_id = forms.CharField(required=False, max_length=64, label="Request id")
+    client_name = forms.CharField(required=False, max_length=200, label="Client name")
+    client_version = forms.CharField(required=False, max_length=100, label="Client version")
     since = forms.DateTimeField(
         required=False, widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
@@ -48,7 +51,9 @@ class CallFilterForm(forms.Form):
         required=False,
         max_length=200,
         label="Search",
-        widget=forms.TextInput(attrs={"placeholder": "name, method, session or request id"}),
+        widget=forms.TextInput(
+            attrs={"placeholder": "name, method, or a session, request or JSON-RPC id"}
+        ),
     )
     range = forms.ChoiceField(
         choices=[("", "custom"), *((key, key) for key in RANGES)], required=False
@@ -69,6 +74,9 @@ class CallFilterForm(forms.Form):
             q=data.get("q", ""),
             user=data.get("user", ""),
             client=data.get("client", ""),
+            request_id=data.get("request_id", ""),
+            client_name=data.get("client_name", ""),
+            client_version=data.get("client_version", ""),
         )
 
     def time_range(self) -> tuple[datetime, datetime]:
@@ -83,3 +91,16 @@ class CallFilterForm(forms.Form):
             since = until - RANGES[DEFAULT_RANGE]
         # Day buckets past this would draw bars too thin to read (and fill a long axis).
         return max(since, until - MAX_RANGE), until
+
+
+class OverviewFilterForm(forms.Form):
+    """The overview's filters: who called (user, OAuth client) and with what (clientInfo)."""
+
+    user = forms.CharField(required=False, max_length=150, label="User")
+    client = forms.CharField(required=False, max_length=200, label="OAuth client id")
+    client_name = forms.CharField(required=False, max_length=200, label="Client name")
+    client_version = forms.CharField(required=False, max_length=100, label="Client version")
+
+    def call_filter(self) -> CallFilter:
+        data = self.cleaned_data if self.is_bound and self.is_valid() else {}
+        return CallFilter(**{name: data.get(name, "") for name in self.fields})

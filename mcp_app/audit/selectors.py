@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -19,9 +20,21 @@ from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
 from django.db import connection
-from django.db.models import Aggregate, Count, FloatField, Max, Q, QuerySet
+from django.db.models import (
+    Aggregate,
+    BigIntegerField,
+    Case,
+    Count,
+    FloatField,
+    Max,
+    Q,
+    QuerySet,
+    Value,
+    When,
+)
 from django.db.models.functions import Trunc
 from django.utils import timezone
+from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 
 from mcp_app.models import BackgroundCall, CallLog, Endpoint, Session, Tool
 
@@ -51,6 +64,11 @@ class CallFilter:
     q: str = ""
     user: str = ""
     client: str = ""
+    request_id: str = ""
+    # clientInfo of the legacy session the call belongs to (2026-07-28 requests carry theirs
+    # per request and the call log does not keep it).
+    client_name: str = ""
+    client_version: str = ""
 
 
 def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
@@ -72,17 +90,22 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
         qs = qs.filter(principal__username=filters.user)
     if filters.client:
         qs = qs.filter(client_id=filters.client)
+    if filters.request_id:
+        qs = qs.filter(request_id=filters.request_id)
+    if filters.client_name or filters.client_version:
+        qs = qs.filter(session_id__in=sessions_of_client(filters).values("id"))
     if filters.since is not None:
         qs = qs.filter(created_at__gte=filters.since)
     if filters.until is not None:
         qs = qs.filter(created_at__lt=filters.until)
     if filters.q:
         text = filters.q.strip()
-        # Names by substring; ids exactly (a session id or JSON-RPC id is pasted whole).
+        # Names by substring; ids exactly (a session, request or JSON-RPC id is pasted whole).
         match = (
             Q(target__icontains=text)
             | Q(rpc_method__icontains=text)
             | Q(session_id=text)
+            | Q(request_id=text)
             | Q(rpc_id=text)
             | Q(rpc_id=f'"{text}"')
         )
@@ -90,6 +113,16 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
             match |= Q(pk=int(text))
         qs = qs.filter(match)
     return qs.select_related("endpoint").order_by("-id")
+
+
+def sessions_of_client(filters: CallFilter) -> QuerySet[Session]:
+    """Legacy sessions whose clientInfo matches the filter's client name and version."""
+    sessions = Session.objects.order_by()
+    if filters.client_name:
+        sessions = sessions.filter(client_info__name=filters.client_name)
+    if filters.client_version:
+        sessions = sessions.filter(client_info__version=filters.client_version)
+    return sessions
 
 
 def call_log_page(
@@ -346,6 +379,7 @@ def as_export_row(record: CallLog, *, payloads: bool) -> dict[str, Any]:
         "truncated": record.truncated,
         "task_id": record.task_id,
         "worker": record.worker,
+        "request_id": record.request_id,
     }
     if payloads:
         row["arguments"] = record.arguments
@@ -391,22 +425,45 @@ def first_id_since(since: datetime) -> int | None:
     )
 
 
-def tool_calls_since(*, names: Sequence[str], since: datetime) -> QuerySet[CallLog]:
-    """The ``tools/call`` records of tools named ``names`` since ``since``."""
+def tool_calls_since(*, tools: Sequence[Tool], since: datetime) -> QuerySet[CallLog]:
+    """The ``tools/call`` records of ``tools`` since ``since``, each with its tool's id.
+
+    A record belongs to a tool when it names the tool on one of the tool's endpoints: tool
+    names are unique per endpoint only, so a name alone would add up the calls of
+    same-named tools on different endpoints. ``tool_pk`` holds the id of the tool a record
+    belongs to. Tools must come with their endpoints (prefetched, or a query per tool).
+    """
     first = first_id_since(since)
-    if first is None or not names:
-        return CallLog.objects.none()
-    return CallLog.objects.filter(
-        id__gte=first, created_at__gte=since, target__in=list(names), rpc_method="tools/call"
+    pairs = [(tool.pk, tool.name, [e.pk for e in tool.endpoints.all()]) for tool in tools]
+    pairs = [(pk, name, endpoints) for pk, name, endpoints in pairs if endpoints]
+    if first is None or not pairs:
+        # Still with the annotation, so figures grouped by it are simply empty.
+        return CallLog.objects.annotate(tool_pk=Value(None, BigIntegerField())).none()
+    owner = Case(
+        *(When(Q(target=name, endpoint_id__in=endpoints), then=Value(pk))
+          for pk, name, endpoints in pairs),
+        output_field=BigIntegerField(),
+    )  # fmt: skip
+    return (
+        CallLog.objects.filter(
+            id__gte=first,
+            created_at__gte=since,
+            target__in=sorted({name for _, name, _ in pairs}),
+            rpc_method="tools/call",
+        )
+        .annotate(tool_pk=owner)
+        .filter(tool_pk__isnull=False)
     )
 
 
-def tool_figures(*, names: Sequence[str], since: datetime) -> dict[str, Figures]:
-    """``tools/call`` figures per tool name since ``since`` (names absent: no calls).
+def tool_figures(*, tools: Sequence[Tool], since: datetime) -> dict[int, Figures]:
+    """``tools/call`` figures per tool id since ``since`` (tools absent: no calls)."""
+    return _figures(tool_calls_since(tools=tools, since=since), "tool_pk")
 
-    By name: same-named tools of different endpoints count together.
-    """
-    return _figures(tool_calls_since(names=names, since=since), "target")
+
+def tool_endpoint_figures(*, tool: Tool, since: datetime) -> dict[int, Figures]:
+    """One tool's ``tools/call`` figures per endpoint id since ``since``."""
+    return _figures(tool_calls_since(tools=[tool], since=since), "endpoint_id")
 
 
 def endpoint_figures(*, endpoint_ids: Sequence[int], since: datetime) -> dict[int, Figures]:
@@ -485,6 +542,38 @@ class Breakdown:
 
 
 @dataclass(frozen=True, slots=True)
+class ClientApp:
+    """Legacy sessions of one client program (``clientInfo`` name and version)."""
+
+    name: str
+    version: str
+    sessions: int
+    active: int
+
+
+@dataclass(frozen=True, slots=True)
+class OpenStreams:
+    """SSE streams open now; ``all_processes`` when every web process's count is summed."""
+
+    count: int
+    all_processes: bool
+
+
+def open_streams() -> OpenStreams:
+    """The ``mcphost_sse_streams_open`` gauge: of every web process in multiprocess mode.
+
+    Without ``PROMETHEUS_MULTIPROC_DIR`` each process counts only its own streams, so the
+    figure is this process's (one web process, as the run command starts, is all of them).
+    """
+    name = "mcphost_sse_streams_open"
+    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(registry)
+        return OpenStreams(int(registry.get_sample_value(name) or 0), True)
+    return OpenStreams(int(REGISTRY.get_sample_value(name) or 0), False)
+
+
+@dataclass(frozen=True, slots=True)
 class Overview:
     """The fleet at a glance: which tools are busiest, failing and slowest, and what is live."""
 
@@ -495,18 +584,31 @@ class Overview:
     background: dict[str, int]
     users: list[Breakdown]
     clients: list[Breakdown]
+    open_streams: OpenStreams
+    client_apps: list[ClientApp]
 
 
-def call_log_overview(*, since: datetime, idle_seconds: int) -> Overview:
+def call_log_overview(
+    *, since: datetime, idle_seconds: int, filters: CallFilter | None = None
+) -> Overview:
     """Tools ranked over the window, live sessions and background calls, per-caller counts.
 
     The rankings cover the STATS_GROUPS busiest tools of the window (one percentile query).
+    ``filters`` (user, OAuth client, client name and version) narrow the rankings, the
+    per-caller counts and the sessions; open streams and background calls are the fleet's.
     """
-    window = CallLog.objects.filter(created_at__gte=since).order_by()
+    filters = filters or CallFilter()
+    window = call_log_search(filters=filters).filter(created_at__gte=since)
+    window = window.select_related(None).order_by()
     tools = _latency(window.filter(rpc_method="tools/call").exclude(target=""), "target")
     failing = sorted((row for row in tools if row.errors), key=lambda r: -r.error_rate)
     slowest = sorted((row for row in tools if row.p95 is not None), key=lambda r: -(r.p95 or 0))
     live = timezone.now() - timedelta(seconds=idle_seconds)
+    sessions = sessions_of_client(filters)
+    if filters.user:
+        sessions = sessions.filter(user__username=filters.user)
+    if filters.client:
+        sessions = sessions.filter(oauth_client_id=filters.client)
     background = dict(
         BackgroundCall.objects.filter(status__in=ACTIVE_BACKGROUND)
         .order_by()
@@ -517,13 +619,31 @@ def call_log_overview(*, since: datetime, idle_seconds: int) -> Overview:
         busiest=tools[:OVERVIEW_TOP],
         failing=failing[:OVERVIEW_TOP],
         slowest=slowest[:OVERVIEW_TOP],
-        active_sessions=Session.objects.filter(
-            closed_at__isnull=True, last_seen_at__gte=live
-        ).count(),
+        active_sessions=sessions.filter(closed_at__isnull=True, last_seen_at__gte=live).count(),
         background={status: background.get(status, 0) for status in ACTIVE_BACKGROUND},
         users=_breakdown(window.exclude(principal__isnull=True), "principal__username"),
         clients=_breakdown(window.exclude(client_id=""), "client_id"),
+        open_streams=open_streams(),
+        client_apps=_client_apps(sessions.filter(last_seen_at__gte=since), live=live),
     )
+
+
+def _client_apps(sessions: QuerySet[Session], *, live: datetime) -> list[ClientApp]:
+    active = Q(closed_at__isnull=True, last_seen_at__gte=live)
+    rows = (
+        sessions.values("client_info__name", "client_info__version")
+        .annotate(n=Count("id"), active=Count("id", filter=active))
+        .order_by("-n")[:BREAKDOWN_TOP]
+    )
+    return [
+        ClientApp(
+            str(row["client_info__name"] or ""),
+            str(row["client_info__version"] or ""),
+            row["n"],
+            row["active"],
+        )
+        for row in rows
+    ]
 
 
 def _breakdown(qs: QuerySet[CallLog], group: str) -> list[Breakdown]:

@@ -24,7 +24,13 @@ from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 
 from mcp_app.audit import charts
-from mcp_app.audit.forms import DEFAULT_RANGE, KNOWN_METHODS, RANGES, CallFilterForm
+from mcp_app.audit.forms import (
+    DEFAULT_RANGE,
+    KNOWN_METHODS,
+    RANGES,
+    CallFilterForm,
+    OverviewFilterForm,
+)
 from mcp_app.audit.selectors import (
     acall_log_chunks,
     as_export_row,
@@ -154,11 +160,18 @@ def call_overview(request: HttpRequest) -> HttpResponse:
     """The fleet at a glance over the last 24 hours, each figure linked to its calls."""
     until = timezone.now()
     since = until - RANGES[DEFAULT_RANGE]
-    overview = call_log_overview(since=since, idle_seconds=get_conf().MCP_SESSION_IDLE_SECONDS)
+    form = OverviewFilterForm(request.GET or None)
+    overview = call_log_overview(
+        since=since,
+        idle_seconds=get_conf().MCP_SESSION_IDLE_SECONDS,
+        filters=form.call_filter(),
+    )
     links = _ListLinks(request, since=since, until=until)
     names = client_names([row.key for row in overview.clients])
     context = {
         "nav": "audit",
+        "form": form,
+        "filtered": any(request.GET.get(name) for name in form.fields),
         "overview": overview,
         "busiest": [(row, links.tool(row.name)) for row in overview.busiest],
         "failing": [(row, links.tool(row.name)) for row in overview.failing],
@@ -167,6 +180,10 @@ def call_overview(request: HttpRequest) -> HttpResponse:
         "clients": [
             (row, names.get(row.key, row.key), links.filtered(client=row.key))
             for row in overview.clients
+        ],
+        "client_apps": [
+            (row, links.filtered(client_name=row.name, client_version=row.version))
+            for row in overview.client_apps
         ],
         "refresh_seconds": STATS_REFRESH_SECONDS,
     }

@@ -110,6 +110,7 @@ class CallLog(models.Model):
             models.Index(fields=["rpc_method", "-id"], name="calllog_method_id"),
             models.Index(fields=["status", "-id"], name="calllog_status_id"),
             models.Index(fields=["session_id", "-id"], name="calllog_session_id"),
+            models.Index(fields=["request_id", "-id"], name="calllog_request_id"),
         ]
 
     def __str__(self) -> str:

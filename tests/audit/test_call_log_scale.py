@@ -17,7 +17,8 @@ from django.db import connection
 
 from mcp_app.audit import selectors
 from mcp_app.audit.selectors import CallFilter, call_log_search
-from mcp_app.models import CallLog, Endpoint
+from mcp_app.models import CallLog, Endpoint, Tool
+from tests.support.catalog import make_python_tool
 
 pytestmark = pytest.mark.django_db
 
@@ -45,7 +46,7 @@ SELECT
     CASE WHEN n %% 4 = 0 THEN '' ELSE 'tool_' || (n %% 20) END,
     '', 'bench',
     CASE WHEN n %% 50 = 0 THEN 'tool_error' WHEN n %% 997 = 0 THEN 'rejected' ELSE 'ok' END,
-    '', 'metadata', false, '', '', ''
+    '', 'metadata', false, '', '', 'request-' || n
 FROM generate_series(1, %(rows)s) AS n
 """
 
@@ -107,6 +108,7 @@ def test_list_pages_are_backward_index_scans_at_a_million_rows(million_calls):
         "tool": (page_query(CallFilter(tool="tool_7")), "calllog"),
         "status": (page_query(CallFilter(status="rejected")), "calllog_status_id"),
         "session": (page_query(CallFilter(session="session-4321")), "calllog_session_id"),
+        "request id": (page_query(CallFilter(request_id="request-4321")), "calllog_request_id"),
     }
     report = {}
     for name, (qs, index) in cases.items():
@@ -137,17 +139,27 @@ def test_stats_of_a_day_use_the_time_index(million_calls, django_assert_max_num_
 def test_a_tools_figures_of_a_day_scan_only_its_rows_of_that_day(million_calls):
     newest = CallLog.objects.order_by("-id").values_list("created_at", flat=True).first()
     since = newest - timedelta(days=1)
-    qs = selectors.tool_calls_since(names=["tool_1", "tool_4"], since=since)
+    # Two tools named tool_1: one on alpha and beta, the other on gamma.
+    first = make_python_tool("tool_1", "echo")
+    first.endpoints.add(million_calls["alpha"], million_calls["beta"])
+    second = make_python_tool("tool_1", "echo")
+    second.endpoints.add(million_calls["gamma"])
+    never = make_python_tool("tool_4", "echo")
+    never.endpoints.add(million_calls["alpha"])
+    tools = list(Tool.objects.prefetch_related("endpoints"))
+    qs = selectors.tool_calls_since(tools=tools, since=since)
 
-    nodes, ms = explain(qs.order_by().values("target"))
+    nodes, ms = explain(qs.order_by().values("tool_pk"))
     started = time.monotonic()
-    figures = selectors.tool_figures(names=["tool_1", "tool_4"], since=since)
+    figures = selectors.tool_figures(tools=tools, since=since)
     elapsed = time.monotonic() - started
 
     # The id bound turns "this tool, last day" into a range of the (target, -id) index: no
     # scan of the 29 days before, nor of the other tools' rows.
     assert any("calllog_target_id" in node for node in nodes), nodes
     assert not any(node.startswith("Seq Scan") for node in nodes), nodes
-    assert figures["tool_1"].calls == pytest.approx(86_400 / STEP_SECONDS / 20, abs=2)
-    assert "tool_4" not in figures  # never called: no n with n % 20 == 4 is a tools/call
+    day = 86_400 / STEP_SECONDS / 20
+    assert figures[first.pk].calls == pytest.approx(day * 2 / 3, abs=2)
+    assert figures[second.pk].calls == pytest.approx(day / 3, abs=2)
+    assert never.pk not in figures  # never called: no n with n % 20 == 4 is a tools/call
     print(f"figures of two tools over a day: plan {ms:.1f} ms, selector {elapsed * 1000:.0f} ms")
