@@ -428,20 +428,25 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     )
     @action(detail=False, methods=["post"], url_path="import")
     def import_(self, request: Request) -> Response:
-        """Import a catalog document (JSON body); ``dry_run`` reports the diff only."""
+        """Import a catalog document (JSON body) or an exported file (multipart ``file``);
+        ``dry_run`` reports the diff only."""
         if not request.user.has_perms(self.import_permissions):
             raise PermissionDenied("Importing needs add, change and delete on every catalog model.")
         payload = s.CatalogImportSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
+        field = "file" if "file" in data else "document"
         try:
-            document = catalog_parse(json.dumps(data["document"]), fmt="json")
+            if "file" in data:
+                document = catalog_parse(data["file"].read())
+            else:
+                document = catalog_parse(json.dumps(data["document"]), fmt="json")
             report = catalog_import(document=document, prune=data["prune"], dry_run=data["dry_run"])
         except CatalogFormatError as exc:
-            raise ValidationError({"document": [str(exc)]}) from None
+            raise ValidationError({field: [str(exc)]}) from None
         except CatalogImportError as exc:
             raise ValidationError(
-                {f"document.{error.path}": [error.message] for error in exc.errors}
+                {f"{field}.{error.path}": [error.message] for error in exc.errors}
             ) from None
         return Response(report.as_dict())
 
