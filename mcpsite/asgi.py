@@ -17,6 +17,7 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from django.urls import re_path  # noqa: E402
 
 from mcp_app.ops.probes import probe_app  # noqa: E402
+from mcp_app.ops.tracing import instrument_asgi  # noqa: E402
 from mcp_app.transport.routing import mcp_first  # noqa: E402
 
 if settings.EMBEDDED_BEAT:
@@ -46,3 +47,7 @@ application = mcp_first(
         }
     )
 )
+
+# Wrapped in OpenTelemetry's middleware only when OTEL_* variables ask for traces; otherwise
+# nothing is put in front of the router (mcp_app/ops/tracing.py).
+application = instrument_asgi(application)

@@ -4,7 +4,12 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_ready, worker_shutdown
+from celery.signals import (
+    worker_process_init,
+    worker_process_shutdown,
+    worker_ready,
+    worker_shutdown,
+)
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpsite.settings")
 
@@ -43,3 +48,19 @@ def _stop_worker_heartbeat(sender: Any, **kwargs: Any) -> None:
     from mcp_app.ops.heartbeat import stop_worker_heartbeat
 
     stop_worker_heartbeat(sender.hostname)
+
+
+# -- Traces (mcp_app/ops/tracing.py), off unless OTEL_* variables ask ------------------------------
+# Set up in each pool process, after the fork: the exporter's thread would not survive it.
+@worker_process_init.connect
+def _start_tracing(**kwargs: Any) -> None:
+    from mcp_app.ops.tracing import configure_tracing
+
+    configure_tracing()
+
+
+@worker_process_shutdown.connect
+def _flush_tracing(**kwargs: Any) -> None:
+    from mcp_app.ops.tracing import flush_tracing
+
+    flush_tracing()

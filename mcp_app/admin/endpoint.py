@@ -28,6 +28,7 @@ from mcp_app.models import Endpoint
 from mcp_app.protocol.shaping import shape_tool
 from mcp_app.protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from mcp_app.services.catalog import build_snapshot
+from mcp_app.services.catalog_io import catalog_dump, catalog_export
 
 # Revisions shown on the preview page: the newest of each era.
 PREVIEW_VERSIONS = (LATEST_MODERN, LATEST_LEGACY)
@@ -42,6 +43,7 @@ class EndpointAdmin(admin.ModelAdmin):
     ]  # fmt: skip
     list_filter = ["enabled", "auth_mode"]
     search_fields = ["slug", "title", "description"]
+    actions = ["export_yaml", "export_json"]
     filter_horizontal = ["tools", "resources", "resource_templates", "prompts"]
     readonly_fields = ["mcp_url", "catalog_version", "created_at", "updated_at", "last_24_hours"]
     fieldsets = [
@@ -55,6 +57,14 @@ class EndpointAdmin(admin.ModelAdmin):
 
     class Media:
         css = {"all": ["mcp_app/admin.css"]}
+
+    @admin.action(description="Export selected endpoints (YAML)", permissions=["view"])
+    def export_yaml(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> HttpResponse:
+        return _export_download(queryset, "yaml")
+
+    @admin.action(description="Export selected endpoints (JSON)", permissions=["view"])
+    def export_json(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> HttpResponse:
+        return _export_download(queryset, "json")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Endpoint]:
         return super().get_queryset(request).annotate(_tool_count=Count("tools", distinct=True))
@@ -154,6 +164,19 @@ class EndpointAdmin(admin.ModelAdmin):
             reverse("mcp_app:endpoint_connect", args=[endpoint.slug]),
             reverse("admin:mcp_app_endpoint_preview", args=[endpoint.pk]),
         )
+
+
+def _export_download(queryset: QuerySet[Endpoint], fmt: str) -> HttpResponse:
+    """The file ``mcp_export --endpoint`` writes for these endpoints, as a download."""
+    slugs = sorted(queryset.values_list("slug", flat=True))
+    document = catalog_export(endpoint_slugs=slugs)
+    content_type = "application/json" if fmt == "json" else "application/yaml"
+    response = HttpResponse(
+        catalog_dump(document, fmt=fmt), content_type=f"{content_type}; charset=utf-8"
+    )
+    name = slugs[0] if len(slugs) == 1 else "endpoints"
+    response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
+    return response
 
 
 class EndpointChangeList(FiguresChangeList):

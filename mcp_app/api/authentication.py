@@ -28,7 +28,7 @@ REALM = 'Bearer realm="api"'
 
 def api_resource() -> str:
     """The resource identifier (RFC 8707) a management OAuth token must be issued for."""
-    return resources.canonical(f"{settings.PUBLIC_BASE_URL}/api") or ""
+    return resources.management_resource()
 
 
 def _bearer(request: Request) -> str | None:

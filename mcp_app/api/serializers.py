@@ -330,12 +330,23 @@ class OpenApiImportSerializer(serializers.Serializer):
 
 
 class CatalogImportSerializer(serializers.Serializer):
-    document = serializers.JSONField(help_text="A document written by export (format, ...).")
+    document = serializers.JSONField(
+        required=False, help_text="A document written by export (format, ...)."
+    )
+    file = serializers.FileField(
+        required=False,
+        help_text="Or the exported file itself (YAML or JSON), as multipart/form-data.",
+    )
     prune = serializers.BooleanField(default=False)
     dry_run = serializers.BooleanField(default=False)
 
     def validate_document(self, value: Any) -> Any:
         return _json_object(value)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("document" in attrs) == ("file" in attrs):
+            raise serializers.ValidationError("Send either document or file.")
+        return attrs
 
 
 def _json_object(value: Any) -> Any:

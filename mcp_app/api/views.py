@@ -13,7 +13,7 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Model, QuerySet
-from django.http import HttpResponse
+from django.http import HttpResponse, StreamingHttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
@@ -25,6 +25,8 @@ from rest_framework.serializers import BaseSerializer
 
 from mcp_app.api import serializers as s
 from mcp_app.api.errors import PreconditionFailed
+from mcp_app.audit.exports import FORMATS as CALL_LOG_FORMATS
+from mcp_app.audit.exports import PAYLOAD_PERMISSION, call_log_export
 from mcp_app.audit.forms import CallFilterForm
 from mcp_app.audit.selectors import call_log_search
 from mcp_app.models import (
@@ -314,6 +316,35 @@ class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
         searched = call_log_search(filters=form.call_filter()).select_related("principal")
         return super().filter_queryset(searched)
 
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("format", enum=list(CALL_LOG_FORMATS), required=False),
+            *(
+                OpenApiParameter(name, required=False, description="As in /audit/.")
+                for name in CallFilterForm.base_fields
+            ),
+        ],
+        responses={
+            (200, "text/csv"): OpenApiTypes.STR,
+            (200, "application/x-ndjson"): OpenApiTypes.STR,
+        },
+    )
+    @action(detail=False, methods=["get"])
+    def export(self, request: Request) -> StreamingHttpResponse:
+        """The filtered call log as CSV (default) or JSON Lines, exactly as /audit/ exports it."""
+        fmt = request.query_params.get("format", "csv")
+        if fmt not in CALL_LOG_FORMATS:
+            raise ValidationError({"format": ["Expected csv or jsonl."]})
+        form = CallFilterForm(request.query_params)
+        if not form.is_valid():
+            raise ValidationError(form.errors.get_json_data())
+        return call_log_export(
+            request._request,
+            fmt=fmt,
+            filters=form.call_filter(),
+            payloads=request.user.has_perm(PAYLOAD_PERMISSION),
+        )
+
 
 class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     """Background tool calls and MCP tasks (``?is_task=true``)."""
@@ -397,20 +428,25 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     )
     @action(detail=False, methods=["post"], url_path="import")
     def import_(self, request: Request) -> Response:
-        """Import a catalog document (JSON body); ``dry_run`` reports the diff only."""
+        """Import a catalog document (JSON body) or an exported file (multipart ``file``);
+        ``dry_run`` reports the diff only."""
         if not request.user.has_perms(self.import_permissions):
             raise PermissionDenied("Importing needs add, change and delete on every catalog model.")
         payload = s.CatalogImportSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
+        field = "file" if "file" in data else "document"
         try:
-            document = catalog_parse(json.dumps(data["document"]), fmt="json")
+            if "file" in data:
+                document = catalog_parse(data["file"].read())
+            else:
+                document = catalog_parse(json.dumps(data["document"]), fmt="json")
             report = catalog_import(document=document, prune=data["prune"], dry_run=data["dry_run"])
         except CatalogFormatError as exc:
-            raise ValidationError({"document": [str(exc)]}) from None
+            raise ValidationError({field: [str(exc)]}) from None
         except CatalogImportError as exc:
             raise ValidationError(
-                {f"document.{error.path}": [error.message] for error in exc.errors}
+                {f"{field}.{error.path}": [error.message] for error in exc.errors}
             ) from None
         return Response(report.as_dict())
 

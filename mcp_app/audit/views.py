@@ -7,16 +7,14 @@ Reading needs ``mcp_app.audit_calls``; arguments and results also need
 
 from __future__ import annotations
 
-import csv
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.handlers.asgi import ASGIRequest
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import get_object_or_404, render
@@ -24,6 +22,7 @@ from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 
 from mcp_app.audit import charts
+from mcp_app.audit.exports import call_log_export
 from mcp_app.audit.forms import (
     DEFAULT_RANGE,
     KNOWN_METHODS,
@@ -32,9 +31,6 @@ from mcp_app.audit.forms import (
     OverviewFilterForm,
 )
 from mcp_app.audit.selectors import (
-    acall_log_chunks,
-    as_export_row,
-    call_log_chunks,
     call_log_newer,
     call_log_overview,
     call_log_page,
@@ -254,67 +250,20 @@ def call_stats(request: HttpRequest) -> HttpResponse:
     return render(request, "audit/stats.html", context)
 
 
-class _Echo:
-    """A file-like object whose write() returns the line, for csv.writer in a generator."""
-
-    def write(self, value: str) -> str:
-        return value
-
-
-Format = Callable[[dict[str, Any]], str]
-
-
-def _export(
-    request: HttpRequest, header: str, line: Format, content_type: str, ext: str
-) -> StreamingHttpResponse:
-    """Stream the filtered records, one piece of text per chunk of rows read.
-
-    Under ASGI the body is an async iterator: Django would otherwise read a synchronous
-    iterator whole before sending its first byte (and hold the whole export in memory).
-    Each chunk is still read and formatted in a thread, by ``acall_log_chunks``.
-    """
-    payloads = request.user.has_perm(PAYLOAD_PERMISSION)
-    qs = call_log_search(filters=_filters(request).call_filter()).select_related(None)
-
-    def text(rows: list[CallLog]) -> str:
-        return "".join(line(as_export_row(row, payloads=payloads)) for row in rows)
-
-    async def achunks() -> AsyncIterator[str]:
-        if header:
-            yield header
-        async for piece in acall_log_chunks(qs, render=text):
-            yield piece
-
-    def chunks() -> Iterator[str]:
-        if header:
-            yield header
-        for rows in call_log_chunks(qs):
-            yield text(rows)
-
-    body = achunks() if isinstance(request, ASGIRequest) else chunks()
-    response = StreamingHttpResponse(body, content_type=content_type)
-    filename = f"call-log-{timezone.now():%Y%m%d-%H%M%S}.{ext}"
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
-    return response
-
-
 @auditor_required
 def export_csv(request: HttpRequest) -> StreamingHttpResponse:
-    payloads = request.user.has_perm(PAYLOAD_PERMISSION)
-    columns = list(as_export_row(CallLog(created_at=timezone.now()), payloads=payloads))
-    writer = csv.writer(_Echo())
-
-    def line(row: dict[str, Any]) -> str:
-        return writer.writerow(
-            [json.dumps(row[c]) if isinstance(row[c], dict | list) else row[c] for c in columns]
-        )
-
-    return _export(request, writer.writerow(columns), line, "text/csv; charset=utf-8", "csv")
+    return _export(request, "csv")
 
 
 @auditor_required
 def export_jsonl(request: HttpRequest) -> StreamingHttpResponse:
-    def line(row: dict[str, Any]) -> str:
-        return json.dumps(row, ensure_ascii=False) + "\n"
+    return _export(request, "jsonl")
 
-    return _export(request, "", line, "application/x-ndjson; charset=utf-8", "jsonl")
+
+def _export(request: HttpRequest, fmt: str) -> StreamingHttpResponse:
+    return call_log_export(
+        request,
+        fmt=fmt,
+        filters=_filters(request).call_filter(),
+        payloads=request.user.has_perm(PAYLOAD_PERMISSION),
+    )

@@ -56,6 +56,17 @@ def _endpoint_resource(base_url: str, slug: str) -> str:
     return canonical(f"{base_url}/mcp/{slug}") or ""
 
 
+def management_resource() -> str:
+    """The management API's resource identifier (``PUBLIC_BASE_URL/api``): tokens issued for
+    it manage the catalog (``mcp_app/api``) and are refused by every MCP endpoint, whose own
+    resource never equals it."""
+    return canonical(f"{settings.PUBLIC_BASE_URL}/api") or ""
+
+
+def is_management_resource(resource: str) -> bool:
+    return canonical(resource) == management_resource()
+
+
 def metadata_url(slug: str) -> str:
     """The protected resource metadata URL of endpoint ``slug`` (RFC 9728 path form)."""
     return f"{settings.PUBLIC_BASE_URL}{PRM_PREFIX}/mcp/{slug}"

@@ -2,7 +2,9 @@
 
 A request's scopes are judged against the endpoints it names with ``resource`` (or the one it
 is bound to when it names none), so a client cannot ask one endpoint for another's scopes. A
-request without ``scope`` gets only the endpoint's base scope, never everything.
+request without ``scope`` gets only the endpoint's base scope, never everything. A request for
+the management API (``resources.management_resource()``) may have only its scope
+(``settings.API_OAUTH_SCOPE``), which no endpoint's request can have.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from collections.abc import Iterable
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from django.conf import settings
 from oauth2_provider.scopes import BaseScopes
 
 from mcp_app.auth import resources
@@ -49,6 +52,18 @@ def target_endpoints(request: Any) -> list[Endpoint]:
     return [sole] if sole is not None else []
 
 
+MANAGEMENT_SCOPE_DESCRIPTION = "Manage the catalog through the management API, as yourself"
+
+
+def for_management(request: Any) -> bool:
+    """Whether a request names the management API as its resource."""
+    return any(resources.is_management_resource(r) for r in requested_resources(request))
+
+
+def _management_scopes() -> dict[str, str]:
+    return {settings.API_OAUTH_SCOPE: MANAGEMENT_SCOPE_DESCRIPTION}
+
+
 def _scopes_of(endpoints: Iterable[Endpoint]) -> dict[str, str]:
     scopes: dict[str, str] = {}
     for endpoint in endpoints:
@@ -59,18 +74,25 @@ def _scopes_of(endpoints: Iterable[Endpoint]) -> dict[str, str]:
 
 class EndpointScopes(BaseScopes):
     def get_all_scopes(self) -> dict[str, str]:
-        return _scopes_of(resources.oauth_endpoints())
+        return {**_management_scopes(), **_scopes_of(resources.oauth_endpoints())}
 
     def get_available_scopes(
         self, application: Any = None, request: Any = None, *args: Any, **kwargs: Any
     ) -> list[str]:
         if request is None:
             return list(self.get_all_scopes())
-        return list(_scopes_of(target_endpoints(request)))
+        if for_management(request):
+            return list(_management_scopes())
+        scopes = _scopes_of(target_endpoints(request))
+        # An endpoint publishing the management scope's name still never grants it.
+        scopes.pop(settings.API_OAUTH_SCOPE, None)
+        return list(scopes)
 
     def get_default_scopes(
         self, application: Any = None, request: Any = None, *args: Any, **kwargs: Any
     ) -> list[str]:
+        if for_management(request):
+            return [settings.API_OAUTH_SCOPE]
         return sorted(
             {endpoint.base_scope for endpoint in target_endpoints(request) if endpoint.base_scope}
         )

@@ -1,9 +1,10 @@
 """DOT's OAuth2Validator with our resource policy (RFC 8707).
 
 DOT accepts any absolute URI as a resource and issues unrestricted tokens when none is given.
-Here a resource must name one of our OAuth endpoints (else ``invalid_target``, redirected to
-the client with its ``state``), and an authorization without one is bound to the only endpoint
-there is, or refused when that is ambiguous. Grants therefore always carry a resource, and
+Here a resource must name one of our OAuth endpoints or the management API (else
+``invalid_target``, redirected to the client with its ``state``), never both in one request,
+and an authorization without one is bound to the only endpoint there is, or refused when that
+is ambiguous. Grants therefore always carry a resource, and
 DOT's token-time rules (a token request may only narrow, a refresh inherits) keep it on every
 token issued from them.
 """
@@ -33,9 +34,19 @@ def bound_resources(request: Any) -> list[str]:
 
     Raises:
         CustomOAuth2Error: ``invalid_target``, for a resource that is not one of our OAuth
-            endpoints, or for no resource when there is more than one endpoint.
+            endpoints or the management API, for both kinds at once, or for no resource when
+            there is more than one endpoint.
     """
     named = requested_resources(request)
+    management = [resource for resource in named if resources.is_management_resource(resource)]
+    if management:
+        # One token, one audience kind: a token handed to an MCP client must never be able
+        # to manage the catalog, nor an automation's management token call tools.
+        if len(management) != len(named):
+            raise _invalid_target(
+                request, "Ask for the management API and MCP endpoints in separate requests."
+            )
+        return named
     for resource in named:
         if resources.endpoint_for_resource(resource) is None:
             raise _invalid_target(

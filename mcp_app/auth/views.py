@@ -109,6 +109,11 @@ class ConsentView(AuthorizationView):
                 {"title": e.title or e.slug, "url": resources.endpoint_resource(e.slug)}
                 for e in endpoints
                 if e is not None
+            ]
+            + [
+                {"title": "Management API", "url": resources.management_resource()}
+                for resource in named
+                if resources.is_management_resource(resource)
             ],
             scope_items=[
                 {"name": name, "description": descriptions.get(name, name)}

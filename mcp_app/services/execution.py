@@ -10,12 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from opentelemetry.trace import Status, StatusCode
+
 from mcp_app.executors import get_executor
 from mcp_app.executors.base import ConfigError, HttpAuth
 from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult, ToolTimeout
+from mcp_app.services import tracing
 from mcp_app.services.catalog import ToolKey
 from mcp_app.services.credentials import credential_resolve_by_name
 from mcp_app.services.deadlines import Deadline
@@ -42,6 +45,21 @@ async def execute_tool(
         ToolError: the tool failed in a way the caller should read.
         ToolTimeout: the tool ran past ``seconds``.
     """
+    if (tracer := tracing.tracer) is None:
+        return await _execute(tool, arguments, ctx, seconds)
+    # The tool call's own span, inline under the request's span or on a worker under the
+    # Celery task's: the same trace either way (docs/operations.md, "Traces").
+    attributes = {"mcp.tool": tool.name, "mcp.tool.kind": tool.key.kind}
+    with tracer.start_as_current_span(f"tools/call {tool.name}", attributes=attributes) as span:
+        result = await _execute(tool, arguments, ctx, seconds)
+        if result.is_error:
+            span.set_status(Status(StatusCode.ERROR, "tool error"))
+        return result
+
+
+async def _execute(
+    tool: ToolDef, arguments: Mapping[str, Any], ctx: ToolCallContext, seconds: float
+) -> ToolResult:
     key: ToolKey = tool.key
     if isinstance(key.prepared, ConfigError):
         raise ConfigError(key.prepared.message)

@@ -2,7 +2,8 @@
 ``X-Request-Id`` response header.
 
 Taken from the client's ``X-Request-Id`` when it is a plain token of at most 64 characters,
-else from the trace id of a W3C ``traceparent`` (so the id correlates with the caller's
+else, when this process traces (``services/tracing.py``), the trace id of the request's
+span, else from the trace id of a W3C ``traceparent`` (so the id correlates with the caller's
 trace), else 8 random hex digits per process followed by a counter. Held in a context
 variable: tasks the request starts inherit it, and the JSON log formatter
 (``mcp_app/ops/logs.py``) reads it.
@@ -15,6 +16,8 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from contextvars import ContextVar
+
+from mcp_app.services import tracing
 
 request_id_var: ContextVar[str] = ContextVar("mcp_request_id", default="")
 
@@ -52,6 +55,9 @@ def request_id_for(headers: Mapping[str, Sequence[str]]) -> str:
     incoming = headers.get("x-request-id")
     if incoming and _REQUEST_ID.fullmatch(incoming[0]):
         return incoming[0]
+    # The server span continues an incoming traceparent, so this is that trace when one came.
+    if tracing.tracer is not None and (current := tracing.current_trace_id()):
+        return current
     traceparent = headers.get("traceparent")
     if traceparent and (trace := trace_id(traceparent[0])):
         return trace

@@ -11,6 +11,7 @@ from django.urls import reverse
 
 from mcp_app.models import Endpoint, Tool
 from mcp_app.services.catalog import tool_create
+from mcp_app.services.catalog_io import catalog_dump, catalog_export, catalog_parse
 
 
 def endpoint_payload(**overrides: Any) -> dict[str, Any]:
@@ -121,3 +122,25 @@ def test_preview_requires_staff(client: Client, endpoint: Endpoint) -> None:
 
     assert response.status_code == 302
     assert response["Location"].startswith(reverse("admin:login"))
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("fmt", ["yaml", "json"])
+def test_selected_endpoints_are_exported_as_the_import_file(admin_client: Client, fmt: str):
+    shop = Endpoint.objects.create(slug="shop", title="Shop")
+    cafe = Endpoint.objects.create(slug="cafe", title="Cafe")
+    Endpoint.objects.create(slug="left-out", title="Not selected")
+    make_tool("echo", endpoints=[shop])
+
+    response = admin_client.post(
+        reverse("admin:mcp_app_endpoint_changelist"),
+        {"action": f"export_{fmt}", "_selected_action": [shop.pk, cafe.pk]},
+    )
+
+    assert response.status_code == 200
+    assert response["Content-Disposition"] == f'attachment; filename="endpoints.{fmt}"'
+    body = response.content.decode()
+    assert body == catalog_dump(catalog_export(endpoint_slugs=["cafe", "shop"]), fmt=fmt)
+    document = catalog_parse(body)
+    assert [endpoint["slug"] for endpoint in document["endpoints"]] == ["cafe", "shop"]
+    assert [tool["name"] for tool in document["tools"]] == ["echo"]

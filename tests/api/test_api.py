@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
+import yaml
+from django.core.files.uploadedfile import SimpleUploadedFile
 from rest_framework.test import APIClient
 
 from mcp_app.models import CallLog, Credential, Endpoint, Prompt, Tool
@@ -275,3 +278,33 @@ def test_catalog_export_and_import_through_the_api(api: APIClient, main: Endpoin
     assert Tool.objects.get().description != "Echoes."
     yaml_export = api.get(f"/api/v1/endpoints/{main.pk}/export/")
     assert yaml_export.content.startswith(b"format: mcphost-catalog/1\n")
+
+
+def test_catalog_import_takes_the_exported_file(api: APIClient, main: Endpoint) -> None:
+    tool_create(name="echo", kind="python", config={"function": "echo"}, endpoints=[main])
+    document = yaml.safe_load(api.get("/api/v1/catalog/export/").content)  # YAML by default
+    document["tools"][0]["description"] = "Echoes."
+    edited = yaml.safe_dump(document)
+
+    def upload(text: str, **fields: str) -> Any:
+        file = SimpleUploadedFile("catalog.yaml", text.encode(), "application/yaml")
+        return api.post("/api/v1/catalog/import/", {"file": file, **fields}, format="multipart")
+
+    dry = upload(edited, dry_run="true")
+    assert dry.json() == {
+        "dry_run": True,
+        "changes": [
+            {"action": "update", "section": "tools", "key": "echo", "fields": ["description"],
+             "detail": ""}
+        ],
+    }  # fmt: skip
+    assert Tool.objects.get().description != "Echoes."
+
+    applied = upload(edited)
+    assert applied.json()["dry_run"] is False and Tool.objects.get().description == "Echoes."
+    document["tools"][0]["config"] = {"function": "nope"}
+    bad = upload(yaml.safe_dump(document))
+    assert bad.json()["errors"][0]["path"] == "file.tools[0].config (echo)"
+    assert upload("- not a catalog\n").json()["errors"][0]["path"] == "file"
+    neither = api.post("/api/v1/catalog/import/", {"dry_run": True}, format="json")
+    assert neither.json()["errors"][0]["message"] == "Send either document or file."

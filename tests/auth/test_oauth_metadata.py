@@ -28,7 +28,8 @@ def test_server_metadata_names_the_issuer_exactly_and_only_code_with_s256(catalo
     assert "none" in data["token_endpoint_auth_methods_supported"]
     assert data["client_id_metadata_document_supported"] is True
     assert data["authorization_response_iss_parameter_supported"] is True
-    assert set(data["scopes_supported"]) == {"mcp:read", "mcp:write"}
+    # The management API's scope too: the server issues tokens for it (docs/api.md).
+    assert set(data["scopes_supported"]) == {"mcp:read", "mcp:write", "mcp:manage"}
     assert "introspection_endpoint" not in data
     assert response["Access-Control-Allow-Origin"] == "*"
 
