@@ -93,7 +93,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "oauth2_provider",
-    # Catalog history and rollback (docs/history.md).
+    # Catalog history and rollback (README, "History and rollback").
     "simple_history",
     "mcp_app",
     # Only a management command (load_conformance_fixtures); its tools are offered only

@@ -156,7 +156,7 @@ class Tool(TimestampedModel, AccessRules):
         ),
     )
 
-    # Every change, with who and from where (docs/history.md); call-log rows name a version.
+    # Every change, with who and from where (README, "History and rollback"); call-log rows name a version.
     history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
     class Meta:
