@@ -156,7 +156,8 @@ class Tool(TimestampedModel, AccessRules):
         ),
     )
 
-    # Every change, with who and from where (README, "History and rollback"); call-log rows name a version.
+    # Every change, with who and from where (README, "History and rollback"); call-log rows
+    # name the version that answered.
     history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
     class Meta:
