@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import redis
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import Group, Permission, User
 from django.db import connection
 from django.test import Client
 from django.urls import reverse
@@ -21,6 +21,7 @@ from mcp_app.services.catalog import endpoint_create, prompt_create, tool_create
 from mcp_app.services.credentials import credential_create
 from tests.admin.conftest import tool_payload
 from tests.admin.test_credential_admin import SECRET, credential_payload
+from tests.audit.factories import make_call
 
 pytestmark = pytest.mark.django_db
 
@@ -307,3 +308,37 @@ def dump_history_tables() -> str:
             rows.extend(repr(row) for row in cursor.fetchall())
     assert tables
     return "\n".join(rows)
+
+
+def test_the_admin_links_recent_changes(admin_client: Client, endpoint: Endpoint) -> None:
+    url = reverse("admin:mcp_app_recent_changes")
+
+    assert f'href="{url}"' in admin_client.get(reverse("admin:index")).content.decode()
+    change = admin_client.get(reverse("admin:mcp_app_endpoint_change", args=[endpoint.pk]))
+    assert f'href="{url}?endpoint={endpoint.pk}"' in change.content.decode()
+
+
+@pytest.mark.parametrize("may_view_tools", [True, False])
+def test_a_calls_page_names_the_tool_version_that_answered(
+    greet: Tool, endpoint: Endpoint, may_view_tools: bool
+) -> None:
+    version = greet.history.latest()
+    greet.description = "Changed since the call."
+    greet.save()
+    call = make_call(
+        endpoint, target="greet", catalog_version=7, tool_history_id=version.history_id
+    )
+    codenames = ["audit_calls", *(["view_tool"] if may_view_tools else [])]
+    auditor = User.objects.create_user("auditor", password="pw", is_staff=True)
+    auditor.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    client = Client()
+    client.force_login(auditor)
+
+    page = client.get(reverse("mcp_app:audit_detail", args=[call.pk])).content.decode()
+
+    definition = re.search(r'<dd id="definition">(.*?)</dd>', page, re.S)
+    assert definition is not None
+    assert "catalog version 7" in definition.group(1)
+    assert f"tool version #{version.history_id}" in definition.group(1)
+    link = reverse("admin:mcp_app_tool_simple_history", args=[greet.pk, version.history_id])
+    assert (f'href="{link}"' in definition.group(1)) is may_view_tools
