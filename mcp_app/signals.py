@@ -12,6 +12,7 @@ from typing import Any
 
 from django.db.models.signals import m2m_changed, post_delete, post_save, pre_delete, pre_save
 from django.dispatch import receiver
+from simple_history.signals import pre_create_historical_record
 
 from mcp_app.models import (
     Endpoint,
@@ -22,7 +23,7 @@ from mcp_app.models import (
     ResourceTemplate,
     Tool,
 )
-from mcp_app.services import invalidation, notify
+from mcp_app.services import history, invalidation, notify
 from mcp_app.services.catalog import (
     catalog_changed,
     check_tools_attachable,
@@ -164,3 +165,10 @@ def _guard_tool_attach(instance: Any, reverse: bool, pk_set: set[int]) -> None:
     else:
         # endpoint.tools.add(*tools)
         check_tools_attachable(endpoint_id=instance.pk, tool_ids=pk_set)
+
+
+@receiver(pre_create_historical_record, dispatch_uid="mcp_history_source")
+def _history_row_stamped(sender: type, history_instance: Any, **kwargs: Any) -> None:
+    # Saves from the admin, the API, an import or an upstream sync all reach the history
+    # through the same library signal; the interface said which one it is.
+    history.stamp_history_row(history_instance)

@@ -93,6 +93,8 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "oauth2_provider",
+    # Catalog history and rollback (README, "History and rollback").
+    "simple_history",
     "mcp_app",
     # Only a management command (load_conformance_fixtures); its tools are offered only
     # when MCP_PYTHON_TOOL_MODULES lists conformance.tools.
@@ -108,6 +110,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Lets catalog history rows name the signed-in user of any request (admin and API alike).
+    "simple_history.middleware.HistoryRequestMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.contrib import admin
 
 from mcp_app.admin.forms import CredentialForm
+from mcp_app.admin.history import CatalogHistoryAdmin
 from mcp_app.models import Credential
 
 
 @admin.register(Credential)
-class CredentialAdmin(admin.ModelAdmin):
+class CredentialAdmin(CatalogHistoryAdmin):
     form = CredentialForm
     list_display = ["name", "kind", "secret_status", "updated_at"]
     list_filter = ["kind"]

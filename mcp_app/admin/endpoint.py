@@ -23,6 +23,7 @@ from mcp_app.admin.figures import (
     window_start,
 )
 from mcp_app.admin.forms import EndpointForm
+from mcp_app.admin.history import CatalogHistoryAdmin, recent_changes_view
 from mcp_app.audit.selectors import Figures, endpoint_figures
 from mcp_app.models import Endpoint
 from mcp_app.protocol.shaping import shape_tool
@@ -35,7 +36,7 @@ PREVIEW_VERSIONS = (LATEST_MODERN, LATEST_LEGACY)
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(admin.ModelAdmin):
+class EndpointAdmin(CatalogHistoryAdmin):
     form = EndpointForm
     list_display = [
         "slug", "title", "enabled", "auth_mode", "tool_count", "calls_24h", "errors_24h",
@@ -103,16 +104,22 @@ class EndpointAdmin(admin.ModelAdmin):
             self.admin_site.admin_view(self.preview_view),
             name="mcp_app_endpoint_preview",
         )
-        return [preview, *super().get_urls()]
+        recent = path(
+            "recent-changes/",
+            self.admin_site.admin_view(self.recent_changes_view),
+            name="mcp_app_recent_changes",
+        )
+        return [preview, recent, *super().get_urls()]
+
+    def recent_changes_view(self, request: HttpRequest) -> HttpResponse:
+        return recent_changes_view(self, request)
 
     def preview_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """Show tools/list as the newest revisions of each era see it."""
         endpoint = get_object_or_404(Endpoint, pk=object_id)
         if not self.has_view_permission(request, endpoint):
             # The change view's own answer to a missing object; private, so not in django-stubs.
-            return self._get_obj_does_not_exist_redirect(  # type: ignore[attr-defined]
-                request, self.opts, str(object_id)
-            )
+            return self._get_obj_does_not_exist_redirect(request, self.opts, str(object_id))
         snapshot = build_snapshot(endpoint)
         previews = [
             {

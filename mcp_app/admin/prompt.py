@@ -7,6 +7,7 @@ from django.db import models
 
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.forms import JSON_FORMFIELD, CodeTextarea
+from mcp_app.admin.history import CatalogHistoryAdmin
 from mcp_app.models import Prompt, PromptArgument, PromptMessage
 
 
@@ -27,7 +28,7 @@ class PromptMessageInline(admin.StackedInline):
 
 
 @admin.register(Prompt)
-class PromptAdmin(admin.ModelAdmin):
+class PromptAdmin(CatalogHistoryAdmin):
     list_display = ["name", "title", "enabled", "updated_at"]
     list_filter = ["enabled", "endpoints"]
     search_fields = ["name", "title", "description"]

@@ -7,11 +7,12 @@ from django.db import models
 
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.forms import JSON_FORMFIELD
+from mcp_app.admin.history import CatalogHistoryAdmin
 from mcp_app.models import Resource
 
 
 @admin.register(Resource)
-class ResourceAdmin(admin.ModelAdmin):
+class ResourceAdmin(CatalogHistoryAdmin):
     list_display = ["uri", "name", "mime_type", "size", "enabled", "updated_at"]
     list_filter = ["enabled", "mime_type", "endpoints"]
     search_fields = ["uri", "name", "title", "description"]

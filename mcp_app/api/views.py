@@ -40,7 +40,7 @@ from mcp_app.models import (
     Session,
     Tool,
 )
-from mcp_app.services import openapi
+from mcp_app.services import history, openapi
 from mcp_app.services.catalog_io import (
     CatalogFormatError,
     CatalogImportError,
@@ -59,7 +59,14 @@ EXPORT_RESPONSES = {
 
 
 class ApiViewMixin:
-    """Refuses NUL in the URL before any lookup: PostgreSQL cannot store or compare it."""
+    """Refuses NUL in the URL before any lookup: PostgreSQL cannot store or compare it.
+
+    Every write through the API is recorded in the catalog history as coming from "api".
+    """
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        with history.catalog_change_source(history.API):
+            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         values = [*request.query_params.keys(), *request.query_params.values()]

@@ -199,6 +199,16 @@ def tool_for_call(record: CallLog) -> Tool | None:
     return Tool.objects.filter(endpoints=record.endpoint_id, name=record.target).first()
 
 
+def tool_version_for_call(record: CallLog) -> Any:
+    """The history row of the tool definition that answered ``record`` (None if unrecorded).
+
+    It outlives the tool: a deleted or renamed tool's version still opens.
+    """
+    if record.tool_history_id is None:
+        return None
+    return Tool.history.filter(history_id=record.tool_history_id).first()
+
+
 # -- statistics -----------------------------------------------------------------------------
 
 

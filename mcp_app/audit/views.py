@@ -37,6 +37,7 @@ from mcp_app.audit.selectors import (
     call_log_search,
     call_log_stats,
     tool_for_call,
+    tool_version_for_call,
 )
 from mcp_app.auth.clients import client_name, client_names
 from mcp_app.conf import get_conf
@@ -139,6 +140,7 @@ def call_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "client_name": client_name(record.client_id),
         "try_it": record.http_method == ADMIN_TEST_HTTP_METHOD,
         "tool": tool_for_call(record),
+        "tool_version": tool_version_for_call(record),
         "payloads": payloads,
         "arguments": _pretty(record.arguments) if payloads else None,
         "result": _pretty(record.result) if payloads else None,

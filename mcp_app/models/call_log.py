@@ -93,6 +93,11 @@ class CallLog(models.Model):
     # The X-Request-Id the response carried (also in the request's log lines).
     request_id = models.CharField(max_length=64, blank=True)
     progress = models.JSONField(null=True, blank=True)
+    # Which definitions answered (README, "History and rollback"): the endpoint's catalog
+    # version and the history id (HistoricalTool.history_id) of the tool a tools/call ran, as
+    # the serving process's snapshot had them. Empty for rows from before history was kept.
+    catalog_version = models.PositiveBigIntegerField(null=True, blank=True)
+    tool_history_id = models.PositiveBigIntegerField(null=True, blank=True)
 
     class Meta:
         # Append-only: no add/change/delete permissions exist to grant.

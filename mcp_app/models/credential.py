@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from mcp_app.models.base import TimestampedModel
 from mcp_app.models.fields import validate_mcp_name
@@ -45,6 +46,10 @@ class Credential(TimestampedModel):
     )
     # A Fernet token; the plain secret (token, password, key or client secret) is never stored.
     secret_encrypted = models.TextField(editable=False)
+
+    # Metadata only: the encrypted secret never enters the history table, and a revert keeps
+    # the current secret (simple-history reads excluded fields from the live row).
+    history = HistoricalRecords(excluded_fields=["secret_encrypted"])
 
     class Meta:
         ordering = ["name"]

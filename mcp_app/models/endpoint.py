@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from mcp_app.models.access import validate_scope_name
 from mcp_app.models.base import TimestampedModel
@@ -100,6 +101,10 @@ class Endpoint(TimestampedModel):
     # Bumped (F() + 1) by services.catalog.catalog_changed whenever what the endpoint publishes
     # changes; the cached snapshot is keyed on it.
     catalog_version = models.PositiveBigIntegerField(default=1, editable=False)
+
+    # catalog_version is a counter bumped by every catalog edit, not part of the definition;
+    # a revert must never move it back.
+    history = HistoricalRecords(excluded_fields=["catalog_version"])
 
     class Meta:
         ordering = ["slug"]

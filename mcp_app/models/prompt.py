@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from mcp_app.models.access import AccessRules
 from mcp_app.models.base import TimestampedModel
@@ -21,6 +22,8 @@ class Prompt(TimestampedModel, AccessRules):
     description = models.TextField(help_text="What the prompt is for.")
     icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
     enabled = models.BooleanField(default=True)
+
+    history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
     class Meta:
         ordering = ["name"]
@@ -43,6 +46,8 @@ class PromptArgument(models.Model):
     completion_values = models.TextField(
         blank=True, help_text="Values offered by completion/complete, one per line."
     )
+
+    history = HistoricalRecords()
 
     class Meta:
         ordering = ["position", "id"]
@@ -83,6 +88,8 @@ class PromptMessage(models.Model):
         max_length=2048, blank=True, help_text="Resource URI (embedded resource or link)."
     )
     name = models.CharField(max_length=200, blank=True, help_text="Resource link name.")
+
+    history = HistoricalRecords()
 
     class Meta:
         ordering = ["position", "id"]

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from mcp_app.conf import get_conf
 from mcp_app.executors.base import ConfigError
@@ -45,6 +46,8 @@ class Resource(TimestampedModel, AccessRules):
     size = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
     icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
     enabled = models.BooleanField(default=True)
+
+    history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
     class Meta:
         ordering = ["uri"]
@@ -102,6 +105,8 @@ class ResourceTemplate(TimestampedModel, AccessRules):
     )
     icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
     enabled = models.BooleanField(default=True)
+
+    history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
     class Meta:
         ordering = ["uri_template"]

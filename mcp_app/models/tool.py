@@ -8,6 +8,7 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
+from simple_history.models import HistoricalRecords
 
 from mcp_app.executors import get_executor
 from mcp_app.executors.base import ConfigError
@@ -154,6 +155,10 @@ class Tool(TimestampedModel, AccessRules):
             "tools that ignore the soft limit (empty: soft limit + 30 s)."
         ),
     )
+
+    # Every change, with who and from where (README, "History and rollback"); call-log rows
+    # name the version that answered.
+    history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
     class Meta:
         ordering = ["name", "id"]

@@ -50,7 +50,7 @@ from mcp_app.protocol.catalog import (
     ResourceTemplateDef,
     ToolDef,
 )
-from mcp_app.services import invalidation, notify
+from mcp_app.services import history, invalidation, notify
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +102,9 @@ class ToolKey:
     hard_time_limit: float | None = None
     # Who may call it (mcp_app.auth).
     access: Access = OPEN
+    # The tool's newest history row when this definition was read (services/history.py):
+    # call-log rows name it, so an auditor opens the definition that answered the call.
+    history_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,8 +235,9 @@ _tool_defs_cache = _ToolDefCache()
 def _tool_defs(endpoint: Endpoint) -> tuple[ToolDef, ...]:
     """The endpoint's enabled tools, reading in full only rows not already defined here.
 
-    Three queries: each tool's id and ``updated_at``, the allowed groups of all of them, and
-    the full rows of those that are new or changed (all rows on a cold build).
+    Four queries: each tool's id and ``updated_at``, the allowed groups of all of them, and
+    the full rows and newest history ids of those that are new or changed (all rows on a
+    cold build).
     """
     enabled = endpoint.tools.filter(enabled=True)
     stamps = list(enabled.values_list("pk", "updated_at"))
@@ -254,20 +258,24 @@ def _tool_defs(endpoint: Endpoint) -> tuple[ToolDef, ...]:
     if missing:
         rows = enabled if len(missing) * 2 > len(stamps) else Tool.objects.filter(pk__in=missing)
         wanted = set(missing)
+        versions = history.latest_history_ids(Tool, missing)
         for tool in rows:
             if tool.pk not in wanted:
                 continue
             tool_groups = groups_of.get(tool.pk, frozenset())
-            definition = tool_def(tool, tool_groups)
+            definition = tool_def(tool, tool_groups, history_id=versions.get(tool.pk))
             _tool_defs_cache.put(tool, tool_groups, definition)
             defs.append(definition)
     return tuple(defs)
 
 
-def tool_def(tool: Tool, groups: frozenset[str] | None = None) -> ToolDef:
+def tool_def(
+    tool: Tool, groups: frozenset[str] | None = None, *, history_id: int | None = None
+) -> ToolDef:
     """The protocol's definition of ``tool``, with the key the runner calls it by.
 
-    ``groups``: the tool's allowed group names, when already read.
+    ``groups``: the tool's allowed group names, when already read; ``history_id``: the
+    version this definition is (``services.history.latest_history_ids``).
     """
     return ToolDef(
         name=tool.name,
@@ -289,6 +297,7 @@ def tool_def(tool: Tool, groups: frozenset[str] | None = None) -> ToolDef:
             soft_time_limit=tool.soft_time_limit,
             hard_time_limit=tool.hard_time_limit,
             access=_access(tool, groups),
+            history_id=history_id,
         ),
     )
 

@@ -41,6 +41,7 @@ from mcp_app.models import (
     ResourceTemplate,
     Tool,
 )
+from mcp_app.services import history
 from mcp_app.services.catalog import python_tool_defaults
 
 FORMAT = "mcphost-catalog/1"
@@ -366,7 +367,7 @@ def catalog_import(
         CatalogFormatError: the document's shape is wrong.
     """
     report = ImportReport(dry_run=dry_run)
-    with transaction.atomic():
+    with transaction.atomic(), history.catalog_change_source(history.IMPORT):
         _Importer(document, report, prune=prune, dry_run=dry_run).run()
         if dry_run:
             transaction.set_rollback(True)

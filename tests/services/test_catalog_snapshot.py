@@ -81,6 +81,8 @@ def test_snapshot_lists_enabled_tools_sorted_by_name_with_wire_fields(
             kind="template",
             config={"template": "hi"},
             prepared=TemplateExecutor().prepare({"template": "hi"}),
+            # The version call-log rows name (services/history.py).
+            history_id=alpha.history.latest().history_id,
         ),
     )
     assert snapshot.tools[0].key.prepared == TemplateExecutor().prepare({"template": "hi"})
@@ -168,9 +170,9 @@ def test_snapshot_query_count_does_not_grow_with_the_catalog(
 ) -> None:
     fill_catalog(endpoint, count)
 
-    # One per kind of row, one per kind for its allowed groups, two for prompt parts, and
-    # the tools' change stamps.
-    with django_assert_max_num_queries(11):
+    # One per kind of row, one per kind for its allowed groups, two for prompt parts, the
+    # tools' change stamps and the newest history ids of the tools read.
+    with django_assert_max_num_queries(12):
         snapshot = build_snapshot(endpoint)
 
     assert len(snapshot.tools) == len(snapshot.resources) == len(snapshot.prompts) == count
@@ -185,7 +187,7 @@ def test_a_rebuild_after_a_one_tool_edit_reads_and_redefines_only_that_tool(
     edited.description = "Edited."
     edited.save()
 
-    with django_assert_max_num_queries(11) as queries:
+    with django_assert_max_num_queries(12) as queries:
         rebuilt = build_snapshot(endpoint)
 
     assert rebuilt.tool("tool7").description == "Edited."

@@ -284,6 +284,9 @@ class CallRecorder:
                         "task_id": entry.task_id,
                         "worker": entry.worker,
                         "request_id": self._request_id,
+                        # The definitions that answered (services/history.py).
+                        "catalog_version": self._policy_tag[1] if self._policy_tag else None,
+                        "tool_history_id": tool.key.history_id if tool is not None else None,
                     },
                     arguments=entry.arguments,
                     result=entry.result,

@@ -1,0 +1,136 @@
+"""Catalog history in the admin: each object's versions, a diff of any two, revert, and the
+site-wide "recent changes" page (``services/history.py`` reads the history tables).
+
+Reverting is simple-history's version page: the admin form filled with that version's values,
+saved like any edit, so it runs the form's and the model's validation and the catalog signals
+(invalidation and list_changed). Everything saved from the admin is recorded as "admin".
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.contrib.auth import get_user_model
+from django.core.exceptions import PermissionDenied
+from django.http import Http404, HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from simple_history.admin import SimpleHistoryAdmin
+
+from mcp_app.models import Endpoint, Prompt
+from mcp_app.services import history
+
+
+class CatalogHistoryAdmin(SimpleHistoryAdmin):
+    """Base of every catalog admin: history pages, and writes stamped as coming from "admin"."""
+
+    object_history_template = "admin/mcp_app/object_history.html"
+
+    def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        with history.catalog_change_source(history.ADMIN):
+            return super().changeform_view(request, *args, **kwargs)
+
+    def changelist_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        # Bulk actions (delete selected, list_editable) write from the changelist.
+        with history.catalog_change_source(history.ADMIN):
+            return super().changelist_view(request, *args, **kwargs)
+
+    def delete_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        with history.catalog_change_source(history.ADMIN):
+            return super().delete_view(request, *args, **kwargs)
+
+    def history_form_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        with history.catalog_change_source(history.ADMIN):
+            return super().history_form_view(request, *args, **kwargs)
+
+    def get_urls(self) -> list[URLPattern]:
+        opts = self.model._meta
+        compare = path(
+            "<int:object_id>/history/compare/",
+            self.admin_site.admin_view(self.history_compare_view),
+            name=f"{opts.app_label}_{opts.model_name}_history_compare",
+        )
+        return [compare, *super().get_urls()]
+
+    def history_view(
+        self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
+    ) -> Any:
+        opts = self.model._meta
+        versions = self.model.history.filter(id=object_id).order_by("-history_id")
+        context = {
+            "versions": versions,
+            "compare_url": reverse(
+                f"admin:{opts.app_label}_{opts.model_name}_history_compare", args=[object_id]
+            ),
+            "part_history": (
+                history.prompt_part_history(int(object_id)) if self.model is Prompt else None
+            ),
+            **(extra_context or {}),
+        }
+        return super().history_view(request, object_id, extra_context=context)
+
+    def history_compare_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        """Two versions side by side (``?a=<history id>&b=<history id>``), older first."""
+        records = self.model.history.filter(id=object_id)
+        latest = records.order_by("-history_id").first()
+        if latest is None:
+            raise Http404
+        if not self.has_view_history_or_change_history_permission(request, latest.instance):
+            raise PermissionDenied
+        try:
+            ids = sorted(int(request.GET[name]) for name in ("a", "b"))
+            older, newer = (records.get(history_id=pk) for pk in ids)
+        except (KeyError, ValueError, self.model.history.model.DoesNotExist) as exc:
+            raise Http404("Choose two versions of this object.") from exc
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Compare versions of {latest.instance}",
+            "opts": opts,
+            "object": latest.instance,
+            "older": older,
+            "newer": newer,
+            "changes": history.version_diff(older, newer),
+            "history_url": reverse(
+                f"admin:{opts.app_label}_{opts.model_name}_history", args=[object_id]
+            ),
+            "version_url_name": f"admin:{opts.app_label}_{opts.model_name}_simple_history",
+        }
+        return TemplateResponse(request, "admin/mcp_app/history_compare.html", context)
+
+
+def recent_changes_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
+    """Every catalog change, newest first, filterable by user and endpoint."""
+    if not model_admin.has_view_permission(request):
+        raise PermissionDenied
+    user_id = _int_param(request, "user")
+    endpoint_id = _int_param(request, "endpoint")
+    changes = history.recent_changes(user_id=user_id, endpoint_id=endpoint_id)
+    rows = [
+        {
+            "change": change,
+            "model_name": change.model._meta.verbose_name,
+            "object_url": reverse(
+                f"admin:mcp_app_{change.owner_model._meta.model_name}_history",
+                args=[change.owner_id],
+            ),
+        }
+        for change in changes
+    ]
+    context = {
+        **model_admin.admin_site.each_context(request),
+        "title": "Recent catalog changes",
+        "opts": model_admin.model._meta,
+        "rows": rows,
+        "users": get_user_model().objects.order_by("username")[:500],
+        "endpoints": Endpoint.objects.order_by("slug"),
+        "user_id": user_id,
+        "endpoint_id": endpoint_id,
+    }
+    return TemplateResponse(request, "admin/mcp_app/recent_changes.html", context)
+
+
+def _int_param(request: HttpRequest, name: str) -> int | None:
+    value = request.GET.get(name, "")
+    return int(value) if value.isdigit() else None
