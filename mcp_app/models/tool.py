@@ -30,6 +30,7 @@ class Tool(TimestampedModel, AccessRules):
         PYTHON = "python", "Python function"
         TEMPLATE = "template", "Text template"
         HTTP = "http", "HTTP request"
+        MCP_UPSTREAM = "mcp_upstream", "MCP upstream tool"
 
     class Capture(models.TextChoices):
         """How much of a call's arguments and result the call log keeps (services/audit.py)."""

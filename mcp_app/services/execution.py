@@ -16,6 +16,7 @@ from mcp_app.protocol.results import ToolResult, ToolTimeout
 from mcp_app.services.catalog import ToolKey
 from mcp_app.services.credentials import credential_resolve_for_tool
 from mcp_app.services.deadlines import Deadline
+from mcp_app.services.upstreams import upstream_run
 
 
 async def execute_tool(
@@ -36,6 +37,8 @@ async def execute_tool(
             if key.kind == "http":
                 # Executors read no rows: the credential's secret is decrypted here.
                 config = await credential_resolve_for_tool(config=config)
+            elif key.kind == "mcp_upstream":
+                return await upstream_run(executor, config, arguments, ctx)
             return await executor.run(config, arguments, ctx)
     except TimeoutError:
         # A TimeoutError of the tool's own (an upstream call, say) is not this deadline.

@@ -1,0 +1,499 @@
+"""The ``mcp_upstream`` tool kind: a tool of another MCP server, called over Streamable HTTP.
+
+Config (as the operator stores it on the tool)::
+
+    {
+      "upstream": "search-server",   name of an Upstream row
+      "tool": "web_search"           the tool's name on the upstream (default: our tool's name)
+    }
+
+Before a call ``services.upstreams`` resolves ``upstream`` into ``resolved_upstream``, an
+``UpstreamTarget`` (URL, credential headers, timeouts, allow-list): this module never reads
+rows. It speaks the client side of Streamable HTTP itself, over httpx, because it needs what
+a generic client session hides: one session per upstream per event loop kept across calls and
+reopened when the upstream forgets it (404), each hop checked by the SSRF guard
+(``netguard.resolve_checked``, no redirects followed), and the upstream's notifications handed
+to our caller as they arrive (progress, log) on the call's own response stream.
+
+The client's arguments are forwarded as they are and the upstream's result comes back as it
+is (content blocks, structuredContent, isError, _meta). Failures to reach or understand the
+upstream raise ``UpstreamUnavailable`` (a ``ToolError``), which the service counts for the
+circuit breaker; a JSON-RPC error of the upstream is a plain ``ToolError``. Nothing of our
+client's request (its token, its headers) is sent upstream, and the credential's secrets are
+redacted from every message this module produces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import weakref
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import orjson
+
+from mcp_app.executors.base import ConfigError, Executor
+from mcp_app.executors.http import Redactor
+from mcp_app.executors.netguard import (
+    BlockedAddressError,
+    NetworkPolicy,
+    resolve_checked,
+    safe_url,
+)
+from mcp_app.protocol.context import LOG_LEVELS, ToolCallContext
+from mcp_app.protocol.results import NO_STRUCTURED, ToolError, ToolResult
+
+logger = logging.getLogger(__name__)
+
+# What we offer at initialize, newest first; an upstream answering anything else is refused.
+CLIENT_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26")
+CLIENT_INFO = {"name": "mcphost-upstream-client", "version": "1"}
+# Bytes of one response (JSON body or the whole SSE stream) before the call is failed.
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+# Seconds a best-effort notifications/cancelled may take after our call was cancelled.
+CANCEL_NOTICE_SECONDS = 2.0
+_CONFIG_KEYS = frozenset({"upstream", "tool", "resolved_upstream"})
+
+
+class UpstreamUnavailable(ToolError):
+    """The upstream could not be reached or answered something that is not MCP."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamTarget:
+    """An upstream resolved for one call: plain values built by ``services.upstreams``.
+
+    ``key`` names the upstream's configuration (its id and last edit): sessions are kept per
+    key, so an edit of the URL or credential opens a fresh session.
+    """
+
+    key: str
+    name: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    query: Mapping[str, str] = field(default_factory=dict, repr=False)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    connect_timeout: float = 5.0
+    call_timeout: float = 60.0
+    allow_networks: tuple[str, ...] = ()
+
+
+@dataclass(slots=True)
+class _Session:
+    """One upstream session in one event loop: the HTTP client and what initialize set up."""
+
+    client: httpx.AsyncClient
+    session_id: str | None = None
+    protocol_version: str | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+
+# Per event loop (a web process has one; tests and workers may run several in turn), per
+# upstream key: the session. Weak on the loop so a closed loop's clients go with it.
+_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Session]] = (
+    weakref.WeakKeyDictionary()
+)
+# Last revision each upstream negotiated in this process, for the health fields.
+_revisions: dict[str, str] = {}
+_ids = itertools.count(1)
+_pending_notices: set[asyncio.Task[None]] = set()
+
+
+def negotiated_revision(key: str) -> str | None:
+    """Return the revision the upstream ``key`` negotiated last in this process."""
+    return _revisions.get(key)
+
+
+async def close_sessions() -> None:
+    """Close this event loop's upstream clients (tests, shutdown)."""
+    loop = asyncio.get_running_loop()
+    sessions = _sessions.pop(loop, {})
+    for session in sessions.values():
+        await session.client.aclose()
+
+
+class McpUpstreamExecutor(Executor):
+    kind = "mcp_upstream"
+    label = "MCP upstream tool"
+
+    def validate_config(self, config: Mapping[str, Any]) -> None:
+        unknown = set(config) - _CONFIG_KEYS
+        if unknown:
+            raise ConfigError(f"Unknown config keys: {', '.join(sorted(unknown))}.")
+        upstream = config.get("upstream")
+        if not isinstance(upstream, str) or not upstream:
+            raise ConfigError("upstream must be the name of an upstream MCP server.")
+        tool = config.get("tool")
+        if tool is not None and (not isinstance(tool, str) or not tool):
+            raise ConfigError("tool must be the tool's name on the upstream.")
+        resolved = config.get("resolved_upstream")
+        if resolved is not None and not isinstance(resolved, UpstreamTarget):
+            raise ConfigError("resolved_upstream is set by the runner, not in the config.")
+
+    async def run(
+        self, config: Mapping[str, Any], arguments: Mapping[str, Any], ctx: ToolCallContext
+    ) -> ToolResult:
+        self.validate_config(config)
+        target = config.get("resolved_upstream")
+        if target is None:
+            raise ToolError(f"The upstream {config['upstream']!r} was not resolved.")
+        redactor = Redactor(target.secrets)
+        name = config.get("tool") or ctx.tool_name
+        try:
+            result = await call_tool(target, name, arguments, ctx)
+        except ToolError as exc:
+            raise type(exc)(redactor(exc.message)) from None
+        # The upstream may echo what it received: its credential never reaches our caller.
+        meta = result.get("_meta")
+        structured = result.get("structuredContent", NO_STRUCTURED)
+        return ToolResult(
+            content=redactor.value(result["content"]),
+            structured=structured if structured is NO_STRUCTURED else redactor.value(structured),
+            is_error=result.get("isError") is True,
+            meta=redactor.value(meta) if isinstance(meta, Mapping) else None,
+        )
+
+
+async def call_tool(
+    target: UpstreamTarget, name: str, arguments: Mapping[str, Any], ctx: ToolCallContext
+) -> dict[str, Any]:
+    """Call ``name`` on the upstream and return its ``CallToolResult`` (checked for shape).
+
+    Raises:
+        UpstreamUnavailable: unreachable, timed out, refused by the SSRF guard, or not MCP.
+        ToolError: the upstream answered the call with a JSON-RPC error.
+    """
+    params: dict[str, Any] = {"name": name, "arguments": dict(arguments)}
+    result = await request(target, "tools/call", params, ctx)
+    content = result.get("content")
+    if not isinstance(content, list) or not all(isinstance(block, dict) for block in content):
+        raise UpstreamUnavailable(f"The upstream {target.name!r} sent a malformed tool result.")
+    return result
+
+
+async def list_tools(target: UpstreamTarget) -> list[dict[str, Any]]:
+    """Return every tool the upstream offers, following ``nextCursor`` (bounded to 100 pages).
+
+    Raises:
+        UpstreamUnavailable, ToolError: as ``request``.
+    """
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _page in range(100):
+        params = {"cursor": cursor} if cursor else {}
+        result = await request(target, "tools/list", params, None)
+        page = result.get("tools")
+        if not isinstance(page, list) or not all(isinstance(tool, dict) for tool in page):
+            raise UpstreamUnavailable(f"The upstream {target.name!r} sent a malformed tool list.")
+        tools.extend(page)
+        cursor = result.get("nextCursor")
+        if not isinstance(cursor, str) or not cursor:
+            break
+    return tools
+
+
+async def request(
+    target: UpstreamTarget,
+    method: str,
+    params: Mapping[str, Any],
+    ctx: ToolCallContext | None,
+) -> dict[str, Any]:
+    """Send one request in the upstream's session (opened or reopened as needed).
+
+    Raises:
+        UpstreamUnavailable: see ``call_tool``.
+        ToolError: the upstream answered with a JSON-RPC error.
+    """
+    try:
+        async with asyncio.timeout(target.call_timeout):
+            for attempt in range(2):
+                session = await _session(target)
+                try:
+                    return await _send_request(target, session, method, params, ctx)
+                except _SessionExpired:
+                    # The upstream forgot the session (restart, idle expiry): open a new one
+                    # once and send the request again; it never ran on the old one.
+                    await _forget(target, session)
+                    if attempt:
+                        raise UpstreamUnavailable(
+                            f"The upstream {target.name!r} keeps refusing its new session."
+                        ) from None
+    except TimeoutError:
+        raise UpstreamUnavailable(
+            f"The upstream {target.name!r} did not answer within {target.call_timeout:g} s."
+        ) from None
+    except BlockedAddressError as exc:
+        raise UpstreamUnavailable(str(exc)) from None
+    except httpx.HTTPError as exc:
+        raise UpstreamUnavailable(
+            f"Could not reach the upstream {target.name!r} at {safe_url(target.url)} "
+            f"({type(exc).__name__})."
+        ) from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _SessionExpired(Exception):
+    pass
+
+
+async def _session(target: UpstreamTarget) -> _Session:
+    loop = asyncio.get_running_loop()
+    sessions = _sessions.setdefault(loop, {})
+    session = sessions.get(target.key)
+    if session is None:
+        timeout = httpx.Timeout(
+            target.call_timeout, connect=target.connect_timeout, pool=target.connect_timeout
+        )
+        client = httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout)
+        session = sessions.setdefault(target.key, _Session(client=client))
+        if session.client is not client:
+            await client.aclose()
+    if session.protocol_version is None:
+        async with session.lock:
+            if session.protocol_version is None:
+                await _initialize(target, session)
+    return session
+
+
+async def _forget(target: UpstreamTarget, session: _Session) -> None:
+    sessions = _sessions.get(asyncio.get_running_loop(), {})
+    if sessions.get(target.key) is session:
+        del sessions[target.key]
+    await session.client.aclose()
+
+
+async def _initialize(target: UpstreamTarget, session: _Session) -> None:
+    session.session_id = None
+    params = {
+        "protocolVersion": CLIENT_VERSIONS[0],
+        "capabilities": {},
+        "clientInfo": CLIENT_INFO,
+    }
+    result = await _send_request(target, session, "initialize", params, None)
+    version = result.get("protocolVersion")
+    if version not in CLIENT_VERSIONS:
+        raise UpstreamUnavailable(
+            f"The upstream {target.name!r} speaks MCP revision {version!r}, which this "
+            "client does not."
+        )
+    session.protocol_version = version
+    _revisions[target.key] = version
+    notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    async with _post(target, session, notice) as response:
+        await response.aread()
+
+
+@contextlib.asynccontextmanager
+async def _post(
+    target: UpstreamTarget, session: _Session, message: Mapping[str, Any]
+) -> AsyncIterator[httpx.Response]:
+    """POST one message to the upstream, at a vetted address, and yield the open response."""
+    url = httpx.URL(target.url)
+    if target.query:
+        url = url.copy_merge_params(dict(target.query))
+    if url.scheme not in ("http", "https") or not url.host:
+        raise BlockedAddressError(
+            f"Only http and https URLs are allowed, not {safe_url(target.url)}."
+        )
+    port = url.port or (443 if url.scheme == "https" else 80)
+    policy = NetworkPolicy.build(networks=target.allow_networks)
+    addresses = await resolve_checked(url.host, port, policy)
+    headers = {
+        **target.headers,
+        "Host": url.netloc.decode("ascii"),
+        "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }
+    if session.session_id:
+        headers["Mcp-Session-Id"] = session.session_id
+    if session.protocol_version:
+        headers["MCP-Protocol-Version"] = session.protocol_version
+    extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
+    body = orjson.dumps(message)
+    response: httpx.Response | None = None
+    # Each vetted address in resolver order until one accepts, as netguard does.
+    for position, address in enumerate(addresses, start=1):
+        built = session.client.build_request(
+            "POST",
+            url.copy_with(host=str(address)),
+            headers=headers,
+            content=body,
+            extensions=extensions,
+        )
+        try:
+            response = await session.client.send(built, stream=True)
+        except httpx.ConnectError:
+            if position == len(addresses):
+                raise
+            continue
+        break
+    assert response is not None
+    try:
+        yield response
+    finally:
+        await response.aclose()
+
+
+async def _send_request(
+    target: UpstreamTarget,
+    session: _Session,
+    method: str,
+    params: Mapping[str, Any],
+    ctx: ToolCallContext | None,
+) -> dict[str, Any]:
+    request_id = next(_ids)
+    sent_params = dict(params)
+    if ctx is not None and method == "tools/call":
+        # Ask for progress always: ctx.progress drops it when our own caller did not.
+        sent_params["_meta"] = {"progressToken": f"mcphost-{request_id}"}
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": sent_params}
+    try:
+        async with _post(target, session, message) as response:
+            if response.status_code == 404 and session.session_id and method != "initialize":
+                raise _SessionExpired
+            if response.status_code != 200:
+                raise UpstreamUnavailable(
+                    f"The upstream {target.name!r} answered HTTP {response.status_code} "
+                    f"to {method}."
+                )
+            if method == "initialize":
+                session.session_id = response.headers.get("mcp-session-id") or None
+            content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            if content_type == "application/json":
+                body = await _read_capped(response)
+                return _response_result(target, _decode(target, body), request_id)
+            if content_type == "text/event-stream":
+                return await _read_stream(target, session, response, request_id, ctx)
+            raise UpstreamUnavailable(
+                f"The upstream {target.name!r} answered {method} with {content_type or 'no'} "
+                "content type, not JSON or an event stream."
+            )
+    except asyncio.CancelledError:
+        if method == "tools/call":
+            _notify_cancelled(target, session, request_id)
+        raise
+
+
+def _notify_cancelled(target: UpstreamTarget, session: _Session, request_id: int) -> None:
+    """Tell the upstream our caller gave up, without holding up the cancellation."""
+
+    async def send() -> None:
+        notice = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "The caller cancelled the call."},
+        }
+        try:
+            async with asyncio.timeout(CANCEL_NOTICE_SECONDS), _post(target, session, notice) as r:
+                await r.aread()
+        except Exception as exc:  # noqa: BLE001  (best effort: the call is over either way)
+            logger.info("Could not pass a cancellation to upstream %s: %r", target.name, exc)
+
+    task = asyncio.get_running_loop().create_task(send())
+    _pending_notices.add(task)
+    task.add_done_callback(_pending_notices.discard)
+
+
+async def _read_capped(response: httpx.Response) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise UpstreamUnavailable("The upstream's response is larger than the limit.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _decode(target: UpstreamTarget, data: bytes | str) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise UpstreamUnavailable(f"The upstream {target.name!r} sent invalid JSON.") from None
+
+
+def _response_result(target: UpstreamTarget, message: Any, request_id: int) -> dict[str, Any]:
+    if not isinstance(message, dict) or message.get("id") != request_id:
+        raise UpstreamUnavailable(f"The upstream {target.name!r} sent no response to the request.")
+    error = message.get("error")
+    if isinstance(error, dict):
+        raise ToolError(
+            f"The upstream {target.name!r} refused the request: {error.get('message', '')} "
+            f"({error.get('code')})."
+        )
+    result = message.get("result")
+    if not isinstance(result, dict):
+        raise UpstreamUnavailable(f"The upstream {target.name!r} sent a response without result.")
+    return result
+
+
+async def _read_stream(
+    target: UpstreamTarget,
+    session: _Session,
+    response: httpx.Response,
+    request_id: int,
+    ctx: ToolCallContext | None,
+) -> dict[str, Any]:
+    """Read SSE events until the response to ``request_id``, relaying notifications."""
+    size = 0
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        size += len(line) + 1
+        if size > MAX_RESPONSE_BYTES:
+            raise UpstreamUnavailable("The upstream's response is larger than the limit.")
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+            continue
+        if line or not data:
+            continue  # event:, id:, retry:, comments; or a blank line closing no data
+        message = _decode(target, "\n".join(data))
+        data = []
+        if not isinstance(message, dict):
+            raise UpstreamUnavailable(f"The upstream {target.name!r} sent a non-object message.")
+        if "method" not in message:
+            return _response_result(target, message, request_id)
+        if "id" in message:
+            await _answer_server_request(target, session, message)
+        elif ctx is not None:
+            await _relay_notification(message, ctx)
+    raise UpstreamUnavailable(f"The upstream {target.name!r} closed the stream before answering.")
+
+
+async def _relay_notification(message: Mapping[str, Any], ctx: ToolCallContext) -> None:
+    params = message.get("params")
+    if not isinstance(params, Mapping):
+        return
+    method = message.get("method")
+    if method == "notifications/progress":
+        progress, total = params.get("progress"), params.get("total")
+        if isinstance(progress, int | float) and not isinstance(progress, bool):
+            total = total if isinstance(total, int | float) else None
+            text = params.get("message")
+            await ctx.progress(progress, total, text if isinstance(text, str) else None)
+    elif method == "notifications/message":
+        level = params.get("level")
+        if level in LOG_LEVELS:
+            name = params.get("logger")
+            await ctx.log(level, params.get("data"), name if isinstance(name, str) else None)
+
+
+async def _answer_server_request(
+    target: UpstreamTarget, session: _Session, message: Mapping[str, Any]
+) -> None:
+    # ping is answered; questions (elicitation, sampling, roots) are not relayed yet, and we
+    # declared none of those capabilities, so the upstream should not ask.
+    if message.get("method") == "ping":
+        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"], "result": {}}
+    else:
+        reply = {
+            "jsonrpc": "2.0",
+            "id": message["id"],
+            "error": {"code": -32601, "message": "This client does not answer that request."},
+        }
+    async with _post(target, session, reply) as response:
+        await response.aread()

@@ -1,0 +1,190 @@
+"""Upstream MCP servers: resolving one for a call, the circuit breaker, health, discovery.
+
+``execute_tool`` hands every ``mcp_upstream`` call to ``upstream_run``: it reads the Upstream
+row (enabled? breaker open?), resolves its credential into headers like an HTTP tool's, runs
+the executor, and records the outcome on the row. Only failures to reach or understand the
+upstream (``UpstreamUnavailable``) count towards the breaker; a tool error the upstream
+reports is a healthy answer. The breaker's state lives on the row, so every process (and the
+admin) sees the same one: after ``failure_threshold`` consecutive failures calls fail at once
+until ``cooldown_seconds`` have passed, then the next call tries again (half-open) and either
+closes the breaker or opens it for another cool-down.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.db.models import F
+from django.utils import timezone
+
+from mcp_app.executors.base import Executor
+from mcp_app.executors.http import global_policy
+from mcp_app.executors.mcp_upstream import (
+    UpstreamTarget,
+    UpstreamUnavailable,
+    list_tools,
+    negotiated_revision,
+)
+from mcp_app.executors.netguard import NetworkPolicy
+from mcp_app.models import Upstream
+from mcp_app.models.upstream import split_networks
+from mcp_app.protocol.context import ToolCallContext
+from mcp_app.protocol.results import ToolError, ToolResult
+from mcp_app.services.credentials import _load as load_credential
+from mcp_app.services.credentials import credential_resolve
+
+logger = logging.getLogger(__name__)
+# A healthy upstream's last_success_at is rewritten at most this often per process.
+SUCCESS_WRITE_INTERVAL = datetime.timedelta(seconds=60)
+_last_success_written: dict[int, datetime.datetime] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    pk: int
+    target: UpstreamTarget
+
+
+def _load(name: str) -> tuple[Upstream, Any]:
+    upstream = Upstream.objects.select_related("credential").filter(name=name).first()
+    if upstream is None:
+        raise ToolError(f"The upstream {name!r} does not exist.")
+    if not upstream.enabled:
+        raise ToolError(f"The upstream {name!r} is disabled.")
+    if upstream.circuit_open:
+        raise ToolError(
+            f"The upstream {name!r} is failing (circuit breaker open after "
+            f"{upstream.consecutive_failures} consecutive failures); try again later."
+        )
+    loaded = load_credential(upstream.credential.name) if upstream.credential else None
+    return upstream, loaded
+
+
+async def upstream_resolve(name: str) -> _Loaded:
+    """Read the upstream ``name`` and build the executor's target, credential resolved.
+
+    Raises:
+        ToolError: unknown, disabled, breaker open, or the credential cannot be resolved.
+    """
+    upstream, loaded = await database_sync_to_async(_load, thread_sensitive=False)(name)
+    networks = tuple(split_networks(upstream.allow_networks))
+    headers: Mapping[str, str] = {}
+    query: Mapping[str, str] = {}
+    secrets: tuple[str, ...] = ()
+    if loaded is not None:
+        policy = global_policy().merged(_policy(networks))
+        auth = await credential_resolve(loaded=loaded, policy=policy)
+        headers, query, secrets = auth.headers, auth.query, auth.secrets
+    global_networks = tuple(str(network) for network in global_policy().allow_networks)
+    target = UpstreamTarget(
+        key=f"{upstream.pk}:{upstream.updated_at.isoformat()}:{loaded.version if loaded else ''}",
+        name=upstream.name,
+        url=upstream.url,
+        headers=headers,
+        query=query,
+        secrets=secrets,
+        connect_timeout=upstream.connect_timeout,
+        call_timeout=upstream.call_timeout,
+        allow_networks=networks + global_networks,
+    )
+    return _Loaded(pk=upstream.pk, target=target)
+
+
+def _policy(networks: tuple[str, ...]) -> NetworkPolicy:
+    return NetworkPolicy.build(networks=networks)
+
+
+async def upstream_run(
+    executor: Executor,
+    config: Mapping[str, Any],
+    arguments: Mapping[str, Any],
+    ctx: ToolCallContext,
+) -> ToolResult:
+    """Run an ``mcp_upstream`` tool: resolve its upstream, call it, record the outcome.
+
+    Raises:
+        ToolError: as the executor's run; also an unknown, disabled or failing upstream.
+    """
+    loaded = await upstream_resolve(str(config.get("upstream", "")))
+    try:
+        result = await executor.run({**config, "resolved_upstream": loaded.target}, arguments, ctx)
+    except UpstreamUnavailable as exc:
+        await upstream_record_failure(loaded.pk, exc.message)
+        raise
+    await upstream_record_success(loaded.pk, negotiated_revision(loaded.target.key))
+    return result
+
+
+def _record_failure(pk: int, message: str) -> None:
+    """Count a failure; open the breaker when the count reaches the threshold."""
+    now = timezone.now()
+    Upstream.objects.filter(pk=pk).update(
+        consecutive_failures=F("consecutive_failures") + 1,
+        last_error=message[:2000],
+        last_error_at=now,
+    )
+    upstream = (
+        Upstream.objects.filter(pk=pk)
+        .only("consecutive_failures", "failure_threshold", "cooldown_seconds")
+        .first()
+    )
+    if upstream is not None and upstream.consecutive_failures >= upstream.failure_threshold:
+        until = now + datetime.timedelta(seconds=upstream.cooldown_seconds)
+        Upstream.objects.filter(pk=pk).update(circuit_open_until=until)
+        logger.warning(
+            "Upstream %s: circuit breaker open for %g s after %d consecutive failures",
+            pk, upstream.cooldown_seconds, upstream.consecutive_failures,
+        )  # fmt: skip
+    _last_success_written.pop(pk, None)
+
+
+def _record_success(pk: int, revision: str | None) -> None:
+    """Close the breaker and note the contact (rewritten at most once a minute when healthy)."""
+    now = timezone.now()
+    written = _last_success_written.get(pk)
+    if written is not None and now - written < SUCCESS_WRITE_INTERVAL:
+        return
+    fields: dict[str, Any] = {
+        "last_success_at": now,
+        "consecutive_failures": 0,
+        "circuit_open_until": None,
+    }
+    if revision:
+        fields["protocol_version"] = revision
+    Upstream.objects.filter(pk=pk).update(**fields)
+    _last_success_written[pk] = now
+
+
+async def upstream_record_failure(pk: int, message: str) -> None:
+    await database_sync_to_async(_record_failure, thread_sensitive=False)(pk, message)
+
+
+async def upstream_record_success(pk: int, revision: str | None) -> None:
+    await database_sync_to_async(_record_success, thread_sensitive=False)(pk, revision)
+
+
+def upstream_reset_breaker(upstream: Upstream) -> None:
+    """Close the breaker now (admin action): the next call tries the upstream again."""
+    Upstream.objects.filter(pk=upstream.pk).update(consecutive_failures=0, circuit_open_until=None)
+    _last_success_written.pop(upstream.pk, None)
+
+
+async def upstream_list_tools(name: str) -> list[dict[str, Any]]:
+    """Return the upstream's tools (every page), recording the contact like a call.
+
+    Raises:
+        ToolError: unknown, disabled or failing upstream, or it could not be listed.
+    """
+    loaded = await upstream_resolve(name)
+    try:
+        tools = await list_tools(loaded.target)
+    except UpstreamUnavailable as exc:
+        await upstream_record_failure(loaded.pk, exc.message)
+        raise
+    await upstream_record_success(loaded.pk, negotiated_revision(loaded.target.key))
+    return tools
