@@ -15,10 +15,12 @@ from __future__ import annotations
 import datetime
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from channels.db import database_sync_to_async
+from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -31,7 +33,7 @@ from mcp_app.executors.mcp_upstream import (
     negotiated_revision,
 )
 from mcp_app.executors.netguard import NetworkPolicy
-from mcp_app.models import Upstream
+from mcp_app.models import Tool, Upstream
 from mcp_app.models.upstream import split_networks
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolError, ToolResult
@@ -188,3 +190,155 @@ async def upstream_list_tools(name: str) -> list[dict[str, Any]]:
         raise
     await upstream_record_success(loaded.pk, negotiated_revision(loaded.target.key))
     return tools
+
+
+# --- discovery: importing and re-syncing an upstream's tools --------------------------------
+
+
+@dataclass(slots=True)
+class SyncPlan:
+    """How an upstream's tool list compares with the catalog rows that call it.
+
+    Rows are matched by the upstream tool name in their config; "changed" means the input or
+    output schema differs (an operator's own title or description is not a difference).
+    """
+
+    added: list[dict[str, Any]] = field(default_factory=list)
+    changed: list[tuple[Tool, dict[str, Any]]] = field(default_factory=list)
+    removed: list[Tool] = field(default_factory=list)
+    unchanged: list[Tool] = field(default_factory=list)
+
+
+def _remote_name(tool: Tool) -> str:
+    return str(tool.config.get("tool") or tool.name)
+
+
+def upstream_tool_rows(upstream: Upstream) -> list[Tool]:
+    """Return the tools calling ``upstream``, by name."""
+    return list(
+        Tool.objects.filter(kind=Tool.Kind.MCP_UPSTREAM, config__upstream=upstream.name).order_by(
+            "name"
+        )
+    )
+
+
+def upstream_sync_plan(upstream: Upstream, remote_tools: list[dict[str, Any]]) -> SyncPlan:
+    """Compare the upstream's tools (as listed) with the rows calling it."""
+    rows = {_remote_name(tool): tool for tool in upstream_tool_rows(upstream)}
+    plan = SyncPlan()
+    seen: set[str] = set()
+    for remote in remote_tools:
+        name = remote.get("name")
+        if not isinstance(name, str) or name in seen:
+            continue
+        seen.add(name)
+        row = rows.get(name)
+        if row is None:
+            plan.added.append(remote)
+        elif row.input_schema != remote.get("inputSchema") or (row.output_schema or None) != (
+            remote.get("outputSchema") or None
+        ):
+            plan.changed.append((row, remote))
+        else:
+            plan.unchanged.append(row)
+    plan.removed = [row for name, row in rows.items() if name not in seen]
+    return plan
+
+
+@dataclass(slots=True)
+class SyncOutcome:
+    created: list[Tool] = field(default_factory=list)
+    updated: list[Tool] = field(default_factory=list)
+    disabled: list[Tool] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def upstream_sync_apply(
+    upstream: Upstream,
+    remote_tools: list[dict[str, Any]],
+    *,
+    add: set[str],
+    update: set[str],
+    remove: set[str],
+) -> SyncOutcome:
+    """Apply the ticked parts of the plan: create disabled drafts, take new schemas, disable.
+
+    New rows are disabled until an operator reviews them, and renamed when the upstream's
+    name is taken (``<upstream>_<name>``, then a number). Removed tools are disabled, not
+    deleted, so the operator's settings stay. A tool whose schema this host cannot serve is
+    skipped and named in ``skipped``.
+    """
+    plan = upstream_sync_plan(upstream, remote_tools)
+    outcome = SyncOutcome()
+    taken = set(Tool.objects.values_list("name", flat=True))
+    with transaction.atomic():
+        for remote in plan.added:
+            if remote["name"] not in add:
+                continue
+            tool = Tool(
+                name=_free_name(upstream.name, remote["name"], taken),
+                kind=Tool.Kind.MCP_UPSTREAM,
+                config={"upstream": upstream.name, "tool": remote["name"]},
+                enabled=False,
+                **_definition_fields(remote),
+            )
+            if not _saved(tool, outcome):
+                continue
+            taken.add(tool.name)
+            outcome.created.append(tool)
+        for row, remote in plan.changed:
+            if _remote_name(row) not in update:
+                continue
+            row.input_schema = remote.get("inputSchema")
+            row.output_schema = remote.get("outputSchema") or None
+            if _saved(row, outcome):
+                outcome.updated.append(row)
+        for row in plan.removed:
+            if _remote_name(row) in remove and row.enabled:
+                row.enabled = False
+                row.save(update_fields=["enabled", "updated_at"])
+                outcome.disabled.append(row)
+    return outcome
+
+
+def _definition_fields(remote: Mapping[str, Any]) -> dict[str, Any]:
+    annotations = remote.get("annotations") if isinstance(remote.get("annotations"), dict) else {}
+    title = remote.get("title") or annotations.get("title") or ""
+    hints = {
+        field_name: annotations.get(key) if isinstance(annotations.get(key), bool) else None
+        for field_name, key in (
+            ("read_only_hint", "readOnlyHint"),
+            ("destructive_hint", "destructiveHint"),
+            ("idempotent_hint", "idempotentHint"),
+            ("open_world_hint", "openWorldHint"),
+        )
+    }
+    description = remote.get("description")
+    return {
+        "title": str(title)[:200],
+        "description": description if isinstance(description, str) and description.strip()
+        else f"The tool {remote['name']} of an upstream MCP server.",
+        "input_schema": remote.get("inputSchema"),
+        "output_schema": remote.get("outputSchema") or None,
+        **hints,
+    }  # fmt: skip
+
+
+def _free_name(upstream: str, name: str, taken: set[str]) -> str:
+    candidates = [name, f"{upstream}_{name}"]
+    candidates += [f"{upstream}_{name}_{number}" for number in range(2, 1000)]
+    for candidate in candidates:
+        candidate = candidate[:128]
+        if candidate not in taken:
+            return candidate
+    raise ValueError(f"no free name for {name!r}")  # pragma: no cover
+
+
+def _saved(tool: Tool, outcome: SyncOutcome) -> bool:
+    try:
+        tool.full_clean()
+    except ValidationError as exc:
+        outcome.skipped.append(f"{_remote_name(tool)}: {'; '.join(exc.messages)}")
+        return False
+    tool.save()
+    return True
