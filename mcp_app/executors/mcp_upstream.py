@@ -451,8 +451,10 @@ async def _read_stream(
             continue
         if line or not data:
             continue  # event:, id:, retry:, comments; or a blank line closing no data
-        message = _decode(target, "\n".join(data))
-        data = []
+        text, data = "\n".join(data), []
+        if not text.strip():
+            continue  # a priming event (2025-11-25: an id and empty data, for resumption)
+        message = _decode(target, text)
         if not isinstance(message, dict):
             raise UpstreamUnavailable(f"The upstream {target.name!r} sent a non-object message.")
         if "method" not in message:

@@ -60,6 +60,23 @@ def server(
             tool.save()
             public.tools.add(tool)
             secured.tools.add(tool)
+        # This host as an upstream of itself: e2e-up-chained forwards to e2e-up, which
+        # forwards to the SDK server.
+        Upstream.objects.create(
+            name="self", url=f"{live_server_url}/mcp/e2e-up", allow_networks="127.0.0.1/32"
+        )
+        chained = make_endpoint("e2e-up-chained")
+        for name in ("up_mixed", "up_progress"):
+            tool = Tool(
+                name=f"chained_{name}",
+                description=f"Our own {name}.",
+                kind=Tool.Kind.MCP_UPSTREAM,
+                config={"upstream": "self", "tool": name},
+                input_schema={"type": "object"},
+            )
+            tool.full_clean()
+            tool.save()
+            chained.tools.add(tool)
     yield live_server_url
     flush_database(django_db_blocker)
 
@@ -92,6 +109,23 @@ async def test_upstream_progress_reaches_the_sdk_client(server, mode):
         result = await client.call_tool("up_progress", {"steps": 3}, progress_callback=on_progress)
     assert result.content[0].text == "done"
     assert [progress for progress, _, _ in seen] == [1, 2, 3]
+
+
+async def test_our_own_endpoint_serves_as_an_upstream(server, mode):
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async with asyncio.timeout(20), Client(f"{server}/mcp/e2e-up-chained", mode=mode) as client:
+        mixed = await client.call_tool("chained_up_mixed", {})
+        done = await client.call_tool(
+            "chained_up_progress", {"steps": 2}, progress_callback=on_progress
+        )
+    assert [block.type for block in mixed.content] == ["text", "image", "resource"]
+    assert mixed.structured_content == {"ok": True}
+    assert done.content[0].text == "done"
+    assert seen == [1, 2]
 
 
 @pytest.fixture(scope="module")
