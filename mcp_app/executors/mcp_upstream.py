@@ -13,7 +13,8 @@ rows. It speaks the client side of Streamable HTTP itself, over httpx, because i
 a generic client session hides: one session per upstream per event loop kept across calls and
 reopened when the upstream forgets it (404), each hop checked by the SSRF guard
 (``netguard.resolve_checked``, no redirects followed), and the upstream's notifications handed
-to our caller as they arrive (progress, log) on the call's own response stream.
+to our caller as they arrive (progress, log) on the call's own response stream, and its
+questions (elicitation, sampling) relayed to our caller through ``ctx.ask``.
 
 The client's arguments are forwarded as they are and the upstream's result comes back as it
 is (content blocks, structuredContent, isError, _meta). Failures to reach or understand the
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import logging
 import weakref
@@ -45,8 +47,9 @@ from mcp_app.executors.netguard import (
     resolve_checked,
     safe_url,
 )
-from mcp_app.protocol.context import LOG_LEVELS, ToolCallContext
-from mcp_app.protocol.results import NO_STRUCTURED, ToolError, ToolResult
+from mcp_app.protocol.context import LOG_LEVELS, Question, ToolCallContext
+from mcp_app.protocol.errors import MissingClientCapability
+from mcp_app.protocol.results import NO_STRUCTURED, InputRequired, ToolError, ToolResult
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,9 @@ MAX_RESPONSE_BYTES = 16 * 1024 * 1024
 # Seconds a best-effort notifications/cancelled may take after our call was cancelled.
 CANCEL_NOTICE_SECONDS = 2.0
 _CONFIG_KEYS = frozenset({"upstream", "tool", "resolved_upstream"})
+RELAYED_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}}
+# Upstream requests relayed to our caller, with the capability each needs.
+_RELAYED = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling"}
 
 
 class UpstreamUnavailable(ToolError):
@@ -271,7 +277,9 @@ async def _initialize(target: UpstreamTarget, session: _Session) -> None:
     session.session_id = None
     params = {
         "protocolVersion": CLIENT_VERSIONS[0],
-        "capabilities": {},
+        # The session serves every caller: questions are relayed to whichever client made the
+        # call, and refused (an error to the upstream) when that client cannot answer.
+        "capabilities": RELAYED_CAPABILITIES,
         "clientInfo": CLIENT_INFO,
     }
     result = await _send_request(target, session, "initialize", params, None)
@@ -373,7 +381,9 @@ async def _send_request(
                 f"The upstream {target.name!r} answered {method} with {content_type or 'no'} "
                 "content type, not JSON or an event stream."
             )
-    except asyncio.CancelledError:
+    except (asyncio.CancelledError, InputRequired, MissingClientCapability):
+        # Our call ends without the upstream's answer (cancelled, timed out, or a 2026 caller
+        # must answer a relayed question first and will run the call again): stop its run.
         if method == "tools/call":
             _notify_cancelled(target, session, request_id)
         raise
@@ -460,7 +470,7 @@ async def _read_stream(
         if "method" not in message:
             return _response_result(target, message, request_id)
         if "id" in message:
-            await _answer_server_request(target, session, message)
+            await _answer_server_request(target, session, message, ctx)
         elif ctx is not None:
             await _relay_notification(message, ctx)
     raise UpstreamUnavailable(f"The upstream {target.name!r} closed the stream before answering.")
@@ -485,17 +495,41 @@ async def _relay_notification(message: Mapping[str, Any], ctx: ToolCallContext) 
 
 
 async def _answer_server_request(
-    target: UpstreamTarget, session: _Session, message: Mapping[str, Any]
+    target: UpstreamTarget,
+    session: _Session,
+    message: Mapping[str, Any],
+    ctx: ToolCallContext | None,
 ) -> None:
-    # ping is answered; questions (elicitation, sampling, roots) are not relayed yet, and we
-    # declared none of those capabilities, so the upstream should not ask.
-    if message.get("method") == "ping":
-        reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"], "result": {}}
+    """Answer a request the upstream sent on the call's stream.
+
+    ``ping`` is answered here. Elicitation and sampling go to our caller through ``ctx.ask``
+    (its stream in a legacy call; ``input_required`` in a 2026 call, which then runs again
+    and finds the answer under the same key: a digest of the question). Anything else, or a
+    caller that cannot answer, gets an error the upstream reports as it sees fit.
+    """
+    method = message.get("method")
+    params = message.get("params") if isinstance(message.get("params"), Mapping) else {}
+    reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
+    if method == "ping":
+        reply["result"] = {}
+    elif method in _RELAYED and ctx is not None:
+        question = Question(
+            method=method,
+            params=dict(params),
+            capability=_RELAYED[method],
+            mode=(params.get("mode") or "form") if method == "elicitation/create" else None,
+        )
+        key = (
+            "upstream-"
+            + hashlib.sha256(
+                orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)
+            ).hexdigest()[:24]
+        )
+        try:
+            reply["result"] = (await ctx.ask({key: question}))[key]
+        except ToolError as exc:
+            reply["error"] = {"code": -32603, "message": exc.message}
     else:
-        reply = {
-            "jsonrpc": "2.0",
-            "id": message["id"],
-            "error": {"code": -32601, "message": "This client does not answer that request."},
-        }
+        reply["error"] = {"code": -32601, "message": "This client does not answer that request."}
     async with _post(target, session, reply) as response:
         await response.aread()

@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+import mcp.types as types
 import pytest
 from django.contrib.auth.models import User
 from django.test import override_settings
@@ -28,7 +29,7 @@ from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_messages
 
 pytestmark = pytest.mark.django_db
 UPSTREAM_SECRET = "upstream-secret-value"
-REMOTE_TOOLS = ("echo", "mixed", "progress", "headers", "fails")
+REMOTE_TOOLS = ("echo", "mixed", "progress", "headers", "fails", "ask_name")
 
 
 @pytest.fixture(scope="module")
@@ -109,6 +110,23 @@ async def test_upstream_progress_reaches_the_sdk_client(server, mode):
         result = await client.call_tool("up_progress", {"steps": 3}, progress_callback=on_progress)
     assert result.content[0].text == "done"
     assert [progress for progress, _, _ in seen] == [1, 2, 3]
+
+
+async def test_an_upstream_question_is_relayed_to_our_client_and_answered(server, mode):
+    asked: list[str] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"name": "Ada"})
+
+    async with (
+        asyncio.timeout(20),
+        Client(f"{server}/mcp/e2e-up", mode=mode, elicitation_callback=answer) as client,
+    ):
+        result = await client.call_tool("up_ask_name", {})
+    assert not result.is_error, result.content
+    assert result.content[0].text == "Hello Ada!"
+    assert asked and set(asked) == {"What is your name?"}
 
 
 async def test_our_own_endpoint_serves_as_an_upstream(server, mode):

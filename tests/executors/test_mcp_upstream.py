@@ -162,6 +162,16 @@ async def test_cancelling_our_call_cancels_the_upstream_request(server, ctx, sen
         await asyncio.sleep(0.02)
 
 
+async def test_a_question_our_caller_cannot_answer_is_refused_to_the_upstream(server, ctx):
+    if "--stateless" in server.process.args or "--json" in server.process.args:
+        pytest.skip("only a stateful streaming upstream can ask mid-call")
+    await database_sync_to_async(make_upstream)(server.url)
+    # ctx's client declared no elicitation: the upstream gets an error, which it (the SDK
+    # server) turns into a JSON-RPC error of the call, naming what was missing.
+    with pytest.raises(ToolError, match="elicitation capability"):
+        await call("ask_name", {}, ctx)
+
+
 async def test_a_loopback_upstream_is_refused_unless_allowed(server, ctx):
     await database_sync_to_async(make_upstream)(server.url, allow_networks="")
     with pytest.raises(ToolError, match="not allowed"):

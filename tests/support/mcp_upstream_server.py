@@ -9,6 +9,7 @@ cancellation seen, the headers a call carried). Tools:
 * ``fails()``: an ``isError`` result
 * ``progress(steps)``: reports ``steps`` progress values and an info log, then "done"
 * ``wait_for_cancel()``: waits (up to 30 s) and writes ``cancelled`` when cancelled
+* ``ask_name()``: elicits a name from the client and greets it
 * ``die()``: the process exits mid-call
 * ``headers()``: the Authorization and X-Api-Key headers it received, as structuredContent
 """
@@ -35,6 +36,7 @@ from mcp.types import (
     TextContent,
     TextResourceContents,
 )
+from pydantic import BaseModel
 
 PNG = (
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
@@ -93,6 +95,18 @@ async def wait_for_cancel(ctx: Context) -> str:
         (MARKERS / "cancelled").write_text("yes")
         raise
     return "not cancelled"
+
+
+class Name(BaseModel):
+    name: str
+
+
+@server.tool(description="Asks the client for a name (elicitation), then greets it.")
+async def ask_name(ctx: Context) -> str:
+    answer = await ctx.elicit("What is your name?", Name)
+    if answer.action == "accept" and answer.data is not None:
+        return f"Hello {answer.data.name}!"
+    return f"No name ({answer.action})"
 
 
 @server.tool(description="Exits the process mid-call.")
