@@ -17,6 +17,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from mcp_app.models import Tool, Upstream
+from tests.admin.conftest import tool_payload
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -111,3 +112,25 @@ def test_an_unreachable_upstream_is_reported_on_the_sync_page(admin_client: Clie
     upstream = make_upstream("http://127.0.0.1:9/mcp")
     response = admin_client.get(sync_url(upstream))
     assert b"Could not list the upstream" in response.content
+
+
+def test_an_imported_tool_is_enabled_and_edited_like_any_other(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url)
+    admin_client.post(sync_url(upstream), {"add": ["add"]})
+    tool = Tool.objects.get(name="add")
+    payload = tool_payload(
+        name="add",
+        kind="mcp_upstream",
+        template="",
+        title="Adder",
+        description="Adds, upstream.",
+        input_schema=tool.input_schema,
+        output_schema=tool.output_schema or "",
+    )
+    response = admin_client.post(reverse("admin:mcp_app_tool_change", args=[tool.pk]), payload)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    tool.refresh_from_db()
+    assert (tool.title, tool.enabled) == ("Adder", True)
+    assert tool.config == {"upstream": "up", "tool": "add"}

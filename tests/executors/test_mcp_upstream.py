@@ -30,6 +30,7 @@ from mcp_app.services.execution import execute_tool
 from mcp_app.services.upstreams import upstream_list_tools, upstream_reset_breaker
 from tests.executors.conftest import Sent
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
+from tests.support.upstream import OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, run_upstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOOPBACK = "127.0.0.1/32"
@@ -195,6 +196,28 @@ async def test_the_credential_goes_upstream_and_never_back(server, ctx):
     assert "Bearer s3cret-up" in (server.markers / "headers").read_text()
     # ... and our caller never sees it, even when the upstream echoes it.
     assert "s3cret-up" not in repr(result.content) + repr(result.structured)
+    assert result.structured == {"authorization": "Bearer [redacted]", "x_api_key": None}
+
+
+async def test_an_oauth_client_credentials_token_is_fetched_and_sent(server, ctx):
+    if "--stateless" in server.process.args or "--json" in server.process.args:
+        pytest.skip("the credential path does not depend on the transport mode")
+    with run_upstream() as token_server:
+
+        def setup() -> None:
+            credential = credential_create(
+                name="up-oauth",
+                kind="oauth_client_credentials",
+                secret=OAUTH_CLIENT_SECRET,
+                client_id=OAUTH_CLIENT_ID,
+                token_url=token_server.url("/token"),
+                scopes="tools",
+            )
+            make_upstream(server.url, credential=credential)
+
+        await database_sync_to_async(setup)()
+        result = await call("headers", {}, ctx)
+    assert "Bearer access-1-tools" in (server.markers / "headers").read_text()
     assert result.structured == {"authorization": "Bearer [redacted]", "x_api_key": None}
 
 
