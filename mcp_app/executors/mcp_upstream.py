@@ -219,12 +219,13 @@ async def request(
         async with asyncio.timeout(target.call_timeout):
             for attempt in range(2):
                 session = await _session(target)
+                expired = session.session_id
                 try:
                     return await _send_request(target, session, method, params, ctx)
                 except _SessionExpired:
                     # The upstream forgot the session (restart, idle expiry): open a new one
                     # once and send the request again; it never ran on the old one.
-                    await _forget(target, session)
+                    await _expire(session, expired)
                     if attempt:
                         raise UpstreamUnavailable(
                             f"The upstream {target.name!r} keeps refusing its new session."
@@ -266,11 +267,14 @@ async def _session(target: UpstreamTarget) -> _Session:
     return session
 
 
-async def _forget(target: UpstreamTarget, session: _Session) -> None:
-    sessions = _sessions.get(asyncio.get_running_loop(), {})
-    if sessions.get(target.key) is session:
-        del sessions[target.key]
-    await session.client.aclose()
+async def _expire(session: _Session, expired: str | None) -> None:
+    # Calls running concurrently in the same session may all see the 404: the first resets
+    # it and the next _session() initializes again, on the same HTTP client (whose
+    # connections other calls may be using).
+    async with session.lock:
+        if session.session_id == expired:
+            session.session_id = None
+            session.protocol_version = None
 
 
 async def _initialize(target: UpstreamTarget, session: _Session) -> None:

@@ -309,10 +309,10 @@ async def test_a_restarted_upstream_gets_a_new_session(tmp_path: Path, ctx):
         await database_sync_to_async(make_upstream)(first.url)
         await call("echo", {"text": "before"}, ctx)
         port = first.port
-    (old,) = mcp_upstream._sessions[asyncio.get_running_loop()].values()
+    (session,) = mcp_upstream._sessions[asyncio.get_running_loop()].values()
+    old_id = session.session_id
     with run_mcp_upstream(tmp_path, port=port):
         # The new process answers the old session id with 404: reopened, call succeeds.
         result = await call("echo", {"text": "after"}, ctx)
     assert result.content == [{"type": "text", "text": "after"}]
-    (new,) = mcp_upstream._sessions[asyncio.get_running_loop()].values()
-    assert new is not old and new.session_id != old.session_id
+    assert session.session_id and session.session_id != old_id
