@@ -32,7 +32,7 @@ import hashlib
 import itertools
 import logging
 import weakref
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,6 +97,7 @@ class _Session:
     session_id: str | None = None
     protocol_version: str | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    closer: AsyncGenerator[None, None] | None = None
 
 
 # Per event loop (a web process has one; tests and workers may run several in turn), per
@@ -260,11 +261,28 @@ async def _session(target: UpstreamTarget) -> _Session:
         session = sessions.setdefault(target.key, _Session(client=client))
         if session.client is not client:
             await client.aclose()
+        elif session.closer is None:
+            session.closer = _close_with_loop(client)
+            await anext(session.closer)
     if session.protocol_version is None:
         async with session.lock:
             if session.protocol_version is None:
                 await _initialize(target, session)
     return session
+
+
+async def _close_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    """Close ``client`` when its event loop shuts down.
+
+    A Celery worker runs each background call in ``asyncio.run``, a loop of its own: that
+    loop's sessions live for one call, and ``asyncio.run`` closes every unfinished async
+    generator on the way out (``loop.shutdown_asyncgens``), which runs this ``finally``. A web
+    process's loop never ends, so its sessions stay.
+    """
+    try:
+        yield
+    finally:
+        await client.aclose()
 
 
 async def _expire(session: _Session, expired: str | None) -> None:

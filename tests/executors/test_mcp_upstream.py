@@ -173,6 +173,23 @@ async def test_a_question_our_caller_cannot_answer_is_refused_to_the_upstream(se
         await call("ask_name", {}, ctx)
 
 
+async def test_a_short_lived_loop_closes_its_upstream_client(server):
+    # As a Celery worker runs a background call: asyncio.run, one loop per call.
+    target = mcp_upstream.UpstreamTarget(
+        key="short-lived", name="up", url=server.url, allow_networks=(LOOPBACK,)
+    )
+
+    def one_call() -> mcp_upstream._Session:
+        async def listed() -> mcp_upstream._Session:
+            await mcp_upstream.list_tools(target)
+            return mcp_upstream._sessions[asyncio.get_running_loop()]["short-lived"]
+
+        return asyncio.run(listed())
+
+    session = await asyncio.to_thread(one_call)
+    assert session.client.is_closed
+
+
 async def test_a_loopback_upstream_is_refused_unless_allowed(server, ctx):
     await database_sync_to_async(make_upstream)(server.url, allow_networks="")
     with pytest.raises(ToolError, match="not allowed"):
