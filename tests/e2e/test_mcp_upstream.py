@@ -22,10 +22,11 @@ from mcp import Client
 from mcp_app.models import Endpoint, Tool, Upstream
 from mcp_app.services.credentials import credential_create
 from tests.support.catalog import make_endpoint
-from tests.support.live import SECRET_KEY, flush_database
+from tests.support.live import SECRET_KEY, asgi_server, flush_database
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 from tests.support.oauth import issue_token
 from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_messages
+from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
 UPSTREAM_SECRET = "upstream-secret-value"
@@ -82,6 +83,26 @@ def server(
     flush_database(django_db_blocker)
 
 
+@pytest.fixture(scope="module")
+def background_url(server: str, django_db_blocker: Any) -> Iterator[str]:
+    """A web process and a Celery worker; the endpoint's upstream tool runs on the worker."""
+    with django_db_blocker.unblock():
+        endpoint = make_endpoint("e2e-up-bg")
+        tool = Tool(
+            name="bg_progress",
+            description="The upstream's progress, on a worker.",
+            kind=Tool.Kind.MCP_UPSTREAM,
+            config={"upstream": "up", "tool": "progress"},
+            input_schema={"type": "object"},
+            execution_mode=Tool.Execution.BACKGROUND,
+        )
+        tool.full_clean()
+        tool.save()
+        endpoint.tools.add(tool)
+    with celery_worker(), asgi_server("daphne", BACKGROUND_ENV) as web:
+        yield f"{web}/mcp/e2e-up-bg"
+
+
 @pytest.fixture(params=["legacy", "2026-07-28"])
 def mode(request: pytest.FixtureRequest) -> str:
     return request.param
@@ -127,6 +148,21 @@ async def test_an_upstream_question_is_relayed_to_our_client_and_answered(server
     assert not result.is_error, result.content
     assert result.content[0].text == "Hello Ada!"
     assert asked and set(asked) == {"What is your name?"}
+
+
+async def test_an_upstream_tool_runs_on_a_celery_worker_with_progress(background_url):
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async with asyncio.timeout(30), Client(background_url, mode="legacy") as client:
+        for _ in range(2):  # the second call runs in a fresh loop on the worker
+            result = await client.call_tool(
+                "bg_progress", {"steps": 2}, progress_callback=on_progress
+            )
+            assert result.content[0].text == "done"
+    assert seen == [1, 2, 1, 2]
 
 
 async def test_our_own_endpoint_serves_as_an_upstream(server, mode):
