@@ -30,7 +30,7 @@ from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
 UPSTREAM_SECRET = "upstream-secret-value"
-REMOTE_TOOLS = ("echo", "mixed", "progress", "headers", "fails", "ask_name")
+REMOTE_TOOLS = ("echo", "mixed", "progress", "headers", "fails", "ask_name", "ask_model")
 
 
 @pytest.fixture(scope="module")
@@ -148,6 +148,24 @@ async def test_an_upstream_question_is_relayed_to_our_client_and_answered(server
     assert not result.is_error, result.content
     assert result.content[0].text == "Hello Ada!"
     assert asked and set(asked) == {"What is your name?"}
+
+
+async def test_an_upstream_sampling_request_is_relayed_to_our_clients_model(server, mode):
+    async def sample(context: Any, params: types.CreateMessageRequestParams) -> Any:
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=f"echo {params.messages[0].content.text}"),
+            model="test-model",
+            stop_reason="endTurn",
+        )
+
+    async with (
+        asyncio.timeout(20),
+        Client(f"{server}/mcp/e2e-up", mode=mode, sampling_callback=sample) as client,
+    ):
+        result = await client.call_tool("up_ask_model", {"prompt": "hi"})
+    assert not result.is_error, result.content
+    assert result.content[0].text == "model said: echo hi"
 
 
 async def test_an_upstream_tool_runs_on_a_celery_worker_with_progress(background_url):

@@ -10,6 +10,7 @@ cancellation seen, the headers a call carried). Tools:
 * ``progress(steps)``: reports ``steps`` progress values and an info log, then "done"
 * ``wait_for_cancel()``: waits (up to 30 s) and writes ``cancelled`` when cancelled
 * ``ask_name()``: elicits a name from the client and greets it
+* ``ask_model(prompt)``: samples the client's model and returns its answer
 * ``die()``: the process exits mid-call
 * ``headers()``: the Authorization and X-Api-Key headers it received, as structuredContent
 """
@@ -21,6 +22,7 @@ import contextlib
 import os
 import subprocess
 import sys
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +35,7 @@ from mcp.types import (
     CallToolResult,
     EmbeddedResource,
     ImageContent,
+    SamplingMessage,
     TextContent,
     TextResourceContents,
 )
@@ -107,6 +110,18 @@ async def ask_name(ctx: Context) -> str:
     if answer.action == "accept" and answer.data is not None:
         return f"Hello {answer.data.name}!"
     return f"No name ({answer.action})"
+
+
+@server.tool(description="Asks the client's model (sampling) and returns its answer.")
+async def ask_model(prompt: str, ctx: Context) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sampling is deprecated as of 2026-07-28, not before
+        answer = await ctx.request_context.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+            max_tokens=20,
+            related_request_id=ctx.request_id,
+        )
+    return f"model said: {answer.content.text}"
 
 
 @server.tool(description="Exits the process mid-call.")
