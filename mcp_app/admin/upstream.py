@@ -34,16 +34,20 @@ from mcp_app.services.upstreams import (
 
 @admin.register(Upstream)
 class UpstreamAdmin(admin.ModelAdmin):
-    list_display = ["name", "url", "enabled", "health", "last_success_at", "protocol_version"]
+    list_display = [
+        "name", "url", "enabled", "health", "tools_state", "last_success_at", "protocol_version",
+    ]  # fmt: skip
     list_filter = ["enabled"]
     search_fields = ["name", "url", "description"]
     readonly_fields = [
         "health", "last_success_at", "last_error_at", "last_error", "protocol_version",
-        "consecutive_failures", "circuit_open_until", "sync_link", "created_at", "updated_at",
+        "consecutive_failures", "circuit_open_until", "sync_link", "tools_state",
+        "tools_changed_at", "tools_synced_at", "created_at", "updated_at",
     ]  # fmt: skip
     actions = ["reset_breaker"]
     fieldsets = [
-        (None, {"fields": ["name", "description", "url", "credential", "enabled", "sync_link"]}),
+        (None, {"fields": ["name", "description", "url", "credential", "enabled"]}),
+        ("Tools", {"fields": ["sync_link", "tools_state", "tools_changed_at", "tools_synced_at"]}),
         ("Limits", {"fields": ["connect_timeout", "call_timeout", "allow_networks"]}),
         ("Circuit breaker", {"fields": ["failure_threshold", "cooldown_seconds"]}),
         (
@@ -62,6 +66,12 @@ class UpstreamAdmin(admin.ModelAdmin):
         ),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
+
+    @admin.display(description="tools", boolean=False)
+    def tools_state(self, upstream: Upstream) -> str:
+        if upstream.tools_out_of_sync:
+            return "out of sync: the upstream's tool list changed; re-sync"
+        return "in sync" if upstream.tools_synced_at else "never synced"
 
     @admin.display(description="health")
     def health(self, upstream: Upstream) -> str:

@@ -32,7 +32,7 @@ import hashlib
 import itertools
 import logging
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +98,9 @@ class _Session:
     protocol_version: str | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     closer: AsyncGenerator[None, None] | None = None
+    listener: asyncio.Task[None] | None = None
+    # Whether the upstream's own stream (GET) is open right now.
+    listening: bool = False
 
 
 # Per event loop (a web process has one; tests and workers may run several in turn), per
@@ -108,6 +111,12 @@ _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Sessi
 # Last revision each upstream negotiated in this process, for the health fields.
 _revisions: dict[str, str] = {}
 _ids = itertools.count(1)
+# Called with an upstream's key when it says its tool list changed (set by services.upstreams:
+# this module reads and writes no rows).
+ToolsChanged = Callable[[str], Awaitable[None]]
+tools_changed_handlers: list[ToolsChanged] = []
+# Seconds between attempts to reopen an upstream's notification stream, doubling to the cap.
+LISTEN_RETRY_SECONDS = (0.5, 30.0)
 _pending_notices: set[asyncio.Task[None]] = set()
 
 
@@ -121,6 +130,10 @@ async def close_sessions() -> None:
     loop = asyncio.get_running_loop()
     sessions = _sessions.pop(loop, {})
     for session in sessions.values():
+        if session.listener is not None:
+            session.listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await session.listener
         await session.client.aclose()
 
 
@@ -316,13 +329,92 @@ async def _initialize(target: UpstreamTarget, session: _Session) -> None:
     notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     async with _post(target, session, notice) as response:
         await response.aread()
+    if session.session_id and (session.listener is None or session.listener.done()):
+        session.listener = asyncio.get_running_loop().create_task(
+            _listen(target, session), name=f"mcp-upstream-listen-{target.name}"
+        )
+
+
+async def _listen(target: UpstreamTarget, session: _Session) -> None:
+    """Follow the upstream's own stream (GET) for ``notifications/tools/list_changed``.
+
+    Runs as long as the session's event loop (a worker's per-call loop cancels it at its
+    end); reopened after a failure, with a growing pause. An upstream that offers no such
+    stream (405) is not asked again.
+    """
+    pause = LISTEN_RETRY_SECONDS[0]
+    while True:
+        session_id = session.session_id
+        if session_id is None:
+            # Expired: the next call initializes again and starts a listener of its own.
+            return
+        try:
+            async with _get(target, session) as response:
+                if response.status_code == 405:
+                    return
+                if response.status_code == 200:
+                    pause = LISTEN_RETRY_SECONDS[0]
+                    session.listening = True
+                    async for message in _sse_messages(target, response):
+                        await _notice(target, message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (any failure: wait and open it again)
+            logger.debug("Upstream %s: notification stream failed: %r", target.name, exc)
+        finally:
+            session.listening = False
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, LISTEN_RETRY_SECONDS[1])
+
+
+async def _notice(target: UpstreamTarget, message: Mapping[str, Any]) -> None:
+    if message.get("method") == "notifications/tools/list_changed":
+        for handler in tools_changed_handlers:
+            await handler(target.key)
+
+
+async def _sse_messages(
+    target: UpstreamTarget, response: httpx.Response
+) -> AsyncIterator[dict[str, Any]]:
+    """Yield the JSON-RPC messages of an SSE response (events without data skipped)."""
+    size = 0
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        size += len(line) + 1
+        if size > MAX_RESPONSE_BYTES:
+            raise UpstreamUnavailable("The upstream's response is larger than the limit.")
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+            continue
+        if line or not data:
+            continue  # event:, id:, retry:, comments; or a blank line closing no data
+        text, data = "\n".join(data), []
+        if not text.strip():
+            continue  # a priming event (2025-11-25: an id and empty data, for resumption)
+        message = _decode(target, text)
+        if not isinstance(message, dict):
+            raise UpstreamUnavailable(f"The upstream {target.name!r} sent a non-object message.")
+        yield message
+
+
+def _get(
+    target: UpstreamTarget, session: _Session
+) -> contextlib.AbstractAsyncContextManager[httpx.Response]:
+    """Open the upstream's own SSE stream (GET) in the session, at a vetted address."""
+    return _send(target, session, None)
+
+
+def _post(
+    target: UpstreamTarget, session: _Session, message: Mapping[str, Any]
+) -> contextlib.AbstractAsyncContextManager[httpx.Response]:
+    """POST one message to the upstream, at a vetted address, and yield the open response."""
+    return _send(target, session, message)
 
 
 @contextlib.asynccontextmanager
-async def _post(
-    target: UpstreamTarget, session: _Session, message: Mapping[str, Any]
+async def _send(
+    target: UpstreamTarget, session: _Session, message: Mapping[str, Any] | None
 ) -> AsyncIterator[httpx.Response]:
-    """POST one message to the upstream, at a vetted address, and yield the open response."""
     url = httpx.URL(target.url)
     if target.query:
         url = url.copy_merge_params(dict(target.query))
@@ -336,20 +428,21 @@ async def _post(
     headers = {
         **target.headers,
         "Host": url.netloc.decode("ascii"),
-        "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream" if message else "text/event-stream",
     }
+    if message is not None:
+        headers["Content-Type"] = "application/json"
     if session.session_id:
         headers["Mcp-Session-Id"] = session.session_id
     if session.protocol_version:
         headers["MCP-Protocol-Version"] = session.protocol_version
     extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
-    body = orjson.dumps(message)
+    body = orjson.dumps(message) if message is not None else None
     response: httpx.Response | None = None
     # Each vetted address in resolver order until one accepts, as netguard does.
     for position, address in enumerate(addresses, start=1):
         built = session.client.build_request(
-            "POST",
+            "POST" if message is not None else "GET",
             url.copy_with(host=str(address)),
             headers=headers,
             content=body,
@@ -472,29 +565,15 @@ async def _read_stream(
     ctx: ToolCallContext | None,
 ) -> dict[str, Any]:
     """Read SSE events until the response to ``request_id``, relaying notifications."""
-    size = 0
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        size += len(line) + 1
-        if size > MAX_RESPONSE_BYTES:
-            raise UpstreamUnavailable("The upstream's response is larger than the limit.")
-        if line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-            continue
-        if line or not data:
-            continue  # event:, id:, retry:, comments; or a blank line closing no data
-        text, data = "\n".join(data), []
-        if not text.strip():
-            continue  # a priming event (2025-11-25: an id and empty data, for resumption)
-        message = _decode(target, text)
-        if not isinstance(message, dict):
-            raise UpstreamUnavailable(f"The upstream {target.name!r} sent a non-object message.")
+    async for message in _sse_messages(target, response):
         if "method" not in message:
             return _response_result(target, message, request_id)
         if "id" in message:
             await _answer_server_request(target, session, message, ctx)
-        elif ctx is not None:
-            await _relay_notification(message, ctx)
+        else:
+            await _notice(target, message)
+            if ctx is not None:
+                await _relay_notification(message, ctx)
     raise UpstreamUnavailable(f"The upstream {target.name!r} closed the stream before answering.")
 
 

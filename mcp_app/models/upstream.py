@@ -80,6 +80,10 @@ class Upstream(TimestampedModel):
     )
     consecutive_failures = models.PositiveIntegerField(default=0, editable=False)
     circuit_open_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # The upstream's notifications/tools/list_changed, and the last sync in the admin: rows are
+    # out of sync while the first is later than the second.
+    tools_changed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    tools_synced_at = models.DateTimeField(null=True, blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]
@@ -95,6 +99,11 @@ class Upstream(TimestampedModel):
                 raise ValidationError(
                     {"allow_networks": f"{network!r} is not a network in CIDR notation."}
                 ) from None
+
+    @property
+    def tools_out_of_sync(self) -> bool:
+        changed, synced = self.tools_changed_at, self.tools_synced_at
+        return changed is not None and (synced is None or changed > synced)
 
     @property
     def circuit_open(self) -> bool:

@@ -24,6 +24,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from mcp_app.executors import mcp_upstream
 from mcp_app.executors.base import Executor
 from mcp_app.executors.http import global_policy
 from mcp_app.executors.mcp_upstream import (
@@ -170,6 +171,20 @@ async def upstream_record_success(pk: int, revision: str | None) -> None:
     await database_sync_to_async(_record_success, thread_sensitive=False)(pk, revision)
 
 
+def _record_tools_changed(pk: int) -> None:
+    Upstream.objects.filter(pk=pk).update(tools_changed_at=timezone.now())
+
+
+async def upstream_tools_changed(key: str) -> None:
+    """Note that the upstream of session ``key`` said its tool list changed."""
+    pk = int(key.split(":", 1)[0])
+    logger.info("Upstream %s: its tool list changed; its tools are out of sync", pk)
+    await database_sync_to_async(_record_tools_changed, thread_sensitive=False)(pk)
+
+
+mcp_upstream.tools_changed_handlers.append(upstream_tools_changed)
+
+
 def upstream_reset_breaker(upstream: Upstream) -> None:
     """Close the breaker now (admin action): the next call tries the upstream again."""
     Upstream.objects.filter(pk=upstream.pk).update(consecutive_failures=0, circuit_open_until=None)
@@ -298,6 +313,7 @@ def upstream_sync_apply(
                 row.enabled = False
                 row.save(update_fields=["enabled", "updated_at"])
                 outcome.disabled.append(row)
+        Upstream.objects.filter(pk=upstream.pk).update(tools_synced_at=timezone.now())
     return outcome
 
 

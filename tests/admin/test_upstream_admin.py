@@ -134,3 +134,15 @@ def test_an_imported_tool_is_enabled_and_edited_like_any_other(
     tool.refresh_from_db()
     assert (tool.title, tool.enabled) == ("Adder", True)
     assert tool.config == {"upstream": "up", "tool": "add"}
+
+
+def test_a_tool_list_change_shows_until_the_next_sync(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url, tools_changed_at=timezone.now())
+    listing = admin_client.get(reverse("admin:mcp_app_upstream_changelist"))
+    assert b"out of sync" in listing.content
+    assert b"tool list changed" in admin_client.get(sync_url(upstream)).content
+    admin_client.post(sync_url(upstream), {})
+    upstream.refresh_from_db()
+    assert not upstream.tools_out_of_sync

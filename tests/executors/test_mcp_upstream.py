@@ -190,6 +190,24 @@ async def test_a_short_lived_loop_closes_its_upstream_client(server):
     assert session.client.is_closed
 
 
+async def test_an_upstream_list_changed_marks_its_tools_out_of_sync(tmp_path: Path, ctx):
+    with run_mcp_upstream(tmp_path) as running:
+        upstream = await database_sync_to_async(make_upstream)(running.url)
+        await call("echo", {"text": "open the session"}, ctx)
+        (session,) = mcp_upstream._sessions[asyncio.get_running_loop()].values()
+        deadline = time.monotonic() + 10
+        while not session.listening:  # the upstream's own stream (GET) is open
+            assert time.monotonic() < deadline, "the notification stream never opened"
+            await asyncio.sleep(0.02)
+        assert not (await reload(upstream)).tools_out_of_sync
+        await call("grow", {}, ctx)
+        while not (await reload(upstream)).tools_out_of_sync:
+            assert time.monotonic() < deadline, "list_changed was not recorded"
+            await asyncio.sleep(0.02)
+        tools = await upstream_list_tools("up")
+    assert "grown" in {tool["name"] for tool in tools}
+
+
 async def test_a_loopback_upstream_is_refused_unless_allowed(server, ctx):
     await database_sync_to_async(make_upstream)(server.url, allow_networks="")
     with pytest.raises(ToolError, match="not allowed"):

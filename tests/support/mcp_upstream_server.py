@@ -11,6 +11,7 @@ cancellation seen, the headers a call carried). Tools:
 * ``wait_for_cancel()``: waits (up to 30 s) and writes ``cancelled`` when cancelled
 * ``ask_name()``: elicits a name from the client and greets it
 * ``ask_model(prompt)``: samples the client's model and returns its answer
+* ``grow()``: adds the tool ``grown`` and sends ``notifications/tools/list_changed``
 * ``die()``: the process exits mid-call
 * ``headers()``: the Authorization and X-Api-Key headers it received, as structuredContent
 """
@@ -122,6 +123,14 @@ async def ask_model(prompt: str, ctx: Context) -> str:
             related_request_id=ctx.request_id,
         )
     return f"model said: {answer.content.text}"
+
+
+@server.tool(description="Adds a tool named `grown` and tells clients the list changed.")
+async def grow(ctx: Context) -> str:
+    if "grown" not in {tool.name for tool in await server.list_tools()}:
+        server.add_tool(echo, name="grown", description="Grown at run time.")
+    await ctx.request_context.session.send_tool_list_changed()
+    return "grown"
 
 
 @server.tool(description="Exits the process mid-call.")
