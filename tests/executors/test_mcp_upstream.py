@@ -208,6 +208,20 @@ async def test_an_upstream_list_changed_marks_its_tools_out_of_sync(tmp_path: Pa
     assert "grown" in {tool["name"] for tool in tools}
 
 
+async def test_a_slow_upstream_times_out_and_is_cancelled_there(server, ctx):
+    if "--json" in server.process.args:
+        pytest.skip("a JSON-only upstream cannot be cancelled mid-response here")
+    await database_sync_to_async(make_upstream)(server.url, call_timeout=1.0)
+    marker = server.markers / "cancelled"
+    marker.unlink(missing_ok=True)
+    with pytest.raises(ToolError, match="did not answer within 1 s"):
+        await call("wait_for_cancel", {}, ctx)
+    deadline = time.monotonic() + 10
+    while not marker.exists():
+        assert time.monotonic() < deadline, "the upstream never saw the cancellation"
+        await asyncio.sleep(0.02)
+
+
 async def test_a_loopback_upstream_is_refused_unless_allowed(server, ctx):
     await database_sync_to_async(make_upstream)(server.url, allow_networks="")
     with pytest.raises(ToolError, match="not allowed"):
