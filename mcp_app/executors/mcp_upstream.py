@@ -377,12 +377,8 @@ async def _sse_messages(
     target: UpstreamTarget, response: httpx.Response
 ) -> AsyncIterator[dict[str, Any]]:
     """Yield the JSON-RPC messages of an SSE response (events without data skipped)."""
-    size = 0
     data: list[str] = []
-    async for line in response.aiter_lines():
-        size += len(line) + 1
-        if size > MAX_RESPONSE_BYTES:
-            raise UpstreamUnavailable("The upstream's response is larger than the limit.")
+    async for line in _bounded_lines(response):
         if line.startswith("data:"):
             data.append(line[5:].removeprefix(" "))
             continue
@@ -522,6 +518,26 @@ def _notify_cancelled(target: UpstreamTarget, session: _Session, request_id: int
     task = asyncio.get_running_loop().create_task(send())
     _pending_notices.add(task)
     task.add_done_callback(_pending_notices.discard)
+
+
+async def _bounded_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """Yield the lines of a streamed body, failing once it passes MAX_RESPONSE_BYTES.
+
+    httpx's own line iterator buffers a line without end as long as it grows; an upstream
+    sending one must not take the process's memory with it.
+    """
+    size = 0
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise UpstreamUnavailable("The upstream's response is larger than the limit.")
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.removesuffix(b"\r").decode("utf-8", "replace")
+    if pending:
+        yield pending.removesuffix(b"\r").decode("utf-8", "replace")
 
 
 async def _read_capped(response: httpx.Response) -> bytes:

@@ -9,6 +9,7 @@ credential, the SSRF guard and the breaker are all the real ones.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Iterator
@@ -293,9 +294,14 @@ class _Junk(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: object) -> None:  # noqa: A002
         pass
 
+    endless = False
+
     def do_POST(self) -> None:  # noqa: N802  (http.server's name)
         type(self).hits += 1
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        if self.endless:
+            self._endless_event()
+            return
         body = b"<html>this is not MCP</html>"
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -303,10 +309,25 @@ class _Junk(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def _endless_event(self) -> None:
+        # One SSE data line that never ends, past the response cap.
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.end_headers()
+        self.wfile.write(b"data: ")
+        chunk = b"x" * 65536
+        with contextlib.suppress(OSError):  # the client hangs up once past its cap
+            for _ in range(2 * mcp_upstream.MAX_RESPONSE_BYTES // len(chunk)):
+                self.wfile.write(chunk)
+            # Then hold the line open: a client that waits for its end waits forever.
+            self.connection.settimeout(10)
+            self.rfile.read(1)
+
 
 @pytest.fixture
 def junk() -> Iterator[str]:
     _Junk.hits = 0
+    _Junk.endless = False
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Junk)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -322,6 +343,13 @@ async def test_an_upstream_answering_garbage_is_an_error_and_recorded(junk, ctx)
     row = await reload(upstream)
     assert row.consecutive_failures == 1
     assert "invalid JSON" in row.last_error
+
+
+async def test_an_endless_event_is_cut_at_the_response_cap(junk, ctx):
+    _Junk.endless = True
+    await database_sync_to_async(make_upstream)(junk, call_timeout=5)
+    with pytest.raises(ToolError, match="larger than the limit"):
+        await call("echo", {"text": "x"}, ctx)
 
 
 async def test_the_breaker_opens_after_consecutive_failures_and_fails_fast(junk, ctx):
