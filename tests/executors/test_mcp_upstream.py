@@ -145,6 +145,14 @@ async def test_a_session_is_reused_across_calls(server, ctx):
     assert session.session_id
 
 
+async def test_concurrent_first_calls_open_one_session(server, ctx):
+    await database_sync_to_async(make_upstream)(server.url)
+    texts = [f"call {number}" for number in range(8)]
+    results = await asyncio.gather(*(call("echo", {"text": text}, ctx) for text in texts))
+    assert [result.content[0]["text"] for result in results] == texts
+    assert len(mcp_upstream._sessions[asyncio.get_running_loop()]) == 1
+
+
 async def test_cancelling_our_call_cancels_the_upstream_request(server, ctx, sent: Sent):
     if "--json" in server.process.args:
         pytest.skip("a JSON-only upstream sends no progress to wait for")
