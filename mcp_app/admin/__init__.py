@@ -12,6 +12,7 @@ from mcp_app.admin import (
     resource_template,
     session,
     tool,
+    upstream,
 )
 
 __all__ = [
@@ -25,4 +26,5 @@ __all__ = [
     "resource_template",
     "session",
     "tool",
+    "upstream",
 ]

@@ -1,8 +1,8 @@
 """The registry of tool kinds: ``get_executor(kind)``.
 
 Executor classes are listed by dotted path in the ``MCP_EXECUTORS`` setting (default: the python,
-template and http kinds). The registry is built once and rebuilt when that setting changes, as
-``django.contrib.auth.hashers.get_hashers`` does.
+template, http and mcp_upstream kinds). The registry is built once and rebuilt when that setting
+changes, as ``django.contrib.auth.hashers.get_hashers`` does.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ DEFAULT_EXECUTORS: tuple[str, ...] = (
     "mcp_app.executors.python.PythonExecutor",
     "mcp_app.executors.template.TemplateExecutor",
     "mcp_app.executors.http.HttpExecutor",
+    "mcp_app.executors.mcp_upstream.McpUpstreamExecutor",
 )
 
 

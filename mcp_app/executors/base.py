@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Generic, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from django import forms
 from django.conf import settings
@@ -20,6 +20,9 @@ from django.conf import settings
 from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult
+
+if TYPE_CHECKING:
+    from mcp_app.executors.mcp_upstream import UpstreamTarget
 
 
 def setting_list(name: str, default: Sequence[str]) -> list[str]:
@@ -76,6 +79,15 @@ class Resolvers(Protocol):
 
         Raises:
             ToolError: the credential is missing, unreadable, or its token fetch failed.
+        """
+        ...
+
+    async def upstream(self, name: str) -> UpstreamTarget:
+        """Return the upstream MCP server ``name`` resolved for one call (credential included).
+
+        Raises:
+            ToolError: the upstream is unknown, disabled, failing (breaker open), or its
+                credential cannot be resolved.
         """
         ...
 

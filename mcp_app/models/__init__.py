@@ -9,6 +9,7 @@ from mcp_app.models.prompt import Prompt, PromptArgument, PromptMessage
 from mcp_app.models.resource import Resource, ResourceTemplate
 from mcp_app.models.session import Session
 from mcp_app.models.tool import Tool
+from mcp_app.models.upstream import Upstream
 
 __all__ = [
     "ApiToken",
@@ -23,4 +24,5 @@ __all__ = [
     "ResourceTemplate",
     "Session",
     "Tool",
+    "Upstream",
 ]

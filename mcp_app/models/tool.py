@@ -10,7 +10,7 @@ from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from mcp_app.executors import get_executor
+from mcp_app.executors import get_executor, get_executors
 from mcp_app.executors.base import ConfigError
 from mcp_app.models.access import AccessRules
 from mcp_app.models.base import TimestampedModel
@@ -26,11 +26,21 @@ from mcp_app.models.fields import (
 )
 
 
+def tool_kinds() -> list[tuple[str, str]]:
+    """The kinds a tool may have: one per configured executor (MCP_EXECUTORS).
+
+    A callable, so adding an executor needs no migration of ``Tool.kind``.
+    """
+    return [(kind, executor.label or kind) for kind, executor in get_executors().items()]
+
+
 class Tool(TimestampedModel, AccessRules):
+    # The built-in kinds, for code that names one; the field's choices are ``tool_kinds``.
     class Kind(models.TextChoices):
         PYTHON = "python", "Python function"
         TEMPLATE = "template", "Text template"
         HTTP = "http", "HTTP request"
+        MCP_UPSTREAM = "mcp_upstream", "MCP upstream tool"
 
     class Capture(models.TextChoices):
         """How much of a call's arguments and result the call log keeps (calllog/capture.py)."""
@@ -89,7 +99,7 @@ class Tool(TimestampedModel, AccessRules):
         help_text="Published as _meta on the tool definition.",
     )
     enabled = models.BooleanField(default=True)
-    kind = models.CharField(max_length=32, choices=Kind.choices, default=Kind.PYTHON)
+    kind = models.CharField(max_length=32, choices=tool_kinds, default=Kind.PYTHON)
     config = models.JSONField(
         default=empty_dict,
         blank=True,

@@ -14,6 +14,7 @@ from opentelemetry.trace import Status, StatusCode
 
 from mcp_app.executors import get_executor
 from mcp_app.executors.base import ConfigError, HttpAuth
+from mcp_app.executors.mcp_upstream import UpstreamTarget
 from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import ToolCallContext
@@ -22,6 +23,7 @@ from mcp_app.services import tracing
 from mcp_app.services.catalog import ToolKey
 from mcp_app.services.credentials import credential_resolve_by_name
 from mcp_app.services.deadlines import Deadline
+from mcp_app.services.upstreams import upstream_target
 
 
 class ServiceResolvers:
@@ -30,6 +32,9 @@ class ServiceResolvers:
     async def credential(self, name: str, policy: NetworkPolicy) -> HttpAuth:
         # Executors read no rows: the credential's secret is decrypted here.
         return await credential_resolve_by_name(name=name, policy=policy)
+
+    async def upstream(self, name: str) -> UpstreamTarget:
+        return await upstream_target(name)
 
 
 RESOLVERS = ServiceResolvers()

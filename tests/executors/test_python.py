@@ -21,6 +21,7 @@ def test_registry_offers_the_configured_kinds() -> None:
         ("python", "Python function"),
         ("template", "Text template"),
         ("http", "HTTP request"),
+        ("mcp_upstream", "MCP upstream tool"),
     ]
 
 
@@ -32,7 +33,12 @@ def test_unknown_kind_is_a_lookup_error() -> None:
 def test_executor_registry_follows_the_setting() -> None:
     with override_settings(MCP_EXECUTORS=["mcp_app.executors.template.TemplateExecutor"]):
         assert [kind for kind, _label in executor_kinds()] == ["template"]
-    assert [kind for kind, _label in executor_kinds()] == ["python", "template", "http"]
+    assert [kind for kind, _label in executor_kinds()] == [
+        "python",
+        "template",
+        "http",
+        "mcp_upstream",
+    ]
 
 
 def test_base_executor_methods_must_be_overridden() -> None:

@@ -1,0 +1,707 @@
+"""The ``mcp_upstream`` tool kind: a tool of another MCP server, called over Streamable HTTP.
+
+Config (as the operator stores it on the tool)::
+
+    {
+      "upstream": "search-server",   name of an Upstream row
+      "tool": "web_search"           the tool's name on the upstream (default: our tool's name)
+    }
+
+Before a call ``resolve`` asks the services (``Resolvers.upstream``) for the upstream as an
+``UpstreamTarget`` (URL, credential headers, timeouts, allow-list, a hook reporting how the
+call went): this module never reads rows. It speaks the client side of Streamable HTTP
+itself, over httpx, because it needs what a generic client session hides: one session per upstream per event loop kept across calls and
+reopened when the upstream forgets it (404), each hop checked by the SSRF guard
+(``netguard.resolve_checked``, no redirects followed), and the upstream's notifications handed
+to our caller as they arrive (progress, log) on the call's own response stream, and its
+questions (elicitation, sampling) relayed to our caller through ``ctx.ask``.
+
+The client's arguments are forwarded as they are and the upstream's result comes back as it
+is (content blocks, structuredContent, isError, _meta). Failures to reach or understand the
+upstream raise ``UpstreamUnavailable`` (a ``ToolError``), which the service counts for the
+circuit breaker; a JSON-RPC error of the upstream is a plain ``ToolError``. Nothing of our
+client's request (its token, its headers) is sent upstream, and the credential's secrets are
+redacted from every message this module produces.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import itertools
+import logging
+import weakref
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import httpx
+import orjson
+from django import forms
+
+from mcp_app.executors.base import (
+    ConfigError,
+    ConfigFormError,
+    Executor,
+    PreparedConfig,
+    Resolvers,
+)
+from mcp_app.executors.http import Redactor
+from mcp_app.executors.netguard import (
+    BlockedAddressError,
+    NetworkPolicy,
+    resolve_checked,
+    safe_url,
+)
+from mcp_app.protocol.context import LOG_LEVELS, Question, ToolCallContext
+from mcp_app.protocol.errors import MissingClientCapability
+from mcp_app.protocol.results import NO_STRUCTURED, InputRequired, ToolError, ToolResult
+
+logger = logging.getLogger(__name__)
+
+# What we offer at initialize, newest first; an upstream answering anything else is refused.
+CLIENT_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26")
+CLIENT_INFO = {"name": "mcphost-upstream-client", "version": "1"}
+# Bytes of one response (JSON body or the whole SSE stream) before the call is failed.
+MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+# Seconds a best-effort notifications/cancelled may take after our call was cancelled.
+CANCEL_NOTICE_SECONDS = 2.0
+_CONFIG_KEYS = frozenset({"upstream", "tool"})
+RELAYED_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}, "url": {}}, "sampling": {}}
+# Upstream requests relayed to our caller, with the capability each needs.
+_RELAYED = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling"}
+
+
+class UpstreamUnavailable(ToolError):
+    """The upstream could not be reached or answered something that is not MCP."""
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamTarget:
+    """An upstream resolved for one call: plain values built by ``services.upstreams``.
+
+    ``key`` names the upstream's configuration (its id and last edit): sessions are kept per
+    key, so an edit of the URL or credential opens a fresh session.
+    """
+
+    key: str
+    name: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    query: Mapping[str, str] = field(default_factory=dict, repr=False)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    connect_timeout: float = 5.0
+    call_timeout: float = 60.0
+    allow_networks: tuple[str, ...] = ()
+    # Told how each call went (None: the upstream answered; else why it could not), so the
+    # services keep the upstream's health and circuit breaker.
+    report: Callable[[str | None], Awaitable[None]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamConfig(PreparedConfig):
+    """``{"upstream": name, "tool": remote name}``; ``target`` is filled per call (resolve)."""
+
+    upstream: str
+    tool: str | None = None
+    target: UpstreamTarget | None = None
+
+
+class UpstreamConfigForm(forms.Form):
+    upstream_name = forms.CharField(
+        required=False,
+        help_text="MCP upstream tools: the name of the upstream MCP server (Upstreams).",
+    )
+    upstream_tool = forms.CharField(
+        required=False,
+        help_text="The tool's name on the upstream, when it differs from this tool's name.",
+    )
+
+
+@dataclass(slots=True)
+class _Session:
+    """One upstream session in one event loop: the HTTP client and what initialize set up."""
+
+    client: httpx.AsyncClient
+    session_id: str | None = None
+    protocol_version: str | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    closer: AsyncGenerator[None, None] | None = None
+    listener: asyncio.Task[None] | None = None
+    # Whether the upstream's own stream (GET) is open right now.
+    listening: bool = False
+
+
+# Per event loop (a web process has one; tests and workers may run several in turn), per
+# upstream key: the session. Weak on the loop so a closed loop's clients go with it.
+_sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Session]] = (
+    weakref.WeakKeyDictionary()
+)
+# Last revision each upstream negotiated in this process, for the health fields.
+_revisions: dict[str, str] = {}
+_ids = itertools.count(1)
+# Called with an upstream's key when it says its tool list changed (set by services.upstreams:
+# this module reads and writes no rows).
+ToolsChanged = Callable[[str], Awaitable[None]]
+tools_changed_handlers: list[ToolsChanged] = []
+# Seconds between attempts to reopen an upstream's notification stream, doubling to the cap.
+LISTEN_RETRY_SECONDS = (0.5, 30.0)
+_pending_notices: set[asyncio.Task[None]] = set()
+
+
+def negotiated_revision(key: str) -> str | None:
+    """Return the revision the upstream ``key`` negotiated last in this process."""
+    return _revisions.get(key)
+
+
+async def close_sessions() -> None:
+    """Close this event loop's upstream clients (tests, shutdown)."""
+    loop = asyncio.get_running_loop()
+    sessions = _sessions.pop(loop, {})
+    for session in sessions.values():
+        if session.listener is not None:
+            session.listener.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await session.listener
+        await session.client.aclose()
+
+
+class McpUpstreamExecutor(Executor[UpstreamConfig]):
+    kind = "mcp_upstream"
+    label = "MCP upstream tool"
+    config_form = UpstreamConfigForm
+
+    def prepare(self, config: Mapping[str, Any]) -> UpstreamConfig:
+        unknown = set(config) - _CONFIG_KEYS
+        if unknown:
+            raise ConfigError(f"Unknown config keys: {', '.join(sorted(unknown))}.")
+        upstream = config.get("upstream")
+        if not isinstance(upstream, str) or not upstream:
+            raise ConfigError("upstream must be the name of an upstream MCP server.")
+        tool = config.get("tool")
+        if tool is not None and (not isinstance(tool, str) or not tool):
+            raise ConfigError("tool must be the tool's name on the upstream.")
+        return UpstreamConfig(upstream=upstream, tool=tool)
+
+    async def resolve(self, prepared: UpstreamConfig, resolvers: Resolvers) -> UpstreamConfig:
+        return replace(prepared, target=await resolvers.upstream(prepared.upstream))
+
+    async def run(
+        self, prepared: UpstreamConfig, arguments: Mapping[str, Any], ctx: ToolCallContext
+    ) -> ToolResult:
+        target = prepared.target
+        if target is None:
+            raise ToolError(f"The upstream {prepared.upstream!r} was not resolved.")
+        redactor = Redactor(target.secrets)
+        name = prepared.tool or ctx.tool_name
+        try:
+            result = await call_tool(target, name, arguments, ctx)
+        except UpstreamUnavailable as exc:
+            if target.report is not None:
+                await target.report(exc.message)
+            raise type(exc)(redactor(exc.message)) from None
+        except ToolError as exc:
+            raise type(exc)(redactor(exc.message)) from None
+        if target.report is not None:
+            await target.report(None)
+        # The upstream may echo what it received: its credential never reaches our caller.
+        meta = result.get("_meta")
+        structured = result.get("structuredContent", NO_STRUCTURED)
+        return ToolResult(
+            content=redactor.value(result["content"]),
+            structured=structured if structured is NO_STRUCTURED else redactor.value(structured),
+            is_error=result.get("isError") is True,
+            meta=redactor.value(meta) if isinstance(meta, Mapping) else None,
+        )
+
+    def form_initial(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"upstream_name": config.get("upstream", ""), "upstream_tool": config.get("tool")}
+
+    def config_from_form(
+        self, data: Mapping[str, Any], input_schema: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        config: dict[str, Any] = {"upstream": data.get("upstream_name") or ""}
+        if data.get("upstream_tool"):
+            config["tool"] = data["upstream_tool"]
+        try:
+            self.prepare(config)
+        except ConfigError as exc:
+            raise ConfigFormError({"upstream_name": exc.message}) from None
+        return config
+
+
+async def call_tool(
+    target: UpstreamTarget, name: str, arguments: Mapping[str, Any], ctx: ToolCallContext
+) -> dict[str, Any]:
+    """Call ``name`` on the upstream and return its ``CallToolResult`` (checked for shape).
+
+    Raises:
+        UpstreamUnavailable: unreachable, timed out, refused by the SSRF guard, or not MCP.
+        ToolError: the upstream answered the call with a JSON-RPC error.
+    """
+    params: dict[str, Any] = {"name": name, "arguments": dict(arguments)}
+    result = await request(target, "tools/call", params, ctx)
+    content = result.get("content")
+    if not isinstance(content, list) or not all(isinstance(block, dict) for block in content):
+        raise UpstreamUnavailable(f"The upstream {target.name!r} sent a malformed tool result.")
+    return result
+
+
+async def list_tools(target: UpstreamTarget) -> list[dict[str, Any]]:
+    """Return every tool the upstream offers, following ``nextCursor`` (bounded to 100 pages).
+
+    Raises:
+        UpstreamUnavailable, ToolError: as ``request``.
+    """
+    tools: list[dict[str, Any]] = []
+    cursor: str | None = None
+    for _page in range(100):
+        params = {"cursor": cursor} if cursor else {}
+        result = await request(target, "tools/list", params, None)
+        page = result.get("tools")
+        if not isinstance(page, list) or not all(isinstance(tool, dict) for tool in page):
+            raise UpstreamUnavailable(f"The upstream {target.name!r} sent a malformed tool list.")
+        tools.extend(page)
+        cursor = result.get("nextCursor")
+        if not isinstance(cursor, str) or not cursor:
+            break
+    return tools
+
+
+async def request(
+    target: UpstreamTarget,
+    method: str,
+    params: Mapping[str, Any],
+    ctx: ToolCallContext | None,
+) -> dict[str, Any]:
+    """Send one request in the upstream's session (opened or reopened as needed).
+
+    Raises:
+        UpstreamUnavailable: see ``call_tool``.
+        ToolError: the upstream answered with a JSON-RPC error.
+    """
+    try:
+        async with asyncio.timeout(target.call_timeout):
+            for attempt in range(2):
+                session = await _session(target)
+                expired = session.session_id
+                try:
+                    return await _send_request(target, session, method, params, ctx)
+                except _SessionExpired:
+                    # The upstream forgot the session (restart, idle expiry): open a new one
+                    # once and send the request again; it never ran on the old one.
+                    await _expire(session, expired)
+                    if attempt:
+                        raise UpstreamUnavailable(
+                            f"The upstream {target.name!r} keeps refusing its new session."
+                        ) from None
+    except TimeoutError:
+        raise UpstreamUnavailable(
+            f"The upstream {target.name!r} did not answer within {target.call_timeout:g} s."
+        ) from None
+    except BlockedAddressError as exc:
+        raise UpstreamUnavailable(str(exc)) from None
+    except httpx.HTTPError as exc:
+        raise UpstreamUnavailable(
+            f"Could not reach the upstream {target.name!r} at {safe_url(target.url)} "
+            f"({type(exc).__name__})."
+        ) from None
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+class _SessionExpired(Exception):
+    pass
+
+
+async def _session(target: UpstreamTarget) -> _Session:
+    loop = asyncio.get_running_loop()
+    sessions = _sessions.setdefault(loop, {})
+    session = sessions.get(target.key)
+    if session is None:
+        timeout = httpx.Timeout(
+            target.call_timeout, connect=target.connect_timeout, pool=target.connect_timeout
+        )
+        client = httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout)
+        session = sessions.setdefault(target.key, _Session(client=client))
+        if session.client is not client:
+            await client.aclose()
+        elif session.closer is None:
+            session.closer = _close_with_loop(client)
+            await anext(session.closer)
+    if session.protocol_version is None:
+        async with session.lock:
+            if session.protocol_version is None:
+                await _initialize(target, session)
+    return session
+
+
+async def _close_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
+    """Close ``client`` when its event loop shuts down.
+
+    A Celery worker runs each background call in ``asyncio.run``, a loop of its own: that
+    loop's sessions live for one call, and ``asyncio.run`` closes every unfinished async
+    generator on the way out (``loop.shutdown_asyncgens``), which runs this ``finally``. A web
+    process's loop never ends, so its sessions stay.
+    """
+    try:
+        yield
+    finally:
+        await client.aclose()
+
+
+async def _expire(session: _Session, expired: str | None) -> None:
+    # Calls running concurrently in the same session may all see the 404: the first resets
+    # it and the next _session() initializes again, on the same HTTP client (whose
+    # connections other calls may be using).
+    async with session.lock:
+        if session.session_id == expired:
+            session.session_id = None
+            session.protocol_version = None
+
+
+async def _initialize(target: UpstreamTarget, session: _Session) -> None:
+    session.session_id = None
+    params = {
+        "protocolVersion": CLIENT_VERSIONS[0],
+        # The session serves every caller: questions are relayed to whichever client made the
+        # call, and refused (an error to the upstream) when that client cannot answer.
+        "capabilities": RELAYED_CAPABILITIES,
+        "clientInfo": CLIENT_INFO,
+    }
+    result = await _send_request(target, session, "initialize", params, None)
+    version = result.get("protocolVersion")
+    if version not in CLIENT_VERSIONS:
+        raise UpstreamUnavailable(
+            f"The upstream {target.name!r} speaks MCP revision {version!r}, which this "
+            "client does not."
+        )
+    session.protocol_version = version
+    _revisions[target.key] = version
+    notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    async with _post(target, session, notice) as response:
+        await response.aread()
+    if session.session_id and (session.listener is None or session.listener.done()):
+        session.listener = asyncio.get_running_loop().create_task(
+            _listen(target, session), name=f"mcp-upstream-listen-{target.name}"
+        )
+
+
+async def _listen(target: UpstreamTarget, session: _Session) -> None:
+    """Follow the upstream's own stream (GET) for ``notifications/tools/list_changed``.
+
+    Runs as long as the session's event loop (a worker's per-call loop cancels it at its
+    end); reopened after a failure, with a growing pause. An upstream that offers no such
+    stream (405) is not asked again.
+    """
+    pause = LISTEN_RETRY_SECONDS[0]
+    while True:
+        session_id = session.session_id
+        if session_id is None:
+            # Expired: the next call initializes again and starts a listener of its own.
+            return
+        try:
+            async with _get(target, session) as response:
+                if response.status_code == 405:
+                    return
+                if response.status_code == 200:
+                    pause = LISTEN_RETRY_SECONDS[0]
+                    session.listening = True
+                    async for message in _sse_messages(target, response):
+                        await _notice(target, message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (any failure: wait and open it again)
+            logger.debug("Upstream %s: notification stream failed: %r", target.name, exc)
+        finally:
+            session.listening = False
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, LISTEN_RETRY_SECONDS[1])
+
+
+async def _notice(target: UpstreamTarget, message: Mapping[str, Any]) -> None:
+    if message.get("method") == "notifications/tools/list_changed":
+        for handler in tools_changed_handlers:
+            await handler(target.key)
+
+
+async def _sse_messages(
+    target: UpstreamTarget, response: httpx.Response
+) -> AsyncIterator[dict[str, Any]]:
+    """Yield the JSON-RPC messages of an SSE response (events without data skipped)."""
+    data: list[str] = []
+    async for line in _bounded_lines(response):
+        if line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+            continue
+        if line or not data:
+            continue  # event:, id:, retry:, comments; or a blank line closing no data
+        text, data = "\n".join(data), []
+        if not text.strip():
+            continue  # a priming event (2025-11-25: an id and empty data, for resumption)
+        message = _decode(target, text)
+        if not isinstance(message, dict):
+            raise UpstreamUnavailable(f"The upstream {target.name!r} sent a non-object message.")
+        yield message
+
+
+def _get(
+    target: UpstreamTarget, session: _Session
+) -> contextlib.AbstractAsyncContextManager[httpx.Response]:
+    """Open the upstream's own SSE stream (GET) in the session, at a vetted address."""
+    return _send(target, session, None)
+
+
+def _post(
+    target: UpstreamTarget, session: _Session, message: Mapping[str, Any]
+) -> contextlib.AbstractAsyncContextManager[httpx.Response]:
+    """POST one message to the upstream, at a vetted address, and yield the open response."""
+    return _send(target, session, message)
+
+
+@contextlib.asynccontextmanager
+async def _send(
+    target: UpstreamTarget, session: _Session, message: Mapping[str, Any] | None
+) -> AsyncIterator[httpx.Response]:
+    url = httpx.URL(target.url)
+    if target.query:
+        url = url.copy_merge_params(dict(target.query))
+    if url.scheme not in ("http", "https") or not url.host:
+        raise BlockedAddressError(
+            f"Only http and https URLs are allowed, not {safe_url(target.url)}."
+        )
+    port = url.port or (443 if url.scheme == "https" else 80)
+    policy = NetworkPolicy.build(networks=target.allow_networks)
+    addresses = await resolve_checked(url.host, port, policy)
+    headers = {
+        **target.headers,
+        "Host": url.netloc.decode("ascii"),
+        "Accept": "application/json, text/event-stream" if message else "text/event-stream",
+    }
+    if message is not None:
+        headers["Content-Type"] = "application/json"
+    if session.session_id:
+        headers["Mcp-Session-Id"] = session.session_id
+    if session.protocol_version:
+        headers["MCP-Protocol-Version"] = session.protocol_version
+    extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
+    body = orjson.dumps(message) if message is not None else None
+    response: httpx.Response | None = None
+    # Each vetted address in resolver order until one accepts, as netguard does.
+    for position, address in enumerate(addresses, start=1):
+        built = session.client.build_request(
+            "POST" if message is not None else "GET",
+            url.copy_with(host=str(address)),
+            headers=headers,
+            content=body,
+            extensions=extensions,
+        )
+        try:
+            response = await session.client.send(built, stream=True)
+        except httpx.ConnectError:
+            if position == len(addresses):
+                raise
+            continue
+        break
+    assert response is not None
+    try:
+        yield response
+    finally:
+        await response.aclose()
+
+
+async def _send_request(
+    target: UpstreamTarget,
+    session: _Session,
+    method: str,
+    params: Mapping[str, Any],
+    ctx: ToolCallContext | None,
+) -> dict[str, Any]:
+    request_id = next(_ids)
+    sent_params = dict(params)
+    if ctx is not None and method == "tools/call":
+        # Ask for progress always: ctx.progress drops it when our own caller did not.
+        sent_params["_meta"] = {"progressToken": f"mcphost-{request_id}"}
+    message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": sent_params}
+    try:
+        async with _post(target, session, message) as response:
+            if response.status_code == 404 and session.session_id and method != "initialize":
+                raise _SessionExpired
+            if response.status_code != 200:
+                raise UpstreamUnavailable(
+                    f"The upstream {target.name!r} answered HTTP {response.status_code} "
+                    f"to {method}."
+                )
+            if method == "initialize":
+                session.session_id = response.headers.get("mcp-session-id") or None
+            content_type = response.headers.get("content-type", "").split(";")[0].strip().lower()
+            if content_type == "application/json":
+                body = await _read_capped(response)
+                return _response_result(target, _decode(target, body), request_id)
+            if content_type == "text/event-stream":
+                return await _read_stream(target, session, response, request_id, ctx)
+            raise UpstreamUnavailable(
+                f"The upstream {target.name!r} answered {method} with {content_type or 'no'} "
+                "content type, not JSON or an event stream."
+            )
+    except (asyncio.CancelledError, InputRequired, MissingClientCapability):
+        # Our call ends without the upstream's answer (cancelled, timed out, or a 2026 caller
+        # must answer a relayed question first and will run the call again): stop its run.
+        if method == "tools/call":
+            _notify_cancelled(target, session, request_id)
+        raise
+
+
+def _notify_cancelled(target: UpstreamTarget, session: _Session, request_id: int) -> None:
+    """Tell the upstream our caller gave up, without holding up the cancellation."""
+
+    async def send() -> None:
+        notice = {
+            "jsonrpc": "2.0",
+            "method": "notifications/cancelled",
+            "params": {"requestId": request_id, "reason": "The caller cancelled the call."},
+        }
+        try:
+            async with asyncio.timeout(CANCEL_NOTICE_SECONDS), _post(target, session, notice) as r:
+                await r.aread()
+        except Exception as exc:  # noqa: BLE001  (best effort: the call is over either way)
+            logger.info("Could not pass a cancellation to upstream %s: %r", target.name, exc)
+
+    task = asyncio.get_running_loop().create_task(send())
+    _pending_notices.add(task)
+    task.add_done_callback(_pending_notices.discard)
+
+
+async def _bounded_lines(response: httpx.Response) -> AsyncIterator[str]:
+    """Yield the lines of a streamed body, failing once it passes MAX_RESPONSE_BYTES.
+
+    httpx's own line iterator buffers a line without end as long as it grows; an upstream
+    sending one must not take the process's memory with it.
+    """
+    size = 0
+    pending = b""
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise UpstreamUnavailable("The upstream's response is larger than the limit.")
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            yield line.removesuffix(b"\r").decode("utf-8", "replace")
+    if pending:
+        yield pending.removesuffix(b"\r").decode("utf-8", "replace")
+
+
+async def _read_capped(response: httpx.Response) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > MAX_RESPONSE_BYTES:
+            raise UpstreamUnavailable("The upstream's response is larger than the limit.")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _decode(target: UpstreamTarget, data: bytes | str) -> Any:
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise UpstreamUnavailable(f"The upstream {target.name!r} sent invalid JSON.") from None
+
+
+def _response_result(target: UpstreamTarget, message: Any, request_id: int) -> dict[str, Any]:
+    if not isinstance(message, dict) or message.get("id") != request_id:
+        raise UpstreamUnavailable(f"The upstream {target.name!r} sent no response to the request.")
+    error = message.get("error")
+    if isinstance(error, dict):
+        raise ToolError(
+            f"The upstream {target.name!r} refused the request: {error.get('message', '')} "
+            f"({error.get('code')})."
+        )
+    result = message.get("result")
+    if not isinstance(result, dict):
+        raise UpstreamUnavailable(f"The upstream {target.name!r} sent a response without result.")
+    return result
+
+
+async def _read_stream(
+    target: UpstreamTarget,
+    session: _Session,
+    response: httpx.Response,
+    request_id: int,
+    ctx: ToolCallContext | None,
+) -> dict[str, Any]:
+    """Read SSE events until the response to ``request_id``, relaying notifications."""
+    async for message in _sse_messages(target, response):
+        if "method" not in message:
+            return _response_result(target, message, request_id)
+        if "id" in message:
+            await _answer_server_request(target, session, message, ctx)
+        else:
+            await _notice(target, message)
+            if ctx is not None:
+                await _relay_notification(message, ctx)
+    raise UpstreamUnavailable(f"The upstream {target.name!r} closed the stream before answering.")
+
+
+async def _relay_notification(message: Mapping[str, Any], ctx: ToolCallContext) -> None:
+    params = message.get("params")
+    if not isinstance(params, Mapping):
+        return
+    method = message.get("method")
+    if method == "notifications/progress":
+        progress, total = params.get("progress"), params.get("total")
+        if isinstance(progress, int | float) and not isinstance(progress, bool):
+            total = total if isinstance(total, int | float) else None
+            text = params.get("message")
+            await ctx.progress(progress, total, text if isinstance(text, str) else None)
+    elif method == "notifications/message":
+        level = params.get("level")
+        if level in LOG_LEVELS:
+            name = params.get("logger")
+            await ctx.log(level, params.get("data"), name if isinstance(name, str) else None)
+
+
+async def _answer_server_request(
+    target: UpstreamTarget,
+    session: _Session,
+    message: Mapping[str, Any],
+    ctx: ToolCallContext | None,
+) -> None:
+    """Answer a request the upstream sent on the call's stream.
+
+    ``ping`` is answered here. Elicitation and sampling go to our caller through ``ctx.ask``
+    (its stream in a legacy call; ``input_required`` in a 2026 call, which then runs again
+    and finds the answer under the same key: a digest of the question). Anything else, or a
+    caller that cannot answer, gets an error the upstream reports as it sees fit.
+    """
+    method = message.get("method")
+    raw_params = message.get("params")
+    params: Mapping[str, Any] = raw_params if isinstance(raw_params, Mapping) else {}
+    reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
+    if method == "ping":
+        reply["result"] = {}
+    elif method in _RELAYED and ctx is not None:
+        question = Question(
+            method=method,
+            params=dict(params),
+            capability=_RELAYED[method],
+            mode=(params.get("mode") or "form") if method == "elicitation/create" else None,
+        )
+        key = (
+            "upstream-"
+            + hashlib.sha256(
+                orjson.dumps([method, params], option=orjson.OPT_SORT_KEYS)
+            ).hexdigest()[:24]
+        )
+        try:
+            reply["result"] = (await ctx.ask({key: question}))[key]
+        except ToolError as exc:
+            reply["error"] = {"code": -32603, "message": exc.message}
+    else:
+        reply["error"] = {"code": -32601, "message": "This client does not answer that request."}
+    async with _post(target, session, reply) as response:
+        await response.aread()

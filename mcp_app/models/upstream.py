@@ -1,0 +1,110 @@
+"""The Upstream model: another MCP server whose tools this host serves (tool kind mcp_upstream).
+
+Besides where and how to reach it, the row carries the upstream's health as the runner saw it
+(``services.upstreams`` writes those fields; operators read them in the admin): last success,
+last error, the revision negotiated, and the circuit breaker's state.
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
+from django.db import models
+from django.utils import timezone
+
+from mcp_app.executors.netguard import parse_network
+from mcp_app.models.base import TimestampedModel
+from mcp_app.models.credential import Credential
+from mcp_app.models.fields import validate_mcp_name
+
+
+def split_networks(value: str) -> list[str]:
+    """Split an allow-list field (one per line or comma-separated) into its entries."""
+    return [item.strip() for item in value.replace(",", "\n").splitlines() if item.strip()]
+
+
+class Upstream(TimestampedModel):
+    name = models.CharField(
+        max_length=128,
+        unique=True,
+        validators=[validate_mcp_name],
+        help_text='Upstream tools name it in their config ("upstream": "<name>").',
+    )
+    description = models.TextField(blank=True)
+    url = models.URLField(
+        max_length=500, help_text="The upstream's Streamable HTTP endpoint, e.g. https://host/mcp."
+    )
+    credential = models.ForeignKey(
+        Credential,
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="upstreams",
+        help_text="How this host authenticates to the upstream (empty: no credential).",
+    )
+    connect_timeout = models.FloatField(
+        default=5.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(120)],
+        help_text="Seconds to open a connection.",
+    )
+    call_timeout = models.FloatField(
+        default=60.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(24 * 3600)],
+        help_text="Seconds one request to the upstream may take, session setup included.",
+    )
+    allow_networks = models.TextField(
+        blank=True,
+        help_text=(
+            "Networks (CIDR, one per line) allowed besides public addresses, e.g. 10.0.0.0/8 "
+            "for an upstream on the private network. Loopback and private addresses are refused "
+            "otherwise, as for HTTP tools; MCP_HTTP_ALLOWED_NETWORKS applies too."
+        ),
+    )
+    enabled = models.BooleanField(default=True, help_text="Disabled: its tools fail at once.")
+    failure_threshold = models.PositiveIntegerField(
+        default=5,
+        validators=[MinValueValidator(1), MaxValueValidator(1000)],
+        help_text="Consecutive failures that open the circuit breaker.",
+    )
+    cooldown_seconds = models.FloatField(
+        default=30.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(24 * 3600)],
+        help_text="Seconds an open breaker fails calls at once before the next try.",
+    )
+    # Health, written by services.upstreams.
+    last_success_at = models.DateTimeField(null=True, blank=True, editable=False)
+    last_error = models.TextField(blank=True, editable=False)
+    last_error_at = models.DateTimeField(null=True, blank=True, editable=False)
+    protocol_version = models.CharField(
+        max_length=32, blank=True, editable=False, verbose_name="revision negotiated"
+    )
+    consecutive_failures = models.PositiveIntegerField(default=0, editable=False)
+    circuit_open_until = models.DateTimeField(null=True, blank=True, editable=False)
+    # The upstream's notifications/tools/list_changed, and the last sync in the admin: rows are
+    # out of sync while the first is later than the second.
+    tools_changed_at = models.DateTimeField(null=True, blank=True, editable=False)
+    tools_synced_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    def clean(self) -> None:
+        for network in split_networks(self.allow_networks):
+            try:
+                parse_network(network)
+            except ValueError:
+                raise ValidationError(
+                    {"allow_networks": f"{network!r} is not a network in CIDR notation."}
+                ) from None
+
+    @property
+    def tools_out_of_sync(self) -> bool:
+        changed, synced = self.tools_changed_at, self.tools_synced_at
+        return changed is not None and (synced is None or changed > synced)
+
+    @property
+    def circuit_open(self) -> bool:
+        return self.circuit_open_until is not None and self.circuit_open_until > timezone.now()

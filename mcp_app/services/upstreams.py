@@ -1,0 +1,356 @@
+"""Upstream MCP servers: resolving one for a call, the circuit breaker, health, discovery.
+
+The ``mcp_upstream`` executor asks for its upstream before each call (``upstream_target``,
+through ``services.execution.ServiceResolvers``): that reads the Upstream row (enabled?
+breaker open?), resolves its credential into headers like an HTTP tool's, and hands the
+executor a report hook that records the outcome on the row. Only failures to reach or understand the
+upstream (``UpstreamUnavailable``) count towards the breaker; a tool error the upstream
+reports is a healthy answer. The breaker's state lives on the row, so every process (and the
+admin) sees the same one: after ``failure_threshold`` consecutive failures calls fail at once
+until ``cooldown_seconds`` have passed, then the next call tries again (half-open) and either
+closes the breaker or opens it for another cool-down.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from channels.db import database_sync_to_async
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from mcp_app.executors import mcp_upstream
+from mcp_app.executors.http import global_policy
+from mcp_app.executors.mcp_upstream import (
+    UpstreamTarget,
+    UpstreamUnavailable,
+    list_tools,
+    negotiated_revision,
+)
+from mcp_app.executors.netguard import NetworkPolicy
+from mcp_app.models import Tool, Upstream
+from mcp_app.models.upstream import split_networks
+from mcp_app.protocol.results import ToolError
+from mcp_app.services.credentials import _load as load_credential
+from mcp_app.services.credentials import credential_resolve
+
+logger = logging.getLogger(__name__)
+# A healthy upstream's last_success_at is rewritten at most this often per process.
+SUCCESS_WRITE_INTERVAL = datetime.timedelta(seconds=60)
+_last_success_written: dict[int, datetime.datetime] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class _Loaded:
+    pk: int
+    target: UpstreamTarget
+
+
+def _load(name: str) -> tuple[Upstream, Any]:
+    upstream = Upstream.objects.select_related("credential").filter(name=name).first()
+    if upstream is None:
+        raise ToolError(f"The upstream {name!r} does not exist.")
+    if not upstream.enabled:
+        raise ToolError(f"The upstream {name!r} is disabled.")
+    if upstream.circuit_open:
+        raise ToolError(
+            f"The upstream {name!r} is failing (circuit breaker open after "
+            f"{upstream.consecutive_failures} consecutive failures); try again later."
+        )
+    loaded = load_credential(upstream.credential.name) if upstream.credential else None
+    return upstream, loaded
+
+
+async def upstream_resolve(name: str) -> _Loaded:
+    """Read the upstream ``name`` and build the executor's target, credential resolved.
+
+    Raises:
+        ToolError: unknown, disabled, breaker open, or the credential cannot be resolved.
+    """
+    upstream, loaded = await database_sync_to_async(_load, thread_sensitive=False)(name)
+    networks = tuple(split_networks(upstream.allow_networks))
+    headers: Mapping[str, str] = {}
+    query: Mapping[str, str] = {}
+    secrets: tuple[str, ...] = ()
+    if loaded is not None:
+        policy = global_policy().merged(_policy(networks))
+        auth = await credential_resolve(loaded=loaded, policy=policy)
+        headers, query, secrets = auth.headers, auth.query, auth.secrets
+    global_networks = tuple(str(network) for network in global_policy().allow_networks)
+    target = UpstreamTarget(
+        key=f"{upstream.pk}:{upstream.updated_at.isoformat()}:{loaded.version if loaded else ''}",
+        name=upstream.name,
+        url=upstream.url,
+        headers=headers,
+        query=query,
+        secrets=secrets,
+        connect_timeout=upstream.connect_timeout,
+        call_timeout=upstream.call_timeout,
+        allow_networks=networks + global_networks,
+    )
+    return _Loaded(pk=upstream.pk, target=target)
+
+
+def _policy(networks: tuple[str, ...]) -> NetworkPolicy:
+    return NetworkPolicy.build(networks=networks)
+
+
+async def upstream_target(name: str) -> UpstreamTarget:
+    """The upstream ``name`` resolved for one call, reporting back how the call went.
+
+    Raises:
+        ToolError: unknown, disabled, breaker open, or the credential cannot be resolved.
+    """
+    loaded = await upstream_resolve(name)
+
+    async def report(failure: str | None) -> None:
+        if failure is None:
+            await upstream_record_success(loaded.pk, negotiated_revision(loaded.target.key))
+        else:
+            await upstream_record_failure(loaded.pk, failure)
+
+    return replace(loaded.target, report=report)
+
+
+def _record_failure(pk: int, message: str) -> None:
+    """Count a failure; open the breaker when the count reaches the threshold."""
+    now = timezone.now()
+    Upstream.objects.filter(pk=pk).update(
+        consecutive_failures=F("consecutive_failures") + 1,
+        last_error=message[:2000],
+        last_error_at=now,
+    )
+    upstream = (
+        Upstream.objects.filter(pk=pk)
+        .only("consecutive_failures", "failure_threshold", "cooldown_seconds")
+        .first()
+    )
+    if upstream is not None and upstream.consecutive_failures >= upstream.failure_threshold:
+        until = now + datetime.timedelta(seconds=upstream.cooldown_seconds)
+        Upstream.objects.filter(pk=pk).update(circuit_open_until=until)
+        logger.warning(
+            "Upstream %s: circuit breaker open for %g s after %d consecutive failures",
+            pk, upstream.cooldown_seconds, upstream.consecutive_failures,
+        )  # fmt: skip
+    _last_success_written.pop(pk, None)
+
+
+def _record_success(pk: int, revision: str | None) -> None:
+    """Close the breaker and note the contact (rewritten at most once a minute when healthy)."""
+    now = timezone.now()
+    written = _last_success_written.get(pk)
+    if written is not None and now - written < SUCCESS_WRITE_INTERVAL:
+        return
+    fields: dict[str, Any] = {
+        "last_success_at": now,
+        "consecutive_failures": 0,
+        "circuit_open_until": None,
+    }
+    if revision:
+        fields["protocol_version"] = revision
+    Upstream.objects.filter(pk=pk).update(**fields)
+    _last_success_written[pk] = now
+
+
+async def upstream_record_failure(pk: int, message: str) -> None:
+    await database_sync_to_async(_record_failure, thread_sensitive=False)(pk, message)
+
+
+async def upstream_record_success(pk: int, revision: str | None) -> None:
+    await database_sync_to_async(_record_success, thread_sensitive=False)(pk, revision)
+
+
+def _record_tools_changed(pk: int) -> None:
+    Upstream.objects.filter(pk=pk).update(tools_changed_at=timezone.now())
+
+
+async def upstream_tools_changed(key: str) -> None:
+    """Note that the upstream of session ``key`` said its tool list changed."""
+    pk = int(key.split(":", 1)[0])
+    logger.info("Upstream %s: its tool list changed; its tools are out of sync", pk)
+    await database_sync_to_async(_record_tools_changed, thread_sensitive=False)(pk)
+
+
+mcp_upstream.tools_changed_handlers.append(upstream_tools_changed)
+
+
+def upstream_reset_breaker(upstream: Upstream) -> None:
+    """Close the breaker now (admin action): the next call tries the upstream again."""
+    Upstream.objects.filter(pk=upstream.pk).update(consecutive_failures=0, circuit_open_until=None)
+    _last_success_written.pop(upstream.pk, None)
+
+
+async def upstream_list_tools(name: str) -> list[dict[str, Any]]:
+    """Return the upstream's tools (every page), recording the contact like a call.
+
+    Raises:
+        ToolError: unknown, disabled or failing upstream, or it could not be listed.
+    """
+    loaded = await upstream_resolve(name)
+    try:
+        tools = await list_tools(loaded.target)
+    except UpstreamUnavailable as exc:
+        await upstream_record_failure(loaded.pk, exc.message)
+        raise
+    await upstream_record_success(loaded.pk, negotiated_revision(loaded.target.key))
+    return tools
+
+
+# --- discovery: importing and re-syncing an upstream's tools --------------------------------
+
+
+@dataclass(slots=True)
+class SyncPlan:
+    """How an upstream's tool list compares with the catalog rows that call it.
+
+    Rows are matched by the upstream tool name in their config; "changed" means the input or
+    output schema differs (an operator's own title or description is not a difference).
+    """
+
+    added: list[dict[str, Any]] = field(default_factory=list)
+    changed: list[tuple[Tool, dict[str, Any]]] = field(default_factory=list)
+    removed: list[Tool] = field(default_factory=list)
+    unchanged: list[Tool] = field(default_factory=list)
+
+
+def _remote_name(tool: Tool) -> str:
+    return str(tool.config.get("tool") or tool.name)
+
+
+def upstream_tool_rows(upstream: Upstream) -> list[Tool]:
+    """Return the tools calling ``upstream``, by name."""
+    return list(
+        Tool.objects.filter(kind=Tool.Kind.MCP_UPSTREAM, config__upstream=upstream.name).order_by(
+            "name"
+        )
+    )
+
+
+def upstream_sync_plan(upstream: Upstream, remote_tools: list[dict[str, Any]]) -> SyncPlan:
+    """Compare the upstream's tools (as listed) with the rows calling it."""
+    rows = {_remote_name(tool): tool for tool in upstream_tool_rows(upstream)}
+    plan = SyncPlan()
+    seen: set[str] = set()
+    for remote in remote_tools:
+        name = remote.get("name")
+        if not isinstance(name, str) or name in seen:
+            continue
+        seen.add(name)
+        row = rows.get(name)
+        if row is None:
+            plan.added.append(remote)
+        elif row.input_schema != remote.get("inputSchema") or (row.output_schema or None) != (
+            remote.get("outputSchema") or None
+        ):
+            plan.changed.append((row, remote))
+        else:
+            plan.unchanged.append(row)
+    plan.removed = [row for name, row in rows.items() if name not in seen]
+    return plan
+
+
+@dataclass(slots=True)
+class SyncOutcome:
+    created: list[Tool] = field(default_factory=list)
+    updated: list[Tool] = field(default_factory=list)
+    disabled: list[Tool] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def upstream_sync_apply(
+    upstream: Upstream,
+    remote_tools: list[dict[str, Any]],
+    *,
+    add: set[str],
+    update: set[str],
+    remove: set[str],
+) -> SyncOutcome:
+    """Apply the ticked parts of the plan: create disabled drafts, take new schemas, disable.
+
+    New rows are disabled until an operator reviews them, and renamed when the upstream's
+    name is taken (``<upstream>_<name>``, then a number). Removed tools are disabled, not
+    deleted, so the operator's settings stay. A tool whose schema this host cannot serve is
+    skipped and named in ``skipped``.
+    """
+    plan = upstream_sync_plan(upstream, remote_tools)
+    outcome = SyncOutcome()
+    taken = set(Tool.objects.values_list("name", flat=True))
+    with transaction.atomic():
+        for remote in plan.added:
+            if remote["name"] not in add:
+                continue
+            tool = Tool(
+                name=_free_name(upstream.name, remote["name"], taken),
+                kind=Tool.Kind.MCP_UPSTREAM,
+                config={"upstream": upstream.name, "tool": remote["name"]},
+                enabled=False,
+                **_definition_fields(remote),
+            )
+            if not _saved(tool, outcome):
+                continue
+            taken.add(tool.name)
+            outcome.created.append(tool)
+        for row, remote in plan.changed:
+            if _remote_name(row) not in update:
+                continue
+            row.input_schema = remote.get("inputSchema")
+            row.output_schema = remote.get("outputSchema") or None
+            if _saved(row, outcome):
+                outcome.updated.append(row)
+        for row in plan.removed:
+            if _remote_name(row) in remove and row.enabled:
+                row.enabled = False
+                row.save(update_fields=["enabled", "updated_at"])
+                outcome.disabled.append(row)
+        Upstream.objects.filter(pk=upstream.pk).update(tools_synced_at=timezone.now())
+    return outcome
+
+
+def _definition_fields(remote: Mapping[str, Any]) -> dict[str, Any]:
+    raw = remote.get("annotations")
+    annotations: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    title = remote.get("title") or annotations.get("title") or ""
+    hints = {
+        field_name: annotations.get(key) if isinstance(annotations.get(key), bool) else None
+        for field_name, key in (
+            ("read_only_hint", "readOnlyHint"),
+            ("destructive_hint", "destructiveHint"),
+            ("idempotent_hint", "idempotentHint"),
+            ("open_world_hint", "openWorldHint"),
+        )
+    }
+    description = remote.get("description")
+    return {
+        "title": str(title)[:200],
+        "description": description if isinstance(description, str) and description.strip()
+        else f"The tool {remote['name']} of an upstream MCP server.",
+        "input_schema": remote.get("inputSchema"),
+        "output_schema": remote.get("outputSchema") or None,
+        **hints,
+    }  # fmt: skip
+
+
+def _free_name(upstream: str, name: str, taken: set[str]) -> str:
+    candidates = [name, f"{upstream}_{name}"]
+    candidates += [f"{upstream}_{name}_{number}" for number in range(2, 1000)]
+    for candidate in candidates:
+        candidate = candidate[:128]
+        if candidate not in taken:
+            return candidate
+    raise ValueError(f"no free name for {name!r}")  # pragma: no cover
+
+
+def _saved(tool: Tool, outcome: SyncOutcome) -> bool:
+    try:
+        tool.full_clean()
+    except ValidationError as exc:
+        outcome.skipped.append(f"{_remote_name(tool)}: {'; '.join(exc.messages)}")
+        return False
+    tool.save()
+    return True

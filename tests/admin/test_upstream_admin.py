@@ -1,0 +1,148 @@
+"""The upstream admin: health and breaker shown, the breaker reset, tools imported and re-synced.
+
+The upstream is the SDK server of ``tests/support/mcp_upstream_server.py`` on 127.0.0.1; the
+sync page lists it over HTTP as it would in production (``transaction=True``: the listing
+reads the row from another thread's connection).
+"""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from mcp_app.models import Tool, Upstream
+from tests.admin.conftest import tool_payload
+from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: Any) -> Iterator[RunningUpstream]:
+    with run_mcp_upstream(tmp_path_factory.mktemp("admin")) as running:
+        yield running
+
+
+def make_upstream(url: str, **fields: Any) -> Upstream:
+    return Upstream.objects.create(name="up", url=url, allow_networks="127.0.0.1/32", **fields)
+
+
+def sync_url(upstream: Upstream) -> str:
+    return reverse("admin:mcp_app_upstream_sync", args=[upstream.pk])
+
+
+def test_the_change_list_shows_the_breaker_state(admin_client: Client) -> None:
+    make_upstream(
+        "http://127.0.0.1:9/mcp",
+        consecutive_failures=5,
+        circuit_open_until=timezone.now() + datetime.timedelta(minutes=5),
+    )
+    response = admin_client.get(reverse("admin:mcp_app_upstream_changelist"))
+    assert b"breaker open until" in response.content
+
+
+def test_the_reset_action_closes_the_breaker(admin_client: Client) -> None:
+    upstream = make_upstream(
+        "http://127.0.0.1:9/mcp",
+        consecutive_failures=5,
+        circuit_open_until=timezone.now() + datetime.timedelta(minutes=5),
+    )
+    admin_client.post(
+        reverse("admin:mcp_app_upstream_changelist"),
+        {"action": "reset_breaker", "_selected_action": [upstream.pk]},
+    )
+    upstream.refresh_from_db()
+    assert not upstream.circuit_open and upstream.consecutive_failures == 0
+
+
+def test_import_creates_disabled_drafts_renamed_on_collision(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url)
+    Tool.objects.create(name="echo", description="Ours.", kind="template", config={"template": "x"})
+    page = admin_client.get(sync_url(upstream))
+    assert page.status_code == 200
+    added = [remote["name"] for remote in page.context["plan"].added]
+    assert {"echo", "add", "mixed"} <= set(added)
+
+    admin_client.post(sync_url(upstream), {"add": ["echo", "add"]})
+
+    drafts = {tool.name: tool for tool in Tool.objects.filter(kind=Tool.Kind.MCP_UPSTREAM)}
+    assert set(drafts) == {"up_echo", "add"}  # "echo" was taken
+    assert drafts["up_echo"].config == {"upstream": "up", "tool": "echo"}
+    assert not any(tool.enabled for tool in drafts.values())
+    assert drafts["add"].input_schema["required"] == ["a", "b"]
+    assert drafts["add"].description == "Adds two integers."
+
+
+def test_resync_shows_changed_and_removed_and_applies_the_ticked(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url)
+    admin_client.post(sync_url(upstream), {"add": ["echo", "add"]})
+    stale = Tool.objects.get(name="echo")
+    stale.input_schema = {"type": "object"}
+    stale.save()
+    Tool.objects.create(
+        name="gone",
+        description="No longer upstream.",
+        kind=Tool.Kind.MCP_UPSTREAM,
+        config={"upstream": "up", "tool": "gone"},
+    )
+
+    plan = admin_client.get(sync_url(upstream)).context["plan"]
+    assert [row.name for row, _remote in plan.changed] == ["echo"]
+    assert [row.name for row in plan.removed] == ["gone"]
+    assert [row.name for row in plan.unchanged] == ["add"]
+
+    admin_client.post(sync_url(upstream), {"update": ["echo"], "remove": ["gone"]})
+    stale.refresh_from_db()
+    assert stale.input_schema["required"] == ["text"]
+    assert not Tool.objects.get(name="gone").enabled
+    assert not Tool.objects.filter(name="mixed").exists()  # not ticked: not created
+
+
+def test_an_unreachable_upstream_is_reported_on_the_sync_page(admin_client: Client) -> None:
+    upstream = make_upstream("http://127.0.0.1:9/mcp")
+    response = admin_client.get(sync_url(upstream))
+    assert b"Could not list the upstream" in response.content
+
+
+def test_an_imported_tool_is_enabled_and_edited_like_any_other(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url)
+    admin_client.post(sync_url(upstream), {"add": ["add"]})
+    tool = Tool.objects.get(name="add")
+    payload = tool_payload(
+        name="add",
+        kind="mcp_upstream",
+        template="",
+        title="Adder",
+        description="Adds, upstream.",
+        input_schema=tool.input_schema,
+        output_schema=tool.output_schema or "",
+    )
+    response = admin_client.post(reverse("admin:mcp_app_tool_change", args=[tool.pk]), payload)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    tool.refresh_from_db()
+    assert (tool.title, tool.enabled) == ("Adder", True)
+    assert tool.config == {"upstream": "up", "tool": "add"}
+
+
+def test_a_tool_list_change_shows_until_the_next_sync(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url, tools_changed_at=timezone.now())
+    listing = admin_client.get(reverse("admin:mcp_app_upstream_changelist"))
+    assert b"out of sync" in listing.content
+    assert b"tool list changed" in admin_client.get(sync_url(upstream)).content
+    admin_client.post(sync_url(upstream), {})
+    upstream.refresh_from_db()
+    assert not upstream.tools_out_of_sync

@@ -1,0 +1,193 @@
+"""An upstream MCP server for the mcp_upstream tests: the official SDK's MCPServer under uvicorn.
+
+Run as ``python -m tests.support.mcp_upstream_server PORT [--stateless] [--json]``;
+``UPSTREAM_MARKER_DIR`` names a directory where tools leave files the tests read (a
+cancellation seen, the headers a call carried). Tools:
+
+* ``echo(text)``: the text; ``add(a, b)``: structured ``{"sum": ...}``
+* ``mixed()``: a text, an image and an embedded resource, with structuredContent and _meta
+* ``fails()``: an ``isError`` result
+* ``progress(steps)``: reports ``steps`` progress values and an info log, then "done"
+* ``wait_for_cancel()``: waits (up to 30 s) and writes ``cancelled`` when cancelled
+* ``ask_name()``: elicits a name from the client and greets it
+* ``ask_model(prompt)``: samples the client's model and returns its answer
+* ``grow()``: adds the tool ``grown`` and sends ``notifications/tools/list_changed``
+* ``die()``: the process exits mid-call
+* ``headers()``: the Authorization and X-Api-Key headers it received, as structuredContent
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import subprocess
+import sys
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import uvicorn
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.types import (
+    CallToolResult,
+    EmbeddedResource,
+    ImageContent,
+    SamplingMessage,
+    TextContent,
+    TextResourceContents,
+)
+from pydantic import BaseModel
+
+PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk"
+    "YPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
+)
+MARKERS = Path(os.environ.get("UPSTREAM_MARKER_DIR", "."))
+
+server = MCPServer("test-upstream")
+
+
+@server.tool(description="Returns the text.")
+def echo(text: str) -> str:
+    return text
+
+
+@server.tool(description="Adds two integers.")
+def add(a: int, b: int) -> dict[str, int]:
+    return {"sum": a + b}
+
+
+@server.tool(description="Every content type at once.")
+def mixed() -> CallToolResult:
+    return CallToolResult(
+        content=[
+            TextContent(type="text", text="hello"),
+            ImageContent(type="image", data=PNG, mime_type="image/png"),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(uri="up://doc", mime_type="text/plain", text="doc"),
+            ),
+        ],
+        structured_content={"ok": True},
+        _meta={"upstream": "yes"},
+    )
+
+
+@server.tool(description="Always fails.")
+def fails() -> CallToolResult:
+    return CallToolResult(content=[TextContent(type="text", text="it broke")], is_error=True)
+
+
+@server.tool(description="Reports progress, logs, then answers.")
+async def progress(steps: int, ctx: Context) -> str:
+    await ctx.info("starting")
+    for step in range(1, steps + 1):
+        await ctx.report_progress(step, steps, f"step {step}")
+    return "done"
+
+
+@server.tool(description="Reports progress once, then waits until cancelled.")
+async def wait_for_cancel(ctx: Context) -> str:
+    await ctx.report_progress(1, None, "waiting")
+    try:
+        await anyio.sleep(30)
+    except anyio.get_cancelled_exc_class():
+        (MARKERS / "cancelled").write_text("yes")
+        raise
+    return "not cancelled"
+
+
+class Name(BaseModel):
+    name: str
+
+
+@server.tool(description="Asks the client for a name (elicitation), then greets it.")
+async def ask_name(ctx: Context) -> str:
+    answer = await ctx.elicit("What is your name?", Name)
+    if answer.action == "accept" and answer.data is not None:
+        return f"Hello {answer.data.name}!"
+    return f"No name ({answer.action})"
+
+
+@server.tool(description="Asks the client's model (sampling) and returns its answer.")
+async def ask_model(prompt: str, ctx: Context) -> str:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sampling is deprecated as of 2026-07-28, not before
+        answer = await ctx.request_context.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text=prompt))],
+            max_tokens=20,
+            related_request_id=ctx.request_id,
+        )
+    return f"model said: {answer.content.text}"
+
+
+@server.tool(description="Adds a tool named `grown` and tells clients the list changed.")
+async def grow(ctx: Context) -> str:
+    if "grown" not in {tool.name for tool in await server.list_tools()}:
+        server.add_tool(echo, name="grown", description="Grown at run time.")
+    await ctx.request_context.session.send_tool_list_changed()
+    return "grown"
+
+
+@server.tool(description="Exits the process mid-call.")
+def die() -> str:
+    os._exit(3)
+
+
+@server.tool(description="The credential headers this call carried.")
+def headers(ctx: Context) -> dict[str, Any]:
+    seen = dict(ctx.headers or {})
+    (MARKERS / "headers").write_text(repr(sorted(seen.items())))
+    return {"authorization": seen.get("authorization"), "x_api_key": seen.get("x-api-key")}
+
+
+@dataclass
+class RunningUpstream:
+    """A running server: its MCP URL, port, the marker directory, and the process."""
+
+    url: str
+    port: int
+    markers: Path
+    process: subprocess.Popen[bytes]
+
+
+@contextlib.contextmanager
+def run_mcp_upstream(
+    markers: Path, *, port: int | None = None, stateless: bool = False, json: bool = False
+) -> Iterator[RunningUpstream]:
+    """Run this server as a subprocess on 127.0.0.1 until the block ends."""
+    from tests.support.live import ROOT, free_port, wait_for_port
+
+    port = port or free_port()
+    args = [sys.executable, "-m", "tests.support.mcp_upstream_server", str(port)]
+    args += ["--stateless"] * stateless + ["--json"] * json
+    env = {**os.environ, "UPSTREAM_MARKER_DIR": str(markers)}
+    process = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
+    try:
+        wait_for_port(port, process)
+        yield RunningUpstream(f"http://127.0.0.1:{port}/mcp", port, markers, process)
+    finally:
+        process.terminate()
+        try:
+            process.wait(10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("port", type=int)
+    parser.add_argument("--stateless", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    app = server.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()
