@@ -10,11 +10,12 @@ Config (as the operator stores it on the tool)::
 Before a call ``resolve`` asks the services (``Resolvers.upstream``) for the upstream as an
 ``UpstreamTarget`` (URL, credential headers, timeouts, allow-list, a hook reporting how the
 call went): this module never reads rows. It speaks the client side of Streamable HTTP
-itself, over httpx, because it needs what a generic client session hides: one session per upstream per event loop kept across calls and
-reopened when the upstream forgets it (404), each hop checked by the SSRF guard
-(``netguard.resolve_checked``, no redirects followed), and the upstream's notifications handed
-to our caller as they arrive (progress, log) on the call's own response stream, and its
-questions (elicitation, sampling) relayed to our caller through ``ctx.ask``.
+itself, over httpx, because it needs what a generic client session hides: one session per
+upstream per event loop kept across calls and reopened when the upstream forgets it (404),
+each hop checked by the SSRF guard (``netguard.resolve_checked``, no redirects followed), and
+the upstream's notifications handed to our caller as they arrive (progress, log) on the
+call's own response stream, and its questions (elicitation, sampling) relayed to our caller
+through ``ctx.ask``.
 
 The client's arguments are forwarded as they are and the upstream's result comes back as it
 is (content blocks, structuredContent, isError, _meta). Failures to reach or understand the
