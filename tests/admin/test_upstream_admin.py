@@ -128,6 +128,9 @@ def test_an_imported_tool_is_enabled_and_edited_like_any_other(
         description="Adds, upstream.",
         input_schema=tool.input_schema,
         output_schema=tool.output_schema or "",
+        # The kind's own fields, as the form shows them filled from the config.
+        upstream_name="up",
+        upstream_tool="add",
     )
     response = admin_client.post(reverse("admin:mcp_app_tool_change", args=[tool.pk]), payload)
     assert response.status_code == 302, response.context["adminform"].form.errors
@@ -146,3 +149,25 @@ def test_a_tool_list_change_shows_until_the_next_sync(
     admin_client.post(sync_url(upstream), {})
     upstream.refresh_from_db()
     assert not upstream.tools_out_of_sync
+
+
+def test_an_upstream_tool_is_made_from_its_form_fields(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    make_upstream(server.url)
+    payload = tool_payload(
+        name="remote_add", kind="mcp_upstream", template="", upstream_name="up", upstream_tool="add"
+    )
+    response = admin_client.post(reverse("admin:mcp_app_tool_add"), payload)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    assert Tool.objects.get(name="remote_add").config == {"upstream": "up", "tool": "add"}
+
+
+def test_an_upstream_tool_without_its_upstream_is_refused_and_not_saved(
+    admin_client: Client,
+) -> None:
+    payload = tool_payload(name="remote_add", kind="mcp_upstream", template="", upstream_name="")
+    response = admin_client.post(reverse("admin:mcp_app_tool_add"), payload)
+    assert response.status_code == 200
+    assert "upstream_name" in response.context["adminform"].form.errors
+    assert not Tool.objects.filter(name="remote_add").exists()
