@@ -26,6 +26,7 @@ def test_each_kind_supplies_its_own_config_fields() -> None:
             "http_body_template", "http_timeout", "http_retries", "http_expected_status",
             "http_select", "http_credential", "http_allow_hosts", "http_allow_networks",
         ],
+        "mcp_upstream": ["upstream_name", "upstream_tool"],
     }  # fmt: skip
 
 

@@ -216,6 +216,11 @@ def test_mcp_request_and_tool_call_spans_continue_the_callers_trace(
     assert (request.kind, request.parent_id) == (Span.SPAN_KIND_SERVER, CALLER_SPAN)
     assert request.attributes["http.route"] == "/mcp/{slug}"
     assert request.attributes["mcp.endpoint"] == SLUG
+    assert (request.attributes["mcp.method"], request.attributes["mcp.tool"]) == (
+        "tools/call",
+        "echo",
+    )
+    assert "jsonrpc.request.id" in request.attributes
     assert request.service == "mcphost"
     assert tool.parent_id == request.span_id
     assert tool.attributes == {"mcp.tool": "echo", "mcp.tool.kind": "python"}
@@ -283,8 +288,9 @@ def test_without_otel_variables_nothing_is_installed(monkeypatch: pytest.MonkeyP
 
     import mcpsite.asgi
 
-    # This process started without OTEL_* variables: the application is the bare router.
-    assert type(mcpsite.asgi.application) is ProtocolTypeRouter
+    # This process started without OTEL_* variables: nothing wraps the application (the MCP
+    # route in front of the router, mcp_app/transport/routing.py).
+    assert mcpsite.asgi.application.__qualname__ == "mcp_first.<locals>.app"
 
 
 def test_which_variables_turn_tracing_on() -> None:
