@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from opentelemetry import trace
 
+from mcp_app.protocol.methods import target_of
+
 tracer: trace.Tracer | None = None
 
 
@@ -36,29 +38,35 @@ def current_trace_id() -> str:
     return ids[0] if ids else ""
 
 
+# The span attribute naming what a request acts on, by method (protocol.methods.target_of).
+_TARGET_ATTRIBUTES = {
+    "tools/call": "mcp.tool",
+    "prompts/get": "mcp.prompt",
+    "resources/read": "mcp.resource",
+    "resources/subscribe": "mcp.resource",
+    "resources/unsubscribe": "mcp.resource",
+}
+
+
 def annotate_request(payload: object) -> None:
-    """Put the MCP method, the tool or resource it names and the JSON-RPC id on the current
-    span (the request's), for a decoded JSON-RPC message or batch; nothing when not tracing.
+    """Put the MCP method, the tool, prompt or resource it names and the JSON-RPC id on the
+    current span (the request's), for a decoded message or batch; nothing when not tracing.
     """
     if tracer is None:
         return
     span = trace.get_current_span()
     if not span.is_recording():
         return
-    messages = payload if isinstance(payload, list) else [payload]
-    if len(messages) != 1 or not isinstance(messages[0], dict):
-        span.set_attribute("mcp.batch_size", len(messages))
+    if isinstance(payload, list):
+        span.set_attribute("mcp.batch_size", len(payload))
         return
-    message = messages[0]
-    if isinstance(method := message.get("method"), str):
-        span.set_attribute("mcp.method", method)
-    if isinstance(request_id := message.get("id"), str | int) and not isinstance(request_id, bool):
+    method = getattr(payload, "method", None)
+    if not isinstance(method, str):
+        return  # a client's response to one of our requests
+    span.set_attribute("mcp.method", method)
+    request_id = getattr(payload, "id", None)
+    if isinstance(request_id, str | int) and not isinstance(request_id, bool):
         span.set_attribute("jsonrpc.request.id", str(request_id))
-    params = message.get("params")
-    if isinstance(params, dict):
-        if method == "tools/call" and isinstance(name := params.get("name"), str):
-            span.set_attribute("mcp.tool", name)
-        elif method == "resources/read" and isinstance(uri := params.get("uri"), str):
-            span.set_attribute("mcp.resource", uri)
-        elif method == "prompts/get" and isinstance(name := params.get("name"), str):
-            span.set_attribute("mcp.prompt", name)
+    target = target_of(method, getattr(payload, "params", None))
+    if target is not None:
+        span.set_attribute(_TARGET_ATTRIBUTES[method], target)

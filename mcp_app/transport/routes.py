@@ -22,7 +22,7 @@ from mcp_app.protocol.errors import InvalidRequest, McpError, modern_http_status
 from mcp_app.protocol.handlers import lifecycle
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.versions import Feature, supports
-from mcp_app.services import events, notify
+from mcp_app.services import events, notify, tracing
 from mcp_app.services.background import web as background
 from mcp_app.services.catalog import EndpointState
 from mcp_app.services.contexts import request_context
@@ -73,6 +73,7 @@ async def serve_post(ex: Exchange, state: EndpointState) -> None:
         payload = jsonrpc.decode(ex.body, max_batch=get_conf().MCP_MAX_BATCH_MESSAGES)
     except McpError as exc:
         raise Refused(400, error=exc, request_id=getattr(exc, "request_id", None)) from None
+    tracing.annotate_request(payload)
     if isinstance(payload, list):
         ex.recorder.received(payload, modern=False)
         await _batch(ex, state, payload)

@@ -3,12 +3,14 @@ and nothing at all while tracing is off."""
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from mcp_app.protocol import jsonrpc
 from mcp_app.services import tracing
 
 
@@ -23,9 +25,10 @@ def exported(monkeypatch: pytest.MonkeyPatch) -> tuple[trace.Tracer, InMemorySpa
     return tracer, exporter
 
 
-def _annotated(tracer: trace.Tracer, exporter: InMemorySpanExporter, payload: object) -> dict:
+def _annotated(tracer: trace.Tracer, exporter: InMemorySpanExporter, body: object) -> dict:
+    # What the transport passes: the decoded message (or batch).
     with tracer.start_as_current_span("POST /mcp/{slug}"):
-        tracing.annotate_request(payload)
+        tracing.annotate_request(jsonrpc.decode(orjson.dumps(body)))
     return dict(exporter.get_finished_spans()[-1].attributes or {})
 
 
@@ -41,7 +44,16 @@ def test_request_span_names_the_method_tool_and_id(
     }
     read = {"jsonrpc": "2.0", "id": "r", "method": "resources/read", "params": {"uri": "x://a"}}
     assert _annotated(tracer, exporter, read)["mcp.resource"] == "x://a"
-    batch = [{"jsonrpc": "2.0", "method": "ping", "id": 1}] * 2
+    prompt = {"jsonrpc": "2.0", "id": 2, "method": "prompts/get", "params": {"name": "greet"}}
+    assert _annotated(tracer, exporter, prompt)["mcp.prompt"] == "greet"
+    note = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    assert _annotated(tracer, exporter, note) == {"mcp.method": "notifications/initialized"}
+    answer = {"jsonrpc": "2.0", "id": 3, "result": {}}
+    assert _annotated(tracer, exporter, answer) == {}
+    batch = [
+        {"jsonrpc": "2.0", "method": "ping", "id": 1},
+        {"jsonrpc": "2.0", "method": "ping", "id": 2},
+    ]
     assert _annotated(tracer, exporter, batch) == {"mcp.batch_size": 2}
 
 
@@ -51,7 +63,9 @@ def test_nothing_is_read_or_set_while_tracing_is_off() -> None:
     exporter = InMemorySpanExporter()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
     with provider.get_tracer("test").start_as_current_span("request"):
-        tracing.annotate_request({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})
+        tracing.annotate_request(
+            jsonrpc.decode(b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list"}')
+        )
         assert tracing.current_ids() is None
         assert tracing.current_trace_id() == ""
     assert exporter.get_finished_spans()[0].attributes == {}
