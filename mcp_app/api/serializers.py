@@ -18,7 +18,6 @@ from rest_framework import serializers
 
 from mcp_app.api.errors import django_errors
 from mcp_app.executors.http import undeclared_placeholders
-from mcp_app.executors.python import tool_functions
 from mcp_app.models import (
     BackgroundCall,
     CallLog,
@@ -32,7 +31,7 @@ from mcp_app.models import (
     Session,
     Tool,
 )
-from mcp_app.services.catalog import check_unique_tool_names, python_tool_defaults
+from mcp_app.services.catalog import check_unique_tool_names, tool_field_defaults
 from mcp_app.services.credentials import credential_set_secret
 
 ACCESS_FIELDS = ["required_scope", "allowed_groups"]
@@ -110,11 +109,11 @@ class ToolSerializer(CatalogItemSerializer):
         extra_kwargs = {"description": {"required": False}}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        function = (attrs.get("config") or {}).get("function")
-        if self.instance is None and attrs.get("kind") == "python" and function in tool_functions():
-            # As the admin form and tool_create: a python tool takes what is omitted from its
-            # registered function.
-            attrs = {**python_tool_defaults(function), **attrs}
+        if self.instance is None and isinstance(attrs.get("kind"), str):
+            # As the admin form and tool_create: a new tool takes what is omitted from what its
+            # config declares (a python tool's registered function).
+            declared = tool_field_defaults(attrs["kind"], attrs.get("config") or {})
+            attrs = {**declared, **attrs}
         attrs = super().validate(attrs)
         tool: Tool = self.checked
         if tool.kind == Tool.Kind.HTTP:

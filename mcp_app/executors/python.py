@@ -326,4 +326,6 @@ class PythonExecutor(Executor[PythonConfig]):
         return config
 
     def tool_defaults(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
-        return tool_defaults(str(config["function"]))
+        name = config.get("function")
+        # An unregistered function declares nothing; prepare() says why the config is wrong.
+        return tool_defaults(name) if isinstance(name, str) and name in tool_functions() else {}

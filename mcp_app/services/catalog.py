@@ -28,9 +28,9 @@ from django.db.models import F, Prefetch, Q
 from django.db.models.functions import Now
 
 from mcp_app.conf import get_conf
-from mcp_app.executors import get_executor
+from mcp_app.executors import get_executor, get_executors
 from mcp_app.executors.base import ConfigError, PreparedConfig
-from mcp_app.executors.python import tool_defaults, tool_functions
+from mcp_app.executors.python import tool_defaults
 from mcp_app.models import (
     Endpoint,
     Prompt,
@@ -725,6 +725,15 @@ def endpoint_ids_for(
     return sorted(set(Endpoint.objects.filter(condition).values_list("pk", flat=True)))
 
 
+def tool_field_defaults(kind: str, config: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Tool field values a config declares (a python function's description, schemas, hints).
+
+    The kind's executor decides; an unknown kind declares nothing (validation says why).
+    """
+    executor = get_executors().get(kind)
+    return executor.tool_defaults(config) if executor is not None else {}
+
+
 def python_tool_defaults(function_name: str) -> dict[str, Any]:
     """Return Tool field values declared by a registered python tool function.
 
@@ -764,16 +773,13 @@ def tool_create(
 ) -> Tool:  # fmt: skip
     """Create a tool and publish it on ``endpoints``.
 
-    Python tools take their description, schemas and hints from the registered function unless
-    given in ``fields``.
+    A tool takes what its config declares (a python function's description, schemas and
+    hints) unless given in ``fields``.
 
     Raises:
         ValidationError: a field is invalid, or the name is taken on one of the endpoints.
     """
-    values: dict[str, Any] = {}
-    if kind == Tool.Kind.PYTHON and config.get("function") in tool_functions():
-        values.update(python_tool_defaults(config["function"]))
-    values.update(fields)
+    values: dict[str, Any] = {**tool_field_defaults(kind, config), **fields}
     tool = Tool(name=name, kind=kind, config=dict(config), **values)
     tool.full_clean()
     tool.save()

@@ -103,3 +103,24 @@ def test_duplicate_slug_is_rejected(db: None) -> None:
         endpoint_create(slug="one")
 
     assert "slug" in caught.value.message_dict
+
+
+@pytest.mark.django_db
+def test_a_python_tool_takes_what_its_function_declares_unless_given() -> None:
+    tool = tool_create(name="wc", kind="python", config={"function": "word_count"})
+    assert tool.description and tool.input_schema["properties"]
+    given = tool_create(
+        name="wc2", kind="python", config={"function": "word_count"}, description="Mine."
+    )
+    assert given.description == "Mine."
+
+
+@pytest.mark.django_db
+def test_a_tool_of_an_unregistered_function_or_kind_is_refused_and_not_saved() -> None:
+    with pytest.raises(ValidationError) as function:
+        tool_create(name="ghost", kind="python", config={"function": "no_such_function"})
+    assert "config" in function.value.message_dict
+    with pytest.raises(ValidationError) as kind:
+        tool_create(name="ghost", kind="no_such_kind", config={}, description="x")
+    assert "kind" in kind.value.message_dict
+    assert not Tool.objects.filter(name="ghost").exists()
