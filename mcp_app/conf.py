@@ -35,6 +35,10 @@ class McpConf:
     # process pushes a change over Redis; should a push be missed, an entry is re-read from the
     # database at most this many seconds after it was last read (the bound on staleness).
     MCP_CACHE_RECHECK_SECONDS: float = 5.0
+    # A web process's cyclic garbage collector looks at its young objects every this many
+    # allocations (Python's default: 700); 0 leaves the collector as Python sets it
+    # (mcp_app/ops/collector.py).
+    MCP_GC_YOUNG_THRESHOLD: int = 50_000
     # Seconds between SSE keep-alive comments on long-lived streams.
     MCP_SSE_KEEPALIVE_SECONDS: int = 15
     # Events of a 2025-11-25 stream stay replayable (GET + Last-Event-ID) this long, and at
