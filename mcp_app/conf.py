@@ -112,7 +112,31 @@ def get_conf() -> McpConf:
     return McpConf(**values)
 
 
+@dataclass(frozen=True)
+class SiteConf:
+    """The Django settings every MCP request reads, read once (``settings.X`` goes through
+    a lazy proxy each time)."""
+
+    SECRET_KEY: str = field(repr=False)
+    PUBLIC_BASE_URL: str
+    ALLOWED_HOSTS: tuple[str, ...]
+
+
+_SITE_SETTINGS = frozenset(f.name for f in fields(SiteConf))
+
+
+@lru_cache(maxsize=1)
+def get_site() -> SiteConf:
+    return SiteConf(
+        SECRET_KEY=settings.SECRET_KEY,
+        PUBLIC_BASE_URL=str(settings.PUBLIC_BASE_URL),
+        ALLOWED_HOSTS=tuple(settings.ALLOWED_HOSTS),
+    )
+
+
 @receiver(setting_changed)
 def _reset_conf(*, setting: str, **kwargs: object) -> None:
     if setting.startswith("MCP_"):
         get_conf.cache_clear()
+    if setting in _SITE_SETTINGS:
+        get_site.cache_clear()

@@ -15,6 +15,7 @@ from urllib.parse import urlsplit, urlunsplit
 from django.conf import settings
 from django.db.models import QuerySet
 
+from mcp_app.conf import get_site
 from mcp_app.models import Endpoint
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -47,7 +48,7 @@ def issuer() -> str:
 
 def endpoint_resource(slug: str) -> str:
     """The resource identifier of endpoint ``slug`` (what PRM publishes and tokens carry)."""
-    return _endpoint_resource(str(settings.PUBLIC_BASE_URL), slug)
+    return _endpoint_resource(get_site().PUBLIC_BASE_URL, slug)
 
 
 @lru_cache(maxsize=4096)

@@ -74,6 +74,11 @@ class ToolFunction:
     title: str = ""
     annotations: Mapping[str, bool] = field(default_factory=dict)
 
+    @functools.cached_property
+    def is_async(self) -> bool:
+        # Asked on every call; inspect's answer unwraps partials and checks flags each time.
+        return inspect.iscoroutinefunction(self.function)
+
 
 @dataclass(frozen=True)
 class ResourceFunction:
@@ -295,7 +300,7 @@ class PythonExecutor(Executor[PythonConfig]):
         # A copy: the function may mutate its arguments without touching the caller's.
         args = dict(arguments)
         try:
-            if inspect.iscoroutinefunction(function):
+            if registered.is_async:
                 value = await function(args, ctx)
             else:
                 value = await asyncio.to_thread(function, args, ctx)

@@ -80,7 +80,7 @@ def _meta_of(params: Mapping[str, Any] | None) -> Any:
 def progress_token_of(params: Mapping[str, Any] | None) -> str | int | None:
     """Return ``params._meta.progressToken`` when it is a valid token (string or integer)."""
     meta = _meta_of(params)
-    if not isinstance(meta, Mapping):
+    if type(meta) is not dict and not isinstance(meta, Mapping):
         return None
     token = meta.get("progressToken")
     if isinstance(token, str) or (isinstance(token, int) and not isinstance(token, bool)):

@@ -81,7 +81,9 @@ TARGET_PARAMS: Final = {
 def target_of(method: str, params: Any) -> str | None:
     """The name or URI of the tool, prompt or resource a request acts on, if it names one."""
     key = TARGET_PARAMS.get(method)
-    if key is None or not isinstance(params, Mapping):
+    # type() first: decoded JSON is a dict, and isinstance against the Mapping ABC costs more
+    # than the rest of this function (it runs several times per request).
+    if key is None or (type(params) is not dict and not isinstance(params, Mapping)):
         return None
     value = params.get(key)
     return value if isinstance(value, str) else None

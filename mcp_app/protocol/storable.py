@@ -14,6 +14,8 @@ import re
 from collections.abc import Mapping
 from typing import Any, Final
 
+import orjson
+
 from mcp_app.protocol.errors import InvalidParams
 
 _UNSTORABLE: Final = re.compile("[\x00\ud800-\udfff]")
@@ -31,6 +33,8 @@ def unstorable_path(value: Any, path: str) -> str | None:
     ``.key`` and items as ``[i]``. None means every string in ``value`` is storable. The walk
     uses its own stack, so a deeply nested body cannot exhaust Python's recursion limit.
     """
+    if _plainly_storable(value):
+        return None
     stack: list[tuple[Any, str]] = [(value, path)]
     while stack:
         node, where = stack.pop()
@@ -48,6 +52,17 @@ def unstorable_path(value: Any, path: str) -> str | None:
         elif isinstance(node, list):
             stack.extend(reversed([(item, f"{where}[{i}]") for i, item in enumerate(node)]))
     return None
+
+
+def _plainly_storable(value: Any) -> bool:
+    # Most values are plain JSON with nothing to find: one pass in C says so. orjson refuses
+    # a lone surrogate (and keys that are not strings), and writes U+0000 only as its
+    # escape; any of these leaves the answer to the walk, which also names the path.
+    try:
+        encoded = orjson.dumps(value)
+    except (TypeError, orjson.JSONEncodeError):
+        return False
+    return b"\\u0000" not in encoded
 
 
 def require_storable(value: Any, path: str) -> None:

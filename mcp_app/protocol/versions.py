@@ -32,6 +32,10 @@ class Era(enum.Enum):
     LEGACY = "legacy"
     MODERN = "modern"
 
+    # Members are singletons: identity hashing is as correct as Enum's hash of the name, and
+    # runs in C (eras and features key dictionaries on every request).
+    __hash__ = object.__hash__
+
 
 class Feature(enum.Enum):
     """Capabilities of the wire format that appeared (or went away) in some revision."""
@@ -62,6 +66,8 @@ class Feature(enum.Enum):
     SERVER_DISCOVER = "server_discover"  # modern
     INPUT_REQUIRED = "input_required"  # modern: multi-round-trip requests (MRTR)
     TASKS_EXTENSION = "tasks_extension"  # modern: the io.modelcontextprotocol/tasks extension
+
+    __hash__ = object.__hash__  # as Era's
 
 
 _SINCE: Final[dict[Feature, str]] = {
@@ -114,10 +120,23 @@ def at_least(version: str, minimum: str) -> bool:
     return ALL_VERSIONS.index(version) >= ALL_VERSIONS.index(minimum)
 
 
-def supports(version: str, feature: Feature) -> bool:
+def _supports(version: str, feature: Feature) -> bool:
     if feature in _ONLY:
         return version in _ONLY[feature]
     return at_least(version, _SINCE[feature])
+
+
+# Every answer for the versions served, worked out once: it is asked several times a request.
+_SUPPORTS: Final[dict[tuple[str, Feature], bool]] = {
+    (version, feature): _supports(version, feature)
+    for version in ALL_VERSIONS
+    for feature in Feature
+}
+
+
+def supports(version: str, feature: Feature) -> bool:
+    found = _SUPPORTS.get((version, feature))
+    return _supports(version, feature) if found is None else found
 
 
 def negotiate_initialize(requested: object) -> str:

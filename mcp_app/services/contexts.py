@@ -14,9 +14,7 @@ import hashlib
 import hmac
 from typing import Any
 
-from django.conf import settings
-
-from mcp_app.conf import get_conf
+from mcp_app.conf import get_conf, get_site
 from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.ports import ToolRunner
@@ -40,10 +38,11 @@ def request_context(
 
     ``server_info`` defaults to none (a worker answers no ``initialize``).
     """
+    secret_key = get_site().SECRET_KEY
     defaults: dict[str, Any] = {
         "server_info": {},
-        "cursor_secret": derived_key(settings.SECRET_KEY, "cursor"),
-        "state_secret": derived_key(settings.SECRET_KEY, "request-state"),
+        "cursor_secret": derived_key(secret_key, "cursor"),
+        "state_secret": derived_key(secret_key, "request-state"),
         "page_size": get_conf().MCP_PAGE_SIZE,
     }
     return RequestContext(

@@ -20,10 +20,8 @@ from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
-from django.conf import settings
-
 from mcp_app.auth import access, bearer
-from mcp_app.conf import get_conf
+from mcp_app.conf import get_conf, get_site
 from mcp_app.protocol import jsonrpc
 from mcp_app.protocol.errors import InternalError, McpError
 from mcp_app.protocol.jsonrpc import Request
@@ -57,7 +55,7 @@ _detached: set[asyncio.Task[None]] = set()
 
 
 def _public_origin() -> str:
-    return _origin_of(str(settings.PUBLIC_BASE_URL))
+    return _origin_of(get_site().PUBLIC_BASE_URL)
 
 
 @lru_cache(maxsize=8)
@@ -67,7 +65,7 @@ def _origin_of(url: str) -> str:
 
 
 def _allowed_hosts() -> tuple[str, ...]:
-    return _hosts(tuple(settings.ALLOWED_HOSTS), get_conf().MCP_ALLOWED_HOSTS)
+    return _hosts(get_site().ALLOWED_HOSTS, get_conf().MCP_ALLOWED_HOSTS)
 
 
 @lru_cache(maxsize=8)

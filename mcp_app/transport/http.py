@@ -23,6 +23,7 @@ SINGLETON_HEADERS = (
     "host", "content-type", "content-length", "mcp-session-id", "mcp-protocol-version",
     "mcp-method", "mcp-name", "authorization", "origin", "last-event-id",
 )  # fmt: skip
+_SINGLETONS = frozenset(SINGLETON_HEADERS)
 _TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9a-z]+")
 
 
@@ -36,16 +37,33 @@ def parse_headers(raw: Iterable[tuple[bytes, bytes]]) -> dict[str, list[str]]:
     headers: dict[str, list[str]] = {}
     for name, value in raw:
         text = value.decode("latin-1").strip(" \t")
-        headers.setdefault(name.decode("latin-1").lower(), []).append(text)
+        key = _NAMES.get(name)
+        if key is None:
+            key = _name(name)
+        found = headers.get(key)
+        if found is None:
+            headers[key] = [text]
+        else:
+            found.append(text)
     return headers
+
+
+# Clients send the same dozen header names on every request: each is decoded once (bounded).
+_NAMES: dict[bytes, str] = {}
+
+
+def _name(raw: bytes) -> str:
+    name = raw.decode("latin-1").lower()
+    if len(_NAMES) < 1024:
+        _NAMES[raw] = name
+    return name
 
 
 def header_problem(headers: Headers) -> str | None:
     """Return why the request's headers are unusable (a repeated singleton, a NUL), or None."""
-    for name in SINGLETON_HEADERS:
-        if len(headers.get(name, ())) > 1:
-            return f"The {name} header was sent more than once"
     for name, values in headers.items():
+        if len(values) > 1 and name in _SINGLETONS:
+            return f"The {name} header was sent more than once"
         if not _is_token(name):
             return "A header name is not an RFC 9110 token"
         for value in values:

@@ -145,8 +145,17 @@ def scrub(value: Any, secrets: Iterable[str], depth: int = 0) -> Any:
     return value
 
 
+# What describe() says of each plain JSON leaf type, looked up before any isinstance ladder.
+_LEAVES: dict[type, str] = {
+    str: "<string>", bool: "<boolean>", int: "<number>", float: "<number>", type(None): "<null>"
+}  # fmt: skip
+
+
 def describe(value: Any, depth: int = 0) -> Any:
     """Metadata capture: the payload's shape (keys and value types), never its values."""
+    leaf = _LEAVES.get(type(value))
+    if leaf is not None:
+        return leaf
     if isinstance(value, Mapping):
         if depth >= METADATA_DEPTH:
             return f"<object of {len(value)} keys>"

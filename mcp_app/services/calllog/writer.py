@@ -82,7 +82,7 @@ _ROW_KEYS = tuple(
 _FIELDS = tuple(_BY_ATTNAME[name] for name in (*_ROW_KEYS, *_CAPTURE_KEYS))
 _COLUMNS = tuple(field.get_attname_column()[1] or field.name for field in _FIELDS)
 # The value of each column a record does not name (an admin test call names no client).
-_ROW_DEFAULTS = {name: _BY_ATTNAME[name].get_default() for name in _ROW_KEYS}
+_ROW_DEFAULTS = tuple(_BY_ATTNAME[name].get_default() for name in _ROW_KEYS)
 _JSON_INDEXES = frozenset(
     i for i, field in enumerate(_FIELDS) if field.attname in {"arguments", "result", "progress"}
 )
@@ -402,12 +402,11 @@ class _Writer:
 
     @staticmethod
     def _bare_values(pending: PendingCall) -> list[Any]:
-        row = pending.row
-        values = []
-        for key in _ROW_KEYS:
-            value = row.get(key, _ROW_DEFAULTS[key])
-            values.append(safe_text(value) if type(value) is str else value)
-        return values
+        # One pass in C for the lookups (map calls row.get(key, default) per column).
+        return [
+            safe_text(value) if type(value) is str else value
+            for value in map(pending.row.get, _ROW_KEYS, _ROW_DEFAULTS)
+        ]
 
     def _bare_row(self, pending: PendingCall) -> Row:
         return (*self._bare_values(pending), "", None, None, None, None, False, None)
