@@ -7,6 +7,7 @@ lone surrogates). Pure functions: the writer thread applies them, never the requ
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -153,14 +154,17 @@ _LEAVES: dict[type, str] = {
 
 def describe(value: Any, depth: int = 0) -> Any:
     """Metadata capture: the payload's shape (keys and value types), never its values."""
-    leaf = _LEAVES.get(type(value))
+    kind = type(value)
+    leaf = _LEAVES.get(kind)
     if leaf is not None:
         return leaf
-    if isinstance(value, Mapping):
+    if kind is dict or isinstance(value, Mapping):
         if depth >= METADATA_DEPTH:
             return f"<object of {len(value)} keys>"
-        shown = list(value.items())[:METADATA_KEYS]
-        described = {str(key): describe(item, depth + 1) for key, item in shown}
+        described = {
+            str(key): describe(item, depth + 1)
+            for key, item in itertools.islice(value.items(), METADATA_KEYS)
+        }
         if len(value) > METADATA_KEYS:
             described["…"] = f"<{len(value) - METADATA_KEYS} more keys>"
         return described
