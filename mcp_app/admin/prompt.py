@@ -1,9 +1,11 @@
-"""Prompt admin: arguments and messages edited inline, in position order."""
+"""Prompt admin: arguments and messages edited inline, in position order; or an upstream's."""
 
 from __future__ import annotations
 
 from django.contrib import admin
+from django.core.exceptions import ValidationError
 from django.db import models
+from django.forms.models import BaseInlineFormSet
 
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.forms import JSON_FORMFIELD, CodeTextarea
@@ -19,8 +21,26 @@ class PromptArgumentInline(admin.TabularInline):
     formfield_overrides = {models.TextField: {"widget": CodeTextarea(attrs={"rows": 2})}}
 
 
+class PromptMessageFormSet(BaseInlineFormSet):
+    def clean(self) -> None:
+        super().clean()
+        if self.instance.upstream_id is None:
+            return
+        deleted = self.deleted_forms if self.can_delete else []
+        kept = [
+            form
+            for form in self.forms
+            if (form.has_changed() or form.instance.pk is not None) and form not in deleted
+        ]
+        if kept:
+            raise ValidationError(
+                "A prompt from an upstream gets its messages there: delete the messages below."
+            )
+
+
 class PromptMessageInline(admin.StackedInline):
     model = PromptMessage
+    formset = PromptMessageFormSet
     extra = 0
     ordering = ["position", "id"]
     fields = [("position", "role", "kind"), "text", ("file", "mime_type"), ("uri", "name")]
@@ -38,6 +58,10 @@ class PromptAdmin(CatalogHistoryAdmin):
     inlines = [PromptArgumentInline, PromptMessageInline]
     fieldsets = [
         (None, {"fields": ["name", "title", "description", "enabled"]}),
+        (
+            "From an upstream MCP server (instead of the messages below)",
+            {"classes": ["collapse"], "fields": ["upstream", "remote_name"]},
+        ),
         ACCESS_FIELDSET,
         ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),

@@ -1,4 +1,4 @@
-"""Resource admin: text or an uploaded file, size computed on save."""
+"""Resource admin: text or an uploaded file, size computed on save; or an upstream's."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from mcp_app.models import Resource
 
 @admin.register(Resource)
 class ResourceAdmin(CatalogHistoryAdmin):
-    list_display = ["uri", "name", "mime_type", "size", "enabled", "updated_at"]
+    list_display = ["uri", "name", "mime_type", "size", "upstream", "enabled", "updated_at"]
     list_filter = ["enabled", "mime_type", "endpoints"]
     search_fields = ["uri", "name", "title", "description"]
     filter_horizontal = ["allowed_groups"]
@@ -22,6 +22,10 @@ class ResourceAdmin(CatalogHistoryAdmin):
     fieldsets = [
         (None, {"fields": ["uri", "name", "title", "description", "mime_type", "enabled"]}),
         ("Content (text or file)", {"fields": ["text", "file", "size"]}),
+        (
+            "Or read from an upstream MCP server",
+            {"classes": ["collapse"], "fields": ["upstream", "remote_uri"]},
+        ),
         ACCESS_FIELDSET,
         ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),

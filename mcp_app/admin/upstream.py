@@ -25,8 +25,12 @@ from mcp_app.executors.mcp_upstream import close_sessions
 from mcp_app.models import Tool, Upstream
 from mcp_app.protocol.results import ToolError
 from mcp_app.services.upstreams import (
-    upstream_list_tools,
+    UpstreamOffer,
+    upstream_items_apply,
+    upstream_list_offer,
+    upstream_prompts_plan,
     upstream_reset_breaker,
+    upstream_resources_plan,
     upstream_sync_apply,
     upstream_sync_plan,
 )
@@ -89,7 +93,9 @@ class UpstreamAdmin(admin.ModelAdmin):
         if upstream.pk is None:
             return "Save first, then import its tools."
         url = reverse("admin:mcp_app_upstream_sync", args=[upstream.pk])
-        return format_html('<a class="button" href="{}">Import / re-sync tools</a>', url)
+        return format_html(
+            '<a class="button" href="{}">Import / re-sync tools, resources and prompts</a>', url
+        )
 
     @admin.action(description="Close the circuit breaker (try again now)")
     def reset_breaker(self, request: HttpRequest, queryset: QuerySet[Upstream]) -> None:
@@ -117,41 +123,66 @@ class UpstreamAdmin(admin.ModelAdmin):
         upstream = get_object_or_404(Upstream, pk=object_id)
         error = ""
         try:
-            remote = async_to_sync(_list_tools)(upstream.name)
+            offer = async_to_sync(_list_offer)(upstream.name)
         except ToolError as exc:
-            remote, error = [], exc.message
+            offer, error = UpstreamOffer(), exc.message
+        # Resources and prompts are imported only by whoever may add and change them.
+        items = {
+            kind: request.user.has_perm(f"mcp_app.add_{kind}")
+            and request.user.has_perm(f"mcp_app.change_{kind}")
+            for kind in ("resource", "prompt")
+        }
         if request.method == "POST" and not error:
+            ticked = {key: set(request.POST.getlist(key)) for key in request.POST}
             outcome = upstream_sync_apply(
                 upstream,
-                remote,
-                add=set(request.POST.getlist("add")),
-                update=set(request.POST.getlist("update")),
-                remove=set(request.POST.getlist("remove")),
+                offer.tools,
+                add=ticked.get("add", set()),
+                update=ticked.get("update", set()),
+                remove=ticked.get("remove", set()),
             )
-            parts = [
-                f"{len(outcome.created)} created (disabled)",
-                f"{len(outcome.updated)} updated",
-                f"{len(outcome.disabled)} disabled",
-            ]
-            messages.success(request, f"{upstream.name}: {', '.join(parts)}.")
-            for skipped in outcome.skipped:
-                messages.warning(request, f"Skipped {skipped}")
+            items_outcome = upstream_items_apply(
+                upstream,
+                offer,
+                add_resources=ticked.get("add_resource", set()) if items["resource"] else set(),
+                remove_resources=ticked.get("remove_resource", set())
+                if items["resource"]
+                else set(),
+                add_prompts=ticked.get("add_prompt", set()) if items["prompt"] else set(),
+                update_prompts=ticked.get("update_prompt", set()) if items["prompt"] else set(),
+                remove_prompts=ticked.get("remove_prompt", set()) if items["prompt"] else set(),
+            )
+            for label, done in (("tools", outcome), ("resources and prompts", items_outcome)):
+                parts = [
+                    f"{len(done.created)} created (disabled)",
+                    f"{len(done.updated)} updated",
+                    f"{len(done.disabled)} disabled",
+                ]
+                messages.success(request, f"{upstream.name}, {label}: {', '.join(parts)}.")
+                for skipped in done.skipped:
+                    messages.warning(request, f"Skipped {skipped}")
             return HttpResponseRedirect(request.path)
         context: dict[str, Any] = {
             **self.admin_site.each_context(request),
-            "title": f"Tools of upstream {upstream.name}",
+            "title": f"What upstream {upstream.name} offers",
             "opts": self.opts,
             "upstream": upstream,
             "error": error,
-            "plan": upstream_sync_plan(upstream, remote) if not error else None,
+            "plan": upstream_sync_plan(upstream, offer.tools) if not error else None,
+            "resources": upstream_resources_plan(upstream, offer.resources)
+            if not error and items["resource"]
+            else None,
+            "prompts": upstream_prompts_plan(upstream, offer.prompts)
+            if not error and items["prompt"]
+            else None,
             "tool_opts": Tool._meta,
         }
         return TemplateResponse(request, "admin/mcp_app/upstream/sync.html", context)
 
 
-async def _list_tools(name: str) -> list[dict[str, Any]]:
+async def _list_offer(name: str) -> UpstreamOffer:
     # async_to_sync runs this on a loop of its own: close its upstream client before leaving.
     try:
-        return await upstream_list_tools(name)
+        return await upstream_list_offer(name)
     finally:
         await close_sessions()

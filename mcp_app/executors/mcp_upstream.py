@@ -78,6 +78,15 @@ class UpstreamUnavailable(ToolError):
     """The upstream could not be reached or answered something that is not MCP."""
 
 
+class UpstreamRefused(ToolError):
+    """The upstream answered the request with a JSON-RPC error (its code and message kept)."""
+
+    def __init__(self, message: str, code: Any = None, upstream_message: str = "") -> None:
+        super().__init__(message)
+        self.code = code if isinstance(code, int) and not isinstance(code, bool) else None
+        self.upstream_message = upstream_message
+
+
 @dataclass(frozen=True, slots=True)
 class UpstreamTarget:
     """An upstream resolved for one call: plain values built by ``services.upstreams``.
@@ -241,7 +250,7 @@ async def call_tool(
 
     Raises:
         UpstreamUnavailable: unreachable, timed out, refused by the SSRF guard, or not MCP.
-        ToolError: the upstream answered the call with a JSON-RPC error.
+        UpstreamRefused: the upstream answered the call with a JSON-RPC error.
     """
     params: dict[str, Any] = {"name": name, "arguments": dict(arguments)}
     result = await request(target, "tools/call", params, ctx)
@@ -257,19 +266,71 @@ async def list_tools(target: UpstreamTarget) -> list[dict[str, Any]]:
     Raises:
         UpstreamUnavailable, ToolError: as ``request``.
     """
-    tools: list[dict[str, Any]] = []
+    return await _list_all(target, "tools/list", "tools")
+
+
+async def list_resources(target: UpstreamTarget) -> list[dict[str, Any]]:
+    """Return every resource the upstream offers (every page, as ``list_tools``)."""
+    return await _list_all(target, "resources/list", "resources")
+
+
+async def list_prompts(target: UpstreamTarget) -> list[dict[str, Any]]:
+    """Return every prompt the upstream offers (every page, as ``list_tools``)."""
+    return await _list_all(target, "prompts/list", "prompts")
+
+
+async def _list_all(target: UpstreamTarget, method: str, key: str) -> list[dict[str, Any]]:
+    items: list[dict[str, Any]] = []
     cursor: str | None = None
     for _page in range(100):
         params = {"cursor": cursor} if cursor else {}
-        result = await request(target, "tools/list", params, None)
-        page = result.get("tools")
-        if not isinstance(page, list) or not all(isinstance(tool, dict) for tool in page):
-            raise UpstreamUnavailable(f"The upstream {target.name!r} sent a malformed tool list.")
-        tools.extend(page)
+        result = await request(target, method, params, None)
+        page = result.get(key)
+        if not isinstance(page, list) or not all(isinstance(item, dict) for item in page):
+            raise UpstreamUnavailable(f"The upstream {target.name!r} sent a malformed {method}.")
+        items.extend(page)
         cursor = result.get("nextCursor")
         if not isinstance(cursor, str) or not cursor:
             break
-    return tools
+    return items
+
+
+async def read_resource(target: UpstreamTarget, uri: str) -> list[dict[str, Any]]:
+    """Read ``uri`` on the upstream and return its contents (checked for shape).
+
+    Raises:
+        UpstreamUnavailable, UpstreamRefused: as ``request``.
+    """
+    result = await request(target, "resources/read", {"uri": uri}, None)
+    contents = result.get("contents")
+    if not isinstance(contents, list) or not all(
+        isinstance(item, dict) and isinstance(item.get("uri"), str) for item in contents
+    ):
+        raise UpstreamUnavailable(f"The upstream {target.name!r} sent malformed contents.")
+    return contents
+
+
+async def get_prompt(
+    target: UpstreamTarget, name: str, arguments: Mapping[str, str]
+) -> dict[str, Any]:
+    """Get prompt ``name`` from the upstream with ``arguments``; its ``GetPromptResult``.
+
+    Raises:
+        UpstreamUnavailable, UpstreamRefused: as ``request``.
+    """
+    params: dict[str, Any] = {"name": name}
+    if arguments:
+        params["arguments"] = dict(arguments)
+    result = await request(target, "prompts/get", params, None)
+    messages = result.get("messages")
+    if not isinstance(messages, list) or not all(
+        isinstance(m, dict)
+        and isinstance(m.get("role"), str)
+        and isinstance(m.get("content"), dict)
+        for m in messages
+    ):
+        raise UpstreamUnavailable(f"The upstream {target.name!r} sent a malformed prompt.")
+    return result
 
 
 async def request(
@@ -282,7 +343,7 @@ async def request(
 
     Raises:
         UpstreamUnavailable: see ``call_tool``.
-        ToolError: the upstream answered with a JSON-RPC error.
+        UpstreamRefused: the upstream answered with a JSON-RPC error.
     """
     try:
         async with asyncio.timeout(target.call_timeout):
@@ -618,9 +679,12 @@ def _response_result(target: UpstreamTarget, message: Any, request_id: int) -> d
         raise UpstreamUnavailable(f"The upstream {target.name!r} sent no response to the request.")
     error = message.get("error")
     if isinstance(error, dict):
-        raise ToolError(
-            f"The upstream {target.name!r} refused the request: {error.get('message', '')} "
-            f"({error.get('code')})."
+        text = error.get("message")
+        text = text if isinstance(text, str) else ""
+        raise UpstreamRefused(
+            f"The upstream {target.name!r} refused the request: {text} ({error.get('code')}).",
+            error.get("code"),
+            text,
         )
     result = message.get("result")
     if not isinstance(result, dict):

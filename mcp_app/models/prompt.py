@@ -22,6 +22,21 @@ class Prompt(TimestampedModel, AccessRules):
     description = models.TextField(help_text="What the prompt is for.")
     icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
     enabled = models.BooleanField(default=True)
+    # Or got from an upstream MCP server on every prompts/get: its messages are the upstream's.
+    upstream = models.ForeignKey(
+        "mcp_app.Upstream",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="prompts",
+        help_text="Get the messages from this upstream MCP server instead of the ones below.",
+    )
+    remote_name = models.CharField(
+        max_length=128,
+        blank=True,
+        validators=[validate_mcp_name],
+        help_text="The prompt's name on the upstream (empty: the same name as here).",
+    )
 
     history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
@@ -34,6 +49,13 @@ class Prompt(TimestampedModel, AccessRules):
     def clean(self) -> None:
         if not self.description.strip():
             raise ValidationError({"description": "A prompt needs a description."})
+        if self.remote_name and self.upstream_id is None:
+            raise ValidationError({"remote_name": "Only a prompt from an upstream has one."})
+
+    @property
+    def upstream_name(self) -> str:
+        """The prompt's name on the upstream."""
+        return self.remote_name or self.name
 
 
 class PromptArgument(models.Model):

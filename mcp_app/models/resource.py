@@ -42,7 +42,22 @@ class Resource(TimestampedModel, AccessRules):
     file = models.FileField(
         upload_to="resources/", blank=True, help_text="Binary or text file (instead of text)."
     )
-    # Bytes of the content, kept in sync by clean(): text as UTF-8, or the file's size.
+    # Or read from an upstream MCP server on every resources/read (services/resources.py).
+    upstream = models.ForeignKey(
+        "mcp_app.Upstream",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="resources",
+        help_text="Read from this upstream MCP server instead of text or a file.",
+    )
+    remote_uri = models.CharField(
+        max_length=2048,
+        blank=True,
+        help_text="The resource's URI on the upstream (empty: the same URI as here).",
+    )
+    # Bytes of the content, kept in sync by clean(): text as UTF-8, or the file's size (None
+    # for an upstream's resource: it is not known before a read).
     size = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
     icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
     enabled = models.BooleanField(default=True)
@@ -57,6 +72,20 @@ class Resource(TimestampedModel, AccessRules):
 
     def clean(self) -> None:
         has_text, has_file = bool(self.text), bool(self.file)
+        if self.upstream_id is not None:
+            if has_text or has_file:
+                raise ValidationError(
+                    "A resource read from an upstream has no text or file of its own."
+                )
+            if self.remote_uri:
+                try:
+                    validate_absolute_uri(self.remote_uri)
+                except ValidationError as exc:
+                    raise ValidationError({"remote_uri": exc.messages}) from None
+            self.size = None
+            return
+        if self.remote_uri:
+            raise ValidationError({"remote_uri": "Only a resource read from an upstream has one."})
         if has_text == has_file:
             raise ValidationError("Give the resource either text or a file, not both or neither.")
         if has_file:
@@ -64,6 +93,11 @@ class Resource(TimestampedModel, AccessRules):
             if self.file.size > limit:
                 raise ValidationError({"file": f"The file is larger than {limit} bytes."})
         self.size = self.content_size()
+
+    @property
+    def upstream_uri(self) -> str:
+        """The URI to read on the upstream."""
+        return self.remote_uri or self.uri
 
     def content_size(self) -> int:
         """Return the size of the content in bytes (text encoded as UTF-8)."""

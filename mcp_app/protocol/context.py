@@ -17,6 +17,7 @@ from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.errors import MissingClientCapability
 from mcp_app.protocol.ports import (
     ClientRequester,
+    PromptSource,
     ResourceReader,
     SessionStore,
     TaskStore,
@@ -59,6 +60,8 @@ class RequestContext:
     tools: ToolRunner
     resources: ResourceReader
     server_info: Mapping[str, Any]
+    # Prompts served from elsewhere (an upstream's); None renders every prompt from its def.
+    prompts: PromptSource | None = None
     client_capabilities: Mapping[str, Any] = field(default_factory=dict)
     client_info: Mapping[str, Any] | None = None
     request_id: Any = None

@@ -90,6 +90,14 @@ class InternalError(McpError):
     code = INTERNAL_ERROR
 
 
+class RelayedError(McpError):
+    """An error another server answered (an upstream MCP server), passed on with its code."""
+
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
 class ResourceNotFound(McpError):
     """Legacy-era ``resources/read`` miss; modern requests get ``InvalidParams`` instead."""
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef, ToolDef
+from mcp_app.protocol.catalog import PromptDef, ResourceDef, ResourceTemplateDef, ToolDef
 from mcp_app.protocol.results import ToolResult
 
 if TYPE_CHECKING:
@@ -39,6 +39,20 @@ class ResourceReader(Protocol):
         self, template: ResourceTemplateDef, uri: str, variables: Mapping[str, str]
     ) -> Sequence[Mapping[str, Any]] | None:
         """Return the contents, or ``None`` when the template has nothing at ``uri``."""
+        ...
+
+
+class PromptSource(Protocol):
+    """Gets prompts the catalog does not render itself (an upstream server's)."""
+
+    async def get_prompt(
+        self, prompt: PromptDef, arguments: Mapping[str, str]
+    ) -> Mapping[str, Any] | None:
+        """Return the ``GetPromptResult`` of ``prompt``, or None to render it from the def.
+
+        Raises:
+            McpError: the prompt's source refused or could not be reached.
+        """
         ...
 
 

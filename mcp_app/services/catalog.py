@@ -119,6 +119,9 @@ class ResourceKey:
     text: str | None = None
     file_name: str | None = None
     access: Access = OPEN
+    # A resource read from an upstream MCP server: the upstream's name and the URI there.
+    upstream: str | None = None
+    remote_uri: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,10 +136,13 @@ class ResourceTemplateKey:
 
 @dataclass(frozen=True, slots=True)
 class PromptKey:
-    """``PromptDef.key``: only what access checks need (prompts render from the def)."""
+    """``PromptDef.key``: what access checks need and, for an upstream's prompt, where to get
+    it (other prompts render from the def)."""
 
     pk: int
     access: Access = OPEN
+    upstream: str | None = None
+    remote_name: str = ""
 
 
 @dataclass(frozen=True)
@@ -166,7 +172,9 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
     tools = _tool_defs(endpoint)
     resources = tuple(
         _resource_def(resource)
-        for resource in endpoint.resources.filter(enabled=True).prefetch_related("allowed_groups")
+        for resource in endpoint.resources.filter(enabled=True)
+        .select_related("upstream")
+        .prefetch_related("allowed_groups")
     )
     templates = tuple(
         _template_def(template)
@@ -176,7 +184,9 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
     )
     prompts = tuple(
         _prompt_def(prompt)
-        for prompt in endpoint.prompts.filter(enabled=True).prefetch_related(
+        for prompt in endpoint.prompts.filter(enabled=True)
+        .select_related("upstream")
+        .prefetch_related(
             "allowed_groups",
             Prefetch("arguments", queryset=PromptArgument.objects.order_by("position", "id")),
             Prefetch("messages", queryset=PromptMessage.objects.order_by("position", "id")),
@@ -320,7 +330,16 @@ def prepare_config(tool: Tool) -> PreparedConfig | ConfigError:
 
 
 def _resource_def(resource: Resource) -> ResourceDef:
-    if resource.file:
+    size: int | None
+    if resource.upstream is not None:
+        key = ResourceKey(
+            pk=resource.pk,
+            access=_access(resource),
+            upstream=resource.upstream.name,
+            remote_uri=resource.upstream_uri,
+        )
+        size = None
+    elif resource.file:
         key = ResourceKey(pk=resource.pk, file_name=resource.file.name, access=_access(resource))
         size = resource.size
     else:
@@ -373,7 +392,12 @@ def _prompt_def(prompt: Prompt) -> PromptDef:
             for argument in prompt.arguments.all()
         ),
         messages=tuple(_message_def(message) for message in prompt.messages.all()),
-        key=PromptKey(pk=prompt.pk, access=_access(prompt)),
+        key=PromptKey(
+            pk=prompt.pk,
+            access=_access(prompt),
+            upstream=prompt.upstream.name if prompt.upstream is not None else None,
+            remote_name=prompt.upstream_name,
+        ),
     )
 
 

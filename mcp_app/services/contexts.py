@@ -19,8 +19,10 @@ from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.ports import ToolRunner
 from mcp_app.services.resources import CatalogResourceReader
+from mcp_app.services.upstreams import UpstreamPromptSource
 
 _resource_reader = CatalogResourceReader()
+_prompt_source = UpstreamPromptSource()
 
 
 @functools.lru_cache(maxsize=8)
@@ -50,5 +52,6 @@ def request_context(
         catalog=snapshot,
         tools=tools,
         resources=_resource_reader,
+        prompts=_prompt_source,
         **{**defaults, **fields},
     )

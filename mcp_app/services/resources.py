@@ -2,7 +2,8 @@
 
 ``CatalogResourceReader`` produces ``resources/read`` contents from the snapshot keys built by
 ``services.catalog``: text needs no query; files are read from storage; a resource template
-resolves through its template or Python function.
+resolves through its template or Python function; a resource of an upstream MCP server is
+read there (``services/upstreams.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from mcp_app.executors.python import resource_functions
 from mcp_app.executors.template import render_template
 from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef
 from mcp_app.services.catalog import ResourceKey, ResourceTemplateKey
+from mcp_app.services.upstreams import upstream_read_resource
 
 # MIME types served as text (when the bytes decode as UTF-8) although not text/*.
 _TEXTUAL_TYPES = frozenset(
@@ -35,6 +37,8 @@ class CatalogResourceReader:
 
     async def read_resource(self, resource: ResourceDef) -> Sequence[Mapping[str, Any]]:
         key: ResourceKey = resource.key
+        if key.upstream is not None:
+            return await upstream_read_resource(key.upstream, key.remote_uri, resource.uri)
         if key.file_name is None:
             return [_text_contents(resource.uri, resource.mime_type, key.text or "")]
         data = await asyncio.to_thread(_read_file, key.file_name)

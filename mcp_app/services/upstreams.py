@@ -13,11 +13,13 @@ closes the breaker or opens it for another cool-down.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
+from urllib.parse import quote
 
 from channels.db import database_sync_to_async
 from django.core.exceptions import ValidationError
@@ -26,17 +28,21 @@ from django.db.models import F
 from django.utils import timezone
 
 from mcp_app.executors import mcp_upstream
-from mcp_app.executors.http import global_policy
+from mcp_app.executors.http import Redactor, global_policy
 from mcp_app.executors.mcp_upstream import (
+    UpstreamRefused,
     UpstreamTarget,
     UpstreamUnavailable,
     list_tools,
     negotiated_revision,
 )
 from mcp_app.executors.netguard import NetworkPolicy
-from mcp_app.models import Tool, Upstream
+from mcp_app.models import Prompt, PromptArgument, Resource, Tool, Upstream
 from mcp_app.models.upstream import split_networks
+from mcp_app.protocol.catalog import PromptDef
+from mcp_app.protocol.errors import INTERNAL_ERROR, InternalError, RelayedError
 from mcp_app.protocol.results import ToolError
+from mcp_app.services import history
 from mcp_app.services.credentials import _load as load_credential
 from mcp_app.services.credentials import credential_resolve
 
@@ -202,6 +208,66 @@ async def upstream_list_tools(name: str) -> list[dict[str, Any]]:
     return tools
 
 
+# --- resources and prompts read from an upstream ----------------------------------------------
+
+
+async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) -> Any:
+    """Run ``call`` on the upstream ``name`` for a resource read or a prompt get.
+
+    The same session, timeouts, breaker and health record as its tools; what comes back has
+    the upstream's credential redacted. Failures become JSON-RPC errors with a clear message:
+    the upstream's own error keeps its code.
+
+    Raises:
+        RelayedError: the upstream answered with a JSON-RPC error.
+        InternalError: unknown, disabled or failing upstream, or it could not be reached.
+    """
+    try:
+        target = await upstream_target(name)
+    except ToolError as exc:
+        raise InternalError(exc.message) from None
+    redactor = Redactor(target.secrets)
+    assert target.report is not None
+    try:
+        result = await call(target)
+    except UpstreamRefused as exc:
+        # It answered: the upstream is healthy, the request was not.
+        await target.report(None)
+        message = redactor(f"The upstream {name!r} refused: {exc.upstream_message}")
+        raise RelayedError(exc.code if exc.code is not None else INTERNAL_ERROR, message) from None
+    except UpstreamUnavailable as exc:
+        await target.report(exc.message)
+        raise InternalError(redactor(exc.message)) from None
+    await target.report(None)
+    return redactor.value(result)
+
+
+async def upstream_read_resource(name: str, remote_uri: str, uri: str) -> list[dict[str, Any]]:
+    """Read ``remote_uri`` on the upstream ``name``; contents served as our ``uri``.
+
+    Raises: as ``_forward``.
+    """
+    contents = await _forward(name, lambda target: mcp_upstream.read_resource(target, remote_uri))
+    # The client asked for our URI: the parts that are the resource itself say so.
+    return [{**item, "uri": uri} if item.get("uri") == remote_uri else item for item in contents]
+
+
+class UpstreamPromptSource:
+    """The ``PromptSource`` port: prompts of an upstream are got from it, the rest rendered."""
+
+    async def get_prompt(
+        self, prompt: PromptDef, arguments: Mapping[str, str]
+    ) -> Mapping[str, Any] | None:
+        key = prompt.key
+        if getattr(key, "upstream", None) is None:
+            return None
+        result: Mapping[str, Any] = await _forward(
+            key.upstream,
+            lambda target: mcp_upstream.get_prompt(target, key.remote_name, arguments),
+        )
+        return result
+
+
 # --- discovery: importing and re-syncing an upstream's tools --------------------------------
 
 
@@ -257,9 +323,9 @@ def upstream_sync_plan(upstream: Upstream, remote_tools: list[dict[str, Any]]) -
 
 @dataclass(slots=True)
 class SyncOutcome:
-    created: list[Tool] = field(default_factory=list)
-    updated: list[Tool] = field(default_factory=list)
-    disabled: list[Tool] = field(default_factory=list)
+    created: list[Any] = field(default_factory=list)
+    updated: list[Any] = field(default_factory=list)
+    disabled: list[Any] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
 
@@ -281,7 +347,7 @@ def upstream_sync_apply(
     plan = upstream_sync_plan(upstream, remote_tools)
     outcome = SyncOutcome()
     taken = set(Tool.objects.values_list("name", flat=True))
-    with transaction.atomic():
+    with transaction.atomic(), history.catalog_change_source(history.UPSTREAM_SYNC):
         for remote in plan.added:
             if remote["name"] not in add:
                 continue
@@ -353,4 +419,210 @@ def _saved(tool: Tool, outcome: SyncOutcome) -> bool:
         outcome.skipped.append(f"{_remote_name(tool)}: {'; '.join(exc.messages)}")
         return False
     tool.save()
+    return True
+
+
+# --- discovery: an upstream's resources and prompts -------------------------------------------
+
+
+@dataclass(slots=True)
+class ItemPlan:
+    """How an upstream's resources (or prompts) compare with the rows read from it.
+
+    Resources are matched by their URI there, prompts by their name there; a prompt has
+    "changed" when its arguments (names, required) differ, a resource never does (its content
+    is read at each request).
+    """
+
+    added: list[dict[str, Any]] = field(default_factory=list)
+    changed: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
+    removed: list[Any] = field(default_factory=list)
+    unchanged: list[Any] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class UpstreamOffer:
+    """Everything an upstream lists: tools, resources and prompts (every page)."""
+
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    resources: list[dict[str, Any]] = field(default_factory=list)
+    prompts: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def upstream_list_offer(name: str) -> UpstreamOffer:
+    """List the upstream's tools, resources and prompts, recording the contact like a call.
+
+    An upstream without resources or prompts answers their lists with an error: those lists
+    are then empty.
+
+    Raises:
+        ToolError: unknown, disabled or failing upstream, or its tools could not be listed.
+    """
+    loaded = await upstream_resolve(name)
+    offer = UpstreamOffer()
+    try:
+        offer.tools = await list_tools(loaded.target)
+        for method, attribute in (
+            (mcp_upstream.list_resources, "resources"),
+            (mcp_upstream.list_prompts, "prompts"),
+        ):
+            # An upstream that does not serve them refuses the list (method not found).
+            with contextlib.suppress(UpstreamRefused):
+                setattr(offer, attribute, await method(loaded.target))
+    except UpstreamUnavailable as exc:
+        await upstream_record_failure(loaded.pk, exc.message)
+        raise
+    await upstream_record_success(loaded.pk, negotiated_revision(loaded.target.key))
+    return offer
+
+
+def _distinct(remote: list[dict[str, Any]], key: str) -> dict[str, dict[str, Any]]:
+    found: dict[str, dict[str, Any]] = {}
+    for item in remote:
+        value = item.get(key)
+        if isinstance(value, str) and value and value not in found:
+            found[value] = item
+    return found
+
+
+def _arguments_of(remote: Mapping[str, Any]) -> list[dict[str, Any]]:
+    raw = remote.get("arguments")
+    return [a for a in raw if isinstance(a, dict) and isinstance(a.get("name"), str)] if isinstance(
+        raw, list
+    ) else []  # fmt: skip
+
+
+def _argument_shape(arguments: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+    return [(str(a["name"]), a.get("required") is True) for a in arguments]
+
+
+def upstream_resources_plan(upstream: Upstream, remote: list[dict[str, Any]]) -> ItemPlan:
+    """Compare the upstream's resources (as listed) with the rows read from it."""
+    rows = {row.upstream_uri: row for row in upstream.resources.order_by("uri")}
+    offered = _distinct(remote, "uri")
+    plan = ItemPlan(removed=[row for uri, row in rows.items() if uri not in offered])
+    for uri, item in offered.items():
+        row = rows.get(uri)
+        if row is None:
+            plan.added.append(item)
+        else:
+            plan.unchanged.append(row)
+    return plan
+
+
+def upstream_prompts_plan(upstream: Upstream, remote: list[dict[str, Any]]) -> ItemPlan:
+    """Compare the upstream's prompts (as listed) with the rows got from it."""
+    rows = {row.upstream_name: row for row in upstream.prompts.order_by("name")}
+    offered = _distinct(remote, "name")
+    plan = ItemPlan(removed=[row for name, row in rows.items() if name not in offered])
+    for name, item in offered.items():
+        row = rows.get(name)
+        if row is None:
+            plan.added.append(item)
+        elif [(a.name, a.required) for a in row.arguments.order_by("position", "id")] != (
+            _argument_shape(_arguments_of(item))
+        ):
+            plan.changed.append((row, item))
+        else:
+            plan.unchanged.append(row)
+    return plan
+
+
+def upstream_items_apply(
+    upstream: Upstream,
+    offer: UpstreamOffer,
+    *,
+    add_resources: set[str],
+    remove_resources: set[str],
+    add_prompts: set[str],
+    update_prompts: set[str],
+    remove_prompts: set[str],
+) -> SyncOutcome:
+    """Apply the ticked resource and prompt changes, as ``upstream_sync_apply`` does for tools.
+
+    New rows are disabled drafts; a resource whose URI is taken here gets
+    ``mcp-upstream://<upstream>/<its URI, quoted>``, a prompt whose name is taken gets
+    ``<upstream>_<name>``. A changed prompt takes the upstream's arguments; rows the upstream
+    no longer offers are disabled.
+    """
+    outcome = SyncOutcome()
+    resources = upstream_resources_plan(upstream, offer.resources)
+    prompts = upstream_prompts_plan(upstream, offer.prompts)
+    taken_uris = set(Resource.objects.values_list("uri", flat=True))
+    taken_names = set(Prompt.objects.values_list("name", flat=True))
+    with transaction.atomic(), history.catalog_change_source(history.UPSTREAM_SYNC):
+        for item in resources.added:
+            if item["uri"] not in add_resources:
+                continue
+            uri = item["uri"]
+            if uri in taken_uris:
+                uri = f"mcp-upstream://{upstream.name}/{quote(item['uri'], safe='')}"[:2048]
+            resource = Resource(
+                uri=uri,
+                name=str(item.get("name") or item["uri"])[:200],
+                title=str(item.get("title") or "")[:200],
+                description=str(item.get("description") or ""),
+                mime_type=str(item.get("mimeType") or "")[:200],
+                upstream=upstream,
+                remote_uri=item["uri"] if uri != item["uri"] else "",
+                enabled=False,
+            )
+            if _saved_row(resource, item["uri"], outcome):
+                taken_uris.add(uri)
+                outcome.created.append(resource)
+        for item in prompts.added:
+            if item["name"] not in add_prompts:
+                continue
+            description = item.get("description")
+            if not isinstance(description, str) or not description.strip():
+                description = f"The prompt {item['name']} of an upstream MCP server."
+            prompt = Prompt(
+                name=_free_name(upstream.name, item["name"], taken_names),
+                title=str(item.get("title") or "")[:200],
+                description=description,
+                upstream=upstream,
+                enabled=False,
+            )
+            prompt.remote_name = item["name"] if prompt.name != item["name"] else ""
+            if _saved_row(prompt, item["name"], outcome):
+                _take_arguments(prompt, item)
+                taken_names.add(prompt.name)
+                outcome.created.append(prompt)
+        for row, item in prompts.changed:
+            if row.upstream_name in update_prompts:
+                _take_arguments(row, item)
+                row.save(update_fields=["updated_at"])  # a new version, and list_changed
+                outcome.updated.append(row)
+        for plan, ticked in ((resources, remove_resources), (prompts, remove_prompts)):
+            for row in plan.removed:
+                name = row.upstream_uri if isinstance(row, Resource) else row.upstream_name
+                if name in ticked and row.enabled:
+                    row.enabled = False
+                    row.save(update_fields=["enabled", "updated_at"])
+                    outcome.disabled.append(row)
+    return outcome
+
+
+def _take_arguments(prompt: Prompt, remote: Mapping[str, Any]) -> None:
+    prompt.arguments.all().delete()
+    PromptArgument.objects.bulk_create(
+        PromptArgument(
+            prompt=prompt,
+            position=position,
+            name=str(argument["name"])[:128],
+            title=str(argument.get("title") or "")[:200],
+            description=str(argument.get("description") or ""),
+            required=argument.get("required") is True,
+        )
+        for position, argument in enumerate(_arguments_of(remote))
+    )
+
+
+def _saved_row(row: Resource | Prompt, remote: str, outcome: SyncOutcome) -> bool:
+    try:
+        row.full_clean()
+    except ValidationError as exc:
+        outcome.skipped.append(f"{remote}: {'; '.join(exc.messages)}")
+        return False
+    row.save()
     return True

@@ -11,7 +11,7 @@ from django.test import Client
 from django.urls import reverse
 from pytest_django.fixtures import Settings
 
-from mcp_app.models import Endpoint, Prompt, Resource, ResourceTemplate, Session
+from mcp_app.models import Endpoint, Prompt, Resource, ResourceTemplate, Session, Upstream
 
 
 def resource_payload(**overrides: Any) -> dict[str, Any]:
@@ -171,3 +171,77 @@ def test_sessions_can_be_listed_but_not_added_changed_or_deleted(
     assert add.status_code == 403
     assert delete.status_code == 403
     assert Session.objects.filter(pk="s1").exists()
+
+
+def _upstream() -> Upstream:
+    return Upstream.objects.create(
+        name="up", url="http://127.0.0.1:9/mcp", allow_networks="127.0.0.1/32"
+    )
+
+
+@pytest.mark.django_db
+def test_a_resource_read_from_an_upstream_is_saved_without_content(admin_client: Client) -> None:
+    upstream = _upstream()
+    data = resource_payload(text="", upstream=str(upstream.pk), remote_uri="up://readme")
+
+    response = admin_client.post(reverse("admin:mcp_app_resource_add"), data)
+
+    assert response.status_code == 302
+    resource = Resource.objects.get()
+    assert (resource.upstream, resource.upstream_uri, resource.size) == (
+        upstream,
+        "up://readme",
+        None,
+    )
+
+
+@pytest.mark.django_db
+def test_a_prompt_from_an_upstream_with_messages_of_its_own_is_refused(
+    admin_client: Client,
+) -> None:
+    upstream = _upstream()
+    data = {
+        "name": "review",
+        "title": "",
+        "description": "Review code.",
+        "enabled": "on",
+        "icons": "[]",
+        "upstream": str(upstream.pk),
+        "remote_name": "",
+        **inline_management("arguments", 0),
+        **inline_management("messages", 1),
+        "messages-0-position": "0",
+        "messages-0-role": "user",
+        "messages-0-kind": "text",
+        "messages-0-text": "Review {code}",
+    }
+
+    refused = admin_client.post(reverse("admin:mcp_app_prompt_add"), data)
+    accepted = admin_client.post(
+        reverse("admin:mcp_app_prompt_add"), {**data, **inline_management("messages", 0)}
+    )
+
+    assert "gets its messages there" in refused.content.decode()
+    assert accepted.status_code == 302
+    prompt = Prompt.objects.get()
+    assert (prompt.upstream, prompt.upstream_name, prompt.messages.count()) == (
+        upstream,
+        "review",
+        0,
+    )
+
+
+@pytest.mark.django_db
+def test_an_upstream_in_use_by_a_resource_cannot_be_deleted(admin_client: Client) -> None:
+    upstream = _upstream()
+    admin_client.post(
+        reverse("admin:mcp_app_resource_add"),
+        resource_payload(text="", upstream=str(upstream.pk)),
+    )
+
+    response = admin_client.post(
+        reverse("admin:mcp_app_upstream_delete", args=[upstream.pk]), {"post": "yes"}
+    )
+
+    assert response.status_code == 200  # the page that says what protects it
+    assert Upstream.objects.filter(pk=upstream.pk).exists()

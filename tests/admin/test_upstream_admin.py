@@ -1,4 +1,5 @@
-"""The upstream admin: health and breaker shown, the breaker reset, tools imported and re-synced.
+"""The upstream admin: health and breaker shown, the breaker reset, tools, resources and prompts
+imported and re-synced.
 
 The upstream is the SDK server of ``tests/support/mcp_upstream_server.py`` on 127.0.0.1; the
 sync page lists it over HTTP as it would in production (``transaction=True``: the listing
@@ -16,7 +17,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from mcp_app.models import Tool, Upstream
+from mcp_app.models import Prompt, Resource, Tool, Upstream
 from tests.admin.conftest import tool_payload
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 
@@ -111,7 +112,7 @@ def test_resync_shows_changed_and_removed_and_applies_the_ticked(
 def test_an_unreachable_upstream_is_reported_on_the_sync_page(admin_client: Client) -> None:
     upstream = make_upstream("http://127.0.0.1:9/mcp")
     response = admin_client.get(sync_url(upstream))
-    assert b"Could not list the upstream" in response.content
+    assert b"Could not list what the upstream offers" in response.content
 
 
 def test_an_imported_tool_is_enabled_and_edited_like_any_other(
@@ -171,3 +172,65 @@ def test_an_upstream_tool_without_its_upstream_is_refused_and_not_saved(
     assert response.status_code == 200
     assert "upstream_name" in response.context["adminform"].form.errors
     assert not Tool.objects.filter(name="remote_add").exists()
+
+
+def test_resources_and_prompts_are_imported_as_disabled_drafts_renamed_on_collision(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url)
+    Resource.objects.create(uri="up://readme", name="ours", text="Ours.")
+    page = admin_client.get(sync_url(upstream))
+    assert {r["uri"] for r in page.context["resources"].added} == {"up://readme", "up://pixel.png"}
+    assert [p["name"] for p in page.context["prompts"].added] == ["review"]
+
+    admin_client.post(
+        sync_url(upstream),
+        {"add_resource": ["up://readme", "up://pixel.png"], "add_prompt": "review"},
+    )
+
+    renamed = Resource.objects.get(upstream=upstream, remote_uri="up://readme")
+    assert renamed.uri == "mcp-upstream://up/up%3A%2F%2Freadme"
+    pixel = Resource.objects.get(uri="up://pixel.png")
+    assert (pixel.upstream, pixel.mime_type, pixel.enabled) == (upstream, "image/png", False)
+    review = Prompt.objects.get(name="review")
+    assert (review.upstream, review.enabled) == (upstream, False)
+    assert [(a.name, a.required) for a in review.arguments.all()] == [
+        ("code", True),
+        ("language", False),
+    ]
+    again = admin_client.get(sync_url(upstream)).context
+    assert not again["resources"].added and len(again["resources"].unchanged) == 2
+    assert not again["prompts"].added and not again["prompts"].changed
+
+
+def test_a_prompt_whose_arguments_changed_takes_them_and_gone_rows_are_disabled(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url)
+    admin_client.post(sync_url(upstream), {"add_prompt": "review"})
+    review = Prompt.objects.get(name="review")
+    review.arguments.filter(name="language").delete()
+    gone = Resource.objects.create(uri="up://gone", name="gone", upstream=upstream, enabled=True)
+
+    page = admin_client.get(sync_url(upstream)).context
+    assert [row.name for row, _remote in page["prompts"].changed] == ["review"]
+    assert page["resources"].removed == [gone]
+
+    admin_client.post(
+        sync_url(upstream), {"update_prompt": "review", "remove_resource": "up://gone"}
+    )
+
+    assert [a.name for a in review.arguments.all()] == ["code", "language"]
+    gone.refresh_from_db()
+    assert not gone.enabled
+
+
+def test_what_a_sync_creates_is_recorded_as_an_upstream_sync(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url)
+
+    admin_client.post(sync_url(upstream), {"add": "echo", "add_prompt": "review"})
+
+    for row in (Tool.objects.get(name="echo"), Prompt.objects.get(name="review")):
+        assert row.history.latest().history_change_reason == "upstream sync"

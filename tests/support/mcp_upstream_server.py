@@ -14,11 +14,15 @@ cancellation seen, the headers a call carried). Tools:
 * ``grow()``: adds the tool ``grown`` and sends ``notifications/tools/list_changed``
 * ``die()``: the process exits mid-call
 * ``headers()``: the Authorization and X-Api-Key headers it received, as structuredContent
+
+Resources: ``up://readme`` (markdown text), ``up://pixel.png`` (a PNG, served as a blob).
+Prompts: ``review(code, language="python")``: one user message naming both.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import os
 import subprocess
@@ -143,6 +147,23 @@ def headers(ctx: Context) -> dict[str, Any]:
     seen = dict(ctx.headers or {})
     (MARKERS / "headers").write_text(repr(sorted(seen.items())))
     return {"authorization": seen.get("authorization"), "x_api_key": seen.get("x-api-key")}
+
+
+@server.resource(
+    "up://readme", name="readme", description="The upstream's readme.", mime_type="text/markdown"
+)
+def readme() -> str:
+    return "# Upstream readme"
+
+
+@server.resource("up://pixel.png", name="pixel", mime_type="image/png")
+def pixel() -> bytes:
+    return base64.b64decode(PNG)
+
+
+@server.prompt(description="Asks for a review of some code.")
+def review(code: str, language: str = "python") -> str:
+    return f"Review this {language} code: {code}"
 
 
 @dataclass

@@ -110,6 +110,10 @@ async def handle_prompts_get(ctx: RequestContext, params: GetPromptParams) -> di
     if missing:
         names = ", ".join(a.name for a in missing)
         raise InvalidParams(f"Missing required arguments: {names}")
+    if ctx.prompts is not None:
+        got = await ctx.prompts.get_prompt(prompt, arguments)
+        if got is not None:
+            return _shaped_elsewhere(ctx, prompt, got)
     messages = [
         {"role": m["role"], "content": shape_content(m["content"], ctx.version)}
         for m in render_prompt(prompt, arguments)
@@ -117,6 +121,21 @@ async def handle_prompts_get(ctx: RequestContext, params: GetPromptParams) -> di
     result: dict[str, Any] = {"messages": messages}
     if prompt.description:
         result["description"] = prompt.description
+    return result
+
+
+def _shaped_elsewhere(
+    ctx: RequestContext, prompt: PromptDef, got: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A prompt another server rendered: its messages as they came, shaped for the revision."""
+    messages = [
+        {"role": message["role"], "content": shape_content(message["content"], ctx.version)}
+        for message in got.get("messages", ())
+    ]
+    result: dict[str, Any] = {"messages": messages}
+    description = got.get("description") or prompt.description
+    if isinstance(description, str) and description:
+        result["description"] = description
     return result
 
 

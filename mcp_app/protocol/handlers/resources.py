@@ -15,10 +15,13 @@ from typing import Any
 
 from mcp_app.protocol.context import LegacySession, RequestContext
 from mcp_app.protocol.errors import (
+    INVALID_PARAMS,
+    RESOURCE_NOT_FOUND,
     InternalError,
     InvalidParams,
     InvalidRequest,
     McpError,
+    RelayedError,
     ResourceNotFound,
 )
 from mcp_app.protocol.handlers.listing import list_page
@@ -88,6 +91,11 @@ async def handle_resources_read(ctx: RequestContext, params: UriParams) -> dict[
     uri = params.uri
     try:
         contents = await _read(ctx, uri)
+    except RelayedError as exc:
+        if exc.code in (RESOURCE_NOT_FOUND, INVALID_PARAMS):
+            # An upstream's "not found" (either revision's code) in this revision's words.
+            raise _not_found(ctx, uri) from None
+        raise
     except McpError:
         raise
     except Exception:

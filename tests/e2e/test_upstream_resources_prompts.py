@@ -1,0 +1,167 @@
+"""Resources and prompts of an upstream MCP server, served by a live endpoint to the SDK client.
+
+The upstream is the official SDK's server (``tests/support/mcp_upstream_server.py``) in a
+subprocess; our endpoint runs in a live Daphne process and reads the upstream's resources and
+gets its prompts on every request, through the same session, breaker and credential as its
+tools.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from mcp_app.models import CallLog, Prompt, PromptArgument, Resource, Upstream
+from mcp_app.protocol import errors
+from tests.support.catalog import make_endpoint
+from tests.support.live import flush_database, free_port
+from tests.support.mcp_upstream_server import PNG, RunningUpstream, run_mcp_upstream
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: Any) -> Iterator[RunningUpstream]:
+    with run_mcp_upstream(tmp_path_factory.mktemp("e2e-upstream-rp")) as running:
+        yield running
+
+
+def _resource(uri: str, upstream: Upstream, remote_uri: str = "", **fields: Any) -> Resource:
+    resource = Resource(uri=uri, name=uri.rsplit("/", 1)[-1], upstream=upstream, **fields)
+    resource.remote_uri = remote_uri
+    resource.full_clean()
+    resource.save()
+    return resource
+
+
+@pytest.fixture(scope="module")
+def server(
+    live_server_url: str, upstream: RunningUpstream, django_db_blocker: Any
+) -> Iterator[str]:
+    with django_db_blocker.unblock():
+        up = Upstream.objects.create(name="up-rp", url=upstream.url, allow_networks="127.0.0.1/32")
+        # Nothing listens there: every read fails to connect.
+        dead = Upstream.objects.create(
+            name="dead-rp",
+            url=f"http://127.0.0.1:{free_port()}/mcp",
+            allow_networks="127.0.0.1/32",
+            connect_timeout=2,
+            call_timeout=5,
+        )
+        endpoint = make_endpoint("e2e-rp")
+        endpoint.resources.add(
+            _resource("ours://readme", up, remote_uri="up://readme", mime_type="text/markdown"),
+            _resource("up://pixel.png", up, mime_type="image/png"),
+            _resource("ours://missing", up, remote_uri="up://nothing-there"),
+            _resource("dead://readme", dead),
+        )
+        review = Prompt(name="review", description="Code review, by the upstream.", upstream=up)
+        review.full_clean()
+        review.save()
+        PromptArgument.objects.create(prompt=review, name="code", required=True)
+        PromptArgument.objects.create(prompt=review, name="language", position=1)
+        endpoint.prompts.add(review)
+    yield live_server_url
+    flush_database(django_db_blocker)
+
+
+@pytest.fixture(params=["legacy", "2026-07-28"])
+def mode(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
+async def test_a_text_resource_is_read_from_the_upstream_under_our_uri(server, mode):
+    async with asyncio.timeout(20), Client(f"{server}/mcp/e2e-rp", mode=mode) as client:
+        listed = await client.list_resources()
+        read = await client.read_resource("ours://readme")
+    assert "ours://readme" in {str(resource.uri) for resource in listed.resources}
+    [contents] = read.contents
+    assert contents.text == "# Upstream readme"
+    assert str(contents.uri) == "ours://readme"
+    assert contents.mime_type == "text/markdown"
+
+
+async def test_a_binary_resource_comes_back_as_the_upstreams_blob(server, mode):
+    async with asyncio.timeout(20), Client(f"{server}/mcp/e2e-rp", mode=mode) as client:
+        read = await client.read_resource("up://pixel.png")
+    [contents] = read.contents
+    assert base64.b64decode(contents.blob) == base64.b64decode(PNG)
+    assert contents.mime_type == "image/png"
+
+
+async def test_a_prompt_is_got_from_the_upstream_with_the_callers_arguments(server, mode):
+    async with asyncio.timeout(20), Client(f"{server}/mcp/e2e-rp", mode=mode) as client:
+        listed = await client.list_prompts()
+        got = await client.get_prompt("review", {"code": "x = 1", "language": "rust"})
+    [prompt] = listed.prompts
+    assert [(a.name, bool(a.required)) for a in prompt.arguments] == [
+        ("code", True),
+        ("language", False),
+    ]
+    [message] = got.messages
+    assert message.role == "user"
+    assert message.content.text == "Review this rust code: x = 1"
+
+
+async def test_a_missing_required_argument_is_refused_before_the_upstream_is_asked(server):
+    async with asyncio.timeout(20), Client(f"{server}/mcp/e2e-rp", mode="legacy") as client:
+        with pytest.raises(MCPError) as excinfo:
+            await client.get_prompt("review", {})
+    assert excinfo.value.error.code == errors.INVALID_PARAMS
+    assert "code" in excinfo.value.error.message
+
+
+async def test_the_upstreams_not_found_is_this_revisions_not_found(server, mode):
+    async with asyncio.timeout(20), Client(f"{server}/mcp/e2e-rp", mode=mode) as client:
+        with pytest.raises(MCPError) as excinfo:
+            await client.read_resource("ours://missing")
+    expected = errors.RESOURCE_NOT_FOUND if mode == "legacy" else errors.INVALID_PARAMS
+    assert excinfo.value.error.code == expected
+
+
+async def test_an_unreachable_upstream_is_a_clear_error_and_a_call_log_row(server):
+    async with asyncio.timeout(30), Client(f"{server}/mcp/e2e-rp", mode="legacy") as client:
+        with pytest.raises(MCPError) as excinfo:
+            await client.read_resource("dead://readme")
+        # The endpoint still serves what does not need that upstream.
+        read = await client.read_resource("ours://readme")
+    assert excinfo.value.error.code == errors.INTERNAL_ERROR
+    assert "Could not reach the upstream 'dead-rp'" in excinfo.value.error.message
+    assert read.contents[0].text == "# Upstream readme"
+
+    async def recorded() -> CallLog | None:
+        return await CallLog.objects.filter(
+            rpc_method="resources/read", target="dead://readme"
+        ).afirst()
+
+    async with asyncio.timeout(15):
+        while (row := await recorded()) is None:
+            await asyncio.sleep(0.05)
+    assert row.status == CallLog.Status.PROTOCOL_ERROR
+    assert "Could not reach the upstream" in row.error_message
+    dead = await Upstream.objects.aget(name="dead-rp")
+    assert dead.consecutive_failures >= 1 and "Could not reach" in dead.last_error
+
+
+def test_a_resource_is_read_from_an_upstream_or_has_content_never_both(upstream):
+    up = Upstream.objects.create(name="check-rp", url=upstream.url, allow_networks="127.0.0.1/32")
+    both = Resource(uri="ours://both", name="both", upstream=up, text="local")
+    neither = Resource(uri="ours://neither", name="neither")
+    stray = Resource(uri="ours://stray", name="stray", text="local", remote_uri="up://readme")
+    bad_remote = Resource(uri="ours://bad", name="bad", upstream=up, remote_uri="no scheme")
+    for resource, needle in (
+        (both, "no text or file"),
+        (neither, "either text or a file"),
+        (stray, "Only a resource read from an upstream"),
+        (bad_remote, "remote_uri"),
+    ):
+        with pytest.raises(ValidationError) as excinfo:
+            resource.full_clean()
+        assert needle in str(excinfo.value)
