@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import admin
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.forms.models import BaseInlineFormSet
+from django.http import HttpRequest
 
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.forms import JSON_FORMFIELD, CodeTextarea
 from mcp_app.admin.history import CatalogHistoryAdmin
 from mcp_app.models import Prompt, PromptArgument, PromptMessage
+from mcp_app.services import history
 
 
 class PromptArgumentInline(admin.TabularInline):
@@ -66,6 +70,21 @@ class PromptAdmin(CatalogHistoryAdmin):
         ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
+
+    def history_form_view(
+        self, request: HttpRequest, object_id: str, version_id: str, extra_context: Any = None
+    ) -> Any:
+        # A revert: the prompt's form is saved as for any version, and its arguments and
+        # messages become that version's too, all or nothing.
+        request.mcp_revert_to = int(version_id)  # type: ignore[attr-defined]
+        with transaction.atomic():
+            return super().history_form_view(request, object_id, version_id, extra_context)
+
+    def save_model(self, request: HttpRequest, obj: Prompt, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        version = getattr(request, "mcp_revert_to", None)
+        if version is not None and request.method == "POST":
+            history.revert_prompt_parts(obj, version)
 
     class Media:
         css = {"all": ["mcp_app/admin.css"]}

@@ -24,6 +24,7 @@ from typing import Any
 
 from django.db import models
 from django.db.models import Max, Q
+from django.utils import timezone
 
 from mcp_app.models import (
     Credential,
@@ -251,6 +252,39 @@ def prompt_part_history(prompt_id: int) -> list[tuple[str, Any]]:
     ]
     parts.sort(key=lambda part: part[1].history_date, reverse=True)
     return parts
+
+
+_ARGUMENT_COPIED = ("position", "name", "title", "description", "required", "completion_values")
+_MESSAGE_COPIED = ("position", "role", "kind", "text", "file", "mime_type", "uri", "name")
+
+
+def revert_prompt_parts(prompt: Prompt, history_id: int) -> None:
+    """Give ``prompt`` the arguments and messages it had at its version ``history_id``.
+
+    A version's parts are those after the edit that made it: an admin save writes the prompt
+    first and its inline parts just after, so they are read as of the prompt's next version
+    (or now, for the latest). The current parts are replaced (their deletion and the new rows
+    are recorded like any edit); call it in the transaction that saves the prompt.
+    """
+    record = Prompt.history.get(id=prompt.pk, history_id=history_id)
+    later = (
+        Prompt.history.filter(id=prompt.pk, history_date__gt=record.history_date)
+        .order_by("history_date")
+        .first()
+    )
+    when = later.history_date if later is not None else timezone.now()
+    arguments = list(PromptArgument.history.as_of(when).filter(prompt_id=prompt.pk))
+    messages = list(PromptMessage.history.as_of(when).filter(prompt_id=prompt.pk))
+    for part in (*prompt.arguments.all(), *prompt.messages.all()):
+        part.delete()
+    for old in arguments:
+        PromptArgument.objects.create(
+            prompt=prompt, **{name: getattr(old, name) for name in _ARGUMENT_COPIED}
+        )
+    for old in messages:
+        PromptMessage.objects.create(
+            prompt=prompt, **{name: getattr(old, name) for name in _MESSAGE_COPIED}
+        )
 
 
 def history_record(model: type[models.Model], history_id: int) -> Any:

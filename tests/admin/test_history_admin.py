@@ -15,9 +15,10 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from mcp_app.models import Credential, Endpoint, Prompt, PromptArgument, Tool
+from mcp_app.models import Credential, Endpoint, Prompt, PromptArgument, PromptMessage, Tool
+from mcp_app.protocol.handlers.prompts import render_prompt
 from mcp_app.services import history, invalidation
-from mcp_app.services.catalog import endpoint_create, prompt_create, tool_create
+from mcp_app.services.catalog import build_snapshot, endpoint_create, prompt_create, tool_create
 from mcp_app.services.credentials import credential_create
 from tests.admin.conftest import tool_payload
 from tests.admin.test_credential_admin import SECRET, credential_payload
@@ -342,3 +343,62 @@ def test_a_calls_page_names_the_tool_version_that_answered(
     assert f"tool version #{version.history_id}" in definition.group(1)
     link = reverse("admin:mcp_app_tool_simple_history", args=[greet.pk, version.history_id])
     assert (f'href="{link}"' in definition.group(1)) is may_view_tools
+
+
+def test_reverting_a_prompt_restores_its_arguments_and_messages(
+    admin_client: Client, endpoint: Endpoint
+) -> None:
+    prompt = prompt_create(
+        name="review",
+        description="Reviews code.",
+        arguments=[{"name": "code", "required": True}],
+        messages=[{"role": "user", "text": "Review {code}"}],
+        endpoints=[endpoint],
+    )
+    first = prompt.history.latest().history_id
+    # A later edit of the prompt, then of its parts.
+    prompt.description = "Looks at code."
+    prompt.save()
+    message = prompt.messages.get()
+    message.text = "Look at {code} in {style}"
+    message.save()
+    PromptArgument.objects.create(prompt=prompt, name="style", position=1)
+
+    response = admin_client.post(
+        reverse("admin:mcp_app_prompt_simple_history", args=[prompt.pk, first]),
+        {"name": "review", "title": "", "description": "Reviews code.", "enabled": "on",
+         "icons": "[]", "required_scope": ""},
+    )  # fmt: skip
+
+    assert response.status_code == 302, response.context and response.context["errors"]
+    prompt.refresh_from_db()
+    assert prompt.description == "Reviews code."
+    assert [(a.name, a.required) for a in prompt.arguments.all()] == [("code", True)]
+    [served] = build_snapshot(Endpoint.objects.get(pk=endpoint.pk)).prompts
+    assert render_prompt(served, {"code": "x = 1"}) == [
+        {"role": "user", "content": {"type": "text", "text": "Review x = 1"}}
+    ]
+    # The revert is itself recorded: its parts' deletions and re-creations included.
+    assert PromptMessage.history.filter(prompt_id=prompt.pk, history_type="-").exists()
+
+
+def test_a_refused_prompt_revert_leaves_its_parts_alone(
+    admin_client: Client, endpoint: Endpoint
+) -> None:
+    prompt = prompt_create(
+        name="review",
+        description="Reviews code.",
+        messages=[{"role": "user", "text": "Review it"}],
+    )
+    first = prompt.history.latest().history_id
+    message = prompt.messages.get()
+    message.text = "Look at it"
+    message.save()
+
+    response = admin_client.post(
+        reverse("admin:mcp_app_prompt_simple_history", args=[prompt.pk, first]),
+        {"name": "review", "title": "", "description": "   ", "enabled": "on", "icons": "[]"},
+    )
+
+    assert response.status_code == 200 and response.context["errors"]
+    assert prompt.messages.get().text == "Look at it"
