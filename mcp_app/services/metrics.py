@@ -74,6 +74,16 @@ CALL_LOG_DROPPED = Counter(
     "mcphost_call_log_dropped_rows",
     "Call-log records dropped (queue full, or a batch the database refused).",
 )
+# Received minus written minus dropped is what a process still holds: its backlog, which an
+# outage grows and a graceful stop (or a test's cleanup) waits to see reach zero.
+CALL_LOG_RECEIVED = Counter(
+    "mcphost_call_log_received_rows",
+    "Call-log records handed to the writer.",
+)
+CALL_LOG_WRITTEN = Counter(
+    "mcphost_call_log_written_rows",
+    "Call-log records written to the database (reduced to their metadata or whole).",
+)
 
 
 # Labelled children by label values: ``labels()`` takes a lock and builds a key per call,

@@ -28,6 +28,7 @@ from django.utils import timezone
 from mcp_app.models import CallLog, Endpoint
 from mcp_app.protocol import jsonrpc
 from mcp_app.protocol.errors import InternalError
+from mcp_app.services import metrics
 from mcp_app.services.calllog import writer as call_log_writer
 from mcp_app.services.calllog.recorder import CallRecorder
 from mcp_app.services.calllog.writer import WRITER_THREAD, PendingCall, call_log_flush
@@ -133,6 +134,28 @@ def test_a_record_the_database_refuses_is_kept_as_metadata_not_retried():
     assert refused.arguments is None
     # Nothing is left to retry: the queue is empty and the writer idle.
     assert call_log_writer.writer().flush(0.1)
+
+
+def _counted() -> tuple[float, float, float]:
+    return tuple(  # type: ignore[return-value]
+        counter._value.get()
+        for counter in (
+            metrics.CALL_LOG_RECEIVED,
+            metrics.CALL_LOG_WRITTEN,
+            metrics.CALL_LOG_DROPPED,
+        )
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_backlog_is_received_minus_written_minus_dropped():
+    received, written, dropped = _counted()
+
+    rows = write(pending(), pending(error_code=2**40), pending(rpc_method="ping"))
+
+    assert all(row is not None for row in rows)  # the refused one reduced to its metadata
+    now_received, now_written, now_dropped = _counted()
+    assert (now_received - received, now_written - written, now_dropped - dropped) == (3, 3, 0)
 
 
 class _WriterQueries:

@@ -19,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from django.conf import settings
 from django.core.management import call_command
@@ -91,7 +92,11 @@ def asgi_server(server: str = "daphne", extra_env: dict[str, str] | None = None)
             wait_for_port(port, process)
         except (RuntimeError, TimeoutError) as exc:
             raise RuntimeError(f"{exc}; server output in {log_path}") from exc
-        yield base_url
+        _running.add(base_url)
+        try:
+            yield base_url
+        finally:
+            _running.discard(base_url)
         if not os.environ.get("MCPHOST_KEEP_SERVER_LOGS"):
             log_path.unlink(missing_ok=True)
     finally:
@@ -118,11 +123,50 @@ def uvicorn_server_url(django_db_setup: None) -> Iterator[str]:
         yield url
 
 
+# Base URLs of the servers asgi_server() is running now.
+_running: set[str] = set()
+
+
+def _metric_sums(base_url: str) -> dict[str, float]:
+    text = httpx.get(f"{base_url}/metrics", timeout=5).raise_for_status().text
+    sums: dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            key = name.split("{", 1)[0]
+            sums[key] = sums.get(key, 0.0) + float(value)
+    return sums
+
+
+def wait_until_idle(base_url: str, timeout: float = 15.0) -> None:
+    """Wait until the server holds no SSE stream and its call-log writer has written or
+    dropped every record it was handed (its /metrics say so).
+
+    A stream's call-log record is handed over when the server sees the client leave, and
+    written a moment later: without this wait, a record of one module can land after the
+    next module's cleanup.
+    """
+    deadline = time.monotonic() + timeout
+    while True:
+        sums = _metric_sums(base_url)
+        backlog = sums.get("mcphost_call_log_received_rows_total", 0.0) - sums.get(
+            "mcphost_call_log_written_rows_total", 0.0
+        ) - sums.get("mcphost_call_log_dropped_rows_total", 0.0)  # fmt: skip
+        if not sums.get("mcphost_sse_streams_open", 0.0) and backlog <= 0:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{base_url} still busy after {timeout} s: {sums}")
+        time.sleep(0.05)
+
+
 def flush_database(django_db_blocker: Any) -> None:
     """Delete every row a module committed for its live server, as TransactionTestCase does.
 
-    Committed rows would otherwise leak into later tests that expect an empty database.
+    Committed rows would otherwise leak into later tests that expect an empty database. The
+    running servers are waited for first, so that no record of this module arrives later.
     """
+    for base_url in list(_running):
+        wait_until_idle(base_url)
     with django_db_blocker.unblock():
         call_command("flush", interactive=False, verbosity=0)
         # A flush fires no signal: tell the live servers to forget what they keep in memory.

@@ -124,6 +124,7 @@ class _Writer:
         self._thread.start()
 
     def put(self, records: Sequence[PendingCall]) -> None:
+        metrics.CALL_LOG_RECEIVED.inc(len(records))
         with self._cond:
             room = MAX_PENDING - len(self._queue)
             if room < len(records):
@@ -258,6 +259,7 @@ class _Writer:
         """Write ``rows``; on an outage, raise with the rows not yet written left in ``rows``."""
         try:
             self._insert(alias, rows)
+            metrics.CALL_LOG_WRITTEN.inc(len(rows))
             rows.clear()
             return
         except _OUTAGE_ERRORS:
@@ -268,6 +270,7 @@ class _Writer:
         while rows:
             try:
                 self._insert(alias, rows[:1])
+                metrics.CALL_LOG_WRITTEN.inc()
             except _OUTAGE_ERRORS:
                 raise
             except DatabaseError as exc:
@@ -281,6 +284,7 @@ class _Writer:
         )
         try:
             self._insert(alias, [_reduced(row)])
+            metrics.CALL_LOG_WRITTEN.inc()
         except _OUTAGE_ERRORS:
             raise
         except DatabaseError as again:
