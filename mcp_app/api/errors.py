@@ -10,9 +10,16 @@ from __future__ import annotations
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.models import ProtectedError
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+
+class Conflict(exceptions.APIException):
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "Other rows still use it."
+    default_code = "conflict"
 
 
 class PreconditionFailed(exceptions.APIException):
@@ -35,6 +42,10 @@ def django_errors(exc: DjangoValidationError) -> dict[str, Any] | list[str]:
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(django_errors(exc))
+    elif isinstance(exc, ProtectedError):
+        # Deleting an upstream or credential that rows still use: refused, nothing deleted.
+        users = sorted({str(row) for row in exc.protected_objects})[:10]
+        exc = Conflict(f"Other rows still use it: {', '.join(users)}.")
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, exceptions.APIException):
         return response

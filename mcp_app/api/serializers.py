@@ -30,6 +30,7 @@ from mcp_app.models import (
     ResourceTemplate,
     Session,
     Tool,
+    Upstream,
 )
 from mcp_app.services.catalog import check_unique_tool_names, tool_field_defaults
 from mcp_app.services.credentials import credential_set_secret
@@ -137,12 +138,25 @@ class ToolSerializer(CatalogItemSerializer):
         return attrs
 
 
+def _upstream_field() -> serializers.SlugRelatedField:
+    return serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Upstream.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text="The upstream MCP server this is read from (its name), or null.",
+    )
+
+
 class ResourceSerializer(CatalogItemSerializer):
+    upstream = _upstream_field()
+
     class Meta:
         model = Resource
         fields = [
             "id", "uri", "name", "title", "description", "mime_type", "text", "file", "size",
-            "icons", "enabled", *ACCESS_FIELDS, "endpoints", "created_at", "updated_at",
+            "upstream", "remote_uri", "icons", "enabled", *ACCESS_FIELDS, "endpoints",
+            "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = ["size", "created_at", "updated_at"]
 
@@ -181,18 +195,28 @@ class PromptMessageSerializer(serializers.ModelSerializer):
 class PromptSerializer(CatalogItemSerializer):
     arguments = PromptArgumentSerializer(many=True, required=False)
     messages = PromptMessageSerializer(many=True, required=False)
+    upstream = _upstream_field()
 
     class Meta:
         model = Prompt
         fields = [
             "id", "name", "title", "description", "icons", "enabled", "arguments", "messages",
-            *ACCESS_FIELDS, "endpoints", "created_at", "updated_at",
+            "upstream", "remote_name", *ACCESS_FIELDS, "endpoints", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = ["created_at", "updated_at"]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         attrs = super().validate(attrs)
         errors: dict[str, Any] = {}
+        prompt: Prompt = self.checked
+        if prompt.upstream is not None:
+            messages = attrs.get("messages")
+            if messages is None and self.instance is not None:
+                messages = list(self.instance.messages.all())
+            if messages:
+                errors["messages"] = [
+                    "A prompt from an upstream gets its messages there: send an empty list."
+                ]
         for key, model in (("arguments", PromptArgument), ("messages", PromptMessage)):
             items = []
             for position, values in enumerate(attrs.get(key) or ()):
@@ -261,6 +285,32 @@ class CredentialSerializer(ModelCheckedSerializer):
         elif self.instance is None:
             raise serializers.ValidationError({"secret": ["Enter the secret."]})
         return super().validate(attrs)
+
+
+class UpstreamSerializer(ModelCheckedSerializer):
+    credential = serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Credential.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text="The credential sent to the upstream (its name), or null.",
+    )
+
+    class Meta:
+        model = Upstream
+        fields = [
+            "id", "name", "description", "url", "credential", "connect_timeout", "call_timeout",
+            "allow_networks", "enabled", "failure_threshold", "cooldown_seconds",
+            "last_success_at", "last_error", "last_error_at", "protocol_version",
+            "consecutive_failures", "circuit_open_until", "tools_changed_at", "tools_synced_at",
+            "created_at", "updated_at",
+        ]  # fmt: skip
+        # Health and breaker state are the site's observations, not settings.
+        read_only_fields = [
+            "last_success_at", "last_error", "last_error_at", "protocol_version",
+            "consecutive_failures", "circuit_open_until", "tools_changed_at", "tools_synced_at",
+            "created_at", "updated_at",
+        ]  # fmt: skip
 
 
 def _encrypted(secret: str) -> str:

@@ -39,6 +39,7 @@ from mcp_app.models import (
     ResourceTemplate,
     Session,
     Tool,
+    Upstream,
 )
 from mcp_app.services import history, openapi
 from mcp_app.services.catalog_io import (
@@ -51,6 +52,7 @@ from mcp_app.services.catalog_io import (
 )
 from mcp_app.services.sessions import session_close
 from mcp_app.services.try_it import tool_try
+from mcp_app.services.upstreams import upstream_reset_breaker
 
 EXPORT_RESPONSES = {
     (200, "application/yaml"): OpenApiTypes.OBJECT,
@@ -304,6 +306,27 @@ class CredentialViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):
     search_fields = ["name", "description"]
     ordering_fields = ["name", "created_at", "updated_at"]
     ordering = ["name"]
+
+
+class UpstreamViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):
+    """Upstream MCP servers: their settings (health and breaker state read-only)."""
+
+    queryset = Upstream.objects.select_related("credential")
+    serializer_class = s.UpstreamSerializer
+    filter_fields = {"name": "name", "enabled": "enabled"}
+    boolean_filters = ("enabled",)
+    search_fields = ["name", "description", "url"]
+    ordering_fields = ["name", "created_at", "updated_at"]
+    ordering = ["name"]
+
+    @extend_schema(request=None)
+    @action(detail=True, methods=["post"], url_path="reset-breaker")
+    def reset_breaker(self, request: Request, pk: str | None = None) -> Response:
+        """Close the circuit breaker now: the next call tries the upstream again."""
+        upstream = self.get_object()
+        upstream_reset_breaker(upstream)
+        upstream.refresh_from_db()
+        return Response(self.get_serializer(upstream).data)
 
 
 class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):

@@ -49,7 +49,7 @@ class Prompt(TimestampedModel, AccessRules):
     def clean(self) -> None:
         if not self.description.strip():
             raise ValidationError({"description": "A prompt needs a description."})
-        if self.remote_name and self.upstream_id is None:
+        if self.remote_name and self.upstream is None:
             raise ValidationError({"remote_name": "Only a prompt from an upstream has one."})
 
     @property

@@ -72,7 +72,8 @@ class Resource(TimestampedModel, AccessRules):
 
     def clean(self) -> None:
         has_text, has_file = bool(self.text), bool(self.file)
-        if self.upstream_id is not None:
+        # An upstream the same catalog import creates is not saved yet: it has no id.
+        if self.upstream is not None:
             if has_text or has_file:
                 raise ValidationError(
                     "A resource read from an upstream has no text or file of its own."

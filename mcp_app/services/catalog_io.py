@@ -1,9 +1,10 @@
 """Catalog export and import: a whole catalog, or chosen endpoints, as a YAML or JSON document.
 
 The document names everything by natural key (endpoint slug, tool name, resource URI, URI
-template, prompt name, group name, credential name), never by database id, so it moves between
-installations. Credentials appear as references (name and kind), never with their secret: the
-target must already hold them.
+template, prompt name, upstream name, group name, credential name), never by database id, so
+it moves between installations. Upstream MCP servers travel with what uses them, without their
+health. Credentials appear as references (name and kind), never with their secret: the target
+must already hold them.
 
 Import writes through the ORM like the admin does, so the model signals (``signals.py``) bump
 catalog versions and send list_changed; rows are saved only when a value differs, so importing
@@ -40,6 +41,7 @@ from mcp_app.models import (
     Resource,
     ResourceTemplate,
     Tool,
+    Upstream,
 )
 from mcp_app.services import history
 from mcp_app.services.catalog import python_tool_defaults
@@ -58,17 +60,25 @@ TOOL_FIELDS = (
 )  # fmt: skip
 RESOURCE_FIELDS = (
     "name", "title", "description", "mime_type", "text", "icons", "enabled", "required_scope",
+    "remote_uri",
 )  # fmt: skip
 TEMPLATE_FIELDS = (
     "name", "title", "description", "mime_type", "kind", "config", "completions", "icons",
     "enabled", "required_scope",
 )  # fmt: skip
-PROMPT_FIELDS = ("title", "description", "icons", "enabled", "required_scope")
+PROMPT_FIELDS = ("title", "description", "icons", "enabled", "required_scope", "remote_name")
+# An upstream's definition; never its health or breaker state, which belong to each site.
+UPSTREAM_FIELDS = (
+    "description", "url", "connect_timeout", "call_timeout", "allow_networks", "enabled",
+    "failure_threshold", "cooldown_seconds",
+)  # fmt: skip
 ARGUMENT_FIELDS = ("name", "title", "description", "required", "completion_values")
 MESSAGE_FIELDS = ("role", "kind", "text", "mime_type", "uri", "name")
 
 # Section of the document -> (model, natural key field, plain fields).
 _SECTIONS: dict[str, tuple[type[Model], str, tuple[str, ...]]] = {
+    # First: tools name them, resources and prompts point at them.
+    "upstreams": (Upstream, "name", UPSTREAM_FIELDS),
     "endpoints": (Endpoint, "slug", ENDPOINT_FIELDS),
     "tools": (Tool, "name", TOOL_FIELDS),
     "resources": (Resource, "uri", RESOURCE_FIELDS),
@@ -77,11 +87,19 @@ _SECTIONS: dict[str, tuple[type[Model], str, tuple[str, ...]]] = {
 }
 # Extra keys an entry of each section may carry besides its key and plain fields.
 _EXTRA_KEYS: dict[str, tuple[str, ...]] = {
+    "upstreams": ("credential",),
     "endpoints": (),
     "tools": ("allowed_groups", "endpoints"),
-    "resources": ("allowed_groups", "endpoints", "file"),
+    "resources": ("allowed_groups", "endpoints", "file", "upstream"),
     "resource_templates": ("allowed_groups", "endpoints"),
-    "prompts": ("allowed_groups", "endpoints", "arguments", "messages"),
+    "prompts": ("allowed_groups", "endpoints", "arguments", "messages", "upstream"),
+}
+# Foreign keys an entry names by natural key: section -> (entry key, referenced section or
+# "credentials").
+_REFERENCES: dict[str, tuple[str, str]] = {
+    "upstreams": ("credential", "credentials"),
+    "resources": ("upstream", "upstreams"),
+    "prompts": ("upstream", "upstreams"),
 }
 # Endpoint many-to-many relation of each item section.
 _RELATION = {
@@ -189,6 +207,8 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
         queryset = model._default_manager.order_by(*order).prefetch_related(
             "endpoints", "allowed_groups"
         )
+        if model in (Resource, Prompt):
+            queryset = queryset.select_related("upstream")
         if endpoint_slugs is not None:
             queryset = queryset.filter(endpoints__slug__in=slugs).distinct()
         return list(queryset)
@@ -208,6 +228,7 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
             "uri": resource.uri,
             **_values(resource, RESOURCE_FIELDS),
             "file": _file_out(resource.file),
+            "upstream": resource.upstream.name if resource.upstream else None,
             **common(resource),
         }
         for resource in rows(Resource, ["uri"])
@@ -226,11 +247,36 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
             **_values(prompt, PROMPT_FIELDS),
             "arguments": _arguments_out(prompt),
             "messages": _messages_out(prompt),
+            "upstream": prompt.upstream.name if prompt.upstream else None,
             **common(prompt),
         }
         for prompt in rows(Prompt, ["name"])
     ]
-    names = sorted({tool.config.get("credential") for tool in tools} - {None})
+    resources = document["resources"]
+    prompts = document["prompts"]
+    upstream_names = {
+        str(tool.config.get("upstream"))
+        for tool in tools
+        if tool.kind == Tool.Kind.MCP_UPSTREAM and tool.config.get("upstream")
+    } | {entry["upstream"] for entry in (*resources, *prompts) if entry.get("upstream")}
+    upstreams = Upstream.objects.select_related("credential").order_by("name")
+    if endpoint_slugs is not None:
+        upstreams = upstreams.filter(name__in=upstream_names)
+    document["upstreams"] = [
+        {
+            "name": upstream.name,
+            **_values(upstream, UPSTREAM_FIELDS),
+            "credential": upstream.credential.name if upstream.credential else None,
+        }
+        for upstream in upstreams
+    ]
+    names = sorted(
+        (
+            {tool.config.get("credential") for tool in tools}
+            | {entry["credential"] for entry in document["upstreams"]}
+        )
+        - {None}
+    )
     if endpoint_slugs is None:
         names = sorted(set(names) | set(Credential.objects.values_list("name", flat=True)))
     document["credentials"] = [
@@ -493,6 +539,8 @@ class _Importer:
             if section != "endpoints":
                 plan.endpoint_slugs = list(entry.get("endpoints") or [])
                 plan.group_names = sorted(entry.get("allowed_groups") or [])
+            if section in _REFERENCES:
+                self._plan_reference(plan)
             if section == "resources":
                 self._plan_file(plan, "file", row.file)
             if section == "prompts":
@@ -535,6 +583,37 @@ class _Importer:
                     matched[index] = free[0]
                     claimed.add(free[0].pk)
         return [tool or Tool() for tool in matched]
+
+    def _plan_reference(self, plan: _Plan) -> None:
+        """Point the row at the credential or upstream its entry names (None: at none).
+
+        An upstream may be one this document creates: it is planned before the rows naming
+        it, and saved before them.
+        """
+        key, target = _REFERENCES[plan.section]
+        if key not in plan.entry:
+            return
+        name = plan.entry[key]
+        current = getattr(plan.row, key)
+        found: Model | None
+        if name is None:
+            found = None
+        elif not isinstance(name, str):
+            self._error(plan, key, "Expected a name or null.")
+            return
+        elif target == "credentials":
+            found = Credential.objects.filter(name=name).first()
+        else:
+            planned = {p.key: p.row for p in self.plans.get(target, [])}
+            found = planned.get(name) or Upstream.objects.filter(name=name).first()
+        if name is not None and found is None:
+            what = "credential" if target == "credentials" else "upstream"
+            self._error(plan, key, f"No {what} named {name!r} here or in the file.")
+            return
+        if (current.name if current is not None else None) != name:
+            if plan.row.pk is not None:
+                plan.changed.append(key)
+            setattr(plan.row, key, found)
 
     def _python_defaults(self, tool: Tool, entry: Mapping[str, Any]) -> None:
         # As tool_create: a python tool takes what the file omits from its function.
@@ -629,6 +708,11 @@ class _Importer:
                 for message in messages:
                     self._error(plan, name, message)
             return
+        if plan.section == "tools" and row.kind == Tool.Kind.MCP_UPSTREAM:
+            name = row.config.get("upstream")
+            planned = {p.key for p in self.plans.get("upstreams", [])}
+            if name not in planned and not Upstream.objects.filter(name=name).exists():
+                self._error(plan, "config.upstream", f"No upstream named {name!r} here.")
         if plan.section == "tools" and row.kind == Tool.Kind.HTTP:
             for key, message in undeclared_placeholders(row.config, row.input_schema).items():
                 self._error(plan, f"config.{key}", message)
@@ -648,6 +732,8 @@ class _Importer:
 
     def _write(self) -> None:
         groups = self._groups()
+        for plan in self.plans["upstreams"]:
+            self._save(plan)
         endpoints: dict[str, Endpoint] = {}
         for plan in self.plans["endpoints"]:
             self._save(plan)

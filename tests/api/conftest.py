@@ -39,6 +39,14 @@ def token_client(db: None) -> Callable[..., APIClient]:
 
 CATALOG_PERMISSIONS = [
     f"mcp_app.{action}_{model}"
-    for model in ("endpoint", "tool", "resource", "resourcetemplate", "prompt", "credential")
+    for model in (
+        "endpoint",
+        "tool",
+        "resource",
+        "resourcetemplate",
+        "prompt",
+        "credential",
+        "upstream",
+    )
     for action in ("view", "add", "change", "delete")
 ]

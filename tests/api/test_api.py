@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 import pytest
 import yaml
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.utils import timezone
 from rest_framework.test import APIClient
 
-from mcp_app.models import CallLog, Credential, Endpoint, Prompt, Tool
+from mcp_app.models import CallLog, Credential, Endpoint, Prompt, Tool, Upstream
 from mcp_app.services.calllog.writer import call_log_flush
 from mcp_app.services.catalog import endpoint_create, tool_create
 from mcp_app.services.credentials import decrypt_secret
@@ -308,3 +310,84 @@ def test_catalog_import_takes_the_exported_file(api: APIClient, main: Endpoint) 
     assert upload("- not a catalog\n").json()["errors"][0]["path"] == "file"
     neither = api.post("/api/v1/catalog/import/", {"dry_run": True}, format="json")
     assert neither.json()["errors"][0]["message"] == "Send either document or file."
+
+
+def test_an_upstream_is_managed_with_its_health_read_only(api: APIClient) -> None:
+    api.post("/api/v1/credentials/", {"name": "peer-key", "kind": "bearer", "secret": "k"})
+    created = api.post(
+        "/api/v1/upstreams/",
+        {
+            "name": "peer",
+            "url": "https://peer.example.com/mcp",
+            "credential": "peer-key",
+            "consecutive_failures": 7,  # read-only: ignored
+        },
+        format="json",
+    )
+    peer = Upstream.objects.get()
+    Upstream.objects.filter(pk=peer.pk).update(
+        consecutive_failures=5, circuit_open_until=timezone.now() + timedelta(minutes=5)
+    )
+    reset = api.post(f"/api/v1/upstreams/{peer.pk}/reset-breaker/")
+    listed = api.get("/api/v1/upstreams/?enabled=true")
+
+    assert created.status_code == 201, created.json()
+    assert created.json()["credential"] == "peer-key"
+    assert created.json()["consecutive_failures"] == 0
+    assert reset.status_code == 200
+    assert (reset.json()["consecutive_failures"], reset.json()["circuit_open_until"]) == (0, None)
+    assert [row["name"] for row in listed.json()["results"]] == ["peer"]
+
+
+@pytest.mark.parametrize(
+    ("body", "path"),
+    [
+        ({"url": "not a url"}, "url"),
+        ({"allow_networks": "everywhere"}, "allow_networks"),
+        ({"credential": "nowhere"}, "credential"),
+        ({"call_timeout": -1}, "call_timeout"),
+    ],
+)
+def test_a_bad_upstream_is_refused_with_its_field(api: APIClient, body: Any, path: str) -> None:
+    response = api.post(
+        "/api/v1/upstreams/",
+        {"name": "peer", "url": "https://peer.example.com/mcp", **body},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert path in {error["path"] for error in response.json()["errors"]}
+    assert not Upstream.objects.exists()
+
+
+def test_resources_and_prompts_name_their_upstream(api: APIClient, main: Endpoint) -> None:
+    peer = Upstream.objects.create(name="peer", url="https://peer.example.com/mcp")
+    resource = api.post(
+        "/api/v1/resources/",
+        {"uri": "peer://readme", "name": "readme", "upstream": "peer", "remote_uri": "up://r",
+         "endpoints": ["main"]},
+        format="json",
+    )  # fmt: skip
+    with_messages = api.post(
+        "/api/v1/prompts/",
+        {"name": "review", "description": "Review.", "upstream": "peer",
+         "messages": [{"role": "user", "text": "Hi"}]},
+        format="json",
+    )  # fmt: skip
+    prompt = api.post(
+        "/api/v1/prompts/",
+        {"name": "review", "description": "Review.", "upstream": "peer",
+         "arguments": [{"name": "code", "required": True}]},
+        format="json",
+    )  # fmt: skip
+    in_use = api.delete(f"/api/v1/upstreams/{peer.pk}/")
+
+    assert resource.status_code == 201, resource.json()
+    assert (resource.json()["upstream"], resource.json()["size"]) == ("peer", None)
+    assert with_messages.status_code == 400
+    assert with_messages.json()["errors"][0]["path"] == "messages"
+    assert prompt.status_code == 201, prompt.json()
+    assert Prompt.objects.get().upstream == peer
+    assert in_use.status_code == 409
+    assert "peer://readme" in in_use.json()["detail"]
+    assert Upstream.objects.filter(pk=peer.pk).exists()

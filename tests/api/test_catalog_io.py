@@ -12,7 +12,7 @@ from django.core.files.base import ContentFile
 from django.core.management import CommandError, call_command
 from pytest_django.fixtures import Settings
 
-from mcp_app.models import Endpoint, Prompt, Resource, ResourceTemplate, Tool
+from mcp_app.models import Credential, Endpoint, Prompt, Resource, ResourceTemplate, Tool, Upstream
 from mcp_app.services.catalog import (
     endpoint_create,
     prompt_create,
@@ -109,7 +109,7 @@ def catalog(db: None, settings: Settings, tmp_path: Path) -> dict[str, Any]:
 
 
 def wipe_catalog() -> None:
-    for model in (Prompt, ResourceTemplate, Resource, Tool, Endpoint):
+    for model in (Prompt, ResourceTemplate, Resource, Tool, Endpoint, Upstream):
         model.objects.all().delete()
     Group.objects.all().delete()
 
@@ -320,3 +320,111 @@ def test_import_command_lists_errors_and_fails(catalog: dict[str, Any], tmp_path
         call_command("mcp_import", str(path), stderr=err)
 
     assert err.getvalue().startswith("endpoints[0].slug (Not a slug!): ")
+
+
+@pytest.fixture
+def with_peer(catalog: dict[str, Any]) -> dict[str, Any]:
+    """The catalog, and another MCP server with a tool, a resource and a prompt of it."""
+    side = catalog["side"]
+    peer = Upstream(
+        name="peer",
+        url="https://peer.example.com/mcp",
+        credential=Credential.objects.get(name="github"),
+        call_timeout=20,
+        failure_threshold=3,
+        consecutive_failures=2,  # health: never exported
+    )
+    peer.full_clean()
+    peer.save()
+    tool_create(
+        name="peer_echo",
+        kind="mcp_upstream",
+        config={"upstream": "peer", "tool": "echo"},
+        description="The peer's echo.",
+        endpoints=[side],
+    )
+    resource_create(
+        uri="peer://readme", name="peer readme", upstream=peer, remote_uri="up://readme",
+        endpoints=[side],
+    )  # fmt: skip
+    prompt_create(
+        name="peer_review",
+        description="The peer's review.",
+        upstream=peer,
+        remote_name="review",
+        arguments=[{"name": "code", "required": True}],
+        endpoints=[side],
+    )
+    return catalog
+
+
+def test_upstreams_and_what_uses_them_survive_a_round_trip(with_peer: dict[str, Any]) -> None:
+    first = catalog_dump(catalog_export())
+    wipe_catalog()
+
+    catalog_import(document=catalog_parse(first))
+
+    assert catalog_dump(catalog_export()) == first
+    peer = Upstream.objects.get()
+    assert (peer.credential.name, peer.call_timeout, peer.consecutive_failures) == ("github", 20, 0)
+    assert Tool.objects.get(name="peer_echo").config == {"upstream": "peer", "tool": "echo"}
+    assert Resource.objects.get(uri="peer://readme").upstream_uri == "up://readme"
+    assert Prompt.objects.get(name="peer_review").upstream_name == "review"
+    assert not catalog_import(document=catalog_parse(first)).changed
+
+
+def test_export_carries_the_upstreams_of_what_it_exports_never_their_health(
+    with_peer: dict[str, Any],
+) -> None:
+    document = catalog_export(endpoint_slugs=["side"])
+
+    [peer] = document["upstreams"]
+    assert peer["name"] == "peer" and peer["credential"] == "github"
+    assert not {"consecutive_failures", "last_error", "circuit_open_until"} & set(peer)
+    readme = next(row for row in document["resources"] if row["uri"] == "peer://readme")
+    assert (readme["upstream"], readme["remote_uri"]) == ("peer", "up://readme")
+    assert catalog_export(endpoint_slugs=["main"])["upstreams"] == []
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        (lambda d: d["upstreams"][0].update(url="not a url"), "upstreams[0].url", "valid URL"),
+        (
+            lambda d: d["upstreams"][0].update(credential="nowhere"),
+            "upstreams[0].credential",
+            "No credential named 'nowhere'",
+        ),
+        (
+            lambda d: d["upstreams"][0].update(allow_networks="not-a-network"),
+            "upstreams[0].allow_networks",
+            "CIDR",
+        ),
+        (
+            lambda d: next(r for r in d["resources"] if r.get("upstream")).update(
+                upstream="missing"
+            ),
+            "resources[",
+            "No upstream named 'missing'",
+        ),
+        (
+            lambda d: d.update(upstreams=[]),
+            "tools[",
+            "No upstream named 'peer' here",
+        ),
+    ],
+)
+def test_a_bad_upstream_entry_is_refused_and_changes_nothing(
+    with_peer: dict[str, Any], change: Any, field: str, message: str
+) -> None:
+    document = catalog_export()
+    wipe_catalog()
+    change(document)
+
+    with pytest.raises(CatalogImportError) as excinfo:
+        catalog_import(document=document)
+
+    assert any(
+        str(error).startswith(field) and message in str(error) for error in excinfo.value.errors
+    ), [str(error) for error in excinfo.value.errors]
+    assert not Upstream.objects.exists() and not Tool.objects.exists()
