@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, Page, expect
 
 from mcp_app.models import Tool
 from tests.audit.factories import make_call
-from tests.support.browser import chromium, screenshot_dir
+from tests.support.browser import admin_login_state, chromium, open_page, screenshot_dir
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import asgi_server, flush_database
 from tests.support.page_checks import focused, overflow
@@ -64,29 +64,7 @@ def browser(site: dict[str, Any]) -> Iterator[Browser]:
 
 @pytest.fixture
 def login_state(browser: Browser, site: dict[str, Any]) -> dict[str, Any]:
-    context = browser.new_context()
-    page = context.new_page()
-    page.goto(f"{site['url']}/admin/login/?next=/admin/")
-    page.fill("#id_username", "operator")
-    page.fill("#id_password", PASSWORD)
-    page.click("input[type=submit]")
-    expect(page).to_have_url(f"{site['url']}/admin/")
-    state = context.storage_state()
-    context.close()
-    return state
-
-
-def open_page(
-    browser: Browser, state: dict[str, Any], viewport: dict[str, int], scheme: str
-) -> Page:
-    context = browser.new_context(
-        viewport=viewport,  # type: ignore[arg-type]
-        color_scheme=scheme,  # type: ignore[arg-type]
-        storage_state=state,  # type: ignore[arg-type]
-    )
-    page = context.new_page()
-    page.set_default_timeout(10_000)
-    return page
+    return admin_login_state(browser, site["url"], "operator", PASSWORD)
 
 
 def tab_to(page: Page, selector: str, limit: int = 80) -> None:

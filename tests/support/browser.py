@@ -12,9 +12,10 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, sync_playwright
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -48,3 +49,30 @@ def screenshot_dir(name: str) -> Path:
     path = Path(tempfile.mkdtemp(prefix=f"mcphost-{name}-screenshots-"))
     print(f"screenshots: {path}")
     return path
+
+
+def admin_login_state(browser: Browser, base_url: str, username: str, password: str) -> Any:
+    """Sign ``username`` in through the admin's login form; the cookies, for new contexts."""
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(f"{base_url}/admin/login/?next=/admin/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("input[type=submit]")
+    expect(page).to_have_url(f"{base_url}/admin/")
+    state = context.storage_state()
+    context.close()
+    return state
+
+
+def open_page(browser: Browser, state: Any, viewport: dict[str, int], scheme: str) -> Page:
+    """A page in a fresh context: signed in with ``state`` (None: anonymous), at that size and
+    colour scheme ("light" or "dark")."""
+    context = browser.new_context(
+        viewport=viewport,  # type: ignore[arg-type]
+        color_scheme=scheme,  # type: ignore[arg-type]
+        storage_state=state,
+    )
+    page = context.new_page()
+    page.set_default_timeout(10_000)
+    return page
