@@ -496,36 +496,40 @@ def _argument_shape(arguments: list[dict[str, Any]]) -> list[tuple[str, bool]]:
     return [(str(a["name"]), a.get("required") is True) for a in arguments]
 
 
-def upstream_resources_plan(upstream: Upstream, remote: list[dict[str, Any]]) -> ItemPlan:
-    """Compare the upstream's resources (as listed) with the rows read from it."""
-    rows = {row.upstream_uri: row for row in upstream.resources.order_by("uri")}
-    offered = _distinct(remote, "uri")
-    plan = ItemPlan(removed=[row for uri, row in rows.items() if uri not in offered])
-    for uri, item in offered.items():
-        row = rows.get(uri)
-        if row is None:
-            plan.added.append(item)
-        else:
-            plan.unchanged.append(row)
-    return plan
-
-
-def upstream_prompts_plan(upstream: Upstream, remote: list[dict[str, Any]]) -> ItemPlan:
-    """Compare the upstream's prompts (as listed) with the rows got from it."""
-    rows = {row.upstream_name: row for row in upstream.prompts.order_by("name")}
-    offered = _distinct(remote, "name")
+def _item_plan(
+    rows: Mapping[str, Any],
+    remote: list[dict[str, Any]],
+    key: str,
+    differs: Callable[[Any, dict[str, Any]], bool],
+) -> ItemPlan:
+    offered = _distinct(remote, key)
     plan = ItemPlan(removed=[row for name, row in rows.items() if name not in offered])
     for name, item in offered.items():
         row = rows.get(name)
         if row is None:
             plan.added.append(item)
-        elif [(a.name, a.required) for a in row.arguments.order_by("position", "id")] != (
-            _argument_shape(_arguments_of(item))
-        ):
+        elif differs(row, item):
             plan.changed.append((row, item))
         else:
             plan.unchanged.append(row)
     return plan
+
+
+def upstream_resources_plan(upstream: Upstream, remote: list[dict[str, Any]]) -> ItemPlan:
+    """Compare the upstream's resources (as listed) with the rows read from it."""
+    rows = {row.upstream_uri: row for row in upstream.resources.order_by("uri")}
+    return _item_plan(rows, remote, "uri", lambda row, item: False)
+
+
+def upstream_prompts_plan(upstream: Upstream, remote: list[dict[str, Any]]) -> ItemPlan:
+    """Compare the upstream's prompts (as listed) with the rows got from it."""
+    rows = {row.upstream_name: row for row in upstream.prompts.order_by("name")}
+
+    def differs(row: Prompt, item: dict[str, Any]) -> bool:
+        ours = [(a.name, a.required) for a in row.arguments.order_by("position", "id")]
+        return ours != _argument_shape(_arguments_of(item))
+
+    return _item_plan(rows, remote, "name", differs)
 
 
 def upstream_items_apply(

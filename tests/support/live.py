@@ -138,8 +138,14 @@ def _metric_sums(base_url: str) -> dict[str, float]:
     return sums
 
 
+# A client's closed stream ends on the server within milliseconds; a count of open streams
+# unchanged this long is made of streams the server keeps itself (an upstream session's
+# listening stream to one of its own endpoints), which end with the process.
+STREAMS_SETTLED_SECONDS = 2.0
+
+
 def wait_until_idle(base_url: str, timeout: float = 15.0) -> None:
-    """Wait until the server holds no SSE stream and its call-log writer has written or
+    """Wait until the server's streams have settled and its call-log writer has written or
     dropped every record it was handed (its /metrics say so).
 
     A stream's call-log record is handed over when the server sees the client leave, and
@@ -147,14 +153,20 @@ def wait_until_idle(base_url: str, timeout: float = 15.0) -> None:
     next module's cleanup.
     """
     deadline = time.monotonic() + timeout
+    streams_seen, seen_since = -1.0, time.monotonic()
     while True:
         sums = _metric_sums(base_url)
+        now = time.monotonic()
+        streams = sums.get("mcphost_sse_streams_open", 0.0)
+        if streams != streams_seen:
+            streams_seen, seen_since = streams, now
         backlog = sums.get("mcphost_call_log_received_rows_total", 0.0) - sums.get(
             "mcphost_call_log_written_rows_total", 0.0
         ) - sums.get("mcphost_call_log_dropped_rows_total", 0.0)  # fmt: skip
-        if not sums.get("mcphost_sse_streams_open", 0.0) and backlog <= 0:
+        settled = not streams or now - seen_since >= STREAMS_SETTLED_SECONDS
+        if settled and backlog <= 0:
             return
-        if time.monotonic() > deadline:
+        if now > deadline:
             raise TimeoutError(f"{base_url} still busy after {timeout} s: {sums}")
         time.sleep(0.05)
 
