@@ -22,6 +22,7 @@ from mcp_app.models import (
     Resource,
     ResourceTemplate,
     Tool,
+    Upstream,
 )
 from mcp_app.services import history, invalidation, notify
 from mcp_app.services.catalog import (
@@ -30,6 +31,7 @@ from mcp_app.services.catalog import (
     check_unique_tool_names,
     endpoint_ids_for,
 )
+from mcp_app.services.upstreams import upstream_renamed
 
 # Which endpoint_ids_for() keyword finds the endpoints of each catalog model.
 _RELATION_KWARG: dict[type, str] = {
@@ -47,6 +49,8 @@ _KIND: dict[type, notify.CatalogKind] = {
 }
 # Attribute holding the endpoint ids captured before a delete or a reverse clear().
 _CAPTURED = "_mcp_endpoint_ids"
+# Attribute holding an upstream's name before a save.
+_OLD_NAME = "_mcp_old_name"
 
 
 def _endpoints_of(instance: Any) -> list[int]:
@@ -165,6 +169,23 @@ def _guard_tool_attach(instance: Any, reverse: bool, pk_set: set[int]) -> None:
     else:
         # endpoint.tools.add(*tools)
         check_tools_attachable(endpoint_id=instance.pk, tool_ids=pk_set)
+
+
+@receiver(pre_save, sender=Upstream, dispatch_uid="mcp_upstream_renaming")
+def _upstream_renaming(
+    sender: type[Upstream], instance: Upstream, raw: bool, **kwargs: Any
+) -> None:
+    if raw or instance.pk is None:
+        return
+    old = Upstream.objects.filter(pk=instance.pk).values_list("name", flat=True).first()
+    instance.__dict__[_OLD_NAME] = old
+
+
+@receiver(post_save, sender=Upstream, dispatch_uid="mcp_upstream_renamed")
+def _upstream_renamed(sender: type[Upstream], instance: Upstream, **kwargs: Any) -> None:
+    old = instance.__dict__.pop(_OLD_NAME, None)
+    if old is not None and old != instance.name:
+        upstream_renamed(instance, old)
 
 
 @receiver(pre_create_historical_record, dispatch_uid="mcp_history_source")

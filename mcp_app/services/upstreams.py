@@ -43,6 +43,7 @@ from mcp_app.protocol.catalog import PromptDef
 from mcp_app.protocol.errors import INTERNAL_ERROR, InternalError, RelayedError
 from mcp_app.protocol.results import ToolError
 from mcp_app.services import history
+from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
 from mcp_app.services.credentials import _load as load_credential
 from mcp_app.services.credentials import credential_resolve
 
@@ -184,6 +185,20 @@ async def upstream_tools_changed(key: str) -> None:
 
 
 mcp_upstream.tools_changed_handlers.append(upstream_tools_changed)
+
+
+def upstream_renamed(upstream: Upstream, old_name: str) -> None:
+    """Follow a rename: tools naming the upstream by name take the new one, and endpoints
+    serving its resources and prompts (whose snapshots name it) are rebuilt."""
+    for tool in Tool.objects.filter(kind=Tool.Kind.MCP_UPSTREAM, config__upstream=old_name):
+        tool.config = {**tool.config, "upstream": upstream.name}
+        tool.save(update_fields=["config", "updated_at"])
+    endpoint_ids = endpoint_ids_for(
+        resource_ids=list(upstream.resources.values_list("pk", flat=True)),
+        prompt_ids=list(upstream.prompts.values_list("pk", flat=True)),
+    )
+    if endpoint_ids:
+        catalog_changed(endpoint_ids=endpoint_ids, kinds=["resources", "prompts"])
 
 
 def upstream_reset_breaker(upstream: Upstream) -> None:

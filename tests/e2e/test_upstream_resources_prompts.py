@@ -18,8 +18,9 @@ from django.core.exceptions import ValidationError
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_app.models import CallLog, Prompt, PromptArgument, Resource, Upstream
+from mcp_app.models import CallLog, Endpoint, Prompt, PromptArgument, Resource, Tool, Upstream
 from mcp_app.protocol import errors
+from mcp_app.services.catalog import build_snapshot
 from tests.support.catalog import make_endpoint
 from tests.support.live import flush_database, free_port
 from tests.support.mcp_upstream_server import PNG, RunningUpstream, run_mcp_upstream
@@ -165,3 +166,29 @@ def test_a_resource_is_read_from_an_upstream_or_has_content_never_both(upstream)
         with pytest.raises(ValidationError) as excinfo:
             resource.full_clean()
         assert needle in str(excinfo.value)
+
+
+def test_renaming_an_upstream_keeps_what_uses_it_working(upstream):
+    up = Upstream.objects.create(name="old-rp", url=upstream.url, allow_networks="127.0.0.1/32")
+    endpoint = make_endpoint("rename-rp")
+    tool = Tool(
+        name="renamed_echo",
+        description="The upstream's echo.",
+        kind=Tool.Kind.MCP_UPSTREAM,
+        config={"upstream": "old-rp", "tool": "echo"},
+        input_schema={"type": "object"},
+    )
+    tool.full_clean()
+    tool.save()
+    endpoint.tools.add(tool)
+    endpoint.resources.add(_resource("renamed://readme", up, remote_uri="up://readme"))
+    version = Endpoint.objects.get(pk=endpoint.pk).catalog_version
+
+    up.name = "new-rp"
+    up.save()
+
+    tool.refresh_from_db()
+    assert tool.config == {"upstream": "new-rp", "tool": "echo"}
+    assert Endpoint.objects.get(pk=endpoint.pk).catalog_version > version
+    [resource] = build_snapshot(Endpoint.objects.get(pk=endpoint.pk)).resources
+    assert resource.key.upstream == "new-rp"
