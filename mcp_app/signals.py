@@ -16,6 +16,7 @@ from simple_history.signals import pre_create_historical_record
 
 from mcp_app.models import (
     Endpoint,
+    MembershipChange,
     Prompt,
     PromptArgument,
     PromptMessage,
@@ -47,8 +48,10 @@ _KIND: dict[type, notify.CatalogKind] = {
     ResourceTemplate: "resources",
     Prompt: "prompts",
 }
-# Attribute holding the endpoint ids captured before a delete or a reverse clear().
+# Attribute holding the endpoint ids captured before a delete.
 _CAPTURED = "_mcp_endpoint_ids"
+# Attribute holding the (endpoint, item) pairs a remove() or clear() is about to detach.
+_DETACHING = "_mcp_detaching_pairs"
 # Attribute holding an upstream's name before a save.
 _OLD_NAME = "_mcp_old_name"
 
@@ -86,8 +89,12 @@ def _catalog_row_saved(sender: type, instance: Any, created: bool, **kwargs: Any
 @receiver(pre_delete, sender=ResourceTemplate, dispatch_uid="mcp_template_deleting")
 @receiver(pre_delete, sender=Prompt, dispatch_uid="mcp_prompt_deleting")
 def _catalog_row_deleting(sender: type, instance: Any, **kwargs: Any) -> None:
-    # The m2m rows are gone by post_delete, so the endpoints are captured now.
-    setattr(instance, _CAPTURED, _endpoints_of(instance))
+    # The m2m rows are gone by post_delete (and no m2m_changed is sent for them), so the
+    # endpoints are captured, and the detaches recorded, now: inside the delete's transaction.
+    through = history.through_of(sender)
+    pairs = history.membership_pairs(through, instance, True, None)
+    setattr(instance, _CAPTURED, [endpoint_id for endpoint_id, _ in pairs])
+    history.record_membership(through, pairs, MembershipChange.Action.REMOVED)
 
 
 @receiver(post_delete, sender=Tool, dispatch_uid="mcp_tool_deleted")
@@ -144,13 +151,23 @@ def _endpoint_catalog_changed(
 ) -> None:
     if action == "pre_add" and sender is Endpoint.tools.through and pk_set:
         _guard_tool_attach(instance, reverse, pk_set)
-    elif action == "pre_clear" and reverse:
-        setattr(instance, _CAPTURED, _endpoints_of(instance))
-    elif action in ("post_add", "post_remove"):
+    elif action in ("pre_remove", "pre_clear"):
+        # remove() names pairs that may not exist and clear() names none: the history
+        # records the pairs there are, captured before they go.
+        pairs = history.membership_pairs(sender, instance, reverse, pk_set)
+        instance.__dict__[_DETACHING] = pairs
+    elif action == "post_add":
+        history.record_membership(
+            sender,
+            history.attached_pairs(sender, instance, reverse, pk_set or set()),
+            MembershipChange.Action.ADDED,
+        )
         endpoint_ids = (pk_set or ()) if reverse else [instance.pk]
         catalog_changed(endpoint_ids=endpoint_ids, kinds=[_M2M_KIND[sender]])
-    elif action == "post_clear":
-        endpoint_ids = getattr(instance, _CAPTURED, ()) if reverse else [instance.pk]
+    elif action in ("post_remove", "post_clear"):
+        pairs = instance.__dict__.pop(_DETACHING, [])
+        history.record_membership(sender, pairs, MembershipChange.Action.REMOVED)
+        endpoint_ids = [endpoint_id for endpoint_id, _ in pairs] if reverse else [instance.pk]
         catalog_changed(endpoint_ids=endpoint_ids, kinds=[_M2M_KIND[sender]])
 
 

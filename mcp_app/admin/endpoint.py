@@ -28,8 +28,12 @@ from mcp_app.audit.selectors import Figures, endpoint_figures
 from mcp_app.models import Endpoint
 from mcp_app.protocol.shaping import shape_tool
 from mcp_app.protocol.versions import LATEST_LEGACY, LATEST_MODERN
+from mcp_app.services import history
 from mcp_app.services.catalog import build_snapshot
 from mcp_app.services.catalog_io import catalog_dump, catalog_export
+
+# Request attribute holding the membership of the endpoint version being viewed.
+_VERSION_MEMBERSHIP = "_mcp_version_membership"
 
 # Revisions shown on the preview page: the newest of each era.
 PREVIEW_VERSIONS = (LATEST_MODERN, LATEST_LEGACY)
@@ -155,6 +159,37 @@ class EndpointAdmin(CatalogHistoryAdmin):
             **(extra_context or {}),
         }
         return super().change_view(request, object_id, form_url, extra)
+
+    def history_form_view(
+        self,
+        request: HttpRequest,
+        object_id: str,
+        version_id: str,
+        extra_context: dict[str, Any] | None = None,
+    ) -> Any:
+        # The version page fills the catalog pickers with what the endpoint published at that
+        # version (the library would show today's membership); submitting it reverts both.
+        record = get_object_or_404(Endpoint.history, id=object_id, history_id=version_id)
+        request.__dict__[_VERSION_MEMBERSHIP] = history.membership_at(
+            int(object_id), history.version_end(record)
+        )
+        return super().history_form_view(request, object_id, version_id, extra_context)
+
+    def get_form(
+        self, request: HttpRequest, obj: Endpoint | None = None, change: bool = False, **kwargs: Any
+    ) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        found = request.__dict__.get(_VERSION_MEMBERSHIP)
+        if found is None:
+            return form
+        membership: dict[str, list[int]] = found
+
+        class VersionForm(form):  # type: ignore[misc, valid-type]
+            def __init__(self, *args: Any, **form_kwargs: Any) -> None:
+                form_kwargs["initial"] = {**membership, **(form_kwargs.get("initial") or {})}
+                super().__init__(*args, **form_kwargs)
+
+        return VersionForm
 
     @admin.display(description="tools", ordering="_tool_count")
     def tool_count(self, endpoint: Endpoint) -> int:

@@ -66,6 +66,9 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
             "part_history": (
                 history.prompt_part_history(int(object_id)) if self.model is Prompt else None
             ),
+            "membership_history": (
+                history.membership_changes(int(object_id)) if self.model is Endpoint else None
+            ),
             **(extra_context or {}),
         }
         return super().history_view(request, object_id, extra_context=context)
@@ -110,7 +113,6 @@ def recent_changes_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
     rows = [
         {
             "change": change,
-            "model_name": change.model._meta.verbose_name,
             "object_url": reverse(
                 f"admin:mcp_app_{change.owner_model._meta.model_name}_history",
                 args=[change.owner_id],

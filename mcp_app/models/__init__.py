@@ -5,6 +5,7 @@ from mcp_app.models.background_call import BackgroundCall
 from mcp_app.models.call_log import CallLog
 from mcp_app.models.credential import Credential
 from mcp_app.models.endpoint import Endpoint
+from mcp_app.models.membership import MembershipChange
 from mcp_app.models.prompt import Prompt, PromptArgument, PromptMessage
 from mcp_app.models.resource import Resource, ResourceTemplate
 from mcp_app.models.session import Session
@@ -17,6 +18,7 @@ __all__ = [
     "CallLog",
     "Credential",
     "Endpoint",
+    "MembershipChange",
     "Prompt",
     "PromptArgument",
     "PromptMessage",

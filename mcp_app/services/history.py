@@ -3,7 +3,9 @@
 django-simple-history writes one history row per save or delete of every tracked model
 (Endpoint, Tool, Resource, ResourceTemplate, Prompt with its arguments and messages,
 Credential without its secret; the access rules travel with their row, groups included).
-This module adds what the library does not know: *from where* a change came. Interfaces wrap
+What an endpoint publishes is recorded here instead, as attach/detach deltas
+(``MembershipChange``, see its module for why). This module also adds what the library does
+not know: *from where* a change came. Interfaces wrap
 their writes in ``catalog_change_source("admin")`` (or "api", "import", "upstream sync"), and
 every history row written inside is stamped with it in ``history_change_reason``.
 
@@ -16,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextvars import ContextVar
 from dataclasses import dataclass
 from datetime import datetime
@@ -25,10 +27,12 @@ from typing import Any
 from django.db import models
 from django.db.models import Max, Q
 from django.utils import timezone
+from simple_history.models import HistoricalRecords
 
 from mcp_app.models import (
     Credential,
     Endpoint,
+    MembershipChange,
     Prompt,
     PromptArgument,
     PromptMessage,
@@ -94,6 +98,190 @@ def latest_history_ids(model: type[models.Model], pks: Sequence[int]) -> dict[in
     )
 
 
+# -- endpoint membership --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Membership:
+    kind: str  # MembershipChange.Kind
+    model: type[models.Model]
+    column: str  # the item's column in the through table
+    name_field: str  # what names the item to a reader
+    form_field: str  # the endpoint's field (and admin form field) holding these rows
+
+
+_MEMBERSHIPS: dict[type[models.Model], _Membership] = {
+    Endpoint.tools.through:
+        _Membership("tool", Tool, "tool_id", "name", "tools"),
+    Endpoint.resources.through:
+        _Membership("resource", Resource, "resource_id", "uri", "resources"),
+    Endpoint.resource_templates.through: _Membership(
+        "resource_template", ResourceTemplate, "resourcetemplate_id", "uri_template",
+        "resource_templates",
+    ),
+    Endpoint.prompts.through:
+        _Membership("prompt", Prompt, "prompt_id", "name", "prompts"),
+}  # fmt: skip
+_THROUGH = {membership.model: through for through, membership in _MEMBERSHIPS.items()}
+
+# (endpoint id, item id) pairs of one through table.
+Pairs = list[tuple[int, int]]
+
+
+def membership_pairs(
+    through: type[models.Model], instance: models.Model, reverse: bool, pk_set: set[int] | None
+) -> Pairs:
+    """The (endpoint, item) pairs that exist now among those an m2m call names (one query).
+
+    ``instance``, ``reverse`` and ``pk_set`` are those of ``m2m_changed``; ``pk_set`` None
+    means all of them (``clear()``).
+    """
+    column = _MEMBERSHIPS[through].column
+    rows = through._default_manager.filter(**{column if reverse else "endpoint_id": instance.pk})
+    if pk_set is not None:
+        rows = rows.filter(**{f"{'endpoint_id' if reverse else column}__in": pk_set})
+    return list(rows.values_list("endpoint_id", column))
+
+
+def attached_pairs(
+    through: type[models.Model], instance: models.Model, reverse: bool, pk_set: set[int]
+) -> Pairs:
+    """The pairs an ``add()`` attached (Django's ``pk_set`` holds only the missing ones)."""
+    if reverse:
+        return [(endpoint_id, instance.pk) for endpoint_id in pk_set]
+    return [(instance.pk, item_id) for item_id in pk_set]
+
+
+def through_of(model: type[models.Model]) -> type[models.Model]:
+    """The through table attaching rows of a catalog model to endpoints."""
+    return _THROUGH[model]
+
+
+def _acting_user() -> Any:
+    # The user simple-history's middleware saw: the same one its history rows name.
+    request = getattr(HistoricalRecords.context, "request", None)
+    user = getattr(request, "user", None)
+    return user if user is not None and user.is_authenticated else None
+
+
+def record_membership(through: type[models.Model], pairs: Pairs, action: str) -> None:
+    """Write one MembershipChange per pair (one query for the names, one insert)."""
+    if not pairs:
+        return
+    membership = _MEMBERSHIPS[through]
+    names = dict(
+        membership.model._default_manager.filter(
+            pk__in={item_id for _, item_id in pairs}
+        ).values_list("pk", membership.name_field)
+    )
+    user, source, now = _acting_user(), _source.get(), timezone.now()
+    MembershipChange.objects.bulk_create(
+        MembershipChange(
+            endpoint_id=endpoint_id,
+            kind=membership.kind,
+            item_id=item_id,
+            item_name=names.get(item_id, f"#{item_id}"),
+            action=action,
+            changed_at=now,
+            changed_by=user,
+            source=source,
+        )
+        for endpoint_id, item_id in pairs
+    )
+
+
+@dataclass(frozen=True)
+class MembershipDelta:
+    """What one kind of row gained and lost between two moments: (item id, name) pairs."""
+
+    kind: str
+    added: tuple[tuple[int, str], ...]
+    removed: tuple[tuple[int, str], ...]
+
+
+def membership_delta(
+    endpoint_id: int, after: datetime, until: datetime | None = None
+) -> dict[str, MembershipDelta]:
+    """The net attaches and detaches of ``after < changed_at <= until`` (``until`` None: now).
+
+    An item attached and detached again inside the window is neither; the cost is the
+    number of changes in the window, not the size of the endpoint.
+    """
+    changes = MembershipChange.objects.filter(endpoint_id=endpoint_id, changed_at__gt=after)
+    if until is not None:
+        changes = changes.filter(changed_at__lte=until)
+    first: dict[tuple[str, int], str] = {}
+    last: dict[tuple[str, int], tuple[str, str]] = {}
+    for kind, item_id, name, action in changes.order_by("changed_at", "id").values_list(
+        "kind", "item_id", "item_name", "action"
+    ):
+        first.setdefault((kind, item_id), action)
+        last[(kind, item_id)] = (action, name)
+    added: dict[str, list[tuple[int, str]]] = {}
+    removed: dict[str, list[tuple[int, str]]] = {}
+    for (kind, item_id), (action, name) in last.items():
+        if first[(kind, item_id)] != action:
+            continue  # attached then detached (or the reverse): no net change
+        (added if action == MembershipChange.Action.ADDED else removed).setdefault(kind, []).append(
+            (item_id, name)
+        )
+    return {
+        kind: MembershipDelta(
+            kind, tuple(sorted(added.get(kind, ()), key=lambda p: p[1])),
+            tuple(sorted(removed.get(kind, ()), key=lambda p: p[1])),
+        )
+        for kind in (*added, *removed)
+    }  # fmt: skip
+
+
+def version_end(record: Any) -> datetime | None:
+    """When the state of an object's history version ended: its next version, None if latest.
+
+    An admin save writes the endpoint row first and its membership just after, so a
+    version's membership is read as of its next version (or now).
+    """
+    later = (
+        record.instance_type.history.filter(id=record.id, history_date__gt=record.history_date)
+        .order_by("history_date")
+        .values_list("history_date", flat=True)
+        .first()
+    )
+    return later
+
+
+def membership_at(endpoint_id: int, when: datetime | None) -> dict[str, list[int]]:
+    """The ids of each kind the endpoint published at ``when`` (None: now), by form field.
+
+    The current membership with every later change undone; rows deleted since are left out
+    (they cannot be attached again). Changes before membership was recorded (migration
+    0013) are not known.
+    """
+    delta = membership_delta(endpoint_id, when) if when is not None else {}
+    members: dict[str, list[int]] = {}
+    for through, membership in _MEMBERSHIPS.items():
+        current = set(
+            through._default_manager.filter(endpoint_id=endpoint_id).values_list(
+                membership.column, flat=True
+            )
+        )
+        change = delta.get(membership.kind)
+        if change is not None:
+            current -= {item_id for item_id, _ in change.added}
+            current |= {item_id for item_id, _ in change.removed}
+        existing = membership.model._default_manager.filter(pk__in=current)
+        members[membership.form_field] = sorted(existing.values_list("pk", flat=True))
+    return members
+
+
+def membership_changes(endpoint_id: int, limit: int = 200) -> list[MembershipChange]:
+    """The newest attaches and detaches of one endpoint, newest first."""
+    return list(
+        MembershipChange.objects.filter(endpoint_id=endpoint_id).select_related("changed_by")[
+            :limit
+        ]
+    )
+
+
 # -- diffs ----------------------------------------------------------------------------------
 
 
@@ -153,7 +341,28 @@ def version_diff(older: Any, newer: Any) -> list[FieldChange]:
         old_groups, new_groups = _groups(older), _groups(newer)
         if old_groups != new_groups:
             changes.append(FieldChange("allowed_groups", "allowed groups", old_groups, new_groups))
+    if model is Endpoint:
+        changes.extend(_membership_diff(older, newer))
     return changes
+
+
+def _membership_diff(older: Any, newer: Any) -> list[FieldChange]:
+    """What the endpoint published differently at the two versions: only the rows that moved
+    (detached ones in the older column, attached ones in the newer)."""
+    start = version_end(older)
+    if start is None:
+        return []  # the "older" one is the latest: both show the current membership
+    delta = membership_delta(older.id, start, version_end(newer))
+    return [
+        FieldChange(
+            field=membership.form_field,
+            label=membership.form_field.replace("_", " "),
+            old=", ".join(name for _, name in change.removed),
+            new=", ".join(name for _, name in change.added),
+        )
+        for membership in _MEMBERSHIPS.values()
+        if (change := delta.get(membership.kind)) is not None
+    ]
 
 
 # -- the site-wide list ---------------------------------------------------------------------
@@ -162,14 +371,17 @@ def version_diff(older: Any, newer: Any) -> list[FieldChange]:
 @dataclass(frozen=True)
 class RecentChange:
     model: type[models.Model]
-    record: Any
+    record: Any  # a history row, or a MembershipChange
     when: datetime
     user: Any
     source: str
-    kind: str  # "+" created, "~" changed, "-" deleted
-    # The object the admin shows this change under (a prompt for its arguments and messages).
+    kind: str  # "+" created or attached, "~" changed, "-" deleted or detached
+    # The object the admin shows this change under (a prompt for its arguments and messages,
+    # an endpoint for what it publishes).
     owner_model: type[models.Model]
     owner_id: int
+    what: str  # e.g. "tool greet", "tool greet on endpoint demo"
+    change: str  # e.g. "Changed", "Attached"
 
 
 def _endpoint_filter(model: type[models.Model], endpoint_id: int) -> Q | None:
@@ -224,10 +436,42 @@ def recent_changes(
                     kind=record.history_type,
                     owner_model=owner_model,
                     owner_id=owner_id,
+                    what=f"{model._meta.verbose_name} {record.history_object}",
+                    change=record.get_history_type_display(),
                 )
             )
+    found.extend(_recent_membership(user_id=user_id, endpoint_id=endpoint_id, limit=limit))
     found.sort(key=lambda change: change.when, reverse=True)
     return found[:limit]
+
+
+def _recent_membership(
+    *, user_id: int | None, endpoint_id: int | None, limit: int
+) -> list[RecentChange]:
+    rows = MembershipChange.objects.select_related("changed_by")
+    if user_id is not None:
+        rows = rows.filter(changed_by_id=user_id)
+    if endpoint_id is not None:
+        rows = rows.filter(endpoint_id=endpoint_id)
+    rows = rows[:limit]
+    slugs = dict(
+        Endpoint.objects.filter(pk__in={row.endpoint_id for row in rows}).values_list("pk", "slug")
+    )
+    return [
+        RecentChange(
+            model=MembershipChange,
+            record=row,
+            when=row.changed_at,
+            user=row.changed_by,
+            source=row.source,
+            kind=row.action,
+            owner_model=Endpoint,
+            owner_id=row.endpoint_id,
+            what=f"{row} on endpoint {slugs.get(row.endpoint_id, f'#{row.endpoint_id}')}",
+            change=row.get_action_display(),
+        )
+        for row in rows
+    ]
 
 
 def prompt_part_history(prompt_id: int) -> list[tuple[str, Any]]:
@@ -285,19 +529,3 @@ def revert_prompt_parts(prompt: Prompt, history_id: int) -> None:
         PromptMessage.objects.create(
             prompt=prompt, **{name: getattr(old, name) for name in _MESSAGE_COPIED}
         )
-
-
-def history_record(model: type[models.Model], history_id: int) -> Any:
-    """One history row of ``model`` by its history id (``DoesNotExist`` if there is none)."""
-    return model.history.model.objects.get(history_id=history_id)  # type: ignore[attr-defined]
-
-
-def field_values(record: Any) -> Mapping[str, str]:
-    """A history row's recorded values, as shown on its version page."""
-    values = {
-        str(f.verbose_name): _shown(getattr(record, f.attname))
-        for f in _fields(record.instance_type)
-    }
-    if "allowed_groups" in {f.name for f in record.instance_type._meta.many_to_many}:
-        values["allowed groups"] = _groups(record)
-    return values

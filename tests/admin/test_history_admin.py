@@ -15,7 +15,15 @@ from django.db import connection
 from django.test import Client
 from django.urls import reverse
 
-from mcp_app.models import Credential, Endpoint, Prompt, PromptArgument, PromptMessage, Tool
+from mcp_app.models import (
+    Credential,
+    Endpoint,
+    MembershipChange,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    Tool,
+)
 from mcp_app.protocol.handlers.prompts import render_prompt
 from mcp_app.services import history, invalidation
 from mcp_app.services.catalog import build_snapshot, endpoint_create, prompt_create, tool_create
@@ -255,9 +263,10 @@ def test_recent_changes_filter_by_user_and_endpoint(
     by_user = admin_client.get(url, {"user": admin_user.pk}).context["rows"]
     assert [(row["change"].model, row["change"].source) for row in by_user] == [(Tool, "admin")]
     by_endpoint = admin_client.get(url, {"endpoint": elsewhere.pk}).context["rows"]
-    assert {(row["change"].model, row["change"].record.id) for row in by_endpoint} == {
+    assert {(row["change"].model, row["change"].owner_id) for row in by_endpoint} == {
         (Endpoint, elsewhere.pk),
         (Tool, other.pk),
+        (MembershipChange, elsewhere.pk),  # "other" attached to it
     }
 
 

@@ -12,7 +12,15 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from mcp_app.models import CallLog, Credential, Endpoint, Prompt, Tool, Upstream
+from mcp_app.models import (
+    CallLog,
+    Credential,
+    Endpoint,
+    MembershipChange,
+    Prompt,
+    Tool,
+    Upstream,
+)
 from mcp_app.services.calllog.writer import call_log_flush
 from mcp_app.services.catalog import endpoint_create, tool_create
 from mcp_app.services.credentials import decrypt_secret
@@ -61,6 +69,24 @@ def test_a_tool_of_each_kind_is_created_and_published(api: APIClient, main: Endp
     # A python tool takes what was omitted from its registered function, as in the admin.
     assert python.json()["description"] == "Return the given message unchanged."
     assert sorted(main.tools.values_list("name", flat=True)) == ["echo", "greet", "repos"]
+
+
+def test_attaching_through_the_api_is_in_the_endpoints_history(
+    api: APIClient, main: Endpoint
+) -> None:
+    created = api.post(
+        "/api/v1/tools/",
+        {"name": "echo", "kind": "python", "config": {"function": "echo"}, "endpoints": ["main"]},
+    )
+    assert created.status_code == 201
+    detached = api.patch(f"/api/v1/tools/{created.json()['id']}/", {"endpoints": []})
+    assert detached.status_code == 200
+
+    changes = MembershipChange.objects.filter(endpoint_id=main.pk).order_by("changed_at", "id")
+    assert [
+        (row.item_name, row.action, row.source, row.changed_by and row.changed_by.username)
+        for row in changes
+    ] == [("echo", "+", "api", "robot"), ("echo", "-", "api", "robot")]
 
 
 def test_kind_config_is_checked_by_the_admins_rules_with_field_paths(
