@@ -237,8 +237,8 @@ class ResourceTemplateForm(forms.ModelForm):
     class Meta:
         model = ResourceTemplate
         fields = [
-            "uri_template", "name", "title", "description", "mime_type", "kind", "completions",
-            "icons", "enabled", *ACCESS_FIELDS,
+            "uri_template", "name", "title", "description", "mime_type", "kind", "upstream",
+            "remote_uri_template", "completions", "icons", "enabled", *ACCESS_FIELDS,
         ]  # fmt: skip
         field_classes = {"completions": JsonTextField, "icons": JsonTextField}
 
@@ -272,6 +272,8 @@ class ResourceTemplateForm(forms.ModelForm):
                 self.add_error("template", exc.message)
                 return data
             self.instance.config = {"template": data["template"]}
+        elif data.get("kind") == ResourceTemplate.Kind.UPSTREAM:
+            self.instance.config = {}
         return data
 
 

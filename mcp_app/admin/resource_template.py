@@ -1,4 +1,5 @@
-"""ResourceTemplate admin: the resolver is a python resource function or a text template."""
+"""ResourceTemplate admin: the resolver is a python resource function, a text template, or an
+upstream MCP server the matching URIs are read from."""
 
 from __future__ import annotations
 
@@ -14,13 +15,16 @@ from mcp_app.models import ResourceTemplate
 class ResourceTemplateAdmin(CatalogHistoryAdmin):
     form = ResourceTemplateForm
     list_display = ["uri_template", "name", "kind", "mime_type", "enabled", "updated_at"]
-    list_filter = ["kind", "enabled", "endpoints"]
+    list_filter = ["kind", "enabled", "upstream", "endpoints"]
     search_fields = ["uri_template", "name", "title", "description"]
     filter_horizontal = ["allowed_groups"]
     readonly_fields = ["created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["uri_template", "name", "title", "description", "mime_type"]}),
-        ("Resolver", {"fields": ["kind", "function", "template"]}),
+        (
+            "Resolver",
+            {"fields": ["kind", "function", "template", "upstream", "remote_uri_template"]},
+        ),
         (None, {"fields": ["completions", "enabled"]}),
         ACCESS_FIELDSET,
         ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),

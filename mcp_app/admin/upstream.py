@@ -33,6 +33,7 @@ from mcp_app.services.upstreams import (
     upstream_resources_plan,
     upstream_sync_apply,
     upstream_sync_plan,
+    upstream_templates_plan,
 )
 
 
@@ -130,7 +131,7 @@ class UpstreamAdmin(admin.ModelAdmin):
         items = {
             kind: request.user.has_perm(f"mcp_app.add_{kind}")
             and request.user.has_perm(f"mcp_app.change_{kind}")
-            for kind in ("resource", "prompt")
+            for kind in ("resource", "resourcetemplate", "prompt")
         }
         if request.method == "POST" and not error:
             ticked = {key: set(request.POST.getlist(key)) for key in request.POST}
@@ -148,11 +149,20 @@ class UpstreamAdmin(admin.ModelAdmin):
                 remove_resources=ticked.get("remove_resource", set())
                 if items["resource"]
                 else set(),
+                add_templates=ticked.get("add_template", set())
+                if items["resourcetemplate"]
+                else set(),
+                remove_templates=ticked.get("remove_template", set())
+                if items["resourcetemplate"]
+                else set(),
                 add_prompts=ticked.get("add_prompt", set()) if items["prompt"] else set(),
                 update_prompts=ticked.get("update_prompt", set()) if items["prompt"] else set(),
                 remove_prompts=ticked.get("remove_prompt", set()) if items["prompt"] else set(),
             )
-            for label, done in (("tools", outcome), ("resources and prompts", items_outcome)):
+            for label, done in (
+                ("tools", outcome),
+                ("resources, templates and prompts", items_outcome),
+            ):
                 parts = [
                     f"{len(done.created)} created (disabled)",
                     f"{len(done.updated)} updated",
@@ -171,6 +181,9 @@ class UpstreamAdmin(admin.ModelAdmin):
             "plan": upstream_sync_plan(upstream, offer.tools) if not error else None,
             "resources": upstream_resources_plan(upstream, offer.resources)
             if not error and items["resource"]
+            else None,
+            "templates": upstream_templates_plan(upstream, offer.resource_templates)
+            if not error and items["resourcetemplate"]
             else None,
             "prompts": upstream_prompts_plan(upstream, offer.prompts)
             if not error and items["prompt"]

@@ -167,12 +167,14 @@ class ResourceSerializer(CatalogItemSerializer):
 
 
 class ResourceTemplateSerializer(CatalogItemSerializer):
+    upstream = _upstream_field()
+
     class Meta:
         model = ResourceTemplate
         fields = [
             "id", "uri_template", "name", "title", "description", "mime_type", "kind", "config",
-            "completions", "icons", "enabled", *ACCESS_FIELDS, "endpoints", "created_at",
-            "updated_at",
+            "upstream", "remote_uri_template", "completions", "icons", "enabled",
+            *ACCESS_FIELDS, "endpoints", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = ["created_at", "updated_at"]
 

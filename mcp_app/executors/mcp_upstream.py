@@ -274,6 +274,11 @@ async def list_resources(target: UpstreamTarget) -> list[dict[str, Any]]:
     return await _list_all(target, "resources/list", "resources")
 
 
+async def list_resource_templates(target: UpstreamTarget) -> list[dict[str, Any]]:
+    """Return every resource template the upstream offers (every page, as ``list_tools``)."""
+    return await _list_all(target, "resources/templates/list", "resourceTemplates")
+
+
 async def list_prompts(target: UpstreamTarget) -> list[dict[str, Any]]:
     """Return every prompt the upstream offers (every page, as ``list_tools``)."""
     return await _list_all(target, "prompts/list", "prompts")

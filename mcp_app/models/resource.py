@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Any
 
+import uritemplate
 from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
@@ -111,6 +112,7 @@ class ResourceTemplate(TimestampedModel, AccessRules):
     class Kind(models.TextChoices):
         PYTHON = "python", "Python resource function"
         TEMPLATE = "template", "Text template"
+        UPSTREAM = "upstream", "Upstream MCP server"
 
     uri_template = models.CharField(
         max_length=2048,
@@ -132,6 +134,24 @@ class ResourceTemplate(TimestampedModel, AccessRules):
             '"<Django template text; the URI variables are in the context>"}.'
         ),
     )
+    # Kind "upstream": each URI it matches is read from an upstream MCP server.
+    upstream = models.ForeignKey(
+        "mcp_app.Upstream",
+        null=True,
+        blank=True,
+        on_delete=models.PROTECT,
+        related_name="resource_templates",
+        help_text="Kind upstream: read the matching URIs from this upstream MCP server.",
+    )
+    remote_uri_template = models.CharField(
+        max_length=2048,
+        blank=True,
+        validators=[validate_uri_template],
+        help_text=(
+            "The template on the upstream, with the same variables (empty: the same template "
+            "as here). A URI matching ours is read there with the variables put into it."
+        ),
+    )
     completions = models.JSONField(
         default=empty_dict,
         blank=True,
@@ -146,6 +166,11 @@ class ResourceTemplate(TimestampedModel, AccessRules):
     class Meta:
         ordering = ["uri_template"]
 
+    @property
+    def upstream_uri_template(self) -> str:
+        """The template to fill in and read on the upstream."""
+        return self.remote_uri_template or self.uri_template
+
     def __str__(self) -> str:
         return self.uri_template
 
@@ -155,6 +180,19 @@ class ResourceTemplate(TimestampedModel, AccessRules):
             for values in self.completions.values()
         ):
             raise ValidationError({"completions": "Each variable maps to a list of strings."})
+        if (self.kind == self.Kind.UPSTREAM) != (self.upstream is not None):
+            raise ValidationError(
+                {"upstream": "A template of kind upstream names its upstream; no other kind does."}
+            )
+        if self.remote_uri_template:
+            if self.upstream is None:
+                raise ValidationError(
+                    {"remote_uri_template": "Only a template read from an upstream has one."}
+                )
+            if _variables(self.remote_uri_template) != _variables(self.uri_template):
+                raise ValidationError(
+                    {"remote_uri_template": "It must have the same variables as the template."}
+                )
 
     def clean_fields(self, exclude: Collection[str] | None = None) -> None:
         # As Tool.clean_fields: the admin form edits config through other fields.
@@ -172,7 +210,10 @@ class ResourceTemplate(TimestampedModel, AccessRules):
             raise ValidationError(errors)
 
     def _check_config(self) -> None:
-        if self.kind == self.Kind.PYTHON:
+        if self.kind == self.Kind.UPSTREAM:
+            if self.config:
+                raise ConfigError("A template read from an upstream has no config.")
+        elif self.kind == self.Kind.PYTHON:
             function = self.config.get("function")
             if function not in resource_functions():
                 known = ", ".join(sorted(resource_functions())) or "none"
@@ -182,3 +223,10 @@ class ResourceTemplate(TimestampedModel, AccessRules):
             if not isinstance(template, str):
                 raise ConfigError('Template config needs {"template": "<template text>"}.')
             compile_template(template)
+
+
+def _variables(template: str) -> set[str]:
+    try:
+        return set(uritemplate.URITemplate(template).variable_names)
+    except Exception:  # noqa: BLE001 (the field's own validator names the problem)
+        return set()

@@ -132,6 +132,9 @@ class ResourceTemplateKey:
     kind: str
     config: Mapping[str, Any]
     access: Access = OPEN
+    # Kind "upstream": the upstream's name and the template to fill in there.
+    upstream: str | None = None
+    remote_uri_template: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,9 +181,9 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
     )
     templates = tuple(
         _template_def(template)
-        for template in endpoint.resource_templates.filter(enabled=True).prefetch_related(
-            "allowed_groups"
-        )
+        for template in endpoint.resource_templates.filter(enabled=True)
+        .select_related("upstream")
+        .prefetch_related("allowed_groups")
     )
     prompts = tuple(
         _prompt_def(prompt)
@@ -371,6 +374,8 @@ def _template_def(template: ResourceTemplate) -> ResourceTemplateDef:
             kind=template.kind,
             config=template.config or {},
             access=_access(template),
+            upstream=template.upstream.name if template.upstream is not None else None,
+            remote_uri_template=template.upstream_uri_template,
         ),
     )
 

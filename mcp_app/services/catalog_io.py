@@ -64,7 +64,7 @@ RESOURCE_FIELDS = (
 )  # fmt: skip
 TEMPLATE_FIELDS = (
     "name", "title", "description", "mime_type", "kind", "config", "completions", "icons",
-    "enabled", "required_scope",
+    "enabled", "required_scope", "remote_uri_template",
 )  # fmt: skip
 PROMPT_FIELDS = ("title", "description", "icons", "enabled", "required_scope", "remote_name")
 # An upstream's definition; never its health or breaker state, which belong to each site.
@@ -91,7 +91,7 @@ _EXTRA_KEYS: dict[str, tuple[str, ...]] = {
     "endpoints": (),
     "tools": ("allowed_groups", "endpoints"),
     "resources": ("allowed_groups", "endpoints", "file", "upstream"),
-    "resource_templates": ("allowed_groups", "endpoints"),
+    "resource_templates": ("allowed_groups", "endpoints", "upstream"),
     "prompts": ("allowed_groups", "endpoints", "arguments", "messages", "upstream"),
 }
 # Foreign keys an entry names by natural key: section -> (entry key, referenced section or
@@ -99,6 +99,7 @@ _EXTRA_KEYS: dict[str, tuple[str, ...]] = {
 _REFERENCES: dict[str, tuple[str, str]] = {
     "upstreams": ("credential", "credentials"),
     "resources": ("upstream", "upstreams"),
+    "resource_templates": ("upstream", "upstreams"),
     "prompts": ("upstream", "upstreams"),
 }
 # Endpoint many-to-many relation of each item section.
@@ -207,7 +208,7 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
         queryset = model._default_manager.order_by(*order).prefetch_related(
             "endpoints", "allowed_groups"
         )
-        if model in (Resource, Prompt):
+        if model in (Resource, ResourceTemplate, Prompt):
             queryset = queryset.select_related("upstream")
         if endpoint_slugs is not None:
             queryset = queryset.filter(endpoints__slug__in=slugs).distinct()
@@ -237,6 +238,7 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
         {
             "uri_template": template.uri_template,
             **_values(template, TEMPLATE_FIELDS),
+            "upstream": template.upstream.name if template.upstream else None,
             **common(template),
         }
         for template in rows(ResourceTemplate, ["uri_template"])
@@ -253,12 +255,13 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
         for prompt in rows(Prompt, ["name"])
     ]
     resources = document["resources"]
+    templates = document["resource_templates"]
     prompts = document["prompts"]
     upstream_names = {
         str(tool.config.get("upstream"))
         for tool in tools
         if tool.kind == Tool.Kind.MCP_UPSTREAM and tool.config.get("upstream")
-    } | {entry["upstream"] for entry in (*resources, *prompts) if entry.get("upstream")}
+    } | {entry["upstream"] for entry in (*resources, *templates, *prompts) if entry.get("upstream")}
     upstreams = Upstream.objects.select_related("credential").order_by("name")
     if endpoint_slugs is not None:
         upstreams = upstreams.filter(name__in=upstream_names)

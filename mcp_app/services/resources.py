@@ -2,8 +2,8 @@
 
 ``CatalogResourceReader`` produces ``resources/read`` contents from the snapshot keys built by
 ``services.catalog``: text needs no query; files are read from storage; a resource template
-resolves through its template or Python function; a resource of an upstream MCP server is
-read there (``services/upstreams.py``).
+resolves through its template or Python function; a resource (or a templated URI) of an
+upstream MCP server is read there (``services/upstreams.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import inspect
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import uritemplate
 from django.core.files.storage import default_storage
 
 from mcp_app.executors.python import resource_functions
@@ -50,6 +51,11 @@ class CatalogResourceReader:
         """Resolve ``uri`` with the template's resolver; None when it has nothing there."""
         key: ResourceTemplateKey = template.key
         mime_type = template.mime_type
+        if key.upstream is not None:
+            remote_uri = uri
+            if key.remote_uri_template != template.uri_template:
+                remote_uri = uritemplate.expand(key.remote_uri_template, dict(variables))
+            return await upstream_read_resource(key.upstream, remote_uri, uri)
         if key.kind == "template":
             source = str(key.config.get("template", ""))
             text = await asyncio.to_thread(render_template, source, dict(variables))

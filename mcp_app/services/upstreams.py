@@ -37,7 +37,7 @@ from mcp_app.executors.mcp_upstream import (
     negotiated_revision,
 )
 from mcp_app.executors.netguard import NetworkPolicy
-from mcp_app.models import Prompt, PromptArgument, Resource, Tool, Upstream
+from mcp_app.models import Prompt, PromptArgument, Resource, ResourceTemplate, Tool, Upstream
 from mcp_app.models.upstream import split_networks
 from mcp_app.protocol.catalog import PromptDef
 from mcp_app.protocol.errors import INTERNAL_ERROR, InternalError, RelayedError
@@ -189,12 +189,13 @@ mcp_upstream.tools_changed_handlers.append(upstream_tools_changed)
 
 def upstream_renamed(upstream: Upstream, old_name: str) -> None:
     """Follow a rename: tools naming the upstream by name take the new one, and endpoints
-    serving its resources and prompts (whose snapshots name it) are rebuilt."""
+    serving its resources, templates and prompts (whose snapshots name it) are rebuilt."""
     for tool in Tool.objects.filter(kind=Tool.Kind.MCP_UPSTREAM, config__upstream=old_name):
         tool.config = {**tool.config, "upstream": upstream.name}
         tool.save(update_fields=["config", "updated_at"])
     endpoint_ids = endpoint_ids_for(
         resource_ids=list(upstream.resources.values_list("pk", flat=True)),
+        template_ids=list(upstream.resource_templates.values_list("pk", flat=True)),
         prompt_ids=list(upstream.prompts.values_list("pk", flat=True)),
     )
     if endpoint_ids:
@@ -442,11 +443,11 @@ def _saved(tool: Tool, outcome: SyncOutcome) -> bool:
 
 @dataclass(slots=True)
 class ItemPlan:
-    """How an upstream's resources (or prompts) compare with the rows read from it.
+    """How an upstream's resources (templates, prompts) compare with the rows read from it.
 
-    Resources are matched by their URI there, prompts by their name there; a prompt has
-    "changed" when its arguments (names, required) differ, a resource never does (its content
-    is read at each request).
+    Resources are matched by their URI there, templates by their URI template there, prompts
+    by their name there; a prompt has "changed" when its arguments (names, required) differ,
+    a resource or template never does (its content is read at each request).
     """
 
     added: list[dict[str, Any]] = field(default_factory=list)
@@ -457,15 +458,17 @@ class ItemPlan:
 
 @dataclass(slots=True)
 class UpstreamOffer:
-    """Everything an upstream lists: tools, resources and prompts (every page)."""
+    """Everything an upstream lists: tools, resources, templates and prompts (every page)."""
 
     tools: list[dict[str, Any]] = field(default_factory=list)
     resources: list[dict[str, Any]] = field(default_factory=list)
+    resource_templates: list[dict[str, Any]] = field(default_factory=list)
     prompts: list[dict[str, Any]] = field(default_factory=list)
 
 
 async def upstream_list_offer(name: str) -> UpstreamOffer:
-    """List the upstream's tools, resources and prompts, recording the contact like a call.
+    """List the upstream's tools, resources, templates and prompts, recording the contact like
+    a call.
 
     An upstream without resources or prompts answers their lists with an error: those lists
     are then empty.
@@ -479,6 +482,7 @@ async def upstream_list_offer(name: str) -> UpstreamOffer:
         offer.tools = await list_tools(loaded.target)
         for method, attribute in (
             (mcp_upstream.list_resources, "resources"),
+            (mcp_upstream.list_resource_templates, "resource_templates"),
             (mcp_upstream.list_prompts, "prompts"),
         ):
             # An upstream that does not serve them refuses the list (method not found).
@@ -536,6 +540,15 @@ def upstream_resources_plan(upstream: Upstream, remote: list[dict[str, Any]]) ->
     return _item_plan(rows, remote, "uri", lambda row, item: False)
 
 
+def upstream_templates_plan(upstream: Upstream, remote: list[dict[str, Any]]) -> ItemPlan:
+    """Compare the upstream's resource templates (as listed) with the rows read from it."""
+    rows = {
+        row.upstream_uri_template: row
+        for row in upstream.resource_templates.order_by("uri_template")
+    }
+    return _item_plan(rows, remote, "uriTemplate", lambda row, item: False)
+
+
 def upstream_prompts_plan(upstream: Upstream, remote: list[dict[str, Any]]) -> ItemPlan:
     """Compare the upstream's prompts (as listed) with the rows got from it."""
     rows = {row.upstream_name: row for row in upstream.prompts.order_by("name")}
@@ -553,20 +566,26 @@ def upstream_items_apply(
     *,
     add_resources: set[str],
     remove_resources: set[str],
+    add_templates: set[str],
+    remove_templates: set[str],
     add_prompts: set[str],
     update_prompts: set[str],
     remove_prompts: set[str],
 ) -> SyncOutcome:
-    """Apply the ticked resource and prompt changes, as ``upstream_sync_apply`` does for tools.
+    """Apply the ticked resource, template and prompt changes, as ``upstream_sync_apply`` does
+    for tools.
 
     New rows are disabled drafts; a resource whose URI is taken here gets
-    ``mcp-upstream://<upstream>/<its URI, quoted>``, a prompt whose name is taken gets
-    ``<upstream>_<name>``. A changed prompt takes the upstream's arguments; rows the upstream
-    no longer offers are disabled.
+    ``mcp-upstream://<upstream>/<its URI, quoted>``, a template whose URI template is taken
+    gets ``mcp-upstream://<upstream>/<scheme>/<the rest>`` (same variables), a prompt whose
+    name is taken gets ``<upstream>_<name>``. A changed prompt takes the upstream's arguments;
+    rows the upstream no longer offers are disabled.
     """
     outcome = SyncOutcome()
     resources = upstream_resources_plan(upstream, offer.resources)
+    templates = upstream_templates_plan(upstream, offer.resource_templates)
     prompts = upstream_prompts_plan(upstream, offer.prompts)
+    taken_templates = set(ResourceTemplate.objects.values_list("uri_template", flat=True))
     taken_uris = set(Resource.objects.values_list("uri", flat=True))
     taken_names = set(Prompt.objects.values_list("name", flat=True))
     with transaction.atomic(), history.catalog_change_source(history.UPSTREAM_SYNC):
@@ -589,6 +608,13 @@ def upstream_items_apply(
             if _saved_row(resource, item["uri"], outcome):
                 taken_uris.add(uri)
                 outcome.created.append(resource)
+        for item in templates.added:
+            if item["uriTemplate"] not in add_templates:
+                continue
+            template = _template_row(upstream, item, taken_templates)
+            if _saved_row(template, item["uriTemplate"], outcome):
+                taken_templates.add(template.uri_template)
+                outcome.created.append(template)
         for item in prompts.added:
             if item["name"] not in add_prompts:
                 continue
@@ -612,14 +638,48 @@ def upstream_items_apply(
                 _take_arguments(row, item)
                 row.save(update_fields=["updated_at"])  # a new version, and list_changed
                 outcome.updated.append(row)
-        for plan, ticked in ((resources, remove_resources), (prompts, remove_prompts)):
+        for plan, ticked in (
+            (resources, remove_resources),
+            (templates, remove_templates),
+            (prompts, remove_prompts),
+        ):
             for row in plan.removed:
-                name = row.upstream_uri if isinstance(row, Resource) else row.upstream_name
-                if name in ticked and row.enabled:
+                if _remote_key(row) in ticked and row.enabled:
                     row.enabled = False
                     row.save(update_fields=["enabled", "updated_at"])
                     outcome.disabled.append(row)
     return outcome
+
+
+def _remote_key(row: Resource | ResourceTemplate | Prompt) -> str:
+    """What the upstream calls a row read from it: its URI, URI template or prompt name."""
+    if isinstance(row, Resource):
+        return row.upstream_uri
+    if isinstance(row, ResourceTemplate):
+        return row.upstream_uri_template
+    return row.upstream_name
+
+
+def _template_row(upstream: Upstream, item: Mapping[str, Any], taken: set[str]) -> ResourceTemplate:
+    remote = str(item["uriTemplate"])
+    local = remote
+    if local in taken:
+        # Ours in a namespace of the upstream, its variables kept: mapped back on each read.
+        scheme, separator, rest = remote.partition("://")
+        local = f"mcp-upstream://{upstream.name}/{scheme}/{rest.lstrip('/')}"
+        if not separator:
+            local = f"mcp-upstream://{upstream.name}/{remote}"
+    return ResourceTemplate(
+        uri_template=local[:2048],
+        name=str(item.get("name") or remote)[:200],
+        title=str(item.get("title") or "")[:200],
+        description=str(item.get("description") or ""),
+        mime_type=str(item.get("mimeType") or "")[:200],
+        kind=ResourceTemplate.Kind.UPSTREAM,
+        upstream=upstream,
+        remote_uri_template=remote if local != remote else "",
+        enabled=False,
+    )
 
 
 def _take_arguments(prompt: Prompt, remote: Mapping[str, Any]) -> None:
@@ -637,7 +697,9 @@ def _take_arguments(prompt: Prompt, remote: Mapping[str, Any]) -> None:
     )
 
 
-def _saved_row(row: Resource | Prompt, remote: str, outcome: SyncOutcome) -> bool:
+def _saved_row(
+    row: Resource | ResourceTemplate | Prompt, remote: str, outcome: SyncOutcome
+) -> bool:
     try:
         row.full_clean()
     except ValidationError as exc:

@@ -196,6 +196,29 @@ def test_a_resource_read_from_an_upstream_is_saved_without_content(admin_client:
 
 
 @pytest.mark.django_db
+def test_a_template_read_from_an_upstream_is_saved_without_config(admin_client: Client) -> None:
+    upstream = _upstream()
+    add = reverse("admin:mcp_app_resourcetemplate_add")
+    data = template_payload(
+        kind="upstream", upstream=str(upstream.pk), remote_uri_template="up://notes/{topic}"
+    )
+
+    without_upstream = admin_client.post(add, {**data, "upstream": ""})
+    other_variables = admin_client.post(add, {**data, "remote_uri_template": "up://n/{x}"})
+    response = admin_client.post(add, data)
+
+    assert "upstream" in without_upstream.context["adminform"].form.errors
+    assert "remote_uri_template" in other_variables.context["adminform"].form.errors
+    assert response.status_code == 302
+    template = ResourceTemplate.objects.get()
+    assert (template.upstream, template.upstream_uri_template, template.config) == (
+        upstream,
+        "up://notes/{topic}",
+        {},
+    )
+
+
+@pytest.mark.django_db
 def test_a_prompt_from_an_upstream_with_messages_of_its_own_is_refused(
     admin_client: Client,
 ) -> None:

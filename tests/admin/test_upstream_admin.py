@@ -17,7 +17,7 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from mcp_app.models import Prompt, Resource, Tool, Upstream
+from mcp_app.models import Prompt, Resource, ResourceTemplate, Tool, Upstream
 from tests.admin.conftest import tool_payload
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 
@@ -201,6 +201,42 @@ def test_resources_and_prompts_are_imported_as_disabled_drafts_renamed_on_collis
     again = admin_client.get(sync_url(upstream)).context
     assert not again["resources"].added and len(again["resources"].unchanged) == 2
     assert not again["prompts"].added and not again["prompts"].changed
+
+
+def test_resource_templates_are_imported_renamed_on_collision_and_disabled_when_gone(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url)
+    ResourceTemplate.objects.create(
+        uri_template="up://notes/{topic}", name="ours", config={"template": "x"}
+    )
+    page = admin_client.get(sync_url(upstream))
+    assert [t["uriTemplate"] for t in page.context["templates"].added] == ["up://notes/{topic}"]
+    assert 'name="add_template"' in page.content.decode()
+
+    admin_client.post(sync_url(upstream), {"add_template": "up://notes/{topic}"})
+
+    imported = ResourceTemplate.objects.get(upstream=upstream)
+    assert (imported.uri_template, imported.remote_uri_template) == (
+        "mcp-upstream://up/up/notes/{topic}",
+        "up://notes/{topic}",
+    )
+    assert (imported.kind, imported.mime_type, imported.enabled) == (
+        "upstream",
+        "text/plain",
+        False,
+    )
+    assert imported.history.latest().history_change_reason == "upstream sync"
+    gone = ResourceTemplate.objects.create(
+        uri_template="up://gone/{x}", name="gone", kind="upstream", upstream=upstream
+    )
+    page = admin_client.get(sync_url(upstream)).context
+    assert page["templates"].removed == [gone] and page["templates"].unchanged == [imported]
+
+    admin_client.post(sync_url(upstream), {"remove_template": "up://gone/{x}"})
+
+    gone.refresh_from_db()
+    assert not gone.enabled
 
 
 def test_a_prompt_whose_arguments_changed_takes_them_and_gone_rows_are_disabled(

@@ -386,7 +386,9 @@ def test_a_bad_upstream_is_refused_with_its_field(api: APIClient, body: Any, pat
     assert not Upstream.objects.exists()
 
 
-def test_resources_and_prompts_name_their_upstream(api: APIClient, main: Endpoint) -> None:
+def test_resources_templates_and_prompts_name_their_upstream(
+    api: APIClient, main: Endpoint
+) -> None:
     peer = Upstream.objects.create(name="peer", url="https://peer.example.com/mcp")
     resource = api.post(
         "/api/v1/resources/",
@@ -406,8 +408,23 @@ def test_resources_and_prompts_name_their_upstream(api: APIClient, main: Endpoin
          "arguments": [{"name": "code", "required": True}]},
         format="json",
     )  # fmt: skip
+    template = api.post(
+        "/api/v1/resource-templates/",
+        {"uri_template": "peer://notes/{topic}", "name": "notes", "kind": "upstream",
+         "upstream": "peer", "remote_uri_template": "up://notes/{topic}"},
+        format="json",
+    )  # fmt: skip
+    orphan = api.post(
+        "/api/v1/resource-templates/",
+        {"uri_template": "peer://orphan/{x}", "name": "orphan", "kind": "upstream"},
+        format="json",
+    )
     in_use = api.delete(f"/api/v1/upstreams/{peer.pk}/")
 
+    assert template.status_code == 201, template.json()
+    assert template.json()["remote_uri_template"] == "up://notes/{topic}"
+    assert orphan.status_code == 400
+    assert orphan.json()["errors"][0]["path"] == "upstream"
     assert resource.status_code == 201, resource.json()
     assert (resource.json()["upstream"], resource.json()["size"]) == ("peer", None)
     assert with_messages.status_code == 400

@@ -347,6 +347,13 @@ def with_peer(catalog: dict[str, Any]) -> dict[str, Any]:
         uri="peer://readme", name="peer readme", upstream=peer, remote_uri="up://readme",
         endpoints=[side],
     )  # fmt: skip
+    notes = ResourceTemplate(
+        uri_template="peer://notes/{topic}", name="notes", kind="upstream", upstream=peer,
+        remote_uri_template="up://notes/{topic}",
+    )  # fmt: skip
+    notes.full_clean()
+    notes.save()
+    side.resource_templates.add(notes)
     prompt_create(
         name="peer_review",
         description="The peer's review.",
@@ -369,6 +376,8 @@ def test_upstreams_and_what_uses_them_survive_a_round_trip(with_peer: dict[str, 
     assert (peer.credential.name, peer.call_timeout, peer.consecutive_failures) == ("github", 20, 0)
     assert Tool.objects.get(name="peer_echo").config == {"upstream": "peer", "tool": "echo"}
     assert Resource.objects.get(uri="peer://readme").upstream_uri == "up://readme"
+    notes = ResourceTemplate.objects.get(uri_template="peer://notes/{topic}")
+    assert (notes.upstream, notes.upstream_uri_template) == (peer, "up://notes/{topic}")
     assert Prompt.objects.get(name="peer_review").upstream_name == "review"
     assert not catalog_import(document=catalog_parse(first)).changed
 
@@ -405,6 +414,13 @@ def test_export_carries_the_upstreams_of_what_it_exports_never_their_health(
                 upstream="missing"
             ),
             "resources[",
+            "No upstream named 'missing'",
+        ),
+        (
+            lambda d: next(t for t in d["resource_templates"] if t.get("upstream")).update(
+                upstream="missing"
+            ),
+            "resource_templates[",
             "No upstream named 'missing'",
         ),
         (

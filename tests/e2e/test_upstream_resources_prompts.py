@@ -1,4 +1,5 @@
-"""Resources and prompts of an upstream MCP server, served by a live endpoint to the SDK client.
+"""Resources, resource templates and prompts of an upstream MCP server, served by a live
+endpoint to the SDK client.
 
 The upstream is the official SDK's server (``tests/support/mcp_upstream_server.py``) in a
 subprocess; our endpoint runs in a live Daphne process and reads the upstream's resources and
@@ -18,7 +19,16 @@ from django.core.exceptions import ValidationError
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_app.models import CallLog, Endpoint, Prompt, PromptArgument, Resource, Tool, Upstream
+from mcp_app.models import (
+    CallLog,
+    Endpoint,
+    Prompt,
+    PromptArgument,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    Upstream,
+)
 from mcp_app.protocol import errors
 from mcp_app.services.catalog import build_snapshot
 from tests.support.catalog import make_endpoint
@@ -42,6 +52,19 @@ def _resource(uri: str, upstream: Upstream, remote_uri: str = "", **fields: Any)
     return resource
 
 
+def _template(uri_template: str, upstream: Upstream, remote: str = "") -> ResourceTemplate:
+    template = ResourceTemplate(
+        uri_template=uri_template,
+        name="notes",
+        kind=ResourceTemplate.Kind.UPSTREAM,
+        upstream=upstream,
+        remote_uri_template=remote,
+    )
+    template.full_clean()
+    template.save()
+    return template
+
+
 @pytest.fixture(scope="module")
 def server(
     live_server_url: str, upstream: RunningUpstream, django_db_blocker: Any
@@ -62,6 +85,10 @@ def server(
             _resource("up://pixel.png", up, mime_type="image/png"),
             _resource("ours://missing", up, remote_uri="up://nothing-there"),
             _resource("dead://readme", dead),
+        )
+        endpoint.resource_templates.add(
+            _template("up://notes/{topic}", up),
+            _template("ours://topics/{topic}", up, remote="up://notes/{topic}"),
         )
         review = Prompt(name="review", description="Code review, by the upstream.", upstream=up)
         review.full_clean()
@@ -95,6 +122,24 @@ async def test_a_binary_resource_comes_back_as_the_upstreams_blob(server, mode):
     [contents] = read.contents
     assert base64.b64decode(contents.blob) == base64.b64decode(PNG)
     assert contents.mime_type == "image/png"
+
+
+async def test_a_templated_uri_is_read_from_the_upstream(server, mode):
+    async with asyncio.timeout(20), Client(f"{server}/mcp/e2e-rp", mode=mode) as client:
+        listed = await client.list_resource_templates()
+        same = await client.read_resource("up://notes/python")
+        # Ours under another template: the variables fill the upstream's.
+        mapped = await client.read_resource("ours://topics/rust%20lang")
+    assert {t.uri_template for t in listed.resource_templates} == {
+        "up://notes/{topic}",
+        "ours://topics/{topic}",
+    }
+    assert [(str(c.uri), c.text) for c in same.contents] == [
+        ("up://notes/python", "Notes on python")
+    ]
+    assert [(str(c.uri), c.text) for c in mapped.contents] == [
+        ("ours://topics/rust%20lang", "Notes on rust lang")
+    ]
 
 
 async def test_a_prompt_is_got_from_the_upstream_with_the_callers_arguments(server, mode):
@@ -168,6 +213,37 @@ def test_a_resource_is_read_from_an_upstream_or_has_content_never_both(upstream)
         assert needle in str(excinfo.value)
 
 
+def test_a_template_is_read_from_an_upstream_only_when_it_is_of_that_kind(upstream):
+    up = Upstream.objects.create(name="check-rt", url=upstream.url, allow_networks="127.0.0.1/32")
+    base = {"uri_template": "ours://t/{x}", "name": "t"}
+    cases = (
+        (ResourceTemplate(**base, kind=ResourceTemplate.Kind.UPSTREAM), "names its upstream"),
+        (
+            ResourceTemplate(**base, kind="template", config={"template": "x"}, upstream=up),
+            "names its upstream",
+        ),
+        (
+            ResourceTemplate(**base, kind="template", config={"template": "x"},
+                             remote_uri_template="up://t/{x}"),
+            "Only a template read from an upstream",
+        ),
+        (
+            ResourceTemplate(**base, kind=ResourceTemplate.Kind.UPSTREAM, upstream=up,
+                             remote_uri_template="up://t/{y}"),
+            "same variables",
+        ),
+        (
+            ResourceTemplate(**base, kind=ResourceTemplate.Kind.UPSTREAM, upstream=up,
+                             config={"template": "x"}),
+            "has no config",
+        ),
+    )  # fmt: skip
+    for template, needle in cases:
+        with pytest.raises(ValidationError) as excinfo:
+            template.full_clean()
+        assert needle in str(excinfo.value)
+
+
 def test_renaming_an_upstream_keeps_what_uses_it_working(upstream):
     up = Upstream.objects.create(name="old-rp", url=upstream.url, allow_networks="127.0.0.1/32")
     endpoint = make_endpoint("rename-rp")
@@ -182,7 +258,10 @@ def test_renaming_an_upstream_keeps_what_uses_it_working(upstream):
     tool.save()
     endpoint.tools.add(tool)
     endpoint.resources.add(_resource("renamed://readme", up, remote_uri="up://readme"))
+    template_only = make_endpoint("rename-rp-templates")
+    template_only.resource_templates.add(_template("renamed://notes/{topic}", up))
     version = Endpoint.objects.get(pk=endpoint.pk).catalog_version
+    template_version = Endpoint.objects.get(pk=template_only.pk).catalog_version
 
     up.name = "new-rp"
     up.save()
@@ -192,3 +271,7 @@ def test_renaming_an_upstream_keeps_what_uses_it_working(upstream):
     assert Endpoint.objects.get(pk=endpoint.pk).catalog_version > version
     [resource] = build_snapshot(Endpoint.objects.get(pk=endpoint.pk)).resources
     assert resource.key.upstream == "new-rp"
+    template_only = Endpoint.objects.get(pk=template_only.pk)
+    assert template_only.catalog_version > template_version
+    [template] = build_snapshot(template_only).resource_templates
+    assert template.key.upstream == "new-rp"

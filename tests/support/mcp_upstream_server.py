@@ -16,6 +16,7 @@ cancellation seen, the headers a call carried). Tools:
 * ``headers()``: the Authorization and X-Api-Key headers it received, as structuredContent
 
 Resources: ``up://readme`` (markdown text), ``up://pixel.png`` (a PNG, served as a blob).
+Resource templates: ``up://notes/{topic}``: "Notes on <topic>".
 Prompts: ``review(code, language="python")``: one user message naming both.
 """
 
@@ -159,6 +160,11 @@ def readme() -> str:
 @server.resource("up://pixel.png", name="pixel", mime_type="image/png")
 def pixel() -> bytes:
     return base64.b64decode(PNG)
+
+
+@server.resource("up://notes/{topic}", name="notes", mime_type="text/plain")
+def notes(topic: str) -> str:
+    return f"Notes on {topic}"
 
 
 @server.prompt(description="Asks for a review of some code.")
