@@ -2,8 +2,9 @@
 
 Edits come from the admin, the shell, fixtures and services alike, so they are caught here with
 model signals (style.md section 5, the one exception to "no logic in signals"). Receivers only
-call ``services.catalog``, naming which list changed so connected clients hear of it; they
-also guard tool names, which must stay unique per endpoint.
+call services: ``services.catalog``, naming which list changed so connected clients hear of
+it, and ``services.history``, recording what an endpoint publishes; they also guard tool
+names, which must stay unique per endpoint.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def _endpoint_catalog_changed(
     elif action == "post_add":
         history.record_membership(
             sender,
-            history.attached_pairs(sender, instance, reverse, pk_set or set()),
+            history.attached_pairs(instance, reverse, pk_set or set()),
             MembershipChange.Action.ADDED,
         )
         endpoint_ids = (pk_set or ()) if reverse else [instance.pk]

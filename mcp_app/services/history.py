@@ -5,9 +5,9 @@ django-simple-history writes one history row per save or delete of every tracked
 Credential without its secret; the access rules travel with their row, groups included).
 What an endpoint publishes is recorded here instead, as attach/detach deltas
 (``MembershipChange``, see its module for why). This module also adds what the library does
-not know: *from where* a change came. Interfaces wrap
-their writes in ``catalog_change_source("admin")`` (or "api", "import", "upstream sync"), and
-every history row written inside is stamped with it in ``history_change_reason``.
+not know: *from where* a change came. Interfaces wrap their writes in
+``catalog_change_source("admin")`` (or "api", "import", "upstream sync"), and every history
+row (and membership change) written inside is stamped with it.
 
 Reverting is not here on purpose: a revert is an ordinary edit through the admin form (same
 validation, same signals, so the same catalog invalidation and list_changed).
@@ -143,9 +143,7 @@ def membership_pairs(
     return list(rows.values_list("endpoint_id", column))
 
 
-def attached_pairs(
-    through: type[models.Model], instance: models.Model, reverse: bool, pk_set: set[int]
-) -> Pairs:
+def attached_pairs(instance: models.Model, reverse: bool, pk_set: set[int]) -> Pairs:
     """The pairs an ``add()`` attached (Django's ``pk_set`` holds only the missing ones)."""
     if reverse:
         return [(endpoint_id, instance.pk) for endpoint_id in pk_set]
@@ -240,7 +238,7 @@ def version_end(record: Any) -> datetime | None:
     An admin save writes the endpoint row first and its membership just after, so a
     version's membership is read as of its next version (or now).
     """
-    later = (
+    later: datetime | None = (
         record.instance_type.history.filter(id=record.id, history_date__gt=record.history_date)
         .order_by("history_date")
         .values_list("history_date", flat=True)
