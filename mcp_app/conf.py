@@ -120,6 +120,7 @@ class SiteConf:
     SECRET_KEY: str = field(repr=False)
     PUBLIC_BASE_URL: str
     ALLOWED_HOSTS: tuple[str, ...]
+    OAUTH_TOKEN_CACHE_SECONDS: float
 
 
 _SITE_SETTINGS = frozenset(f.name for f in fields(SiteConf))
@@ -131,6 +132,7 @@ def get_site() -> SiteConf:
         SECRET_KEY=settings.SECRET_KEY,
         PUBLIC_BASE_URL=str(settings.PUBLIC_BASE_URL),
         ALLOWED_HOSTS=tuple(settings.ALLOWED_HOSTS),
+        OAUTH_TOKEN_CACHE_SECONDS=float(getattr(settings, "OAUTH_TOKEN_CACHE_SECONDS", 10)),
     )
 
 

@@ -73,7 +73,7 @@ class OAuthManagementAuthentication(BaseAuthentication):
             raise AuthenticationFailed(
                 f"This token is not for the management API: ask for resource={api_resource()}."
             )
-        if settings.API_OAUTH_SCOPE not in info.scopes:
+        if settings.API_OAUTH_SCOPE not in info.principal.scopes:
             raise PermissionDenied(f"The token lacks the scope {settings.API_OAUTH_SCOPE}.")
         user = get_user_model().objects.filter(pk=info.user_id, is_active=True).first()
         if user is None:

@@ -59,7 +59,8 @@ def _filtered(snapshot: CatalogSnapshot, groups: frozenset[str]) -> CatalogSnaps
 
 
 class _ViewCache:
-    """Filtered snapshots by (endpoint id, catalog version, groups); bounded LRU.
+    """Filtered snapshots by (endpoint id, catalog version, groups); bounded, the oldest
+    stored dropped first.
 
     The source snapshot is kept with each entry and compared by identity, so a rebuilt
     snapshot of the same version (another process's cache, a reset) is never mixed up.
@@ -74,11 +75,11 @@ class _ViewCache:
 
     def view(self, state: EndpointState, groups: frozenset[str]) -> CatalogSnapshot:
         key = (state.id, state.catalog_version, groups)
-        with self._lock:
-            item = self._items.get(key)
-            if item is not None and item[0] is state.snapshot:
-                self._items.move_to_end(key)
-                return item[1]
+        # A hit takes no lock and leaves the order alone (a dict read is atomic): every
+        # request of an OAuth endpoint comes here, and a new catalog version is a new key.
+        item = self._items.get(key)
+        if item is not None and item[0] is state.snapshot:
+            return item[1]
         filtered = _filtered(state.snapshot, groups)
         with self._lock:
             self._items[key] = (state.snapshot, filtered)

@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
-from django.conf import settings
 from oauth2_provider.models import get_access_token_model
 
 from mcp_app.auth import resources
+from mcp_app.conf import get_site
 from mcp_app.services import metrics
 from mcp_app.services.catalog import EndpointState
 
-# Checksums kept per process; the least recently used are dropped beyond this.
+# Checksums kept per process; the least recently stored are dropped beyond this.
 TOKEN_CACHE_SIZE = 10_000
 
 
@@ -85,15 +85,13 @@ def _quoted(text: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class TokenInfo:
-    """What the database says about one access token (cached)."""
+    """What the database says about one access token (cached), and the principal it makes:
+    built once per lookup, so a request with a cached token builds nothing."""
 
     user_id: int
-    username: str
-    client_id: str
-    scopes: frozenset[str]
-    groups: frozenset[str]
     expires_at: float
     audiences: frozenset[str]
+    principal: Principal
 
 
 class TokenCache:
@@ -106,13 +104,15 @@ class TokenCache:
         self._items: OrderedDict[str, tuple[float, TokenInfo | None]] = OrderedDict()
 
     def get(self, checksum: str, ttl: float) -> tuple[bool, TokenInfo | None]:
-        """Return ``(found, info)``; entries older than ``ttl`` seconds are not found."""
-        with self._lock:
-            item = self._items.get(checksum)
-            if item is None or self._clock() - item[0] >= ttl:
-                return False, None
-            self._items.move_to_end(checksum)
-            return True, item[1]
+        """Return ``(found, info)``; entries older than ``ttl`` seconds are not found.
+
+        No lock and no reordering on a hit (a dict read is atomic): a token in use is put
+        again every ``ttl`` seconds, which keeps it among the recently used.
+        """
+        item = self._items.get(checksum)
+        if item is None or self._clock() - item[0] >= ttl:
+            return False, None
+        return True, item[1]
 
     def put(self, checksum: str, info: TokenInfo | None) -> None:
         with self._lock:
@@ -154,14 +154,21 @@ def load_token(token_checksum: str) -> TokenInfo | None:
     audiences = frozenset(
         found for found in (resources.canonical(str(uri)) for uri in row.resource or ()) if found
     )
+    expires_at = row.expires.timestamp()
+    client_id = row.application.client_id
     return TokenInfo(
         user_id=row.user.pk,
-        username=row.user.get_username(),
-        client_id=row.application.client_id,
-        scopes=frozenset(row.scope.split()),
-        groups=frozenset(row.user.groups.values_list("name", flat=True)),
-        expires_at=row.expires.timestamp(),
+        expires_at=expires_at,
         audiences=audiences,
+        principal=Principal(
+            key=f"user:{row.user.pk}/client:{client_id}",
+            user_id=row.user.pk,
+            username=row.user.get_username(),
+            client_id=client_id,
+            scopes=frozenset(row.scope.split()),
+            groups=frozenset(row.user.groups.values_list("name", flat=True)),
+            expires_at=expires_at,
+        ),
     )
 
 
@@ -171,7 +178,7 @@ _aload_token = database_sync_to_async(load_token, thread_sensitive=False)
 async def token_info(token: str, cache: TokenCache = _cache) -> TokenInfo | None:
     """The token's info, from this process's cache while it is fresh, else from the database."""
     key = checksum(token)
-    ttl = float(getattr(settings, "OAUTH_TOKEN_CACHE_SECONDS", 10))
+    ttl = get_site().OAUTH_TOKEN_CACHE_SECONDS
     if ttl > 0:
         found, info = cache.get(key, ttl)
         if found:
@@ -243,19 +250,12 @@ async def authenticate(
         return _missing(state, "invalid_token", "The access token has expired")
     if resources.endpoint_resource(state.slug) not in info.audiences:
         return _missing(state, "invalid_token", "The access token was issued for another resource")
-    if state.base_scope and state.base_scope not in info.scopes:
+    principal = info.principal
+    if state.base_scope and state.base_scope not in principal.scopes:
         return Challenge(
             403,
             "insufficient_scope",
             f"This endpoint needs the {state.base_scope} scope",
-            step_up_scope(state, info.scopes, state.base_scope),
+            step_up_scope(state, principal.scopes, state.base_scope),
         )
-    return Principal(
-        key=f"user:{info.user_id}/client:{info.client_id}",
-        user_id=info.user_id,
-        username=info.username,
-        client_id=info.client_id,
-        scopes=info.scopes,
-        groups=info.groups,
-        expires_at=info.expires_at,
-    )
+    return principal
