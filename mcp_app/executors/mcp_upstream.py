@@ -338,6 +338,39 @@ async def get_prompt(
     return result
 
 
+async def complete(
+    target: UpstreamTarget,
+    ref: Mapping[str, str],
+    argument: str,
+    value: str,
+    context_arguments: Mapping[str, str],
+) -> dict[str, Any]:
+    """Ask the upstream to complete ``argument`` of ``ref``; its ``completion`` object.
+
+    Values are strings, at most 100 of them (the schema's limit); ``total`` and ``hasMore``
+    are passed on when the upstream sent them well-formed.
+
+    Raises:
+        UpstreamUnavailable, UpstreamRefused: as ``request``.
+    """
+    params: dict[str, Any] = {"ref": dict(ref), "argument": {"name": argument, "value": value}}
+    if context_arguments:
+        params["context"] = {"arguments": dict(context_arguments)}
+    result = await request(target, "completion/complete", params, None)
+    completion = result.get("completion")
+    values = completion.get("values") if isinstance(completion, dict) else None
+    if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
+        raise UpstreamUnavailable(f"The upstream {target.name!r} sent a malformed completion.")
+    assert isinstance(completion, dict)
+    answer: dict[str, Any] = {"values": values[:100]}
+    total, more = completion.get("total"), completion.get("hasMore")
+    if isinstance(total, int) and not isinstance(total, bool) and total >= 0:
+        answer["total"] = total
+    if isinstance(more, bool) or len(values) > 100:
+        answer["hasMore"] = more is True or len(values) > 100
+    return answer
+
+
 async def request(
     target: UpstreamTarget,
     method: str,

@@ -17,6 +17,7 @@ from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.errors import MissingClientCapability
 from mcp_app.protocol.ports import (
     ClientRequester,
+    Completer,
     PromptSource,
     ResourceReader,
     SessionStore,
@@ -62,6 +63,8 @@ class RequestContext:
     server_info: Mapping[str, Any]
     # Prompts served from elsewhere (an upstream's); None renders every prompt from its def.
     prompts: PromptSource | None = None
+    # Completions of arguments served from elsewhere; None completes from the defs alone.
+    completions: Completer | None = None
     client_capabilities: Mapping[str, Any] = field(default_factory=dict)
     client_info: Mapping[str, Any] | None = None
     request_id: Any = None

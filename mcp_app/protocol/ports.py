@@ -56,6 +56,25 @@ class PromptSource(Protocol):
         ...
 
 
+class Completer(Protocol):
+    """Completes arguments the catalog does not know the values of (an upstream's)."""
+
+    async def complete(
+        self,
+        item: PromptDef | ResourceTemplateDef,
+        argument: str,
+        value: str,
+        context_arguments: Mapping[str, str],
+    ) -> Mapping[str, Any] | None:
+        """Return the ``completion`` object (``values``, ``total``?, ``hasMore``?), or None to
+        complete from the def's own values.
+
+        Raises:
+            McpError: the item's source refused or could not be reached.
+        """
+        ...
+
+
 class SessionStore(Protocol):
     """Persists the per-session state of a legacy (handshake-era) session."""
 

@@ -19,10 +19,11 @@ from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.ports import ToolRunner
 from mcp_app.services.resources import CatalogResourceReader
-from mcp_app.services.upstreams import UpstreamPromptSource
+from mcp_app.services.upstreams import UpstreamCompleter, UpstreamPromptSource
 
 _resource_reader = CatalogResourceReader()
 _prompt_source = UpstreamPromptSource()
+_completer = UpstreamCompleter()
 
 
 @functools.lru_cache(maxsize=8)
@@ -53,5 +54,6 @@ def request_context(
         tools=tools,
         resources=_resource_reader,
         prompts=_prompt_source,
+        completions=_completer,
         **{**defaults, **fields},
     )

@@ -39,8 +39,8 @@ from mcp_app.executors.mcp_upstream import (
 from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.models import Prompt, PromptArgument, Resource, ResourceTemplate, Tool, Upstream
 from mcp_app.models.upstream import split_networks
-from mcp_app.protocol.catalog import PromptDef
-from mcp_app.protocol.errors import INTERNAL_ERROR, InternalError, RelayedError
+from mcp_app.protocol.catalog import PromptDef, ResourceTemplateDef
+from mcp_app.protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, InternalError, RelayedError
 from mcp_app.protocol.results import ToolError
 from mcp_app.services import history
 from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
@@ -282,6 +282,40 @@ class UpstreamPromptSource:
             lambda target: mcp_upstream.get_prompt(target, key.remote_name, arguments),
         )
         return result
+
+
+class UpstreamCompleter:
+    """The ``Completer`` port: arguments of an upstream's prompts and templates are completed
+    there; an upstream that does not complete (method not found) leaves them to the row's own
+    values."""
+
+    async def complete(
+        self,
+        item: PromptDef | ResourceTemplateDef,
+        argument: str,
+        value: str,
+        context_arguments: Mapping[str, str],
+    ) -> Mapping[str, Any] | None:
+        key = item.key
+        upstream = getattr(key, "upstream", None)
+        if upstream is None:
+            return None
+        if isinstance(item, PromptDef):
+            ref = {"type": "ref/prompt", "name": key.remote_name}
+        else:
+            ref = {"type": "ref/resource", "uri": key.remote_uri_template}
+        try:
+            found: Mapping[str, Any] = await _forward(
+                upstream,
+                lambda target: mcp_upstream.complete(
+                    target, ref, argument, value, context_arguments
+                ),
+            )
+        except RelayedError as exc:
+            if exc.code == METHOD_NOT_FOUND:
+                return None
+            raise
+        return found
 
 
 # --- discovery: importing and re-syncing an upstream's tools --------------------------------

@@ -18,6 +18,7 @@ import pytest
 from django.core.exceptions import ValidationError
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp.types import PromptReference, ResourceTemplateReference
 
 from mcp_app.models import (
     CallLog,
@@ -154,6 +155,24 @@ async def test_a_prompt_is_got_from_the_upstream_with_the_callers_arguments(serv
     [message] = got.messages
     assert message.role == "user"
     assert message.content.text == "Review this rust code: x = 1"
+
+
+async def test_arguments_of_upstream_templates_and_prompts_are_completed_there(server, mode):
+    async with asyncio.timeout(20), Client(f"{server}/mcp/e2e-rp", mode=mode) as client:
+        renamed = await client.complete(
+            ResourceTemplateReference(type="ref/resource", uri="ours://topics/{topic}"),
+            {"name": "topic", "value": "py"},
+        )
+        prompt = await client.complete(
+            PromptReference(type="ref/prompt", name="review"), {"name": "language", "value": "r"}
+        )
+        # The upstream offers nothing for this one: none, not the row's (empty) list.
+        code = await client.complete(
+            PromptReference(type="ref/prompt", name="review"), {"name": "code", "value": ""}
+        )
+    assert renamed.completion.values == ["python", "pytest"]
+    assert prompt.completion.values == ["rust", "ruby"]
+    assert code.completion.values == []
 
 
 async def test_a_missing_required_argument_is_refused_before_the_upstream_is_asked(server):

@@ -98,3 +98,46 @@ async def test_context_arguments_are_accepted(make_ctx: MakeContext) -> None:
     params = {**prompt_ref("greet", "mood", ""), "context": {"arguments": {"name": "Ada"}}}
     result = await handle_request(make_ctx("2025-06-18"), "completion/complete", params)
     assert result["completion"]["values"] == []
+
+
+class SourceCompleter:
+    """A ``Completer`` that completes ``greet``'s arguments itself and nothing else."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[str, str, str, dict[str, str]]] = []
+
+    async def complete(
+        self, item: Any, argument: str, value: str, context_arguments: Any
+    ) -> dict[str, Any] | None:
+        self.asked.append((item.name, argument, value, dict(context_arguments)))
+        if item.name != "greet":
+            return None
+        return {"values": [f"{value}-from-source"], "total": 1}
+
+
+async def test_a_completer_answers_for_its_items_and_the_def_for_the_rest(
+    make_ctx: MakeContext,
+) -> None:
+    completer = SourceCompleter()
+    ctx = make_ctx(completions=completer)
+    params = {**prompt_ref("greet", "name", "al"), "context": {"arguments": {"x": "1"}}}
+
+    sourced = await handle_request(ctx, "completion/complete", params)
+    from_def = await handle_request(
+        ctx, "completion/complete", resource_ref("users://{id}/profile", "id", "a")
+    )
+
+    assert sourced["completion"] == {"values": ["al-from-source"], "total": 1}
+    assert from_def["completion"]["values"] == ["alice", "Albert"]
+    assert completer.asked[0] == ("greet", "name", "al", {"x": "1"})
+
+
+async def test_a_completer_is_not_asked_about_unknown_arguments(make_ctx: MakeContext) -> None:
+    completer = SourceCompleter()
+
+    with pytest.raises(InvalidParams):
+        await handle_request(
+            make_ctx(completions=completer), "completion/complete", prompt_ref("greet", "nope", "")
+        )
+
+    assert completer.asked == []

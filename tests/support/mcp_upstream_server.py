@@ -18,6 +18,7 @@ cancellation seen, the headers a call carried). Tools:
 Resources: ``up://readme`` (markdown text), ``up://pixel.png`` (a PNG, served as a blob).
 Resource templates: ``up://notes/{topic}``: "Notes on <topic>".
 Prompts: ``review(code, language="python")``: one user message naming both.
+Completions: ``topic`` of ``up://notes/{topic}`` and ``language`` of ``review``, by prefix.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import (
     CallToolResult,
+    Completion,
     EmbeddedResource,
     ImageContent,
     SamplingMessage,
@@ -165,6 +167,20 @@ def pixel() -> bytes:
 @server.resource("up://notes/{topic}", name="notes", mime_type="text/plain")
 def notes(topic: str) -> str:
     return f"Notes on {topic}"
+
+
+# What completion/complete offers, by (reference, argument): prefix-filtered.
+COMPLETIONS = {
+    ("up://notes/{topic}", "topic"): ["python", "pytest", "rust"],
+    ("review", "language"): ["python", "rust", "ruby"],
+}
+
+
+@server.completion()
+async def complete(ref: Any, argument: Any, context: Any) -> Completion:
+    key = getattr(ref, "uri", None) or getattr(ref, "name", None)
+    offered = COMPLETIONS.get((key, argument.name), [])
+    return Completion(values=[v for v in offered if v.startswith(argument.value)])
 
 
 @server.prompt(description="Asks for a review of some code.")
