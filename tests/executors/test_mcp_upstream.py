@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +29,11 @@ from mcp_app.protocol.results import ToolError, ToolResult
 from mcp_app.services.catalog import tool_def as build_tool_def
 from mcp_app.services.credentials import credential_create
 from mcp_app.services.execution import execute_tool
-from mcp_app.services.upstreams import upstream_list_tools, upstream_reset_breaker
+from mcp_app.services.upstreams import (
+    upstream_list_tools,
+    upstream_reset_breaker,
+    upstream_target,
+)
 from tests.executors.conftest import Sent
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 from tests.support.upstream import OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, run_upstream
@@ -303,14 +308,40 @@ class _Junk(BaseHTTPRequestHandler):
         pass
 
     endless = False
+    # Answers the handshake well, then every request with a result of the wrong shape.
+    half_mcp = False
 
     def do_POST(self) -> None:  # noqa: N802  (http.server's name)
         type(self).hits += 1
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         if self.endless:
             self._endless_event()
             return
+        if self.half_mcp:
+            self._half_mcp(json.loads(raw))
+            return
         body = b"<html>this is not MCP</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def _half_mcp(self, message: dict[str, Any]) -> None:
+        if "id" not in message:
+            self.send_response(202)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
+        if message["method"] == "initialize":
+            result: dict[str, Any] = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"completions": {}, "prompts": {}},
+                "serverInfo": {"name": "half", "version": "0"},
+            }
+        else:
+            result = {"completion": {"values": [1, 2]}, "messages": "none", "contents": {}}
+        body = json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(body)))
@@ -336,6 +367,7 @@ class _Junk(BaseHTTPRequestHandler):
 def junk() -> Iterator[str]:
     _Junk.hits = 0
     _Junk.endless = False
+    _Junk.half_mcp = False
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Junk)
     thread = threading.Thread(target=httpd.serve_forever, daemon=True)
     thread.start()
@@ -351,6 +383,26 @@ async def test_an_upstream_answering_garbage_is_an_error_and_recorded(junk, ctx)
     row = await reload(upstream)
     assert row.consecutive_failures == 1
     assert "invalid JSON" in row.last_error
+
+
+@pytest.mark.parametrize(
+    ("ask", "needle"),
+    [
+        (
+            lambda t: mcp_upstream.complete(t, {"type": "ref/prompt", "name": "p"}, "a", "", {}),
+            "malformed completion",
+        ),
+        (lambda t: mcp_upstream.get_prompt(t, "p", {}), "malformed prompt"),
+        (lambda t: mcp_upstream.read_resource(t, "up://x"), "malformed contents"),
+    ],
+)
+async def test_results_of_the_wrong_shape_are_refused(junk, ask, needle):
+    _Junk.half_mcp = True
+    await database_sync_to_async(make_upstream)(junk)
+    target = await upstream_target("up")
+
+    with pytest.raises(mcp_upstream.UpstreamUnavailable, match=needle):
+        await ask(target)
 
 
 async def test_an_endless_event_is_cut_at_the_response_cap(junk, ctx):
