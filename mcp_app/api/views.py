@@ -3,7 +3,8 @@ catalog import/export, session close).
 
 Every write of one row (update, delete, enable/disable, reset-breaker) honours ``If-Match``
 against the row's ``ETag`` (a digest of its JSON) under a row lock, so of two automations
-editing one row with the same ETag exactly one succeeds; the other gets 412.
+editing one row with the same ETag exactly one succeeds; the other gets 412. A delete is
+refused with 409 while ``services.references`` finds rows that use the row.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from mcp_app.api import serializers as s
-from mcp_app.api.errors import PreconditionFailed
+from mcp_app.api.errors import InUse, PreconditionFailed
 from mcp_app.audit.exports import FORMATS as CALL_LOG_FORMATS
 from mcp_app.audit.exports import PAYLOAD_PERMISSION, call_log_export
 from mcp_app.audit.forms import CallFilterForm
@@ -53,6 +54,7 @@ from mcp_app.services.catalog_io import (
     catalog_import,
     catalog_parse,
 )
+from mcp_app.services.references import RowInUseError, ensure_unused
 from mcp_app.services.sessions import session_close
 from mcp_app.services.try_it import tool_try
 from mcp_app.services.upstreams import upstream_reset_breaker
@@ -148,6 +150,10 @@ class ConditionalMixin:
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         with transaction.atomic():
             row = self.locked_object(request)
+            try:
+                ensure_unused(row)
+            except RowInUseError as exc:
+                raise InUse(exc) from None
             self.perform_destroy(row)  # type: ignore[attr-defined]
         return Response(status=status.HTTP_204_NO_CONTENT)
 
