@@ -6,11 +6,12 @@ from django.contrib import admin
 
 from mcp_app.admin.forms import CredentialForm
 from mcp_app.admin.history import CatalogHistoryAdmin
+from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.models import Credential
 
 
 @admin.register(Credential)
-class CredentialAdmin(CatalogHistoryAdmin):
+class CredentialAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
     form = CredentialForm
     list_display = ["name", "kind", "secret_status", "updated_at"]
     list_filter = ["kind"]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 from django.contrib import admin
-from django.db.models import Count, QuerySet
+from django.db.models import Count, Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -24,8 +25,9 @@ from mcp_app.admin.figures import (
 )
 from mcp_app.admin.forms import EndpointForm
 from mcp_app.admin.history import CatalogHistoryAdmin, recent_changes_view
+from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.audit.selectors import Figures, endpoint_figures
-from mcp_app.models import Endpoint
+from mcp_app.models import BackgroundCall, Endpoint, Session
 from mcp_app.protocol.shaping import shape_tool
 from mcp_app.protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from mcp_app.services import history
@@ -40,7 +42,7 @@ PREVIEW_VERSIONS = (LATEST_MODERN, LATEST_LEGACY)
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(CatalogHistoryAdmin):
+class EndpointAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
     form = EndpointForm
     list_display = [
         "slug", "title", "enabled", "auth_mode", "tool_count", "calls_24h", "errors_24h",
@@ -73,6 +75,17 @@ class EndpointAdmin(CatalogHistoryAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Endpoint]:
         return super().get_queryset(request).annotate(_tool_count=Count("tools", distinct=True))
+
+    def get_deleted_objects(
+        self, objs: Sequence[Model] | QuerySet[Model], request: HttpRequest
+    ) -> tuple[Any, dict[Any, Any], set[Any], list[Any]]:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # Sessions and background calls are the endpoint's own state, read-only in the admin
+        # and deleted with it: whether they block the delete is services.references' rule
+        # (live ones of an enabled endpoint do), not the admin's delete permission.
+        own = {str(Session._meta.verbose_name), str(BackgroundCall._meta.verbose_name)}
+        perms_needed = {name for name in perms_needed if str(name) not in own}
+        return deleted, counts, perms_needed, protected
 
     def get_fieldsets(self, request: HttpRequest, obj: Endpoint | None = None) -> Any:
         fieldsets = super().get_fieldsets(request, obj)

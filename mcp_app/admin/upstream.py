@@ -21,6 +21,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.executors.mcp_upstream import close_sessions
 from mcp_app.models import Tool, Upstream
 from mcp_app.protocol.results import ToolError
@@ -38,7 +39,7 @@ from mcp_app.services.upstreams import (
 
 
 @admin.register(Upstream)
-class UpstreamAdmin(admin.ModelAdmin):
+class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
     list_display = [
         "name", "url", "enabled", "health", "tools_state", "last_success_at", "protocol_version",
     ]  # fmt: skip

@@ -15,11 +15,23 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from mcp_app.services.references import RowInUseError
+
 
 class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "Other rows still use it."
     default_code = "conflict"
+
+
+class InUse(Conflict):
+    """A delete refused because rows still use the row: ``errors`` lists each of them."""
+
+    default_code = "in_use"
+
+    def __init__(self, error: RowInUseError) -> None:
+        super().__init__(str(error))
+        self.references = error.references
 
 
 class PreconditionFailed(exceptions.APIException):
@@ -43,7 +55,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(django_errors(exc))
     elif isinstance(exc, ProtectedError):
-        # Deleting an upstream or credential that rows still use: refused, nothing deleted.
+        # A PROTECT foreign key refused the delete (services.references should refuse first).
         users = sorted({str(row) for row in exc.protected_objects})[:10]
         exc = Conflict(f"Other rows still use it: {', '.join(users)}.")
     response = drf_exception_handler(exc, context)
@@ -62,6 +74,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             "detail": str(detail),
             "errors": [],
         }
+        if isinstance(exc, InUse):
+            # One entry per row that uses it: "tool 'fetch' (config.credential)".
+            body["errors"] = [
+                {"path": "", "message": str(reference), "code": "in_use"}
+                for reference in exc.references
+            ]
     response.data = body
     return response
 

@@ -1,19 +1,23 @@
 """API views: one viewset per model, plus actions (enable/disable, try-it, OpenAPI import,
 catalog import/export, session close).
 
-Updates and deletes honour ``If-Match`` against the row's ``ETag`` (a digest of its JSON), so
-two automations editing one row do not overwrite each other: the second gets 412.
+Every write of one row (update, delete, enable/disable, reset-breaker) honours ``If-Match``
+against the row's ``ETag`` (a digest of its JSON) under a row lock, so of two automations
+editing one row with the same ETag exactly one succeeds; the other gets 412. A delete is
+refused with 409 while ``services.references`` finds rows that use the row.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Model, QuerySet
+from django.db.models import QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
+from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
@@ -24,7 +28,7 @@ from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
 
 from mcp_app.api import serializers as s
-from mcp_app.api.errors import PreconditionFailed
+from mcp_app.api.errors import InUse, PreconditionFailed
 from mcp_app.audit.exports import FORMATS as CALL_LOG_FORMATS
 from mcp_app.audit.exports import PAYLOAD_PERMISSION, call_log_export
 from mcp_app.audit.forms import CallFilterForm
@@ -50,6 +54,7 @@ from mcp_app.services.catalog_io import (
     catalog_import,
     catalog_parse,
 )
+from mcp_app.services.references import RowInUseError, ensure_unused
 from mcp_app.services.sessions import session_close
 from mcp_app.services.try_it import tool_try
 from mcp_app.services.upstreams import upstream_reset_breaker
@@ -83,68 +88,133 @@ def etag_of(data: Any) -> str:
     return f'"{digest[:32]}"'
 
 
+def if_match_passes(header: str | None, etag: str) -> bool:
+    """Whether an ``If-Match`` header lets a write of the row whose ETag is ``etag`` go on.
+
+    RFC 9110 section 13.1.1: strong comparison, so a weak tag (``W/"..."``) never matches;
+    ``*`` matches any current row; no header, no condition.
+    """
+    if header is None:
+        return True
+    tags = parse_etags(header)
+    return tags == ["*"] or etag in tags
+
+
+def if_none_match_passes(header: str | None, etag: str) -> bool:
+    """Whether an ``If-None-Match`` header's condition holds (false means 304 or 412).
+
+    RFC 9110 section 13.1.2: weak comparison; ``*`` matches any current row.
+    """
+    if header is None:
+        return True
+    tags = parse_etags(header)
+    return not (tags == ["*"] or etag in [tag.removeprefix("W/") for tag in tags])
+
+
 class ConditionalMixin:
-    """ETag on reads and writes; If-Match checked before an update or delete."""
+    """ETags on reads and writes; ``If-Match`` and ``If-None-Match`` on one row.
+
+    A write (update, delete, and the row actions through ``conditional_write``) locks the row
+    (``SELECT ... FOR UPDATE``) in the request's transaction before comparing its current
+    ETag with ``If-Match``, so of concurrent writers holding one ETag exactly one succeeds and
+    the others get 412. The ETag a write answers is read back in the same transaction, after
+    the signals' updates: it is what a following GET answers.
+    """
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         response: Response = super().retrieve(request, *args, **kwargs)  # type: ignore[misc]
+        etag = etag_of(response.data)
+        if not if_none_match_passes(request.headers.get("If-None-Match"), etag):
+            return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
+        response["ETag"] = etag
+        return response
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        with transaction.atomic():
+            response: Response = super().create(request, *args, **kwargs)  # type: ignore[misc]
+            # Read back as a GET would (signals may have changed it): the ETag matches it.
+            row = self.get_queryset().get(pk=response.data["id"])  # type: ignore[attr-defined]
+            response.data = self.get_serializer(row).data  # type: ignore[attr-defined]
         response["ETag"] = etag_of(response.data)
         return response
 
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        self._check_if_match(request)
-        response: Response = super().update(request, *args, **kwargs)  # type: ignore[misc]
-        # Read back: signals changed the row after the save (catalog_version, updated_at).
-        response.data = self.get_serializer(self.get_object()).data  # type: ignore[attr-defined]
+        with transaction.atomic():
+            self.locked_object(request)
+            response: Response = super().update(request, *args, **kwargs)  # type: ignore[misc]
+            # Read back: signals changed the row after the save (catalog_version, updated_at).
+            response.data = self.get_serializer(self.get_object()).data  # type: ignore[attr-defined]
         response["ETag"] = etag_of(response.data)
         return response
 
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        self._check_if_match(request)
-        return super().destroy(request, *args, **kwargs)  # type: ignore[misc]
+        with transaction.atomic():
+            row = self.locked_object(request)
+            try:
+                ensure_unused(row)
+            except RowInUseError as exc:
+                raise InUse(exc) from None
+            self.perform_destroy(row)  # type: ignore[attr-defined]
+        return Response(status=status.HTTP_204_NO_CONTENT)
 
-    def _check_if_match(self, request: Request) -> None:
-        wanted = request.headers.get("If-Match")
-        if not wanted or wanted.strip() == "*":
-            return
-        current = etag_of(self.get_serializer(self.get_object()).data)  # type: ignore[attr-defined]
-        if current not in [tag.strip().removeprefix("W/") for tag in wanted.split(",")]:
+    def locked_object(self, request: Request) -> Any:
+        """Return the row, locked until the transaction ends, once its preconditions hold.
+
+        Call inside ``transaction.atomic()``. The row is read again after the lock is taken,
+        so a concurrent writer's committed change is what the ETag is compared with.
+
+        Raises:
+            PreconditionFailed: ``If-Match`` or ``If-None-Match`` does not hold (412).
+        """
+        row = self.get_object()  # type: ignore[attr-defined]  # 404 and permissions first
+        model = type(row)
+        list(model._default_manager.select_for_update().filter(pk=row.pk).values_list("pk"))
+        row = self.get_object()  # type: ignore[attr-defined]
+        etag = etag_of(self.get_serializer(row).data)  # type: ignore[attr-defined]
+        if not if_match_passes(request.headers.get("If-Match"), etag):
             raise PreconditionFailed()
+        if not if_none_match_passes(request.headers.get("If-None-Match"), etag):
+            raise PreconditionFailed(
+                "The resource matches If-None-Match; the request was not applied."
+            )
+        return row
+
+    def conditional_write(self, request: Request, write: Callable[[Any], None]) -> Response:
+        """Apply ``write`` to the locked row if its preconditions hold; answer it with its ETag."""
+        with transaction.atomic():
+            row = self.locked_object(request)
+            write(row)
+            data = self.get_serializer(self.get_object()).data  # type: ignore[attr-defined]
+        return Response(data, headers={"ETag": etag_of(data)})
 
 
-class EnableMixin:
-    """``POST .../enable`` and ``.../disable``: the row's ``enabled`` flag, saved as an edit."""
+class EnableMixin(ConditionalMixin):
+    """``POST .../enable`` and ``.../disable``: the row's ``enabled`` flag, saved as an edit,
+    under ``If-Match`` like any write."""
 
     action_permissions = {"enable": ["change"], "disable": ["change"]}
 
     @extend_schema(request=None)
     @action(detail=True, methods=["post"])
     def enable(self, request: Request, pk: str | None = None) -> Response:
-        return self._set_enabled(True)
+        return self.conditional_write(request, lambda row: _set_enabled(row, True))
 
     @extend_schema(request=None)
     @action(detail=True, methods=["post"])
     def disable(self, request: Request, pk: str | None = None) -> Response:
-        return self._set_enabled(False)
-
-    def _set_enabled(self, enabled: bool) -> Response:
-        row = self.get_object()  # type: ignore[attr-defined]
-        if row.enabled != enabled:
-            row.enabled = enabled
-            row.save(update_fields=["enabled", "updated_at"])
-            row = self.get_object()  # type: ignore[attr-defined]
-        data = self.get_serializer(row).data  # type: ignore[attr-defined]
-        return Response(data, headers={"ETag": etag_of(data)})
+        return self.conditional_write(request, lambda row: _set_enabled(row, False))
 
 
-class CatalogItemViewSet(ApiViewMixin, ConditionalMixin, EnableMixin, viewsets.ModelViewSet):
+def _set_enabled(row: Any, enabled: bool) -> None:
+    if row.enabled != enabled:
+        row.enabled = enabled
+        row.save(update_fields=["enabled", "updated_at"])
+
+
+class CatalogItemViewSet(ApiViewMixin, EnableMixin, viewsets.ModelViewSet):
     search_fields: list[str] = []
     ordering_fields: list[str] = []
     boolean_filters = ("enabled",)
-
-    def perform_destroy(self, instance: Model) -> None:
-        with transaction.atomic():
-            instance.delete()
 
 
 class EndpointViewSet(CatalogItemViewSet):
@@ -323,10 +393,7 @@ class UpstreamViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):
     @action(detail=True, methods=["post"], url_path="reset-breaker")
     def reset_breaker(self, request: Request, pk: str | None = None) -> Response:
         """Close the circuit breaker now: the next call tries the upstream again."""
-        upstream = self.get_object()
-        upstream_reset_breaker(upstream)
-        upstream.refresh_from_db()
-        return Response(self.get_serializer(upstream).data)
+        return self.conditional_write(request, upstream_reset_breaker)
 
 
 class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):

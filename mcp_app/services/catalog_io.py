@@ -45,6 +45,7 @@ from mcp_app.models import (
 )
 from mcp_app.services import history
 from mcp_app.services.catalog import python_tool_defaults
+from mcp_app.services.references import in_use_message, references_to
 
 FORMAT = "mcphost-catalog/1"
 
@@ -854,8 +855,20 @@ class _Importer:
                                 Change("detach", section, _key(section, row), detail=endpoint.slug)
                             )
             return
+        # Items first: an upstream is then still in use only by rows the document keeps.
         for section, (model, _key_name, _names) in reversed(list(_SECTIONS.items())):
             for row in model._default_manager.exclude(pk__in=listed[section]):
+                references = references_to(row)
+                if references:
+                    # As the API and the admin: never delete what kept rows still use.
+                    self.errors.append(
+                        EntryError(
+                            f"{section} ({_key(section, row)})",
+                            f"{in_use_message(row, references)} List it in the file, or "
+                            "import without prune.",
+                        )
+                    )
+                    continue
                 self.report.changes.append(Change("delete", section, _key(section, row)))
                 row.delete()
 
