@@ -112,7 +112,7 @@ def record_calls(rows: Iterable[tuple[dict[str, Any], bool]]) -> None:
             histogram.observe(row["duration_ms"] / 1000)
 
 
-# -- Degraded dependencies (docs/operations.md, "Client addresses and throttling") --
+# -- Degraded dependencies: throttles without Redis, readiness (docs/operations.md) --
 API_THROTTLE_LOCAL = Counter(
     "mcphost_api_throttle_local_counts",
     "API throttle reads and writes kept in this process's memory because Redis failed.",
@@ -120,4 +120,10 @@ API_THROTTLE_LOCAL = Counter(
 API_AUTH_THROTTLED = Counter(
     "mcphost_api_auth_throttled",
     "API requests refused (429) because their address failed to authenticate too often.",
+)
+READINESS_CHECK = Gauge(
+    "mcphost_readiness_check",
+    "1 when the check passed at the latest /readyz that ran it, else 0 (by check).",
+    ["check"],
+    multiprocess_mode="livemostrecent",
 )
