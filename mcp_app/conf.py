@@ -86,6 +86,9 @@ class McpConf:
     MCP_TASK_DEFAULT_TTL_MS: int = 3600 * 1000
     MCP_TASK_MAX_TTL_MS: int = 24 * 3600 * 1000
     MCP_TASK_POLL_INTERVAL_MS: int = 1000
+    # /readyz answers 503 while no Celery worker has a fresh heartbeat (and some tool may run
+    # on one); by default that only degrades readiness: inline calls, lists and reads go on.
+    MCP_READY_REQUIRES_WORKER: bool = False
     # Fernet keys (comma separated) for credential secrets: the first encrypts, all decrypt.
     # Empty: a key derived from SECRET_KEY (a system check warns).
     MCP_SECRET_KEYS: str = field(default="", repr=False)

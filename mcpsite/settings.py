@@ -4,6 +4,7 @@ See README.md ("Configuration") for the list. Defaults give the embedded single-
 setup: SQLite, the in-memory channel layer, no Redis.
 """
 
+import ipaddress
 import os
 import secrets
 from pathlib import Path
@@ -330,6 +331,9 @@ if REDIS_URL:
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
             "KEY_PREFIX": "mcphost",
+            # A black-holed Redis holds a request this long at most (the API throttles then
+            # count per process for a while: mcp_app/api/throttling.py).
+            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
         }
     }
 
@@ -374,9 +378,11 @@ REST_FRAMEWORK = {
         "rest_framework.filters.SearchFilter",
         "rest_framework.filters.OrderingFilter",
     ],
+    # Keyed by user or client address (TRUSTED_PROXIES), counted in Redis or, while Redis
+    # fails, per process (mcp_app/api/throttling.py).
     "DEFAULT_THROTTLE_CLASSES": [
-        "rest_framework.throttling.UserRateThrottle",
-        "rest_framework.throttling.AnonRateThrottle",
+        "mcp_app.api.throttling.UserRateThrottle",
+        "mcp_app.api.throttling.AnonRateThrottle",
     ],
     "DEFAULT_THROTTLE_RATES": {
         "user": os.environ.get("API_THROTTLE_USER", "1200/minute"),
@@ -404,6 +410,14 @@ SPECTACULAR_SETTINGS = {
         "mcp_app.api.schema.any_json_value",
     ],
 }
+# Bearer tokens an address may have refused per period before its tokens get 429 unseen
+# (DRF's rate format; empty turns it off).
+API_THROTTLE_AUTH_FAILURES = os.environ.get("API_THROTTLE_AUTH_FAILURES", "20/minute")
+# Proxies (comma-separated CIDR) whose X-Forwarded-For names the client, for every
+# per-address limit (mcp_app/auth/addresses.py); none by default: REMOTE_ADDR is the client.
+TRUSTED_PROXIES = _env_list("TRUSTED_PROXIES", [])
+for _network in TRUSTED_PROXIES:
+    ipaddress.ip_network(_network, strict=False)  # a typo stops the start, not each request
 # The OAuth scope a token from our authorization server needs for the management API; the
 # token must be issued for the API's resource (PUBLIC_BASE_URL/api), never an MCP endpoint.
 API_OAUTH_SCOPE = os.environ.get("API_OAUTH_SCOPE", "mcp:manage")

@@ -5,6 +5,9 @@ Both token kinds arrive as ``Authorization: Bearer <token>``; API tokens start w
 ``settings.API_OAUTH_SCOPE`` and be issued for the API's resource (``PUBLIC_BASE_URL/api``)
 only: a token bound to an MCP endpoint is refused, so a token handed to an MCP client never
 manages the catalog.
+
+A bearer token from an address that failed to authenticate too often is refused (429) before
+it is looked up, and every refused token counts against its address (``api/throttling.py``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from rest_framework.authentication import BaseAuthentication, get_authorization_
 from rest_framework.exceptions import AuthenticationFailed, PermissionDenied
 from rest_framework.request import Request
 
+from mcp_app.api.throttling import auth_failure_record, auth_failures_check
 from mcp_app.auth import resources
 from mcp_app.auth.bearer import checksum, load_token
 from mcp_app.services.api_tokens import TOKEN_PREFIX, api_token_authenticate
@@ -32,15 +36,28 @@ def api_resource() -> str:
 
 
 def _bearer(request: Request) -> str | None:
+    """The request's bearer token, once its address may still present one.
+
+    Raises:
+        Throttled: the address failed to authenticate too often (nothing is looked up).
+        AuthenticationFailed: the header is malformed (counted as a failure).
+    """
     parts = get_authorization_header(request).split()
     if not parts or parts[0].lower() != b"bearer":
         return None
+    auth_failures_check(request)
     if len(parts) != 2:
-        raise AuthenticationFailed("Authorization: Bearer takes exactly one token.")
+        raise _failed(request, "Authorization: Bearer takes exactly one token.")
     try:
         return parts[1].decode("ascii")
     except UnicodeDecodeError:
-        raise AuthenticationFailed("The token is not ASCII.") from None
+        raise _failed(request, "The token is not ASCII.") from None
+
+
+def _failed(request: Request, detail: str) -> AuthenticationFailed:
+    """Count a refused token against its address; return the error to raise."""
+    auth_failure_record(request)
+    return AuthenticationFailed(detail)
 
 
 class ApiTokenAuthentication(BaseAuthentication):
@@ -52,7 +69,7 @@ class ApiTokenAuthentication(BaseAuthentication):
             return None
         token = api_token_authenticate(key=key)
         if token is None:
-            raise AuthenticationFailed("Unknown or expired API token.")
+            raise _failed(request, "Unknown or expired API token.")
         return token.user, token
 
     def authenticate_header(self, request: Request) -> str:
@@ -68,16 +85,17 @@ class OAuthManagementAuthentication(BaseAuthentication):
             return None
         info = load_token(checksum(key))
         if info is None or info.expires_at <= time.time():
-            raise AuthenticationFailed("Unknown or expired access token.")
+            raise _failed(request, "Unknown or expired access token.")
         if info.audiences != {api_resource()}:
-            raise AuthenticationFailed(
-                f"This token is not for the management API: ask for resource={api_resource()}."
+            raise _failed(
+                request,
+                f"This token is not for the management API: ask for resource={api_resource()}.",
             )
         if settings.API_OAUTH_SCOPE not in info.principal.scopes:
             raise PermissionDenied(f"The token lacks the scope {settings.API_OAUTH_SCOPE}.")
         user = get_user_model().objects.filter(pk=info.user_id, is_active=True).first()
         if user is None:
-            raise AuthenticationFailed("Unknown or expired access token.")
+            raise _failed(request, "Unknown or expired access token.")
         return user, info
 
     def authenticate_header(self, request: Request) -> str:

@@ -28,6 +28,7 @@ from oauth2_provider.views import AuthorizationView
 from oauth2_provider.views.dynamic_client_registration import DynamicClientRegistrationView
 
 from mcp_app.auth import resources
+from mcp_app.auth.addresses import client_address
 from mcp_app.auth.scopes import EndpointScopes
 
 CORS_HEADERS = "Authorization, Content-Type, MCP-Protocol-Version"
@@ -149,7 +150,7 @@ class RateLimitedRegistrationView(DynamicClientRegistrationView):
     """
 
     def post(self, request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        if not registration_allowed(request.META.get("REMOTE_ADDR", "")):
+        if not registration_allowed(client_address(request.META)):
             return JsonResponse(
                 {
                     "error": "temporarily_unavailable",

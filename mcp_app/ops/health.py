@@ -11,6 +11,13 @@ Checked on every call, concurrently, each within ``READINESS_TIMEOUT_SECONDS``:
   ``WORKER_HEARTBEAT_STALE_SECONDS``. Skipped when the database check failed, since whether
   such tools exist is not known then.
 
+The database and Redis are required: without them this process cannot serve (503). Workers
+are not, unless ``MCP_READY_REQUIRES_WORKER``: without them only background calls wait,
+while inline calls, lists and reads go on, and every web process shares the same workers,
+so failing readiness on them would take every process out of rotation at once. A missing
+worker is then reported (``"status": "degraded"``, the check named in ``failed``, the
+``mcphost_readiness_check`` gauge) on a 200.
+
 Liveness (``/healthz``) checks nothing: the process answered.
 """
 
@@ -25,8 +32,10 @@ import redis.asyncio
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from mcp_app.conf import get_conf
 from mcp_app.models import Tool
 from mcp_app.ops.heartbeat import WORKER_HEARTBEATS_KEY
+from mcp_app.services import metrics
 from mcp_app.services.background.embedded import embedded_worker_enabled
 
 # One thread for every database check of this process: a hung connect holds only it.
@@ -36,11 +45,15 @@ _database_check: concurrent.futures.Future[bool] | None = None
 
 @dataclass(frozen=True)
 class Check:
-    """One dependency's verdict; ``detail`` says what failed (never a secret or a URL)."""
+    """One dependency's verdict; ``detail`` says what failed (never a secret or a URL).
+
+    A failed ``required`` check makes the process unready; another only degrades it.
+    """
 
     name: str
     ok: bool
     detail: str
+    required: bool = True
 
 
 @dataclass(frozen=True)
@@ -49,14 +62,17 @@ class Readiness:
 
     @property
     def ok(self) -> bool:
-        return all(check.ok for check in self.checks)
+        """Whether this process can serve: every required check passed."""
+        return all(check.ok for check in self.checks if check.required)
 
     def as_json(self) -> dict[str, object]:
+        failed = [check.name for check in self.checks if not check.ok]
         return {
-            "status": "ready" if self.ok else "unavailable",
-            "failed": [check.name for check in self.checks if not check.ok],
+            "status": "unavailable" if not self.ok else "degraded" if failed else "ready",
+            "failed": failed,
             "checks": {
-                check.name: {"ok": check.ok, "detail": check.detail} for check in self.checks
+                check.name: {"ok": check.ok, "detail": check.detail, "required": check.required}
+                for check in self.checks
             },
         }
 
@@ -103,7 +119,7 @@ async def _check_redis(timeout: float, *, count_workers: bool) -> list[Check]:
                 alive = await client.zcount(WORKER_HEARTBEATS_KEY, since, "+inf")
                 stale = settings.WORKER_HEARTBEAT_STALE_SECONDS
                 detail = f"{alive} alive" if alive else f"no worker heartbeat within {stale:g} s"
-                checks.append(Check("workers", alive > 0, detail))
+                checks.append(Check("workers", alive > 0, detail, _workers_required()))
     except (TimeoutError, redis.RedisError, OSError) as exc:
         reason = (
             f"no answer within {timeout:g} s"
@@ -112,14 +128,27 @@ async def _check_redis(timeout: float, *, count_workers: bool) -> list[Check]:
         )
         checks = [Check("redis", False, reason)]
         if count_workers:
-            checks.append(Check("workers", False, "unknown: Redis unavailable"))
+            checks.append(
+                Check("workers", False, "unknown: Redis unavailable", _workers_required())
+            )
     finally:
         await client.aclose()
     return checks
 
 
+def _workers_required() -> bool:
+    return get_conf().MCP_READY_REQUIRES_WORKER
+
+
 async def areadiness() -> Readiness:
     """Check every dependency this process needs, concurrently, in bounded time."""
+    readiness = await _areadiness()
+    for check in readiness.checks:
+        metrics.READINESS_CHECK.labels(check.name).set(1 if check.ok else 0)
+    return readiness
+
+
+async def _areadiness() -> Readiness:
     timeout = settings.READINESS_TIMEOUT_SECONDS
     redis_wanted = bool(settings.REDIS_URL)
     workers_possible = redis_wanted and not embedded_worker_enabled()

@@ -110,3 +110,20 @@ def record_calls(rows: Iterable[tuple[dict[str, Any], bool]]) -> None:
             if histogram is None:
                 histogram = _tool_histograms[tool_key] = TOOL_CALL_SECONDS.labels(*tool_key)
             histogram.observe(row["duration_ms"] / 1000)
+
+
+# -- Degraded dependencies: throttles without Redis, readiness (docs/operations.md) --
+API_THROTTLE_LOCAL = Counter(
+    "mcphost_api_throttle_local_counts",
+    "API throttle reads and writes kept in this process's memory because Redis failed.",
+)
+API_AUTH_THROTTLED = Counter(
+    "mcphost_api_auth_throttled",
+    "API requests refused (429) because their address failed to authenticate too often.",
+)
+READINESS_CHECK = Gauge(
+    "mcphost_readiness_check",
+    "1 when the check passed at the latest /readyz that ran it, else 0 (by check).",
+    ["check"],
+    multiprocess_mode="livemostrecent",
+)

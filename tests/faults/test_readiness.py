@@ -1,9 +1,12 @@
-"""``/readyz`` fails while PostgreSQL, Redis or every worker is gone, and recovers by itself.
+"""``/readyz`` fails while PostgreSQL or Redis is gone, is degraded while every worker is gone
+(fails with ``MCP_READY_REQUIRES_WORKER``), and recovers by itself.
 
 Issue #16: real processes are stopped and started (the fault stack's private PostgreSQL and
 Redis, a Celery worker of this module); the probe must say which dependency failed and answer
-within its time bound even then. The web process and this module's worker use Redis database 1,
-so the fault stack's own worker (database 0) never counts as this web process's worker.
+within its time bound even then. Issue #25: a missing worker must not make every web process
+unready while inline calls, lists and reads still work. The web process and this module's
+worker use Redis database 1, so the fault stack's own worker (database 0) never counts as
+this web process's worker.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import httpx
 import pytest
 
 from tests.faults.conftest import FaultStack, WebProcess
+from tests.faults.wire import MODERN_META, modern_headers, tool_call
 from tests.support.worker import WorkerProcess, celery_worker
 
 HEARTBEAT_ENV = {
@@ -67,10 +71,32 @@ def web(fault_stack: FaultStack, web_process: Callable[..., WebProcess]) -> WebP
     return web_process("uvicorn", env=_env(fault_stack))
 
 
-def test_readiness_fails_without_a_worker_heartbeat_and_recovers(
+def test_readiness_is_degraded_without_a_worker_heartbeat_and_the_api_serves(
     fault_stack: FaultStack, web: WebProcess
 ) -> None:
-    """The stack has a background tool, so readiness needs a worker with a recent beat."""
+    """The stack has a background tool and no worker of this module: reported, still ready."""
+    body = _wait_for(web, 200, ["workers"])
+    assert body["status"] == "degraded"
+    assert body["checks"]["workers"]["required"] is False
+    assert body["checks"]["database"]["ok"] and body["checks"]["redis"]["ok"]
+    metrics = httpx.get(f"{web.base_url}/metrics", timeout=10).text
+    assert 'mcphost_readiness_check{check="workers"} 0.0' in metrics
+    # What still works without workers: inline calls.
+    echo = httpx.post(
+        web.url,
+        headers=modern_headers("tools/call", "echo"),
+        json=tool_call(1, "echo", {"message": "hi"}, **MODERN_META),
+        timeout=10,
+    )
+    assert echo.status_code == 200, echo.text
+
+
+def test_readiness_fails_without_a_worker_heartbeat_when_required_and_recovers(
+    fault_stack: FaultStack, web_process: Callable[..., WebProcess]
+) -> None:
+    """``MCP_READY_REQUIRES_WORKER``: readiness needs a worker with a recent beat."""
+    env = {**_env(fault_stack), "MCP_READY_REQUIRES_WORKER": "true"}
+    web = web_process("uvicorn", env=env)
     body = _wait_for(web, 503, ["workers"])
     assert body["checks"]["database"]["ok"] and body["checks"]["redis"]["ok"]
     with _worker(fault_stack) as worker:

@@ -13,6 +13,7 @@ import pytest
 import redis
 from asgiref.sync import sync_to_async
 from django.conf import settings
+from prometheus_client import REGISTRY
 
 from mcp_app.models import Tool
 from mcp_app.ops.heartbeat import WORKER_HEARTBEATS_KEY, heartbeat_once
@@ -49,41 +50,77 @@ async def test_readyz_needs_no_worker_when_every_tool_is_inline(own_redis: redis
         "status": "ready",
         "failed": [],
         "checks": {
-            "database": {"ok": True, "detail": "ok"},
-            "redis": {"ok": True, "detail": "ok"},
+            "database": {"ok": True, "detail": "ok", "required": True},
+            "redis": {"ok": True, "detail": "ok", "required": True},
         },
     }
 
 
+@sync_to_async
+def make_background_tool() -> None:
+    endpoint = endpoint_create(slug="bg", auth_mode="public")
+    tool_create(
+        name="countdown",
+        kind="python",
+        config={"function": "countdown"},
+        execution_mode=Tool.Execution.BACKGROUND,
+        endpoints=[endpoint],
+    )
+
+
+def gauge(check: str) -> float | None:
+    return REGISTRY.get_sample_value("mcphost_readiness_check", {"check": check})
+
+
 @pytest.mark.django_db(transaction=True)
-async def test_readyz_needs_a_worker_heartbeat_when_a_tool_runs_on_workers(
+async def test_readyz_without_a_worker_heartbeat_is_degraded_but_ready(
     own_redis: redis.Redis,
 ) -> None:
-    @sync_to_async
-    def make_background_tool() -> None:
-        endpoint = endpoint_create(slug="bg", auth_mode="public")
-        tool_create(
-            name="countdown",
-            kind="python",
-            config={"function": "countdown"},
-            execution_mode=Tool.Execution.BACKGROUND,
-            endpoints=[endpoint],
-        )
-
+    """No worker stops background calls only: the process still serves (issue #25)."""
     await make_background_tool()
     answer = await acall("/readyz", method="GET", headers=PROBE_HEADERS)
     stale = f"{settings.WORKER_HEARTBEAT_STALE_SECONDS:g}"
-    assert (answer.status, answer.json()["failed"]) == (503, ["workers"])
-    assert answer.json()["checks"]["workers"] == {
-        "ok": False,
-        "detail": f"no worker heartbeat within {stale} s",
+    assert answer.status == 200
+    assert answer.json() == {
+        "status": "degraded",
+        "failed": ["workers"],
+        "checks": {
+            "database": {"ok": True, "detail": "ok", "required": True},
+            "redis": {"ok": True, "detail": "ok", "required": True},
+            "workers": {
+                "ok": False,
+                "detail": f"no worker heartbeat within {stale} s",
+                "required": False,
+            },
+        },
     }
+    assert (gauge("workers"), gauge("database")) == (0, 1)
+
+    heartbeat_once(own_redis, "probe-test@localhost")
+    answer = await acall("/readyz", method="GET", headers=PROBE_HEADERS)
+    assert (answer.status, answer.json()["status"], answer.json()["failed"]) == (200, "ready", [])
+    assert gauge("workers") == 1
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_readyz_needs_a_worker_heartbeat_when_required(
+    own_redis: redis.Redis, settings: Any
+) -> None:
+    settings.MCP_READY_REQUIRES_WORKER = True
+    await make_background_tool()
+    answer = await acall("/readyz", method="GET", headers=PROBE_HEADERS)
+    assert (answer.status, answer.json()["status"], answer.json()["failed"]) == (
+        503,
+        "unavailable",
+        ["workers"],
+    )
+    assert answer.json()["checks"]["workers"]["required"] is True
 
     heartbeat_once(own_redis, "probe-test@localhost")
     answer = await acall("/readyz", method="GET", headers=PROBE_HEADERS)
     assert (answer.status, answer.json()["checks"]["workers"]) == (
         200,
-        {"ok": True, "detail": "1 alive"},
+        {"ok": True, "detail": "1 alive", "required": True},
     )
 
 
