@@ -137,7 +137,7 @@ TEMPLATES = [
 ASGI_APPLICATION = "mcpsite.asgi.application"
 WSGI_APPLICATION = None
 
-# PostgreSQL connections come from one pool per process (psycopg_pool, Django's "pool"
+# A web process's PostgreSQL connections come from one pool (psycopg_pool, Django's "pool"
 # option), never one per thread: under ASGI every Django request runs on a thread of its own,
 # so persistent per-thread connections (CONN_MAX_AGE) were left behind by finished threads
 # until PostgreSQL ran out of them, and a flood of requests, authenticated or not, could take
@@ -161,6 +161,8 @@ DATABASES = {
 # answering 503 (services/database.py); a frozen database cannot make them hang.
 DATABASE_WAIT_SECONDS = float(os.environ.get("DATABASE_WAIT_SECONDS", "15"))
 DATABASE_POOL_MAX_SIZE = int(os.environ.get("DATABASE_POOL_MAX_SIZE", "10"))
+# Celery workers keep a connection per thread instead of using the pool (mcpsite/celery.py).
+WORKER_DATABASE_CONN_MAX_AGE = int(os.environ.get("WORKER_DATABASE_CONN_MAX_AGE", "600"))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several threads (Channels' sync_to_async pool) write; wait for the lock instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
