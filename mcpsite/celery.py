@@ -5,6 +5,7 @@ from typing import Any
 
 from celery import Celery
 from celery.signals import (
+    celeryd_init,
     worker_process_init,
     worker_process_shutdown,
     worker_ready,
@@ -33,6 +34,24 @@ def _use_our_redis_transport(sender: Celery, source: Any, **kwargs: Any) -> None
 app.autodiscover_tasks()
 # Upkeep jobs of the beat schedule (CELERY_BEAT_SCHEDULE in settings).
 app.autodiscover_tasks(["mcp_app.ops"])
+
+
+# -- Database connections (docs/operations.md, "Database connections") ---------------------------
+@celeryd_init.connect
+def _keep_worker_connections(**kwargs: Any) -> None:
+    """Give a worker kept connections, one per thread, instead of the web processes' pool.
+
+    A worker's threads live as long as it does (no thread per request, which is what made
+    kept connections leak in web processes), so its connections are bounded by its threads.
+    A pool would also slow a worker's recovery after a database restart: psycopg_pool retries
+    a failed connection with growing delays, and a background call's heartbeat that waits
+    for it looks like a lost worker. Runs before any connection is made.
+    """
+    from django.conf import settings
+
+    database = settings.DATABASES["default"]
+    if database.get("OPTIONS", {}).pop("pool", None) is not None:
+        database["CONN_MAX_AGE"] = settings.WORKER_DATABASE_CONN_MAX_AGE
 
 
 # -- Worker heartbeats for /readyz (mcp_app/ops/heartbeat.py) ------------------------------------

@@ -114,6 +114,8 @@ MIDDLEWARE = [
     # Lets catalog history rows name the signed-in user of any request (admin and API alike).
     "simple_history.middleware.HistoryRequestMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    # Last, so it sees what a view raised first: a database outage answers 503, not 500.
+    "mcp_app.ops.middleware.DatabaseOutageMiddleware",
 ]
 
 ROOT_URLCONF = "mcpsite.urls"
@@ -136,23 +138,56 @@ TEMPLATES = [
 ASGI_APPLICATION = "mcpsite.asgi.application"
 WSGI_APPLICATION = None
 
-# Connections are kept open: opening a PostgreSQL connection costs more than the whole MCP
-# exchange, and the MCP consumer closes "old" connections around every ORM call, so a max age
-# of 0 would mean one new connection per request. Each is health-checked before reuse: after
-# a PostgreSQL restart every kept connection is dead, and without the check each thread of
-# every process fails one request with it (a 503) before replacing it. The check is one more
-# round trip per ORM call; DATABASE_CONN_HEALTH_CHECKS=false trades it for those failures
-# (background calls check their own connection either way: services/background/calls.py).
+# A web process's PostgreSQL connections come from one pool (psycopg_pool, Django's "pool"
+# option), never one per thread: under ASGI every Django request runs on a thread of its own,
+# so persistent per-thread connections (CONN_MAX_AGE) were left behind by finished threads
+# until PostgreSQL ran out of them, and a flood of requests, authenticated or not, could take
+# the database from every process. A process holds at most DATABASE_POOL_MAX_SIZE connections;
+# a request that finds them all busy waits DATABASE_POOL_TIMEOUT seconds, and beyond
+# DATABASE_POOL_MAX_WAITING waiting requests the next is refused at once: both answer 503
+# (ops/middleware.py), so threads stay bounded too. A connection is checked before it is
+# handed out (one round trip), so none fails after a PostgreSQL restart; the call-log writer
+# keeps one. Connecting and every statement have time limits: a database that stops
+# answering costs a request at most DATABASE_STATEMENT_TIMEOUT_SECONDS (server side) and a
+# new connection at most DATABASE_CONNECT_TIMEOUT_SECONDS (docs/operations.md, "Database
+# connections").
 DATABASES = {
     "default": dj_database_url.parse(
         os.environ.get("DATABASE_URL", f"sqlite:///{VAR_DIR / 'mcphost.sqlite3'}"),
-        conn_max_age=int(os.environ.get("DATABASE_CONN_MAX_AGE", "600")),
+        conn_max_age=0,
         conn_health_checks=_env_bool("DATABASE_CONN_HEALTH_CHECKS", True),
     )
 }
+# The longest the MCP endpoint, the probes or the relay wait for one ORM call before
+# answering 503 (services/database.py); a frozen database cannot make them hang.
+DATABASE_WAIT_SECONDS = float(os.environ.get("DATABASE_WAIT_SECONDS", "15"))
+DATABASE_POOL_MAX_SIZE = int(os.environ.get("DATABASE_POOL_MAX_SIZE", "10"))
+# Celery workers keep a connection per thread instead of using the pool (mcpsite/celery.py).
+WORKER_DATABASE_CONN_MAX_AGE = int(os.environ.get("WORKER_DATABASE_CONN_MAX_AGE", "600"))
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several threads (Channels' sync_to_async pool) write; wait for the lock instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+else:
+    _statement_ms = int(float(os.environ.get("DATABASE_STATEMENT_TIMEOUT_SECONDS", "30")) * 1000)
+    DATABASES["default"].setdefault("OPTIONS", {}).update(
+        {
+            "connect_timeout": int(os.environ.get("DATABASE_CONNECT_TIMEOUT_SECONDS", "5")),
+            # Names the process's connections in pg_stat_activity (e.g. mcphost-web).
+            "application_name": os.environ.get("DATABASE_APPLICATION_NAME", "mcphost"),
+            "options": f"-c statement_timeout={_statement_ms}",
+            "pool": {
+                "min_size": int(os.environ.get("DATABASE_POOL_MIN_SIZE", "1")),
+                "max_size": DATABASE_POOL_MAX_SIZE,
+                "timeout": float(os.environ.get("DATABASE_POOL_TIMEOUT", "3")),
+                "max_waiting": int(
+                    os.environ.get("DATABASE_POOL_MAX_WAITING", str(4 * DATABASE_POOL_MAX_SIZE))
+                ),
+                # Idle connections beyond min_size are closed after this long.
+                "max_idle": float(os.environ.get("DATABASE_POOL_MAX_IDLE", "300")),
+                "name": "mcphost",
+            },
+        }
+    )
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

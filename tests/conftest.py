@@ -18,21 +18,27 @@ from mcp_app.services.sessions import clear_session_cache
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Close the test process's connections after each use instead of keeping them open.
+    """Give the test process plain connections, closed after each use, instead of a pool.
 
-    The MCP code runs ORM calls on asgiref's thread pool; every ``async_to_sync`` in a test
-    makes a new event loop whose pool threads die with it, and a connection kept open on such
-    a thread would be garbage-collected while still open. Servers the tests start keep the
-    production default.
+    Tests call ORM code from threads the product never uses (every ``async_to_sync`` makes a
+    new event loop whose pool threads die with it, and test code reads rows from any thread
+    without closing): a pooled connection taken on such a thread is never handed back, and
+    the pool would run dry mid-run. The statement time limit goes too: a test builds tables of
+    a million rows in one statement. Servers and workers the tests start keep the production
+    settings (pool and limits), which is what the connection tests measure.
     """
-    settings.DATABASES["default"]["CONN_MAX_AGE"] = 0
+    database = settings.DATABASES["default"]
+    database["CONN_MAX_AGE"] = 0
+    options = database.get("OPTIONS", {})
+    options.pop("pool", None)
+    options.pop("options", None)
 
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
     """pytest-django's test database, plus: drop other sessions before it is destroyed.
 
-    Connections are kept open between requests (DATABASE_CONN_MAX_AGE), and ORM calls made
+    Servers the tests started may still hold pooled connections to it, and ORM calls made
     through ``database_sync_to_async`` hold theirs on worker threads this thread cannot close;
     PostgreSQL refuses to drop a database anyone is still connected to.
     """

@@ -25,13 +25,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
 from oauth2_provider.models import get_access_token_model
 
 from mcp_app.auth import resources
 from mcp_app.conf import get_site
 from mcp_app.services import metrics
 from mcp_app.services.catalog import EndpointState
+from mcp_app.services.database import in_thread
 
 # Checksums kept per process; the least recently stored are dropped beyond this.
 TOKEN_CACHE_SIZE = 10_000
@@ -172,7 +172,7 @@ def load_token(token_checksum: str) -> TokenInfo | None:
     )
 
 
-_aload_token = database_sync_to_async(load_token, thread_sensitive=False)
+_aload_token = in_thread(load_token)
 
 
 async def token_info(token: str, cache: TokenCache = _cache) -> TokenInfo | None:

@@ -21,7 +21,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, transaction
 from django.db.models import F, Prefetch, Q
@@ -51,6 +50,7 @@ from mcp_app.protocol.catalog import (
     ToolDef,
 )
 from mcp_app.services import history, invalidation, notify
+from mcp_app.services.database import in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -566,7 +566,7 @@ class _EndpointDirectory:
         self, slug: str, future: concurrent.futures.Future[EndpointState | None]
     ) -> None:
         try:
-            result = await database_sync_to_async(self.load, thread_sensitive=False)(slug)
+            result = await in_thread(self.load)(slug)
         except BaseException as exc:
             future.set_exception(exc)
             if not isinstance(exc, Exception):

@@ -25,7 +25,6 @@ from urllib.parse import quote_plus, urlencode
 
 import httpx
 import orjson
-from channels.db import database_sync_to_async
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
@@ -45,6 +44,7 @@ from mcp_app.executors.netguard import (
 )
 from mcp_app.models import Credential
 from mcp_app.protocol.results import ToolError
+from mcp_app.services.database import in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -217,7 +217,7 @@ async def credential_resolve_by_name(*, name: str, policy: NetworkPolicy) -> Htt
     Raises:
         ToolError: the credential is missing, unreadable, or its OAuth token fetch failed.
     """
-    loaded = await database_sync_to_async(_load, thread_sensitive=False)(name)
+    loaded = await in_thread(_load)(name)
     return await credential_resolve(loaded=loaded, policy=policy)
 
 

@@ -16,7 +16,6 @@ endpoints pass neither and only ever match unbound sessions.
 
 from __future__ import annotations
 
-import functools
 import logging
 import secrets
 import threading
@@ -26,7 +25,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from channels.db import database_sync_to_async
 from django.db import DatabaseError, transaction
 from django.db.models import Q
 from django.utils import timezone
@@ -35,11 +33,11 @@ from mcp_app.conf import get_conf
 from mcp_app.models import Session
 from mcp_app.protocol.context import LegacySession
 from mcp_app.services import invalidation
+from mcp_app.services.database import in_thread
 
 # Each service call is self-contained (its own autocommit statements or atomic block), so none
-# needs asgiref's single thread-sensitive thread: concurrent requests run on the thread pool,
-# one connection per thread.
-_in_thread = functools.partial(database_sync_to_async, thread_sensitive=False)
+# needs asgiref's single thread-sensitive thread: concurrent requests run on the thread pool.
+_in_thread = in_thread
 
 # last_seen_at is refreshed at most this often, so a busy session costs no write per request.
 TOUCH_INTERVAL = timedelta(seconds=60)
