@@ -22,5 +22,5 @@ USER mcphost
 
 EXPOSE 8000
 CMD ["uvicorn", "mcpsite.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
-     "--loop", "uvloop", "--http", "httptools", "--lifespan", "off", "--no-access-log", \
+     "--loop", "uvloop", "--http", "httptools", "--lifespan", "on", "--no-access-log", \
      "--timeout-graceful-shutdown", "10"]

@@ -62,7 +62,7 @@ def uvicorn_workers(count: int) -> Iterator[str]:
     }
     command = [
         sys.executable, "-m", "uvicorn", "mcpsite.asgi:application", "--host", "127.0.0.1",
-        "--port", str(port), "--workers", str(count), "--lifespan", "off", "--no-access-log",
+        "--port", str(port), "--workers", str(count), "--lifespan", "on", "--no-access-log",
     ]  # fmt: skip
     process = subprocess.Popen(
         command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

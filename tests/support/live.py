@@ -61,7 +61,7 @@ SERVERS = {
     "daphne": ["-m", "daphne", "-b", "127.0.0.1", "-p", "{port}", "mcpsite.asgi:application"],
     "uvicorn": [
         "-m", "uvicorn", "mcpsite.asgi:application", "--host", "127.0.0.1", "--port", "{port}",
-        "--loop", "uvloop", "--http", "httptools", "--lifespan", "off", "--no-access-log",
+        "--loop", "uvloop", "--http", "httptools", "--lifespan", "on", "--no-access-log",
     ],
 }  # fmt: skip
 

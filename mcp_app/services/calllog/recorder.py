@@ -12,7 +12,9 @@ Also here: ``record_admin_test_call``, the record of a try-it run from the admin
 
 from __future__ import annotations
 
+import atexit
 import logging
+import multiprocessing.util
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,7 +34,7 @@ from mcp_app.protocol.methods import target_of
 from mcp_app.protocol.results import Outcome
 from mcp_app.protocol.versions import MODERN_VERSIONS, Era
 from mcp_app.services import metrics
-from mcp_app.services.calllog.writer import PendingCall, writer
+from mcp_app.services.calllog.writer import EXIT_FLUSH_SECONDS, PendingCall, writer
 from mcp_app.services.catalog import EndpointState
 
 logger = logging.getLogger(__name__)
@@ -113,6 +115,8 @@ class CallRecorder:
         self._entries: list[_Entry] = []
         self._by_message: dict[int, _Entry] = {}
         self._refusal: tuple[int | None, str] = (None, "")
+        # Why the server cancelled the request, for the rows of calls it cut short.
+        self._interruption = ""
         self._submitted = False
         self._principal_id: int | None = None
         self._client_id = ""
@@ -131,6 +135,9 @@ class CallRecorder:
         while the database is down, a 415) is then still recorded with its method and id.
         """
         self._body = body
+        # From here on the request runs until it submits (the transport makes sure it does).
+        if not self._submitted:
+            _unsubmitted.add(self)
 
     def received(self, messages: Iterable[Any], *, modern: bool) -> None:
         """Note the decoded message(s) of a POST: one record each."""
@@ -209,6 +216,15 @@ class CallRecorder:
         """
         self._refusal = (_code(error.code), _cut(error.message))
 
+    def interrupted(self, http_status: int | None, reason: str) -> None:
+        """Submit now: the server cancelled the request (its shutdown), with ``reason``.
+
+        Calls still running are recorded as cancelled, carrying ``reason``: the process may
+        not live to see them end.
+        """
+        self._interruption = _cut(reason)
+        self.submit(http_status, cancelled=True)
+
     def submit_after(self, http_status: int | None) -> Any:
         """An ``add_done_callback`` that submits once the request's task ends."""
         return lambda task: self.submit(http_status, cancelled=task.cancelled())
@@ -221,6 +237,7 @@ class CallRecorder:
         if self._submitted:
             return
         self._submitted = True
+        _unsubmitted.discard(self)
         try:
             records = self._records(http_status, cancelled)
             writer().put(records)
@@ -243,6 +260,7 @@ class CallRecorder:
             if not status:
                 if cancelled and entry.dispatched or http_status is None:
                     status = Outcome.CANCELLED
+                    message = message or self._interruption
                 elif http_status < 400:
                     status = Outcome.OK
                 else:
@@ -304,6 +322,29 @@ class CallRecorder:
         except McpError:
             return
         self._note(decoded if isinstance(decoded, list) else [decoded])
+
+
+# The requests of this process whose records are not queued yet. At exit, those still running
+# are recorded as cut short: a server's shutdown may close the event loop without resuming the
+# requests it cancelled, and their records would be lost with the process. Held strongly: a
+# request's frames may be gone by then. Every request submits once, which removes it.
+_unsubmitted: set[CallRecorder] = set()
+INTERRUPTED = "The server shut down before the call ended."
+
+
+def submit_cut_short() -> None:
+    """Record every request still running as cancelled by the shutdown; write the queue."""
+    recorders = list(_unsubmitted)
+    for recorder in recorders:
+        recorder.interrupted(None, INTERRUPTED)
+    if recorders:
+        writer().flush(EXIT_FLUSH_SECONDS)
+
+
+atexit.register(submit_cut_short)
+# A multiprocessing child (uvicorn --workers) leaves with os._exit, which skips atexit but
+# runs these finalizers first.
+multiprocessing.util.Finalize(None, submit_cut_short, exitpriority=20)
 
 
 def _header(headers: Mapping[str, Sequence[str]], name: str) -> str:

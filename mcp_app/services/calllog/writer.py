@@ -10,6 +10,7 @@ from __future__ import annotations
 import atexit
 import collections
 import logging
+import multiprocessing.util
 import os
 import threading
 import time
@@ -444,6 +445,9 @@ def writer() -> _Writer:
             if _writer_instance is None:
                 writer = _Writer()
                 atexit.register(writer.stop)
+                # A multiprocessing child (uvicorn --workers) leaves with os._exit, which
+                # skips atexit but runs these finalizers: its queued rows are written too.
+                multiprocessing.util.Finalize(writer, writer.stop, exitpriority=10)
                 _writer_instance = writer
     return _writer_instance
 

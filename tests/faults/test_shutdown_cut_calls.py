@@ -1,0 +1,116 @@
+"""A request the server's shutdown cuts still gets its call-log row, saying so.
+
+Issue #25: uvicorn's graceful shutdown (``--timeout-graceful-shutdown``, 10 s in production)
+cancels the requests still running when it runs out; a background call waiting on its worker
+was cut that way, ran to completion on the worker, and left no call-log row, because the
+rows still queued in a uvicorn worker process were never written (a ``multiprocessing`` child
+leaves with ``os._exit``, which skips ``atexit``). Production runs uvicorn with several worker
+processes (docker-compose.yml), so the test does too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+
+from tests.faults.conftest import SLUG, FaultStack
+from tests.faults.wire import MODERN_META, modern_headers, tool_call
+from tests.support.live import ROOT, free_port, wait_for_port
+
+
+@contextlib.contextmanager
+def uvicorn_workers(fault_stack: FaultStack) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """uvicorn with two worker processes and a one-second graceful shutdown."""
+    port = free_port()
+    base_url = f"http://127.0.0.1:{port}"
+    log = tempfile.NamedTemporaryFile(  # noqa: SIM115 (the server writes it until it stops)
+        prefix="mcphost-shutdown-", suffix=".log", delete=False
+    )
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "mcpsite.asgi:application",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "2",
+            "--lifespan",
+            "on",
+            "--no-access-log",
+            "--timeout-graceful-shutdown",
+            "1",
+        ],  # fmt: skip
+        cwd=ROOT,
+        env={**os.environ, **fault_stack.env, "PUBLIC_BASE_URL": base_url},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    try:
+        wait_for_port(port, process)
+        yield process, base_url
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+        if not os.environ.get("MCPHOST_KEEP_SERVER_LOGS"):
+            Path(log.name).unlink(missing_ok=True)
+
+
+def call_rows(fault_stack: FaultStack, rpc_id: str) -> list[tuple[str, str]]:
+    return [
+        (str(status), str(message))
+        for status, message in fault_stack.postgres.query(
+            "SELECT status, error_message FROM mcp_app_calllog"
+            " WHERE rpc_method = 'tools/call' AND rpc_id = %s",
+            f'"{rpc_id}"',
+        )
+    ]
+
+
+async def test_a_background_call_cut_by_shutdown_is_recorded_as_interrupted(
+    fault_stack: FaultStack,
+) -> None:
+    rpc_id = f"cut-{time.monotonic_ns()}"
+    with uvicorn_workers(fault_stack) as (server, base_url):
+        url = f"{base_url}/mcp/{SLUG}"
+        async with httpx.AsyncClient(timeout=30) as client:
+            request = asyncio.ensure_future(
+                client.post(
+                    url,
+                    headers=modern_headers("tools/call", "countdown"),
+                    json=tool_call(rpc_id, "countdown", {"seconds": 20}, **MODERN_META),
+                )
+            )
+            # The call is on a worker once its background row exists.
+            async with asyncio.timeout(20):
+                while not fault_stack.postgres.query(
+                    "SELECT 1 FROM mcp_app_backgroundcall WHERE tool_name = 'countdown'"
+                    " AND status = 'working' AND created_at > now() - interval '20 seconds'"
+                ):
+                    await asyncio.sleep(0.1)
+            server.send_signal(signal.SIGTERM)
+            with contextlib.suppress(httpx.HTTPError):
+                await request
+        server.wait(30)
+    # Written by the web process before it left: no waiting on anything else.
+    assert call_rows(fault_stack, rpc_id) == [
+        ("cancelled", "The server shut down before the call ended.")
+    ], fault_stack.postgres.query(
+        "SELECT rpc_method, rpc_id, status, error_message FROM mcp_app_calllog"
+        " ORDER BY id DESC LIMIT 5"
+    )
