@@ -18,10 +18,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import NotFound, ParseError, PermissionDenied, ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
+from rest_framework.utils.json import strict_constant
 
 from mcp_app.api import serializers as s
 from mcp_app.api.errors import PreconditionFailed
@@ -29,6 +31,7 @@ from mcp_app.audit.exports import FORMATS as CALL_LOG_FORMATS
 from mcp_app.audit.exports import PAYLOAD_PERMISSION, call_log_export
 from mcp_app.audit.forms import CallFilterForm
 from mcp_app.audit.selectors import call_log_search
+from mcp_app.conf import get_conf
 from mcp_app.models import (
     BackgroundCall,
     CallLog,
@@ -43,8 +46,11 @@ from mcp_app.models import (
 )
 from mcp_app.services import history, openapi
 from mcp_app.services.catalog_io import (
+    MAX_DEPTH,
     CatalogFormatError,
     CatalogImportError,
+    catalog_check_bounds,
+    catalog_document,
     catalog_dump,
     catalog_export,
     catalog_import,
@@ -418,6 +424,31 @@ class SessionViewSet(
         return Response(self.get_serializer(session).data)
 
 
+class CatalogJSONParser(JSONParser):
+    """Reads an import's JSON body as ``catalog_parse`` reads a file: at most
+    ``MCP_CATALOG_MAX_BYTES``, nesting refused with a 400 (the stock parser's RecursionError
+    was a 500)."""
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        limit = get_conf().MCP_CATALOG_MAX_BYTES
+        body = stream.read(limit + 1) if stream is not None else b""
+        if len(body) > limit:
+            raise ParseError(
+                f"The body is larger than {limit} bytes; MCP_CATALOG_MAX_BYTES sets the limit."
+            )
+        try:
+            # As the stock parser: NaN and Infinity are not JSON unless STRICT_JSON is off.
+            data = json.loads(body, parse_constant=strict_constant if self.strict else None)
+            catalog_check_bounds(data)
+        except RecursionError:
+            raise ParseError(f"Values nest deeper than {MAX_DEPTH} levels.") from None
+        except CatalogFormatError as exc:
+            raise ParseError(str(exc)) from None
+        except ValueError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from None
+        return data
+
+
 class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     """Whole-catalog export and import (the ``mcp_export`` / ``mcp_import`` commands)."""
 
@@ -430,6 +461,7 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
         for model in ("endpoint", "tool", "resource", "resourcetemplate", "prompt")
         for action in ("add", "change", "delete")
     ]
+    parser_classes = [CatalogJSONParser, FormParser, MultiPartParser]
 
     def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer:
         return s.CatalogImportSerializer(*args, **kwargs)
@@ -468,9 +500,10 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
         field = "file" if "file" in data else "document"
         try:
             if "file" in data:
-                document = catalog_parse(data["file"].read())
+                # One byte past the limit is enough for catalog_parse to refuse it.
+                document = catalog_parse(data["file"].read(get_conf().MCP_CATALOG_MAX_BYTES + 1))
             else:
-                document = catalog_parse(json.dumps(data["document"]), fmt="json")
+                document = catalog_document(data["document"])
             report = catalog_import(document=document, prune=data["prune"], dry_run=data["dry_run"])
         except CatalogFormatError as exc:
             raise ValidationError({field: [str(exc)]}) from None

@@ -30,6 +30,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Field, Model
 
+from mcp_app.conf import get_conf
 from mcp_app.executors.http import undeclared_placeholders
 from mcp_app.executors.python import tool_functions
 from mcp_app.models import (
@@ -318,7 +319,11 @@ def _messages_out(prompt: Prompt) -> list[dict[str, Any]]:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Writes multi-line strings (templates, instructions) as literal blocks."""
+    """Writes multi-line strings (templates, instructions) as literal blocks, and a value at
+    each place it appears, never as an alias: the file reads the same to any reader."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
@@ -329,8 +334,56 @@ def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str_presenter)
 
 
+# Deepest nesting a document may have: real catalogs (JSON schemas included) stay far below,
+# and the checks, validators and encoders that walk values recursively stay far from Python's
+# recursion limit.
+MAX_DEPTH = 100
+
+
 class _Loader(yaml.SafeLoader):
-    """Reads dates as the strings they were written as: catalog values are JSON values."""
+    """Reads dates as the strings they were written as: catalog values are JSON values.
+
+    Composing counts every value as it is read, an alias as many values as its anchor holds,
+    and refuses the document past ``MCP_CATALOG_MAX_VALUES`` or ``MAX_DEPTH``, and an alias
+    inside its own anchor, before anything is built: a few hundred bytes of nested aliases
+    ("billion laughs") stand for billions of values, which every later walk would expand.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.values_limit = get_conf().MCP_CATALOG_MAX_VALUES
+        self.values = 0
+        self.depth = 0
+        self.anchor_values: dict[str, int] = {}  # anchor -> values it holds, once composed
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent):
+            held = self.anchor_values.get(event.anchor or "")
+            if held is None and event.anchor in self.anchors:
+                raise CatalogFormatError(f"Line {line}: an alias is used inside its own anchor.")
+            self._count(held or 0, line)
+            return super().compose_node(parent, index)
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise CatalogFormatError(f"Line {line}: values nest deeper than {MAX_DEPTH} levels.")
+        before = self.values
+        self._count(1, line)
+        node = super().compose_node(parent, index)
+        self.depth -= 1
+        if event.anchor is not None:
+            self.anchor_values[event.anchor] = self.values - before
+        return node
+
+    def _count(self, values: int, line: int) -> None:
+        self.values += values
+        if self.values > self.values_limit:
+            raise CatalogFormatError(
+                f"Line {line}: the document holds more than {self.values_limit} values "
+                "(an alias counts every value of its anchor again); MCP_CATALOG_MAX_VALUES "
+                "sets the limit."
+            )
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -349,9 +402,20 @@ def catalog_dump(document: Mapping[str, Any], *, fmt: str = "yaml") -> str:
 def catalog_parse(text: str | bytes, *, fmt: str | None = None) -> dict[str, Any]:
     """Read a YAML or JSON document (JSON is tried first unless ``fmt`` says).
 
+    The text may be at most ``MCP_CATALOG_MAX_BYTES`` long (a reader may pass that many bytes
+    plus one, and never more need be read); its values are bounded as ``catalog_check_bounds``
+    says, YAML aliases counted expanded while composing, before anything is built. Refusals
+    name the rule broken and never echo the document.
+
     Raises:
-        CatalogFormatError: the text is neither, or not a catalog document.
+        CatalogFormatError: the text is neither, too large, or not a catalog document.
     """
+    limit = get_conf().MCP_CATALOG_MAX_BYTES
+    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise CatalogFormatError(
+            f"The document is larger than {limit} bytes; MCP_CATALOG_MAX_BYTES sets the limit."
+        )
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -363,13 +427,60 @@ def catalog_parse(text: str | bytes, *, fmt: str | None = None) -> dict[str, Any
             document = json.loads(text)
         else:
             document = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+    except RecursionError:
+        raise CatalogFormatError(f"Values nest deeper than {MAX_DEPTH} levels.") from None
+    except (ValueError, yaml.YAMLError) as exc:
+        # ValueError: JSON's own, and an integer of more digits than Python converts.
         raise CatalogFormatError(f"The file is not valid {fmt or 'YAML or JSON'}: {exc}") from None
-    if not isinstance(document, dict):
+    return catalog_document(document)
+
+
+def catalog_document(value: Any) -> dict[str, Any]:
+    """Return ``value`` (parsed YAML or JSON) if it is a catalog document within bounds.
+
+    Raises:
+        CatalogFormatError: it is not a mapping with this format, or breaks a bound
+            (``catalog_check_bounds``).
+    """
+    catalog_check_bounds(value)
+    if not isinstance(value, dict):
         raise CatalogFormatError("The file must hold a mapping with a 'format' key.")
-    if document.get("format") != FORMAT:
-        raise CatalogFormatError(f"format: expected {FORMAT!r}, got {document.get('format')!r}.")
-    return document
+    found = value.get("format")
+    if found != FORMAT:
+        # Quoted only when short: the value is the sender's, possibly huge.
+        shown = repr(found) if isinstance(found, str | int | float | None) else ""
+        shown = shown if 0 < len(shown) <= 80 else f"a value of type {type(found).__name__}"
+        raise CatalogFormatError(f"format: expected {FORMAT!r}, got {shown}.")
+    return value
+
+
+def catalog_check_bounds(value: Any) -> None:
+    """Refuse ``value`` if it holds more than ``MCP_CATALOG_MAX_VALUES`` values (one shared
+    by several places counted at each) or nests deeper than ``MAX_DEPTH``.
+
+    The walk is iterative and stops at the first value past a bound, so neither a huge nor a
+    self-containing value is ever expanded.
+
+    Raises:
+        CatalogFormatError: a bound is broken.
+    """
+    limit = get_conf().MCP_CATALOG_MAX_VALUES
+    count = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > limit:
+            raise CatalogFormatError(
+                f"The document holds more than {limit} values; MCP_CATALOG_MAX_VALUES sets "
+                "the limit."
+            )
+        if depth > MAX_DEPTH:
+            raise CatalogFormatError(f"Values nest deeper than {MAX_DEPTH} levels.")
+        if isinstance(item, dict):
+            stack.extend((part, depth + 1) for pair in item.items() for part in pair)
+        elif isinstance(item, list):
+            stack.extend((part, depth + 1) for part in item)
 
 
 # ---------------------------------------------------------------------------------- import
