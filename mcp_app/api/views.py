@@ -49,12 +49,15 @@ from mcp_app.services.catalog_io import (
     MAX_DEPTH,
     CatalogFormatError,
     CatalogImportError,
+    CatalogPermissionError,
     catalog_check_bounds,
     catalog_document,
     catalog_dump,
     catalog_export,
     catalog_import,
     catalog_parse,
+    catalog_permissions,
+    catalog_permissions_missing,
 )
 from mcp_app.services.sessions import session_close
 from mcp_app.services.try_it import tool_try
@@ -452,15 +455,10 @@ class CatalogJSONParser(JSONParser):
 class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     """Whole-catalog export and import (the ``mcp_export`` / ``mcp_import`` commands)."""
 
-    # Import changes endpoints and their items: it needs every catalog permission.
     queryset = Endpoint.objects.none()
-    action_permissions = {"export": ["view"], "import_": ["add", "change", "delete"]}
-    # Import writes every kind of catalog row: it needs the permissions of each.
-    import_permissions = [
-        f"mcp_app.{action}_{model}"
-        for model in ("endpoint", "tool", "resource", "resourcetemplate", "prompt")
-        for action in ("add", "change", "delete")
-    ]
+    # What export and import need is the catalog's rule (services.catalog_io's
+    # catalog_permissions), checked in the actions: only signing in is checked here.
+    action_permissions: dict[str, list[str]] = {"export": [], "import_": []}
     parser_classes = [CatalogJSONParser, FormParser, MultiPartParser]
 
     def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer:
@@ -475,7 +473,8 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     )
     @action(detail=False, methods=["get"])
     def export(self, request: Request) -> HttpResponse:
-        """The catalog (or ``?endpoint=slug`` ones) as an import file."""
+        """The catalog (or ``?endpoint=slug`` ones) as an import file; needs view on every
+        model a document holds."""
         return _export_response(request, request.query_params.getlist("endpoint") or None)
 
     @extend_schema(
@@ -491,9 +490,8 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     @action(detail=False, methods=["post"], url_path="import")
     def import_(self, request: Request) -> Response:
         """Import a catalog document (JSON body) or an exported file (multipart ``file``);
-        ``dry_run`` reports the diff only."""
-        if not request.user.has_perms(self.import_permissions):
-            raise PermissionDenied("Importing needs add, change and delete on every catalog model.")
+        ``dry_run`` reports the diff only. Both need the permissions of every model the
+        document lists or the import would change (403 naming those missing)."""
         payload = s.CatalogImportSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
@@ -504,7 +502,16 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
                 document = catalog_parse(data["file"].read(get_conf().MCP_CATALOG_MAX_BYTES + 1))
             else:
                 document = catalog_document(data["document"])
-            report = catalog_import(document=document, prune=data["prune"], dry_run=data["dry_run"])
+            report = catalog_import(
+                document=document,
+                prune=data["prune"],
+                dry_run=data["dry_run"],
+                user=request.user,
+            )
+        except CatalogPermissionError as exc:
+            raise PermissionDenied(
+                _missing_message("Importing this document", exc.missing)
+            ) from None
         except CatalogFormatError as exc:
             raise ValidationError({field: [str(exc)]}) from None
         except CatalogImportError as exc:
@@ -515,6 +522,9 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
 
 
 def _export_response(request: Request, slugs: list[str] | None) -> HttpResponse:
+    missing = catalog_permissions_missing(request.user, catalog_permissions())
+    if missing:
+        raise PermissionDenied(_missing_message("Exporting the catalog", missing))
     fmt = request.query_params.get("format", "yaml")
     if fmt not in ("yaml", "json"):
         raise ValidationError({"format": ["Expected yaml or json."]})
@@ -526,3 +536,7 @@ def _export_response(request: Request, slugs: list[str] | None) -> HttpResponse:
     return HttpResponse(
         catalog_dump(document, fmt=fmt), content_type=f"{content_type}; charset=utf-8"
     )
+
+
+def _missing_message(what: str, missing: list[str]) -> str:
+    return f"{what} needs permissions you do not have: {', '.join(missing)}."

@@ -181,6 +181,85 @@ class ImportReport:
         }
 
 
+# ----------------------------------------------------------------------------- permissions
+
+# What each change of an import report does to its model, as a Django permission codename.
+_CHANGE_PERMISSION = {
+    "create": "add", "update": "change", "attach": "change", "detach": "change",
+    "delete": "delete",
+}  # fmt: skip
+
+
+class CatalogPermissionError(Exception):
+    """The user lacks model permissions the export or import needs; nothing was changed."""
+
+    def __init__(self, missing: Sequence[str]) -> None:
+        super().__init__(", ".join(missing))
+        self.missing = list(missing)
+
+
+def catalog_permissions(
+    *,
+    document: Mapping[str, Any] | None = None,
+    prune: bool = False,
+    changes: Iterable[Change] = (),
+) -> list[str]:
+    """The Django model permissions an export, or an import of ``document``, needs (sorted).
+
+    Export (no ``document``): view on every model a document holds (endpoints, tools,
+    resources, templates, prompts, upstreams, credentials). Every document has every section,
+    empty or not, so the answer never depends on what the catalog holds today, and a user
+    either gets the whole file (one that re-imports) or a refusal naming what is missing;
+    a file with sections left out would, imported with prune, delete what they held.
+
+    Import of ``document``: view on the model of each section listing entries (the import
+    compares them with the rows here and answers the difference), and on credentials and
+    upstreams when it names any; with ``prune``, view on every model prune compares; and per
+    ``changes`` (the import's report, dry run or not) add, change or delete on the model
+    changed, an item's membership and groups being a change of the item, a created group
+    ``auth.add_group``.
+    """
+    sections = {section: model for section, (model, _key, _names) in _SECTIONS.items()}
+    if document is None:
+        models: list[type[Model]] = [*sections.values(), Credential]
+        return sorted(_permission(model, "view") for model in models)
+    needed = {_permission(sections[name], "view") for name in sections if document.get(name)}
+    needed |= {_permission(model, "view") for model in _referenced(document)}
+    if prune:
+        pruned = _RELATION if document.get("scope") else sections
+        needed |= {_permission(sections[name], "view") for name in pruned}
+    for change in changes:
+        model = Group if change.section == "groups" else sections[change.section]
+        needed.add(_permission(model, _CHANGE_PERMISSION[change.action]))
+    return sorted(needed)
+
+
+def catalog_permissions_missing(user: Any, permissions: Iterable[str]) -> list[str]:
+    """Those of ``permissions`` that ``user`` lacks."""
+    return [name for name in permissions if not user.has_perm(name)]
+
+
+def _permission(model: type[Model], action: str) -> str:
+    return f"{model._meta.app_label}.{action}_{model._meta.model_name}"
+
+
+def _referenced(document: Mapping[str, Any]) -> set[type[Model]]:
+    """Credentials and upstreams the document names: the import tells whether each exists."""
+    found: set[type[Model]] = {Credential} if document.get("credentials") else set()
+    for section, entries in document.items():
+        if section not in _SECTIONS or not isinstance(entries, list):
+            continue
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            config = entry["config"] if isinstance(entry.get("config"), dict) else {}
+            if entry.get("credential") or config.get("credential"):
+                found.add(Credential)
+            if (section != "upstreams" and entry.get("upstream")) or config.get("upstream"):
+                found.add(Upstream)
+    return found
+
+
 # ---------------------------------------------------------------------------------- export
 
 
@@ -513,7 +592,11 @@ class _Plan:
 
 
 def catalog_import(
-    *, document: Mapping[str, Any], prune: bool = False, dry_run: bool = False
+    *,
+    document: Mapping[str, Any],
+    prune: bool = False,
+    dry_run: bool = False,
+    user: Any = None,
 ) -> ImportReport:
     """Make the database match ``document``; return what changed (or would, on a dry run).
 
@@ -522,28 +605,48 @@ def catalog_import(
     ``prune``, rows the document does not list are deleted (a whole-catalog document) or
     detached from the document's endpoints (a document with ``scope.endpoints``).
 
+    With ``user`` (the API; the commands run as the shell operator and pass none), the import,
+    dry run or not, needs what ``catalog_permissions`` names: the part the document decides is
+    checked before it is read against the catalog, the part the changes decide once they are
+    known, inside the transaction and before any file is stored, so a refusal changes nothing,
+    as a dry run does not.
+
     Raises:
+        CatalogPermissionError: ``user`` lacks permissions the import needs.
         CatalogImportError: an entry is invalid; nothing was changed.
         CatalogFormatError: the document's shape is wrong.
     """
+    if user is not None:
+        missing = catalog_permissions_missing(
+            user, catalog_permissions(document=document, prune=prune)
+        )
+        if missing:
+            raise CatalogPermissionError(missing)
     report = ImportReport(dry_run=dry_run)
     with transaction.atomic(), history.catalog_change_source(history.IMPORT):
-        _Importer(document, report, prune=prune, dry_run=dry_run).run()
+        importer = _Importer(document, report, prune=prune)
+        importer.run()
+        if user is not None:
+            changes = catalog_permissions(document=document, prune=prune, changes=report.changes)
+            missing = catalog_permissions_missing(user, changes)
+            if missing:
+                raise CatalogPermissionError(missing)  # rolls the transaction back
         if dry_run:
             transaction.set_rollback(True)
+        else:
+            importer.store_files()
     return report
 
 
 class _Importer:
-    def __init__(
-        self, document: Mapping[str, Any], report: ImportReport, *, prune: bool, dry_run: bool
-    ) -> None:
+    def __init__(self, document: Mapping[str, Any], report: ImportReport, *, prune: bool) -> None:
         self.document = document
         self.report = report
         self.prune = prune
-        self.dry_run = dry_run
         self.errors: list[EntryError] = []
         self.plans: dict[str, list[_Plan]] = {}
+        # Files the rows now name, stored once the import is known to go ahead.
+        self.files: dict[str, bytes] = {}
 
     def run(self) -> None:
         self._check_shape()
@@ -918,10 +1021,13 @@ class _Importer:
             return ""
         name, content = file
         path = f"{folder}/{hashlib.sha256(content).hexdigest()[:16]}/{name}"
-        if not self.dry_run and not default_storage.exists(path):
-            saved = default_storage.save(path, ContentFile(content))
-            return saved
+        self.files[path] = content
         return path
+
+    def store_files(self) -> None:
+        for path, content in self.files.items():
+            if not default_storage.exists(path):
+                default_storage.save(path, ContentFile(content))
 
     def _set_groups(self, plan: _Plan, groups: Mapping[str, Group]) -> None:
         if "allowed_groups" not in plan.entry:

@@ -2,8 +2,11 @@
 
 Idempotent and transactional: the same file twice changes nothing, and an invalid file changes
 nothing and names each wrong entry and field. ``--dry-run`` prints the changes without making
-them; ``--prune`` also removes what the file does not list. The file is read within
-MCP_CATALOG_MAX_BYTES and MCP_CATALOG_MAX_VALUES as the API reads it.
+them; ``--prune`` also removes what the file does not list.
+
+It runs as the shell operator, with no Django user: no model permission is checked (the API's
+import checks them). The file is read within MCP_CATALOG_MAX_BYTES and MCP_CATALOG_MAX_VALUES
+as the API reads it.
 """
 
 from __future__ import annotations
@@ -24,7 +27,10 @@ from mcp_app.services.catalog_io import (
 
 
 class Command(BaseCommand):
-    help = "Import an MCP catalog file (YAML or JSON); '-' reads standard input."
+    help = (
+        "Import an MCP catalog file (YAML or JSON); '-' reads standard input. Runs as the "
+        "shell operator: no Django permission is checked (the API's import checks them)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", metavar="FILE")
