@@ -608,8 +608,8 @@ def catalog_import(
     With ``user`` (the API; the commands run as the shell operator and pass none), the import,
     dry run or not, needs what ``catalog_permissions`` names: the part the document decides is
     checked before it is read against the catalog, the part the changes decide once they are
-    known, inside the transaction and before any file is stored, so a refusal changes nothing,
-    as a dry run does not.
+    known, inside the transaction and before any file is stored, so a refusal, like a dry run,
+    changes nothing.
 
     Raises:
         CatalogPermissionError: ``user`` lacks permissions the import needs.
