@@ -59,6 +59,11 @@ class McpConf:
     MCP_INLINE_TOOL_TIMEOUT: float = 300.0
     # Largest resource blob an operator may upload, in bytes.
     MCP_MAX_RESOURCE_BYTES: int = 10 * 1024 * 1024
+    # Catalog import (the API and ``mcp_import``): the largest document read, in bytes,
+    # and the most values it may hold once YAML aliases are expanded (each use of an alias
+    # counts its whole value again). Both are checked while reading, before any other work.
+    MCP_CATALOG_MAX_BYTES: int = 32 * 1024 * 1024
+    MCP_CATALOG_MAX_VALUES: int = 250_000
     # Template tool output cap, in characters.
     MCP_TEMPLATE_MAX_OUTPUT: int = 1024 * 1024
     # HTTP tools: seconds per attempt unless the tool sets "timeout".

@@ -6,7 +6,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.db.models import Count, Model, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
@@ -32,7 +32,12 @@ from mcp_app.protocol.shaping import shape_tool
 from mcp_app.protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from mcp_app.services import history
 from mcp_app.services.catalog import build_snapshot
-from mcp_app.services.catalog_io import catalog_dump, catalog_export
+from mcp_app.services.catalog_io import (
+    catalog_dump,
+    catalog_export,
+    catalog_permissions,
+    catalog_permissions_missing,
+)
 
 # Request attribute holding the membership of the endpoint version being viewed.
 _VERSION_MEMBERSHIP = "_mcp_version_membership"
@@ -66,12 +71,31 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
         css = {"all": ["mcp_app/admin.css"]}
 
     @admin.action(description="Export selected endpoints (YAML)", permissions=["view"])
-    def export_yaml(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> HttpResponse:
-        return _export_download(queryset, "yaml")
+    def export_yaml(
+        self, request: HttpRequest, queryset: QuerySet[Endpoint]
+    ) -> HttpResponse | None:
+        return self._export(request, queryset, "yaml")
 
     @admin.action(description="Export selected endpoints (JSON)", permissions=["view"])
-    def export_json(self, request: HttpRequest, queryset: QuerySet[Endpoint]) -> HttpResponse:
-        return _export_download(queryset, "json")
+    def export_json(
+        self, request: HttpRequest, queryset: QuerySet[Endpoint]
+    ) -> HttpResponse | None:
+        return self._export(request, queryset, "json")
+
+    def _export(
+        self, request: HttpRequest, queryset: QuerySet[Endpoint], fmt: str
+    ) -> HttpResponse | None:
+        # Refused as the API refuses it, without view on every model the file holds: the
+        # list comes back naming the missing permissions.
+        missing = catalog_permissions_missing(request.user, catalog_permissions())
+        if missing:
+            self.message_user(
+                request,
+                f"Exporting the catalog needs permissions you do not have: {', '.join(missing)}.",
+                messages.ERROR,
+            )
+            return None
+        return _export_download(queryset, fmt)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Endpoint]:
         return super().get_queryset(request).annotate(_tool_count=Count("tools", distinct=True))

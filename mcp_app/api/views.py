@@ -22,10 +22,12 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
+from rest_framework.exceptions import NotFound, ParseError, PermissionDenied, ValidationError
+from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
+from rest_framework.utils.json import strict_constant
 
 from mcp_app.api import serializers as s
 from mcp_app.api.errors import InUse, PreconditionFailed
@@ -33,6 +35,7 @@ from mcp_app.audit.exports import FORMATS as CALL_LOG_FORMATS
 from mcp_app.audit.exports import PAYLOAD_PERMISSION, call_log_export
 from mcp_app.audit.forms import CallFilterForm
 from mcp_app.audit.selectors import call_log_search
+from mcp_app.conf import get_conf
 from mcp_app.models import (
     BackgroundCall,
     CallLog,
@@ -47,12 +50,18 @@ from mcp_app.models import (
 )
 from mcp_app.services import history, openapi
 from mcp_app.services.catalog_io import (
+    MAX_DEPTH,
     CatalogFormatError,
     CatalogImportError,
+    CatalogPermissionError,
+    catalog_check_bounds,
+    catalog_document,
     catalog_dump,
     catalog_export,
     catalog_import,
     catalog_parse,
+    catalog_permissions,
+    catalog_permissions_missing,
 )
 from mcp_app.services.references import RowInUseError, ensure_unused
 from mcp_app.services.sessions import session_close
@@ -485,18 +494,39 @@ class SessionViewSet(
         return Response(self.get_serializer(session).data)
 
 
+class CatalogJSONParser(JSONParser):
+    """Reads an import's JSON body as ``catalog_parse`` reads a file: at most
+    ``MCP_CATALOG_MAX_BYTES``, nesting refused with a 400 (the stock parser's RecursionError
+    was a 500)."""
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        limit = get_conf().MCP_CATALOG_MAX_BYTES
+        body = stream.read(limit + 1) if stream is not None else b""
+        if len(body) > limit:
+            raise ParseError(
+                f"The body is larger than {limit} bytes; MCP_CATALOG_MAX_BYTES sets the limit."
+            )
+        try:
+            # As the stock parser: NaN and Infinity are not JSON unless STRICT_JSON is off.
+            data = json.loads(body, parse_constant=strict_constant if self.strict else None)
+            catalog_check_bounds(data)
+        except RecursionError:
+            raise ParseError(f"Values nest deeper than {MAX_DEPTH} levels.") from None
+        except CatalogFormatError as exc:
+            raise ParseError(str(exc)) from None
+        except ValueError as exc:
+            raise ParseError(f"JSON parse error - {exc}") from None
+        return data
+
+
 class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     """Whole-catalog export and import (the ``mcp_export`` / ``mcp_import`` commands)."""
 
-    # Import changes endpoints and their items: it needs every catalog permission.
     queryset = Endpoint.objects.none()
-    action_permissions = {"export": ["view"], "import_": ["add", "change", "delete"]}
-    # Import writes every kind of catalog row: it needs the permissions of each.
-    import_permissions = [
-        f"mcp_app.{action}_{model}"
-        for model in ("endpoint", "tool", "resource", "resourcetemplate", "prompt")
-        for action in ("add", "change", "delete")
-    ]
+    # What export and import need is the catalog's rule (services.catalog_io's
+    # catalog_permissions), checked in the actions: only signing in is checked here.
+    action_permissions: dict[str, list[str]] = {"export": [], "import_": []}
+    parser_classes = [CatalogJSONParser, FormParser, MultiPartParser]
 
     def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer:
         return s.CatalogImportSerializer(*args, **kwargs)
@@ -510,7 +540,8 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     )
     @action(detail=False, methods=["get"])
     def export(self, request: Request) -> HttpResponse:
-        """The catalog (or ``?endpoint=slug`` ones) as an import file."""
+        """The catalog (or ``?endpoint=slug`` ones) as an import file; needs view on every
+        model a document holds."""
         return _export_response(request, request.query_params.getlist("endpoint") or None)
 
     @extend_schema(
@@ -526,19 +557,28 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     @action(detail=False, methods=["post"], url_path="import")
     def import_(self, request: Request) -> Response:
         """Import a catalog document (JSON body) or an exported file (multipart ``file``);
-        ``dry_run`` reports the diff only."""
-        if not request.user.has_perms(self.import_permissions):
-            raise PermissionDenied("Importing needs add, change and delete on every catalog model.")
+        ``dry_run`` reports the diff only. Both need the permissions of every model the
+        document lists or the import would change (403 naming those missing)."""
         payload = s.CatalogImportSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
         field = "file" if "file" in data else "document"
         try:
             if "file" in data:
-                document = catalog_parse(data["file"].read())
+                # One byte past the limit is enough for catalog_parse to refuse it.
+                document = catalog_parse(data["file"].read(get_conf().MCP_CATALOG_MAX_BYTES + 1))
             else:
-                document = catalog_parse(json.dumps(data["document"]), fmt="json")
-            report = catalog_import(document=document, prune=data["prune"], dry_run=data["dry_run"])
+                document = catalog_document(data["document"])
+            report = catalog_import(
+                document=document,
+                prune=data["prune"],
+                dry_run=data["dry_run"],
+                user=request.user,
+            )
+        except CatalogPermissionError as exc:
+            raise PermissionDenied(
+                _missing_message("Importing this document", exc.missing)
+            ) from None
         except CatalogFormatError as exc:
             raise ValidationError({field: [str(exc)]}) from None
         except CatalogImportError as exc:
@@ -549,6 +589,9 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
 
 
 def _export_response(request: Request, slugs: list[str] | None) -> HttpResponse:
+    missing = catalog_permissions_missing(request.user, catalog_permissions())
+    if missing:
+        raise PermissionDenied(_missing_message("Exporting the catalog", missing))
     fmt = request.query_params.get("format", "yaml")
     if fmt not in ("yaml", "json"):
         raise ValidationError({"format": ["Expected yaml or json."]})
@@ -560,3 +603,7 @@ def _export_response(request: Request, slugs: list[str] | None) -> HttpResponse:
     return HttpResponse(
         catalog_dump(document, fmt=fmt), content_type=f"{content_type}; charset=utf-8"
     )
+
+
+def _missing_message(what: str, missing: list[str]) -> str:
+    return f"{what} needs permissions you do not have: {', '.join(missing)}."

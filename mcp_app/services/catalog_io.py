@@ -30,6 +30,7 @@ from django.core.files.storage import default_storage
 from django.db import transaction
 from django.db.models import Field, Model
 
+from mcp_app.conf import get_conf
 from mcp_app.executors.http import undeclared_placeholders
 from mcp_app.executors.python import tool_functions
 from mcp_app.models import (
@@ -181,6 +182,85 @@ class ImportReport:
         }
 
 
+# ----------------------------------------------------------------------------- permissions
+
+# What each change of an import report does to its model, as a Django permission codename.
+_CHANGE_PERMISSION = {
+    "create": "add", "update": "change", "attach": "change", "detach": "change",
+    "delete": "delete",
+}  # fmt: skip
+
+
+class CatalogPermissionError(Exception):
+    """The user lacks model permissions the export or import needs; nothing was changed."""
+
+    def __init__(self, missing: Sequence[str]) -> None:
+        super().__init__(", ".join(missing))
+        self.missing = list(missing)
+
+
+def catalog_permissions(
+    *,
+    document: Mapping[str, Any] | None = None,
+    prune: bool = False,
+    changes: Iterable[Change] = (),
+) -> list[str]:
+    """The Django model permissions an export, or an import of ``document``, needs (sorted).
+
+    Export (no ``document``): view on every model a document holds (endpoints, tools,
+    resources, templates, prompts, upstreams, credentials). Every document has every section,
+    empty or not, so the answer never depends on what the catalog holds today, and a user
+    either gets the whole file (one that re-imports) or a refusal naming what is missing;
+    a file with sections left out would, imported with prune, delete what they held.
+
+    Import of ``document``: view on the model of each section listing entries (the import
+    compares them with the rows here and answers the difference), and on credentials and
+    upstreams when it names any; with ``prune``, view on every model prune compares; and per
+    ``changes`` (the import's report, dry run or not) add, change or delete on the model
+    changed, an item's membership and groups being a change of the item, a created group
+    ``auth.add_group``.
+    """
+    sections = {section: model for section, (model, _key, _names) in _SECTIONS.items()}
+    if document is None:
+        models: list[type[Model]] = [*sections.values(), Credential]
+        return sorted(_permission(model, "view") for model in models)
+    needed = {_permission(sections[name], "view") for name in sections if document.get(name)}
+    needed |= {_permission(model, "view") for model in _referenced(document)}
+    if prune:
+        pruned = _RELATION if document.get("scope") else sections
+        needed |= {_permission(sections[name], "view") for name in pruned}
+    for change in changes:
+        model = Group if change.section == "groups" else sections[change.section]
+        needed.add(_permission(model, _CHANGE_PERMISSION[change.action]))
+    return sorted(needed)
+
+
+def catalog_permissions_missing(user: Any, permissions: Iterable[str]) -> list[str]:
+    """Those of ``permissions`` that ``user`` lacks."""
+    return [name for name in permissions if not user.has_perm(name)]
+
+
+def _permission(model: type[Model], action: str) -> str:
+    return f"{model._meta.app_label}.{action}_{model._meta.model_name}"
+
+
+def _referenced(document: Mapping[str, Any]) -> set[type[Model]]:
+    """Credentials and upstreams the document names: the import tells whether each exists."""
+    found: set[type[Model]] = {Credential} if document.get("credentials") else set()
+    for section, entries in document.items():
+        if section not in _SECTIONS or not isinstance(entries, list):
+            continue
+        for entry in entries:
+            if not isinstance(entry, dict):
+                continue
+            config = entry["config"] if isinstance(entry.get("config"), dict) else {}
+            if entry.get("credential") or config.get("credential"):
+                found.add(Credential)
+            if (section != "upstreams" and entry.get("upstream")) or config.get("upstream"):
+                found.add(Upstream)
+    return found
+
+
 # ---------------------------------------------------------------------------------- export
 
 
@@ -319,7 +399,11 @@ def _messages_out(prompt: Prompt) -> list[dict[str, Any]]:
 
 
 class _Dumper(yaml.SafeDumper):
-    """Writes multi-line strings (templates, instructions) as literal blocks."""
+    """Writes multi-line strings (templates, instructions) as literal blocks, and a value at
+    each place it appears, never as an alias: the file reads the same to any reader."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
 
 
 def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
@@ -330,8 +414,56 @@ def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _str_presenter)
 
 
+# Deepest nesting a document may have: real catalogs (JSON schemas included) stay far below,
+# and the checks, validators and encoders that walk values recursively stay far from Python's
+# recursion limit.
+MAX_DEPTH = 100
+
+
 class _Loader(yaml.SafeLoader):
-    """Reads dates as the strings they were written as: catalog values are JSON values."""
+    """Reads dates as the strings they were written as: catalog values are JSON values.
+
+    Composing counts every value as it is read, an alias as many values as its anchor holds,
+    and refuses the document past ``MCP_CATALOG_MAX_VALUES`` or ``MAX_DEPTH``, and an alias
+    inside its own anchor, before anything is built: a few hundred bytes of nested aliases
+    ("billion laughs") stand for billions of values, which every later walk would expand.
+    """
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self.values_limit = get_conf().MCP_CATALOG_MAX_VALUES
+        self.values = 0
+        self.depth = 0
+        self.anchor_values: dict[str, int] = {}  # anchor -> values it holds, once composed
+
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
+        event = self.peek_event()
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent):
+            held = self.anchor_values.get(event.anchor or "")
+            if held is None and event.anchor in self.anchors:
+                raise CatalogFormatError(f"Line {line}: an alias is used inside its own anchor.")
+            self._count(held or 0, line)
+            return super().compose_node(parent, index)
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise CatalogFormatError(f"Line {line}: values nest deeper than {MAX_DEPTH} levels.")
+        before = self.values
+        self._count(1, line)
+        node = super().compose_node(parent, index)
+        self.depth -= 1
+        if event.anchor is not None:
+            self.anchor_values[event.anchor] = self.values - before
+        return node
+
+    def _count(self, values: int, line: int) -> None:
+        self.values += values
+        if self.values > self.values_limit:
+            raise CatalogFormatError(
+                f"Line {line}: the document holds more than {self.values_limit} values "
+                "(an alias counts every value of its anchor again); MCP_CATALOG_MAX_VALUES "
+                "sets the limit."
+            )
 
 
 _Loader.yaml_implicit_resolvers = {
@@ -350,9 +482,20 @@ def catalog_dump(document: Mapping[str, Any], *, fmt: str = "yaml") -> str:
 def catalog_parse(text: str | bytes, *, fmt: str | None = None) -> dict[str, Any]:
     """Read a YAML or JSON document (JSON is tried first unless ``fmt`` says).
 
+    The text may be at most ``MCP_CATALOG_MAX_BYTES`` long (a reader may pass that many bytes
+    plus one, and never more need be read); its values are bounded as ``catalog_check_bounds``
+    says, YAML aliases counted expanded while composing, before anything is built. Refusals
+    name the rule broken and never echo the document.
+
     Raises:
-        CatalogFormatError: the text is neither, or not a catalog document.
+        CatalogFormatError: the text is neither, too large, or not a catalog document.
     """
+    limit = get_conf().MCP_CATALOG_MAX_BYTES
+    size = len(text) if isinstance(text, bytes) else len(text.encode("utf-8", "surrogatepass"))
+    if size > limit:
+        raise CatalogFormatError(
+            f"The document is larger than {limit} bytes; MCP_CATALOG_MAX_BYTES sets the limit."
+        )
     if isinstance(text, bytes):
         try:
             text = text.decode("utf-8")
@@ -364,13 +507,60 @@ def catalog_parse(text: str | bytes, *, fmt: str | None = None) -> dict[str, Any
             document = json.loads(text)
         else:
             document = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
-    except (json.JSONDecodeError, yaml.YAMLError) as exc:
+    except RecursionError:
+        raise CatalogFormatError(f"Values nest deeper than {MAX_DEPTH} levels.") from None
+    except (ValueError, yaml.YAMLError) as exc:
+        # ValueError: JSON's own, and an integer of more digits than Python converts.
         raise CatalogFormatError(f"The file is not valid {fmt or 'YAML or JSON'}: {exc}") from None
-    if not isinstance(document, dict):
+    return catalog_document(document)
+
+
+def catalog_document(value: Any) -> dict[str, Any]:
+    """Return ``value`` (parsed YAML or JSON) if it is a catalog document within bounds.
+
+    Raises:
+        CatalogFormatError: it is not a mapping with this format, or breaks a bound
+            (``catalog_check_bounds``).
+    """
+    catalog_check_bounds(value)
+    if not isinstance(value, dict):
         raise CatalogFormatError("The file must hold a mapping with a 'format' key.")
-    if document.get("format") != FORMAT:
-        raise CatalogFormatError(f"format: expected {FORMAT!r}, got {document.get('format')!r}.")
-    return document
+    found = value.get("format")
+    if found != FORMAT:
+        # Quoted only when short: the value is the sender's, possibly huge.
+        shown = repr(found) if isinstance(found, str | int | float | None) else ""
+        shown = shown if 0 < len(shown) <= 80 else f"a value of type {type(found).__name__}"
+        raise CatalogFormatError(f"format: expected {FORMAT!r}, got {shown}.")
+    return value
+
+
+def catalog_check_bounds(value: Any) -> None:
+    """Refuse ``value`` if it holds more than ``MCP_CATALOG_MAX_VALUES`` values (one shared
+    by several places counted at each) or nests deeper than ``MAX_DEPTH``.
+
+    The walk is iterative and stops at the first value past a bound, so neither a huge nor a
+    self-containing value is ever expanded.
+
+    Raises:
+        CatalogFormatError: a bound is broken.
+    """
+    limit = get_conf().MCP_CATALOG_MAX_VALUES
+    count = 0
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        count += 1
+        if count > limit:
+            raise CatalogFormatError(
+                f"The document holds more than {limit} values; MCP_CATALOG_MAX_VALUES sets "
+                "the limit."
+            )
+        if depth > MAX_DEPTH:
+            raise CatalogFormatError(f"Values nest deeper than {MAX_DEPTH} levels.")
+        if isinstance(item, dict):
+            stack.extend((part, depth + 1) for pair in item.items() for part in pair)
+        elif isinstance(item, list):
+            stack.extend((part, depth + 1) for part in item)
 
 
 # ---------------------------------------------------------------------------------- import
@@ -403,7 +593,11 @@ class _Plan:
 
 
 def catalog_import(
-    *, document: Mapping[str, Any], prune: bool = False, dry_run: bool = False
+    *,
+    document: Mapping[str, Any],
+    prune: bool = False,
+    dry_run: bool = False,
+    user: Any = None,
 ) -> ImportReport:
     """Make the database match ``document``; return what changed (or would, on a dry run).
 
@@ -412,28 +606,48 @@ def catalog_import(
     ``prune``, rows the document does not list are deleted (a whole-catalog document) or
     detached from the document's endpoints (a document with ``scope.endpoints``).
 
+    With ``user`` (the API; the commands run as the shell operator and pass none), the import,
+    dry run or not, needs what ``catalog_permissions`` names: the part the document decides is
+    checked before it is read against the catalog, the part the changes decide once they are
+    known, inside the transaction and before any file is stored, so a refusal, like a dry run,
+    changes nothing.
+
     Raises:
+        CatalogPermissionError: ``user`` lacks permissions the import needs.
         CatalogImportError: an entry is invalid; nothing was changed.
         CatalogFormatError: the document's shape is wrong.
     """
+    if user is not None:
+        missing = catalog_permissions_missing(
+            user, catalog_permissions(document=document, prune=prune)
+        )
+        if missing:
+            raise CatalogPermissionError(missing)
     report = ImportReport(dry_run=dry_run)
     with transaction.atomic(), history.catalog_change_source(history.IMPORT):
-        _Importer(document, report, prune=prune, dry_run=dry_run).run()
+        importer = _Importer(document, report, prune=prune)
+        importer.run()
+        if user is not None:
+            changes = catalog_permissions(document=document, prune=prune, changes=report.changes)
+            missing = catalog_permissions_missing(user, changes)
+            if missing:
+                raise CatalogPermissionError(missing)  # rolls the transaction back
         if dry_run:
             transaction.set_rollback(True)
+        else:
+            importer.store_files()
     return report
 
 
 class _Importer:
-    def __init__(
-        self, document: Mapping[str, Any], report: ImportReport, *, prune: bool, dry_run: bool
-    ) -> None:
+    def __init__(self, document: Mapping[str, Any], report: ImportReport, *, prune: bool) -> None:
         self.document = document
         self.report = report
         self.prune = prune
-        self.dry_run = dry_run
         self.errors: list[EntryError] = []
         self.plans: dict[str, list[_Plan]] = {}
+        # Files the rows now name, stored once the import is known to go ahead.
+        self.files: dict[str, bytes] = {}
 
     def run(self) -> None:
         self._check_shape()
@@ -808,10 +1022,13 @@ class _Importer:
             return ""
         name, content = file
         path = f"{folder}/{hashlib.sha256(content).hexdigest()[:16]}/{name}"
-        if not self.dry_run and not default_storage.exists(path):
-            saved = default_storage.save(path, ContentFile(content))
-            return saved
+        self.files[path] = content
         return path
+
+    def store_files(self) -> None:
+        for path, content in self.files.items():
+            if not default_storage.exists(path):
+                default_storage.save(path, ContentFile(content))
 
     def _set_groups(self, plan: _Plan, groups: Mapping[str, Group]) -> None:
         if "allowed_groups" not in plan.entry:

@@ -1,7 +1,9 @@
 """``manage.py mcp_export``: write the catalog, or chosen endpoints, as YAML or JSON.
 
 The file names rows by natural key and credentials by reference only (docs/api.md,
-"Import/export"); ``mcp_import`` reads it back on this or another installation.
+"Import/export"); ``mcp_import`` reads it back on this or another installation. It runs as
+the shell operator, with no Django user: no model permission is checked (the API's export
+and the admin's export actions check them).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ from mcp_app.services.catalog_io import CatalogFormatError, catalog_dump, catalo
 
 
 class Command(BaseCommand):
-    help = "Export the MCP catalog (or --endpoint SLUG ...) as YAML (default) or JSON."
+    help = (
+        "Export the MCP catalog (or --endpoint SLUG ...) as YAML (default) or JSON. Runs as "
+        "the shell operator: no Django permission is checked (the API's export checks them)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument(

@@ -3,6 +3,10 @@
 Idempotent and transactional: the same file twice changes nothing, and an invalid file changes
 nothing and names each wrong entry and field. ``--dry-run`` prints the changes without making
 them; ``--prune`` also removes what the file does not list.
+
+It runs as the shell operator, with no Django user: no model permission is checked (the API's
+import checks them). The file is read within MCP_CATALOG_MAX_BYTES and MCP_CATALOG_MAX_VALUES
+as the API reads it.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
+from mcp_app.conf import get_conf
 from mcp_app.services.catalog_io import (
     CatalogFormatError,
     CatalogImportError,
@@ -22,7 +27,10 @@ from mcp_app.services.catalog_io import (
 
 
 class Command(BaseCommand):
-    help = "Import an MCP catalog file (YAML or JSON); '-' reads standard input."
+    help = (
+        "Import an MCP catalog file (YAML or JSON); '-' reads standard input. Runs as the "
+        "shell operator: no Django permission is checked (the API's import checks them)."
+    )
 
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("file", metavar="FILE")
@@ -41,9 +49,17 @@ class Command(BaseCommand):
         self, *args: Any, file: str, format: str | None, dry_run: bool, prune: bool,
         **options: Any,
     ) -> None:  # fmt: skip
+        # One byte past the limit is enough for catalog_parse to refuse the file.
+        size = get_conf().MCP_CATALOG_MAX_BYTES + 1
+        text: str | bytes
         try:
-            text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
+            if file == "-":
+                # Bytes where standard input has them (a test may hand a text stream).
+                text = getattr(sys.stdin, "buffer", sys.stdin).read(size)
+            else:
+                with Path(file).open("rb") as handle:
+                    text = handle.read(size)
+        except OSError as exc:
             raise CommandError(f"Cannot read {file}: {exc}") from None
         try:
             report = catalog_import(
