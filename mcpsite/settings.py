@@ -367,6 +367,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["mcp_app.api.permissions.ModelPermissions"],
+    # They refuse NUL, unpaired surrogates, deep nesting and oversized bodies (parsers.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "mcp_app.api.parsers.JsonParser",
+        "mcp_app.api.parsers.FormParser",
+        "mcp_app.api.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "mcp_app.api.pagination.Cursor",
     "PAGE_SIZE": 100,
     "DEFAULT_FILTER_BACKENDS": [
