@@ -408,6 +408,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "mcp_app.api.schema.any_json_value",
+        "mcp_app.api.schema.error_responses",
     ],
 }
 # The OAuth scope a token from our authorization server needs for the management API; the

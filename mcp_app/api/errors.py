@@ -73,7 +73,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 def _flatten(detail: Any, path: str) -> Any:
-    if isinstance(detail, dict):
+    if isinstance(detail, dict) and set(detail) == {"message", "code"}:
+        # A Django form's error as get_json_data() gives it (the call log's filter form).
+        yield {"path": path, "message": str(detail["message"]), "code": str(detail["code"])}
+    elif isinstance(detail, dict):
         for key, value in detail.items():
             name = "" if key in ("non_field_errors", "__all__") else str(key)
             yield from _flatten(value, f"{path}.{name}".strip(".") if name else path)

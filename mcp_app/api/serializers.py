@@ -14,6 +14,8 @@ from typing import Any
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import models, transaction
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ParseError
 
@@ -64,6 +66,14 @@ class CheckedJSONField(serializers.JSONField):
             except ParseError:
                 self.fail("invalid")
         return super().to_internal_value(data)
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class JsonObjectField(CheckedJSONField):
+    """A JSON object (a whole document): anything else, null included, is refused."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return _json_object(super().to_internal_value(data))
 
 
 class ModelCheckedSerializer(serializers.ModelSerializer):
@@ -383,7 +393,7 @@ class TryItSerializer(serializers.Serializer):
 
 
 class OpenApiImportSerializer(serializers.Serializer):
-    document = CheckedJSONField(help_text="The OpenAPI 3.x document (an object).")
+    document = JsonObjectField(help_text="The OpenAPI 3.x document (an object).")
     operations = serializers.ListField(
         child=serializers.CharField(),
         required=False,
@@ -398,12 +408,9 @@ class OpenApiImportSerializer(serializers.Serializer):
     )
     preview = serializers.BooleanField(default=True, help_text="Only list the drafts.")
 
-    def validate_document(self, value: Any) -> Any:
-        return _json_object(value)
-
 
 class CatalogImportSerializer(serializers.Serializer):
-    document = CheckedJSONField(
+    document = JsonObjectField(
         required=False, help_text="A document written by export (format, ...)."
     )
     file = serializers.FileField(
@@ -412,9 +419,6 @@ class CatalogImportSerializer(serializers.Serializer):
     )
     prune = serializers.BooleanField(default=False)
     dry_run = serializers.BooleanField(default=False)
-
-    def validate_document(self, value: Any) -> Any:
-        return _json_object(value)
 
     def validate_file(self, value: Any) -> Any:
         """The file's document is held to what a JSON body is (``parsers.check_value``).

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
 from rest_framework.routers import DefaultRouter
 
 from mcp_app.api import views
+from mcp_app.api.schema import SchemaView
 
 router = DefaultRouter()
 router.register("endpoints", views.EndpointViewSet)
@@ -27,7 +28,7 @@ urlpatterns = [
     # The schema describes the API, not its data: readable without signing in.
     path(
         "schema/",
-        SpectacularAPIView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
+        SchemaView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
         name="api-schema",
     ),
     path(
