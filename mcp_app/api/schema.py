@@ -16,6 +16,7 @@ from typing import Any, Final
 
 from drf_spectacular.generators import SchemaGenerator
 from drf_spectacular.views import SpectacularAPIView
+from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -41,6 +42,13 @@ class SchemaView(SpectacularAPIView):
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         check_query(request.query_params)
         super().initial(request, *args, **kwargs)
+
+    def handle_exception(self, exc: Exception) -> Response:
+        # An error is the API's error body, in JSON, not an OpenAPI document's media type.
+        response: Response = super().handle_exception(exc)
+        self.request.accepted_renderer = JSONRenderer()
+        self.request.accepted_media_type = JSONRenderer.media_type
+        return response
 
     def _get_schema_response(self, request: Request) -> Response:
         return Response(

@@ -276,7 +276,14 @@ def test_a_hostile_import_file_is_refused_with_the_error_body(
 )
 @pytest.mark.parametrize(
     "path",
-    ["/api/v1/tools/", "/api/v1/call-log/", "/api/v1/catalog/export/", "/api/v1/tools/{id}/"],
+    [
+        "/api/v1/tools/",
+        "/api/v1/call-log/",
+        "/api/v1/catalog/export/",
+        "/api/v1/tools/{id}/",
+        "/api/v1/",
+        "/api/schema/",
+    ],
 )
 def test_a_nul_in_any_query_parameter_is_refused(
     client: APIClient, echo: Tool, path: str, query: str
