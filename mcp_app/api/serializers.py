@@ -8,6 +8,7 @@ of rules; the tool-name-per-endpoint guard runs in ``signals.py`` on every save.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -76,6 +77,25 @@ class JsonObjectField(CheckedJSONField):
         return _json_object(super().to_internal_value(data))
 
 
+@functools.cache
+def _strict_text(field_class: type[serializers.CharField]) -> type[serializers.CharField]:
+    """``field_class`` refusing a number where text is expected.
+
+    DRF's text fields turn ``0`` into ``"0"``: a client sending the wrong type (a number for
+    ``scopes``) would have it stored as text instead of hearing about it. Form input is
+    always text, so the browsable API is unaffected.
+    """
+
+    class StrictText(field_class):
+        def to_internal_value(self, data: Any) -> Any:
+            if isinstance(data, int | float):  # bool is an int, and refused as ever
+                self.fail("invalid")
+            return super().to_internal_value(data)
+
+    StrictText.__name__ = StrictText.__qualname__ = f"Strict{field_class.__name__}"
+    return StrictText
+
+
 class ModelCheckedSerializer(serializers.ModelSerializer):
     """Runs the model's ``full_clean()`` on a copy of the row with the new values."""
 
@@ -83,6 +103,14 @@ class ModelCheckedSerializer(serializers.ModelSerializer):
         **serializers.ModelSerializer.serializer_field_mapping,
         models.JSONField: CheckedJSONField,
     }
+
+    def build_standard_field(
+        self, field_name: str, model_field: Any
+    ) -> tuple[type, dict[str, Any]]:
+        field_class, field_kwargs = super().build_standard_field(field_name, model_field)
+        if issubclass(field_class, serializers.CharField):
+            field_class = _strict_text(field_class)
+        return field_class, field_kwargs
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         model = self.Meta.model

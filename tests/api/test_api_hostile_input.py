@@ -374,3 +374,19 @@ def test_json_that_does_not_parse_is_a_parse_error(client: APIClient) -> None:
     response = client.post("/api/v1/tools/", data=b"{", content_type="application/json")
 
     assert assert_error_body(response, 400)["type"] == "parse_error"
+
+
+@pytest.mark.parametrize(("field", "value"), [("scopes", 0), ("title", 1.5), ("slug", 7)])
+def test_a_number_where_text_is_expected_is_refused(
+    client: APIClient, field: str, value: Any
+) -> None:
+    # DRF's text fields would store 0 as "0"; schemathesis' coverage phase sent that.
+    before = snapshot()
+
+    response = client.post(
+        "/api/v1/endpoints/", {"slug": "typed", field: value, "auth_mode": "public"}, format="json"
+    )
+
+    body = assert_error_body(response, 400)
+    assert [error["path"] for error in body["errors"]] == [field]
+    assert snapshot() == before
