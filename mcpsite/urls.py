@@ -67,7 +67,7 @@ def _api_answers_json(
     "Errors"), so a client never has to parse HTML (an unknown route, an oversized body)."""
 
     def handler(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
-        if request.path.startswith("/api/"):
+        if request.path_info.startswith("/api/"):
             return api_error_response(request, status_code, exception)
         return page(request) if status_code == 500 else page(request, exception)
 

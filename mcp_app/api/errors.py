@@ -99,9 +99,9 @@ def _as_api_exception(exc: Exception) -> Exception:
     ``SuspiciousOperation``s that Django would answer with its HTML 400 page.
     """
     if isinstance(exc, Http404):
-        return exceptions.NotFound()
+        return exceptions.NotFound(*exc.args)
     if isinstance(exc, DjangoPermissionDenied):
-        return exceptions.PermissionDenied()
+        return exceptions.PermissionDenied(*exc.args)
     if isinstance(exc, RequestDataTooBig):
         return PayloadTooLarge()
     if isinstance(exc, SuspiciousOperation):
