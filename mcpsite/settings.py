@@ -406,6 +406,12 @@ REST_FRAMEWORK = {
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["mcp_app.api.permissions.ModelPermissions"],
+    # They refuse NUL, unpaired surrogates, deep nesting and oversized bodies (parsers.py).
+    "DEFAULT_PARSER_CLASSES": [
+        "mcp_app.api.parsers.JsonParser",
+        "mcp_app.api.parsers.FormParser",
+        "mcp_app.api.parsers.MultiPartParser",
+    ],
     "DEFAULT_PAGINATION_CLASS": "mcp_app.api.pagination.Cursor",
     "PAGE_SIZE": 100,
     "DEFAULT_FILTER_BACKENDS": [
@@ -443,6 +449,7 @@ SPECTACULAR_SETTINGS = {
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "mcp_app.api.schema.any_json_value",
+        "mcp_app.api.schema.error_responses",
     ],
 }
 # Bearer tokens an address may have refused per period before its tokens get 429 unseen

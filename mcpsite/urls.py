@@ -6,11 +6,17 @@ flows, no application-management pages. Metadata advertises exactly these URLs, 
 slashes included, so no client POST is ever redirected.
 """
 
+from collections.abc import Callable
+from typing import Any
+
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
+from django.views import defaults
 from oauth2_provider import views as oauth_views
 
+from mcp_app.api.errors import api_error_response
 from mcp_app.auth import views as auth
 
 oauth_patterns = (
@@ -52,3 +58,23 @@ urlpatterns = [
     ),
     path("", include("mcp_app.urls")),
 ]
+
+
+def _api_answers_json(
+    status_code: int, page: Callable[..., HttpResponse]
+) -> Callable[..., HttpResponse]:
+    """Django's error page, except under /api/: there the API's JSON error body (docs/api.md,
+    "Errors"), so a client never has to parse HTML (an unknown route, an oversized body)."""
+
+    def handler(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+        if request.path_info.startswith("/api/"):
+            return api_error_response(request, status_code, exception)
+        return page(request) if status_code == 500 else page(request, exception)
+
+    return handler
+
+
+handler400: Any = _api_answers_json(400, defaults.bad_request)
+handler403: Any = _api_answers_json(403, defaults.permission_denied)
+handler404: Any = _api_answers_json(404, defaults.page_not_found)
+handler500: Any = _api_answers_json(500, defaults.server_error)

@@ -8,12 +8,15 @@ Forms parse and check input; anything spanning rows (tool names unique per endpo
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import Any
+import functools
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
+import orjson
 from django import forms
 from django.contrib.admin.widgets import FilteredSelectMultiple
 from django.core.exceptions import ImproperlyConfigured, ValidationError
+from django.forms.fields import InvalidJSONInput
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
@@ -28,6 +31,7 @@ from mcp_app.models.fields import (
     validate_input_schema,
     validate_output_schema,
 )
+from mcp_app.protocol.storable import is_storable_text, unstorable_path
 from mcp_app.services.catalog import check_unique_tool_names
 from mcp_app.services.credentials import credential_set_secret
 
@@ -49,11 +53,105 @@ class Picker(FilteredSelectMultiple):
         return format_html('<div class="mcp-picker">{}</div>', super().render(*args, **kwargs))
 
 
+# How deep a JSON field's value may nest: the API's bound (docs/api.md, Limits), where the
+# request body's own object is the first of 64 levels.
+MAX_JSON_DEPTH: Final = 63
+UNSTORABLE_MESSAGE: Final = (
+    "Holds a NUL character or an unpaired surrogate, which this server cannot store."
+)
+TOO_DEEP_MESSAGE: Final = f"Objects and arrays are nested deeper than {MAX_JSON_DEPTH} levels."
+
+
+def refuse_hostile(value: Any, *, json_text: bool = False) -> None:
+    """Refuse a submitted value PostgreSQL cannot store (NUL, an unpaired surrogate) or, for
+    a JSON field's text, JSON nested deeper than ``MAX_JSON_DEPTH`` (``json.loads`` and the
+    schema checks recurse: 10,000 levels would raise RecursionError, a 500).
+
+    Raises:
+        ValidationError: what is wrong, as the field's error.
+    """
+    texts = value if isinstance(value, list | tuple) else [value]
+    if any(isinstance(text, str) and not is_storable_text(text) for text in texts):
+        raise ValidationError(UNSTORABLE_MESSAGE, code="unstorable")
+    if not json_text or not isinstance(value, str) or not value.strip():
+        return
+    try:
+        parsed = orjson.loads(value)  # iterative: never runs out of stack
+    except orjson.JSONDecodeError as exc:
+        if "depth limit" in str(exc):
+            raise ValidationError(TOO_DEEP_MESSAGE, code="too_deep") from None
+        if "surrogate" in str(exc):
+            raise ValidationError(UNSTORABLE_MESSAGE, code="unstorable") from None
+        return  # the field's own parse reports it, with line and column
+    if unstorable_path(parsed, "") is not None:
+        raise ValidationError(UNSTORABLE_MESSAGE, code="unstorable")
+    if _nesting(parsed) > MAX_JSON_DEPTH:
+        raise ValidationError(TOO_DEEP_MESSAGE, code="too_deep")
+
+
+def _nesting(value: Any) -> int:
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict | list):
+            deepest = max(deepest, depth)
+            stack.extend(
+                (item, depth + 1) for item in (node.values() if isinstance(node, dict) else node)
+            )
+    return deepest
+
+
+class StorableJsonTextField(JsonTextField):
+    """``JsonTextField`` refusing what ``refuse_hostile`` refuses, for the admins that take
+    the field through ``JSON_FORMFIELD``."""
+
+    def to_python(self, value: Any) -> Any:
+        if not self.disabled:
+            refuse_hostile(value, json_text=True)
+        return super().to_python(value)
+
+    def bound_data(self, data: Any, initial: Any) -> Any:
+        return _shown_back(super().bound_data, data, initial)
+
+
 # ModelAdmin.formfield_overrides entry for models.JSONField.
-JSON_FORMFIELD = {"form_class": JsonTextField, "widget": JsonTextarea}
+JSON_FORMFIELD = {"form_class": StorableJsonTextField, "widget": JsonTextarea}
 
 
-class ToolForm(forms.ModelForm):
+class StorableInputForm(forms.BaseForm):
+    """Every field (a kind's config fields too) refuses hostile values (``refuse_hostile``)
+    before its own cleaning, so none reaches a parser, a schema check or the database."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for field in self.fields.values():
+            # Each form instance has its own copies of the fields: this wraps only this one's.
+            json_text = isinstance(field, forms.JSONField)
+            field.clean = _guarded(field.clean, json_text=json_text)  # type: ignore[method-assign]
+            if json_text:
+                # A form with errors shows what was typed, which the field parses again.
+                field.bound_data = functools.partial(_shown_back, field.bound_data)  # type: ignore[method-assign]
+
+
+def _guarded(clean: Callable[..., Any], *, json_text: bool) -> Callable[..., Any]:
+    def guarded_clean(value: Any, *args: Any) -> Any:  # a FileField's also takes the initial
+        refuse_hostile(value, json_text=json_text)
+        return clean(value, *args)
+
+    return guarded_clean
+
+
+def _shown_back(bound_data: Callable[[Any, Any], Any], data: Any, initial: Any) -> Any:
+    """A JSON field's submitted text as the form shows it back: hostile text as typed,
+    never parsed again (which would recurse, or render a lone surrogate)."""
+    try:
+        refuse_hostile(data, json_text=True)
+    except ValidationError:
+        return InvalidJSONInput(data)
+    return bound_data(data, initial)
+
+
+class ToolForm(StorableInputForm, forms.ModelForm):
     """Edits a tool; the kind's config is entered through the fields its executor supplies.
 
     Each executor's ``config_form`` fields are added to this form (``kind_config_fields``),
@@ -221,7 +319,7 @@ def _credential_choices() -> list[tuple[str, str]]:
     ]
 
 
-class ResourceTemplateForm(forms.ModelForm):
+class ResourceTemplateForm(StorableInputForm, forms.ModelForm):
     """Edits a resource template; the resolver config comes from the function / template fields."""
 
     function = forms.ChoiceField(
@@ -277,7 +375,7 @@ class ResourceTemplateForm(forms.ModelForm):
         return data
 
 
-class EndpointForm(forms.ModelForm):
+class EndpointForm(StorableInputForm, forms.ModelForm):
     class Meta:
         model = Endpoint
         fields = [
@@ -293,7 +391,7 @@ class EndpointForm(forms.ModelForm):
         return tools
 
 
-class CredentialForm(forms.ModelForm):
+class CredentialForm(StorableInputForm, forms.ModelForm):
     """Edits a credential; the secret is write-only (never rendered back, empty keeps it)."""
 
     secret = forms.CharField(

@@ -9,12 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import ProtectedError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
+from mcp_app.api.parsers import PayloadTooLarge
 from mcp_app.services.references import RowInUseError
 
 
@@ -52,6 +56,7 @@ def django_errors(exc: DjangoValidationError) -> dict[str, Any] | list[str]:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+    exc = _as_api_exception(exc)
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(django_errors(exc))
     elif isinstance(exc, ProtectedError):
@@ -85,7 +90,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
 
 
 def _flatten(detail: Any, path: str) -> Any:
-    if isinstance(detail, dict):
+    if isinstance(detail, dict) and set(detail) == {"message", "code"}:
+        # A Django form's error as get_json_data() gives it (the call log's filter form).
+        yield {"path": path, "message": str(detail["message"]), "code": str(detail["code"])}
+    elif isinstance(detail, dict):
         for key, value in detail.items():
             name = "" if key in ("non_field_errors", "__all__") else str(key)
             yield from _flatten(value, f"{path}.{name}".strip(".") if name else path)
@@ -98,3 +106,43 @@ def _flatten(detail: Any, path: str) -> Any:
                 yield from _flatten(item, f"{path}.{index}".strip("."))
     else:
         yield {"path": path, "message": str(detail), "code": getattr(detail, "code", "invalid")}
+
+
+def _as_api_exception(exc: Exception) -> Exception:
+    """Django's own failures as the API's: every one answers the error body, never HTML.
+
+    DRF turns Http404 and PermissionDenied into responses but leaves their bodies its own
+    (``{"detail"}``); a body over Django's size limit and too many form fields are
+    ``SuspiciousOperation``s that Django would answer with its HTML 400 page.
+    """
+    if isinstance(exc, Http404):
+        return exceptions.NotFound(*exc.args)
+    if isinstance(exc, DjangoPermissionDenied):
+        return exceptions.PermissionDenied(*exc.args)
+    if isinstance(exc, RequestDataTooBig):
+        return PayloadTooLarge()
+    if isinstance(exc, SuspiciousOperation):
+        return exceptions.ParseError(str(exc) or "The request is malformed.")
+    return exc
+
+
+# What a request under /api/ that never reached a view gets (mcpsite/urls.py's handlers).
+_PAGE_ERRORS = {
+    400: ("parse_error", "The request is malformed."),
+    403: ("permission_denied", "You do not have permission to perform this action."),
+    404: ("not_found", "Not found."),
+    500: ("server_error", "The server failed; the failure is logged."),
+}
+
+
+def api_error_response(
+    request: HttpRequest, status_code: int, exception: Exception | None = None
+) -> HttpResponse:
+    """The error body for a failure Django answers itself (an unknown URL under /api/, a body
+    too large to read, an uncaught error): the same shape and content type as every other."""
+    if isinstance(exception, RequestDataTooBig):
+        status_code = PayloadTooLarge.status_code
+        error_type, detail = PayloadTooLarge.default_code, str(PayloadTooLarge.default_detail)
+    else:
+        error_type, detail = _PAGE_ERRORS[status_code]
+    return JsonResponse({"type": error_type, "detail": detail, "errors": []}, status=status_code)

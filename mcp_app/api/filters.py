@@ -1,4 +1,8 @@
-"""Filtering by exact field values named in the view's ``filter_fields`` (``?kind=http``)."""
+"""Filtering by exact field values named in the view's ``filter_fields`` (``?kind=http``).
+
+Boolean filters (``boolean_filters``, ``__isnull`` lookups) take true/false (or 1/0) and are
+typed boolean in the schema.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +24,7 @@ class FieldFilter(BaseFilterBackend):
             value = request.query_params.get(name)
             if value is None:
                 continue
-            if lookup.endswith("__isnull") or name in getattr(view, "boolean_filters", ()):
+            if _is_boolean(view, name, lookup):
                 if value.lower() not in _BOOLEANS:
                     raise ValidationError({name: ["Expected true or false."]})
                 value = _BOOLEANS[value.lower()]
@@ -38,7 +42,11 @@ class FieldFilter(BaseFilterBackend):
                 "required": False,
                 "in": "query",
                 "description": f"Only rows whose {lookup.replace('__', ' ')} is this value.",
-                "schema": {"type": "string"},
+                "schema": {"type": "boolean" if _is_boolean(view, name, lookup) else "string"},
             }
             for name, lookup in getattr(view, "filter_fields", {}).items()
         ]
+
+
+def _is_boolean(view: Any, name: str, lookup: str) -> bool:
+    return lookup.endswith("__isnull") or name in getattr(view, "boolean_filters", ())

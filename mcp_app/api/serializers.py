@@ -8,15 +8,20 @@ of rules; the tool-name-per-endpoint guard runs in ``signals.py`` on every save.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
 from django.contrib.auth.models import Group
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import transaction
+from django.db import models, transaction
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
+from rest_framework.exceptions import ParseError
 
 from mcp_app.api.errors import django_errors
+from mcp_app.api.parsers import TOO_DEEP_MESSAGE, check_value, loads
 from mcp_app.executors.http import undeclared_placeholders
 from mcp_app.models import (
     BackgroundCall,
@@ -33,6 +38,7 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.services.catalog import check_unique_tool_names, tool_field_defaults
+from mcp_app.services.catalog_io import CatalogFormatError, catalog_parse
 from mcp_app.services.credentials import credential_set_secret
 
 ACCESS_FIELDS = ["required_scope", "allowed_groups"]
@@ -49,8 +55,62 @@ def _full_clean(instance: Any, attrs: Mapping[str, Any], exclude: list[str] | No
         raise serializers.ValidationError(django_errors(exc)) from None
 
 
+class CheckedJSONField(serializers.JSONField):
+    """A JSON field whose value may come as a form field's text (the browsable API's forms):
+    that text is read as JSON bodies are (``parsers.loads``: bounded nesting, no NUL), where
+    DRF's ``json.loads`` would recurse itself out of stack on deep nesting."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if getattr(data, "is_json_string", False):
+            try:
+                return loads(str(data))
+            except ParseError:
+                self.fail("invalid")
+        return super().to_internal_value(data)
+
+
+@extend_schema_field(OpenApiTypes.OBJECT)
+class JsonObjectField(CheckedJSONField):
+    """A JSON object (a whole document): anything else, null included, is refused."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        return _json_object(super().to_internal_value(data))
+
+
+@functools.cache
+def _strict_text(field_class: type[serializers.CharField]) -> type[serializers.CharField]:
+    """``field_class`` refusing a number where text is expected.
+
+    DRF's text fields turn ``0`` into ``"0"``: a client sending the wrong type (a number for
+    ``scopes``) would have it stored as text instead of hearing about it. Form input is
+    always text, so the browsable API is unaffected.
+    """
+
+    class StrictText(field_class):
+        def to_internal_value(self, data: Any) -> Any:
+            if isinstance(data, int | float):  # bool is an int, and refused as ever
+                self.fail("invalid")
+            return super().to_internal_value(data)
+
+    StrictText.__name__ = StrictText.__qualname__ = f"Strict{field_class.__name__}"
+    return StrictText
+
+
 class ModelCheckedSerializer(serializers.ModelSerializer):
     """Runs the model's ``full_clean()`` on a copy of the row with the new values."""
+
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        models.JSONField: CheckedJSONField,
+    }
+
+    def build_standard_field(
+        self, field_name: str, model_field: Any
+    ) -> tuple[type, dict[str, Any]]:
+        field_class, field_kwargs = super().build_standard_field(field_name, model_field)
+        if issubclass(field_class, serializers.CharField):
+            field_class = _strict_text(field_class)
+        return field_class, field_kwargs
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         model = self.Meta.model
@@ -361,7 +421,7 @@ class TryItSerializer(serializers.Serializer):
 
 
 class OpenApiImportSerializer(serializers.Serializer):
-    document = serializers.JSONField(help_text="The OpenAPI 3.x document (an object).")
+    document = JsonObjectField(help_text="The OpenAPI 3.x document (an object).")
     operations = serializers.ListField(
         child=serializers.CharField(),
         required=False,
@@ -376,12 +436,9 @@ class OpenApiImportSerializer(serializers.Serializer):
     )
     preview = serializers.BooleanField(default=True, help_text="Only list the drafts.")
 
-    def validate_document(self, value: Any) -> Any:
-        return _json_object(value)
-
 
 class CatalogImportSerializer(serializers.Serializer):
-    document = serializers.JSONField(
+    document = JsonObjectField(
         required=False, help_text="A document written by export (format, ...)."
     )
     file = serializers.FileField(
@@ -391,8 +448,23 @@ class CatalogImportSerializer(serializers.Serializer):
     prune = serializers.BooleanField(default=False)
     dry_run = serializers.BooleanField(default=False)
 
-    def validate_document(self, value: Any) -> Any:
-        return _json_object(value)
+    def validate_file(self, value: Any) -> Any:
+        """The file's document is held to what a JSON body is (``parsers.check_value``).
+
+        YAML and ``json`` parse recursively: a deeply nested file runs out of stack, which
+        is caught here. What is not a catalog document at all is left to the import's own
+        error.
+        """
+        text = value.read()
+        value.seek(0)
+        try:
+            document = catalog_parse(text)
+        except CatalogFormatError:
+            return value
+        except RecursionError:
+            raise serializers.ValidationError(TOO_DEEP_MESSAGE, code="too_deep") from None
+        check_value(document)
+        return value
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("document" in attrs) == ("file" in attrs):

@@ -2,14 +2,29 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 from rest_framework.permissions import AllowAny
-from rest_framework.routers import DefaultRouter
+from rest_framework.request import Request
+from rest_framework.routers import APIRootView, DefaultRouter
 
 from mcp_app.api import views
+from mcp_app.api.parsers import check_query
+from mcp_app.api.schema import SchemaView
+
+
+class ApiRootView(APIRootView):
+    """``/api/v1/``: the list of collections, refusing a NUL in the query as every route."""
+
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        check_query(request.query_params)
+        super().initial(request, *args, **kwargs)
+
 
 router = DefaultRouter()
+router.APIRootView = ApiRootView
 router.register("endpoints", views.EndpointViewSet)
 router.register("tools", views.ToolViewSet)
 router.register("resources", views.ResourceViewSet)
@@ -27,7 +42,7 @@ urlpatterns = [
     # The schema describes the API, not its data: readable without signing in.
     path(
         "schema/",
-        SpectacularAPIView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
+        SchemaView.as_view(permission_classes=[AllowAny], authentication_classes=[]),
         name="api-schema",
     ),
     path(

@@ -31,6 +31,7 @@ from rest_framework.utils.json import strict_constant
 
 from mcp_app.api import serializers as s
 from mcp_app.api.errors import InUse, PreconditionFailed
+from mcp_app.api.parsers import check_query
 from mcp_app.audit.exports import FORMATS as CALL_LOG_FORMATS
 from mcp_app.audit.exports import PAYLOAD_PERMISSION, call_log_export
 from mcp_app.audit.forms import CallFilterForm
@@ -85,9 +86,8 @@ class ApiViewMixin:
             return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
-        values = [*request.query_params.keys(), *request.query_params.values()]
-        values += [str(value) for value in kwargs.values()]
-        if any("\x00" in value for value in values):
+        check_query(request.query_params)  # every value of a repeated parameter too
+        if any("\x00" in str(value) for value in kwargs.values()):
             raise ValidationError({"": ["The URL holds a NUL character."]})
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
 
