@@ -91,6 +91,15 @@ class McpConf:
     MCP_SECRET_KEYS: str = field(default="", repr=False)
 
 
+def redis_key(name: str) -> str:
+    """``name`` as a Redis key or channel of this installation (``REDIS_NAMESPACE``).
+
+    Installations sharing one Redis database must never read each other's keys or hear each
+    other's channels; every key this product names goes through here.
+    """
+    return f"{settings.REDIS_NAMESPACE}:{name}"
+
+
 def _coerce(value: object, default: object) -> object:
     if not isinstance(value, str) or isinstance(default, str):
         return value

@@ -4,7 +4,7 @@ The hot path reads no row in steady state: each web process keeps endpoint state
 snapshots) and legacy sessions in memory and trusts them until told otherwise. Whoever changes
 one of them (an admin edit, a DELETE, a subscription) calls ``invalidate``: this process's
 caches drop the entries at once, and every other process hears of it on the Redis channel
-``INVALIDATION_CHANNEL`` once the change is committed.
+``invalidation_channel()`` once the change is committed.
 
 A push can be missed (Redis restarted, unreachable when the change committed, a process that
 was not subscribed yet), so the caches also re-check each entry against the database at most
@@ -29,9 +29,10 @@ import redis
 from django.conf import settings
 from django.db import transaction
 
+from mcp_app.conf import redis_key
+
 logger = logging.getLogger(__name__)
 
-INVALIDATION_CHANNEL = "mcphost.invalidate"
 SUBSCRIBER_THREAD = "mcp-invalidation"
 # Seconds between reconnection attempts while Redis is unreachable (doubling up to the max).
 RECONNECT_FIRST_SECONDS = 0.2
@@ -74,6 +75,11 @@ class Invalidation:
             )
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
             return None
+
+
+def invalidation_channel() -> str:
+    """The pub/sub channel of this installation's invalidations (``REDIS_NAMESPACE``)."""
+    return redis_key("invalidate")
 
 
 Handler = Callable[[Invalidation], None]
@@ -161,7 +167,7 @@ def _publish(message: Invalidation) -> None:
     if client is None:
         return
     try:
-        client.publish(INVALIDATION_CHANNEL, message.encode())
+        client.publish(invalidation_channel(), message.encode())
     except redis.RedisError:
         # The change is committed whatever happens here; other processes see it at their
         # next re-check (MCP_CACHE_RECHECK_SECONDS).
@@ -207,7 +213,7 @@ def _subscribe_forever() -> None:
         )
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
-            pubsub.subscribe(INVALIDATION_CHANNEL)
+            pubsub.subscribe(invalidation_channel())
             # Pushes sent while this process was not listening are lost: forget everything
             # once, so nothing older than this subscription is trusted.
             apply_locally(Invalidation(everything=True))
