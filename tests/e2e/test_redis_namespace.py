@@ -173,3 +173,19 @@ async def test_an_edit_on_one_installation_reaches_no_client_and_no_cache_of_the
     }
     assert named == {a_channel, b_channel}  # each edit, on its own installation's channel
     assert [tool.name for tool in tools.tools] == ["echo"]
+
+
+@pytest.mark.parametrize("namespace", ["two words", "a/b", "x" * 81])
+def test_an_unusable_namespace_stops_the_process_with_a_clear_error(namespace):
+    env = {**os.environ, "REDIS_NAMESPACE": namespace, "DJANGO_SETTINGS_MODULE": "mcpsite.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", "import django; django.setup()"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode != 0
+    assert "REDIS_NAMESPACE may hold only letters, digits and . _ : -" in done.stderr
