@@ -10,6 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -25,6 +27,7 @@ from django.urls import reverse
 from mcp import Client
 from mcp.client.subscriptions import PromptsListChanged, ResourceUpdated, ToolsListChanged
 
+from mcp_app.conf import get_conf
 from mcp_app.models import Prompt, Resource, Tool
 from mcp_app.services import invalidation
 from mcp_app.services.catalog_io import catalog_export, catalog_import
@@ -408,3 +411,29 @@ async def test_an_import_of_300_tools_is_announced_once_per_stream_and_published
     assert legacy_methods[-1] == "notifications/prompts/list_changed"
     assert modern_events == [ToolsListChanged, PromptsListChanged]
     assert len(legacy_tools) == len(modern_tools) == BULK_TOOLS
+
+
+async def test_edits_in_a_row_reach_a_stream_once_per_window_and_the_last_one_too(
+    endpoints, django_db_blocker
+):
+    """Separate transactions (API writes in a row): throttled per stream, trailing edge kept."""
+    daphne_url, _ = endpoints
+    window = get_conf().MCP_LIST_CHANGED_COALESCE_SECONDS  # the servers' default
+    async with httpx.AsyncClient(timeout=30) as client:
+        session_id = await open_session(client, daphne_url)
+        async with get_stream(client, daphne_url, session_id) as messages:
+            started = time.monotonic()
+            for _ in range(20):
+                await edit(django_db_blocker, touch_tool("echo"))
+            burst = time.monotonic() - started
+            methods = await next_methods(messages, 1)
+            # The rest of the burst follows, one message per window, the last once its
+            # window closes; then the stream is quiet.
+            while True:
+                try:
+                    async with asyncio.timeout(window * 8):
+                        methods.append((await messages.get())["method"])
+                except TimeoutError:
+                    break
+    assert set(methods) == {"notifications/tools/list_changed"}
+    assert 2 <= len(methods) <= 2 + math.ceil(burst / window)
