@@ -35,6 +35,11 @@ class McpConf:
     # process pushes a change over Redis; should a push be missed, an entry is re-read from the
     # database at most this many seconds after it was last read (the bound on staleness).
     MCP_CACHE_RECHECK_SECONDS: float = 5.0
+    # A stream sends each kind of notifications/<kind>/list_changed at most once per this
+    # many seconds: the first change at once, later ones within the window merged into one
+    # sent when it closes, so a burst of edits is announced once and its last change is
+    # never lost; 0 sends every change as it comes (services/notify.py).
+    MCP_LIST_CHANGED_COALESCE_SECONDS: float = 0.25
     # A web process's cyclic garbage collector looks at its young objects every this many
     # allocations (Python's default: 700); 0 leaves the collector as Python sets it
     # (mcp_app/ops/collector.py).
@@ -97,6 +102,15 @@ class McpConf:
     # Fernet keys (comma separated) for credential secrets: the first encrypts, all decrypt.
     # Empty: a key derived from SECRET_KEY (a system check warns).
     MCP_SECRET_KEYS: str = field(default="", repr=False)
+
+
+def redis_key(name: str) -> str:
+    """``name`` as a Redis key or channel of this installation (``REDIS_NAMESPACE``).
+
+    Installations sharing one Redis database must never read each other's keys or hear each
+    other's channels; every key this product names goes through here.
+    """
+    return f"{settings.REDIS_NAMESPACE}:{name}"
 
 
 def _coerce(value: object, default: object) -> object:

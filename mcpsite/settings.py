@@ -4,13 +4,18 @@ See README.md ("Configuration") for the list. Defaults give the embedded single-
 setup: SQLite, the in-memory channel layer, no Redis.
 """
 
+import hashlib
 import ipaddress
 import os
+import re
 import secrets
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -193,6 +198,28 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
+
+def _default_redis_namespace(database: Mapping[str, Any]) -> str:
+    """A name of this installation, the same in all its processes: derived from its database.
+
+    Two installations sharing one Redis database have different databases (or they would be
+    one installation), so their keys and channels stay apart without any configuration.
+    """
+    where = f"{database.get('HOST') or ''}:{database.get('PORT') or ''}/{database['NAME']}"
+    readable = re.sub(r"[^A-Za-z0-9_-]", "", Path(str(database["NAME"])).stem)[:32]
+    return f"mcphost:{readable}-{hashlib.sha256(where.encode()).hexdigest()[:8]}"
+
+
+# The prefix of every Redis key and channel this installation uses (channel layer, cache,
+# invalidations, SSE events, worker heartbeats, Celery's broker keys); docs/operations.md.
+REDIS_NAMESPACE = os.environ.get("REDIS_NAMESPACE", "").strip() or _default_redis_namespace(
+    DATABASES["default"]
+)
+if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,80}", REDIS_NAMESPACE):
+    raise ImproperlyConfigured(
+        "REDIS_NAMESPACE may hold only letters, digits and . _ : - (at most 80 of them)"
+    )
+
 # After a Redis restart every pooled connection is dead and fails its next command: such a
 # command is retried once, at once, on a fresh connection (the channel layer and the SSE
 # event store). Only once: a receiver whose connection broke while Redis is down still
@@ -228,6 +255,8 @@ if REDIS_URL:
                     }
                 ],
                 "capacity": CHANNEL_CAPACITY,
+                # Group and channel keys; channels_redis appends names to it as they are.
+                "prefix": f"{REDIS_NAMESPACE}:asgi:",
             },
         }
     }
@@ -243,6 +272,10 @@ else:
 # runs an embedded worker on Celery's in-memory transport (for trying the product only).
 # The in-memory transport's host is named: kombu warns on every connection that lacks one.
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", REDIS_URL or "memory://localhost/")
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    # Queues, unacknowledged jobs and bindings in this installation's namespace: another
+    # installation's workers on the same Redis must never take its calls.
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{REDIS_NAMESPACE}:celery:"}
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 # Acknowledged only after the call ends, so a worker that dies before starting a call leaves
@@ -365,7 +398,7 @@ if REDIS_URL:
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             "LOCATION": REDIS_URL,
-            "KEY_PREFIX": "mcphost",
+            "KEY_PREFIX": REDIS_NAMESPACE,
             # A black-holed Redis holds a request this long at most (the API throttles then
             # count per process for a while: mcp_app/api/throttling.py).
             "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},

@@ -5,6 +5,7 @@ Directory-specific fixtures live in that directory's conftest.py.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -32,6 +33,10 @@ def pytest_configure(config: pytest.Config) -> None:
     options = database.get("OPTIONS", {})
     options.pop("pool", None)
     options.pop("options", None)
+    # The servers and workers the tests start serve the test database (pytest-django's
+    # "test_" name), from which they would derive another Redis namespace than this process;
+    # they are one installation with it, so they inherit its namespace.
+    os.environ["REDIS_NAMESPACE"] = settings.REDIS_NAMESPACE
 
 
 @pytest.fixture(scope="session")

@@ -34,7 +34,7 @@ from django.db import close_old_connections, connection
 
 from mcp_app.conf import get_conf
 from mcp_app.models import Tool
-from mcp_app.ops.heartbeat import WORKER_HEARTBEATS_KEY
+from mcp_app.ops.heartbeat import worker_heartbeats_key
 from mcp_app.services import metrics
 from mcp_app.services.background.embedded import embedded_worker_enabled
 
@@ -116,7 +116,7 @@ async def _check_redis(timeout: float, *, count_workers: bool) -> list[Check]:
             checks.append(Check("redis", True, "ok"))
             if count_workers:
                 since = time.time() - settings.WORKER_HEARTBEAT_STALE_SECONDS
-                alive = await client.zcount(WORKER_HEARTBEATS_KEY, since, "+inf")
+                alive = await client.zcount(worker_heartbeats_key(), since, "+inf")
                 stale = settings.WORKER_HEARTBEAT_STALE_SECONDS
                 detail = f"{alive} alive" if alive else f"no worker heartbeat within {stale:g} s"
                 checks.append(Check("workers", alive > 0, detail, _workers_required()))

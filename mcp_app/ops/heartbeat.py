@@ -16,9 +16,16 @@ import time
 import redis
 from django.conf import settings
 
+from mcp_app.conf import redis_key
+
 logger = logging.getLogger(__name__)
 
-WORKER_HEARTBEATS_KEY = "mcphost:worker-heartbeats"
+
+def worker_heartbeats_key() -> str:
+    """The sorted set of this installation's worker beats (``REDIS_NAMESPACE``)."""
+    return redis_key("worker-heartbeats")
+
+
 # Members older than this many stale bounds are removed by the next beat of any worker, so
 # the set does not grow with every hostname that ever ran.
 _FORGET_AFTER_STALE_BOUNDS = 10
@@ -38,8 +45,8 @@ def heartbeat_once(client: redis.Redis, hostname: str) -> None:
     now = time.time()
     forget_before = now - _FORGET_AFTER_STALE_BOUNDS * settings.WORKER_HEARTBEAT_STALE_SECONDS
     pipe = client.pipeline(transaction=False)
-    pipe.zadd(WORKER_HEARTBEATS_KEY, {hostname: now})
-    pipe.zremrangebyscore(WORKER_HEARTBEATS_KEY, "-inf", forget_before)
+    pipe.zadd(worker_heartbeats_key(), {hostname: now})
+    pipe.zremrangebyscore(worker_heartbeats_key(), "-inf", forget_before)
     pipe.execute()
 
 
@@ -82,4 +89,4 @@ def stop_worker_heartbeat(hostname: str) -> None:
     _stop.set()
     # Redis unreachable: the beat goes stale by itself.
     with contextlib.suppress(redis.RedisError):
-        _client().zrem(WORKER_HEARTBEATS_KEY, hostname)
+        _client().zrem(worker_heartbeats_key(), hostname)

@@ -37,7 +37,7 @@ from prometheus_client.registry import Collector
 
 from mcp_app.conf import get_conf
 from mcp_app.models import BackgroundCall, Session
-from mcp_app.ops.heartbeat import WORKER_HEARTBEATS_KEY
+from mcp_app.ops.heartbeat import worker_heartbeats_key
 
 logger = logging.getLogger(__name__)
 
@@ -108,7 +108,7 @@ class SharedStateCollector(Collector):
         )
         try:
             since = time.time() - settings.WORKER_HEARTBEAT_STALE_SECONDS
-            alive = client.zcount(WORKER_HEARTBEATS_KEY, since, "+inf")
+            alive = client.zcount(worker_heartbeats_key(), since, "+inf")
         except redis.RedisError:
             logger.warning("Metrics: Redis unavailable; worker heartbeats left out")
             return

@@ -676,12 +676,9 @@ def catalog_changed(
         catalog_version=F("catalog_version") + 1, updated_at=Now()
     )
     invalidation.invalidate(endpoint_ids=ids)
-    kinds = tuple(kinds)
-    if kinds:
-        transaction.on_commit(lambda: notify.publish_list_changed(endpoint_ids=ids, kinds=kinds))
+    notify.list_changed_on_commit(endpoint_ids=ids, kinds=kinds)
     if updated_resource_uri is not None:
-        uri = updated_resource_uri
-        transaction.on_commit(lambda: notify.publish_resource_updated(endpoint_ids=ids, uri=uri))
+        notify.resource_updated_on_commit(endpoint_ids=ids, uri=updated_resource_uri)
 
 
 def check_unique_tool_names(

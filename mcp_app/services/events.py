@@ -26,7 +26,7 @@ import orjson
 import redis.asyncio as aioredis
 from django.conf import settings
 
-from mcp_app.conf import get_conf
+from mcp_app.conf import get_conf, redis_key
 
 # Event ids are "<stream id>.<sequence>"; stream ids never contain a dot.
 SEPARATOR = "."
@@ -120,16 +120,16 @@ class RedisEventStore:
 
     @staticmethod
     def _keys(stream_id: str) -> tuple[str, str, str]:
-        base = f"mcphost:sse:{stream_id}"
+        base = redis_key(f"sse:{stream_id}")
         return f"{base}:events", f"{base}:seq", f"{base}:owner"
 
     @staticmethod
     def _request_key(stream_id: str) -> str:
-        return f"mcphost:sse:{stream_id}:request"
+        return redis_key(f"sse:{stream_id}:request")
 
     @staticmethod
     def _response_key(stream_id: str) -> str:
-        return f"mcphost:sse:{stream_id}:response"
+        return redis_key(f"sse:{stream_id}:response")
 
     async def open(self, stream_id: str, session_id: str, request_id: Any = None) -> None:
         _, _, owner = self._keys(stream_id)

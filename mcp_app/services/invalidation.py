@@ -4,7 +4,9 @@ The hot path reads no row in steady state: each web process keeps endpoint state
 snapshots) and legacy sessions in memory and trusts them until told otherwise. Whoever changes
 one of them (an admin edit, a DELETE, a subscription) calls ``invalidate``: this process's
 caches drop the entries at once, and every other process hears of it on the Redis channel
-``INVALIDATION_CHANNEL`` once the change is committed.
+``invalidation_channel()`` once the change is committed. A transaction publishes once,
+whatever it changed: ``on_commit_merged`` merges everything it asks to publish (here and in
+``services.notify``), so an import of 300 tools sends one message, not 300.
 
 A push can be missed (Redis restarted, unreachable when the change committed, a process that
 was not subscribed yet), so the caches also re-check each entry against the database at most
@@ -23,15 +25,17 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 import orjson
 import redis
 from django.conf import settings
 from django.db import transaction
 
+from mcp_app.conf import redis_key
+
 logger = logging.getLogger(__name__)
 
-INVALIDATION_CHANNEL = "mcphost.invalidate"
 SUBSCRIBER_THREAD = "mcp-invalidation"
 # Seconds between reconnection attempts while Redis is unreachable (doubling up to the max).
 RECONNECT_FIRST_SECONDS = 0.2
@@ -74,6 +78,20 @@ class Invalidation:
             )
         except (orjson.JSONDecodeError, AttributeError, TypeError, ValueError):
             return None
+
+    def merge(self, other: Invalidation) -> Invalidation:
+        """Forget what either names."""
+        return Invalidation(
+            endpoint_ids=self.endpoint_ids | other.endpoint_ids,
+            slugs=self.slugs | other.slugs,
+            session_ids=self.session_ids | other.session_ids,
+            everything=self.everything or other.everything,
+        )
+
+
+def invalidation_channel() -> str:
+    """The pub/sub channel of this installation's invalidations (``REDIS_NAMESPACE``)."""
+    return redis_key("invalidate")
 
 
 Handler = Callable[[Invalidation], None]
@@ -129,12 +147,64 @@ def invalidate(
         everything=everything,
     )
     apply_locally(message)
+    on_commit_merged(order=0, value=message, merge=Invalidation.merge, publish=_after_commit)
 
-    def after_commit() -> None:
-        apply_locally(message)
-        _publish(message)
 
-    transaction.on_commit(after_commit)
+def _after_commit(message: Invalidation) -> None:
+    apply_locally(message)
+    _publish(message)
+
+
+@dataclass
+class _CommitBatch:
+    """What one transaction publishes once it commits: per kind of message, one merged value."""
+
+    # The connection's list of commit hooks when the batch began. Django replaces that list
+    # when the transaction ends (commit or rollback) and when a savepoint is rolled back:
+    # a batch then takes no more values, so nothing is added to a batch that will never run.
+    hooks: list[Any]
+    # order -> (merged value, how to publish it); published in ascending order.
+    parts: dict[int, tuple[Any, Callable[[Any], None]]] = field(default_factory=dict)
+    done: bool = False
+
+    def publish(self) -> None:
+        # Each call that added a value registered this hook; the first to run publishes all.
+        if self.done:
+            return
+        self.done = True
+        for _order, (value, publish) in sorted(self.parts.items(), key=lambda item: item[0]):
+            publish(value)
+
+
+T = TypeVar("T")
+# The connection attribute holding its current _CommitBatch.
+_BATCH_ATTR = "_mcp_commit_batch"
+
+
+def on_commit_merged(
+    *, order: int, value: T, merge: Callable[[T, T], T], publish: Callable[[T], None]
+) -> None:
+    """Run ``publish`` once the transaction commits, with every ``value`` it was given merged.
+
+    A bulk change (an import, an admin action on many rows, an upstream sync) makes one call
+    per row; Redis and the connected clients hear of the transaction once per ``order``,
+    lower orders first (invalidations before the notifications that make clients refetch).
+    Each call still registers its own commit hook, so Django's savepoint rules apply as
+    before: a value added after a savepoint rollback is never lost (a value added inside the
+    rolled-back savepoint may still be published: an extra invalidation is harmless). Outside
+    a transaction ``publish`` runs now, as ``transaction.on_commit`` would.
+    """
+    connection = transaction.get_connection()
+    if not connection.in_atomic_block:
+        transaction.on_commit(lambda: publish(value))
+        return
+    batch = connection.__dict__.get(_BATCH_ATTR)
+    if batch is None or batch.done or batch.hooks is not connection.run_on_commit:
+        batch = _CommitBatch(hooks=connection.run_on_commit)
+        connection.__dict__[_BATCH_ATTR] = batch
+    held = batch.parts.get(order)
+    batch.parts[order] = (value if held is None else merge(held[0], value), publish)
+    transaction.on_commit(batch.publish)
 
 
 def _redis_url() -> str:
@@ -161,7 +231,7 @@ def _publish(message: Invalidation) -> None:
     if client is None:
         return
     try:
-        client.publish(INVALIDATION_CHANNEL, message.encode())
+        client.publish(invalidation_channel(), message.encode())
     except redis.RedisError:
         # The change is committed whatever happens here; other processes see it at their
         # next re-check (MCP_CACHE_RECHECK_SECONDS).
@@ -207,7 +277,7 @@ def _subscribe_forever() -> None:
         )
         pubsub = client.pubsub(ignore_subscribe_messages=True)
         try:
-            pubsub.subscribe(INVALIDATION_CHANNEL)
+            pubsub.subscribe(invalidation_channel())
             # Pushes sent while this process was not listening are lost: forget everything
             # once, so nothing older than this subscription is trusted.
             apply_locally(Invalidation(everything=True))

@@ -6,6 +6,12 @@ fixtures, services) publishes one message per affected endpoint after the transa
 commits, so a client that refetches on the notification sees the new catalog. The group names
 and message shapes live here and nowhere else, as do those of the client's answers to a
 legacy call's questions (elicitation, sampling, roots), which may be POSTed to any process.
+
+Bulk changes are announced once. A transaction publishes one merged message per endpoint
+however many rows it changed (``invalidation.on_commit_merged``), and each stream sends a
+kind's ``list_changed`` at most once per ``MCP_LIST_CHANGED_COALESCE_SECONDS``: the first
+change at once, the rest of the window's changes in one message when it closes, so the last
+change is always announced.
 """
 
 from __future__ import annotations
@@ -22,6 +28,9 @@ from typing import Any, Final, Literal
 import orjson
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
+
+from mcp_app.conf import get_conf
+from mcp_app.services.invalidation import on_commit_merged
 
 logger = logging.getLogger(__name__)
 
@@ -177,6 +186,57 @@ def publish_resource_updated(*, endpoint_ids: Iterable[int], uri: str) -> None:
     _send(endpoint_ids, {"type": RESOURCE_UPDATED, "uri": uri})
 
 
+# What a transaction announces, merged: endpoint id -> kinds (or resource URIs).
+_Changes = dict[int, frozenset[str]]
+# After the transaction's invalidation (order 0): a client refetching on the notification
+# must find its cached catalog already dropped.
+_LIST_CHANGED_ORDER: Final = 1
+_RESOURCE_UPDATED_ORDER: Final = 2
+
+
+def _merge(held: _Changes, new: _Changes) -> _Changes:
+    return {key: held.get(key, frozenset()) | new.get(key, frozenset()) for key in held | new}
+
+
+def _publish_list_changed(changes: _Changes) -> None:
+    for endpoint_id, kinds in sorted(changes.items()):
+        _send([endpoint_id], {"type": LIST_CHANGED, "kinds": sorted(kinds)})
+
+
+def _publish_resource_updated(changes: _Changes) -> None:
+    for endpoint_id, uris in sorted(changes.items()):
+        for uri in sorted(uris):
+            _send([endpoint_id], {"type": RESOURCE_UPDATED, "uri": uri})
+
+
+def list_changed_on_commit(*, endpoint_ids: Iterable[int], kinds: Iterable[CatalogKind]) -> None:
+    """Once the transaction commits, tell the endpoints' streams that these lists changed.
+
+    However often a transaction calls this, each endpoint gets one message naming every kind
+    it changed.
+    """
+    names = frozenset[str](kinds)
+    if names:
+        changes: _Changes = dict.fromkeys(endpoint_ids, names)
+        on_commit_merged(
+            order=_LIST_CHANGED_ORDER,
+            value=changes,
+            merge=_merge,
+            publish=_publish_list_changed,
+        )
+
+
+def resource_updated_on_commit(*, endpoint_ids: Iterable[int], uri: str) -> None:
+    """Once the transaction commits, tell the endpoints' streams that ``uri`` changed (once)."""
+    changes: _Changes = dict.fromkeys(endpoint_ids, frozenset([uri]))
+    on_commit_merged(
+        order=_RESOURCE_UPDATED_ORDER,
+        value=changes,
+        merge=_merge,
+        publish=_publish_resource_updated,
+    )
+
+
 class _Hub:
     """One channel-layer channel per event loop, receiving every group its listeners follow.
 
@@ -321,6 +381,8 @@ class GroupListener:
         self._inbox: collections.deque[dict[str, Any]] = collections.deque()
         self._waiter: asyncio.Future[None] | None = None
         self._failure: BaseException | None = None
+        # Made on the first list_changed: most streams never see one.
+        self._throttle: _ListChangedThrottle | None = None
 
     @classmethod
     def deaf(cls) -> GroupListener:
@@ -336,10 +398,22 @@ class GroupListener:
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
+        if self._throttle is not None:
+            self._throttle.close()
         if self._hub is not None:
             await self._hub.leave(self)
 
     def deliver(self, message: dict[str, Any]) -> None:
+        if message.get("type") == LIST_CHANGED:
+            if self._throttle is None:
+                window = get_conf().MCP_LIST_CHANGED_COALESCE_SECONDS
+                if window <= 0:
+                    self._inbox.append(message)
+                    self._wake()
+                    return
+                self._throttle = _ListChangedThrottle(self, window)
+            self._throttle.offer(message["kinds"])
+            return
         self._inbox.append(message)
         self._wake()
 
@@ -373,3 +447,66 @@ class GroupListener:
                 self._waiter = None
             self._raise_if_ended()
         return self._inbox.popleft() if self._inbox else None
+
+
+class _ListChangedThrottle:
+    """One stream's list_changed, at most once per kind per window, never losing the last.
+
+    A kind not sent within the window goes out at once; a kind sent less than a window ago is
+    held, merged with whatever else arrives, and sent when its window closes. Runs on the
+    stream's event loop (the hub's receiver calls ``offer``).
+    """
+
+    # Timers may fire this much early (the loop's clock resolution and rounding).
+    _EARLY_SECONDS = 0.001
+
+    def __init__(self, listener: GroupListener, window: float) -> None:
+        self.listener = listener
+        self.window = window
+        self.sent_at: dict[str, float] = {}
+        self.held: set[str] = set()
+        self.timer: asyncio.TimerHandle | None = None
+
+    def offer(self, kinds: Iterable[str]) -> None:
+        now = asyncio.get_running_loop().time()
+        ready = []
+        for kind in kinds:
+            if kind in self.held:
+                continue
+            sent = self.sent_at.get(kind)
+            if sent is None or now - sent >= self.window - self._EARLY_SECONDS:
+                ready.append(kind)
+            else:
+                self.held.add(kind)
+        self._send(ready, now)
+        self._arm()
+
+    def _release(self) -> None:
+        self.timer = None
+        now = asyncio.get_running_loop().time()
+        due = [
+            kind
+            for kind in self.held
+            if now - self.sent_at[kind] >= self.window - self._EARLY_SECONDS
+        ]
+        self.held.difference_update(due)
+        self._send(due, now)
+        self._arm()
+
+    def _send(self, kinds: list[str], now: float) -> None:
+        if kinds:
+            for kind in kinds:
+                self.sent_at[kind] = now
+            self.listener._inbox.append({"type": LIST_CHANGED, "kinds": sorted(kinds)})
+            self.listener._wake()
+
+    def _arm(self) -> None:
+        if self.timer is not None or not self.held:
+            return
+        when = min(self.sent_at[kind] for kind in self.held) + self.window
+        self.timer = asyncio.get_running_loop().call_at(when, self._release)
+
+    def close(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None

@@ -134,7 +134,7 @@ def pushes() -> Iterator[Any]:
     """What this process publishes on the invalidation channel, read back from Redis."""
     client = redis.Redis.from_url(settings.REDIS_URL)
     pubsub = client.pubsub()
-    pubsub.subscribe(invalidation.INVALIDATION_CHANNEL)
+    pubsub.subscribe(invalidation.invalidation_channel())
     try:
         yield pubsub
     finally:

@@ -8,24 +8,32 @@ through the Redis channel layer and must arrive on the right streams only.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import math
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx
 import pytest
+import redis
 from channels.db import database_sync_to_async
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.test import Client as AdminClient
 from django.urls import reverse
 from mcp import Client
-from mcp.client.subscriptions import ResourceUpdated, ToolsListChanged
+from mcp.client.subscriptions import PromptsListChanged, ResourceUpdated, ToolsListChanged
 
+from mcp_app.conf import get_conf
 from mcp_app.models import Prompt, Resource, Tool
+from mcp_app.services import invalidation
+from mcp_app.services.catalog_io import catalog_export, catalog_import
 from tests.support.admin_forms import tool_form
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import flush_database
+from tests.support.live import asgi_server, flush_database
 from tests.support.raw_mcp import JSON_HEADERS, open_session
 
 pytestmark = pytest.mark.django_db
@@ -279,3 +287,153 @@ async def test_an_operator_saving_a_tool_in_the_admin_refreshes_connected_client
         tools = [tool.name for tool in (await client.list_tools(cache_mode="bypass")).tools]
     assert isinstance(event, ToolsListChanged)
     assert "shout_notify" in tools
+
+
+BULK_SLUG = "notify-bulk"
+BULK_TOOLS = 300
+END_OF_PUSHES = b"test-end-of-pushes"
+
+
+@pytest.fixture(scope="module")
+def unwindowed_server(endpoints: Any) -> Any:
+    """A Daphne sending every list_changed as it comes: what a stream receives there is
+    what the transaction published (the module's data is already in place)."""
+    with asgi_server("daphne", {"MCP_LIST_CHANGED_COALESCE_SECONDS": "0"}) as url:
+        yield url
+
+
+def seed_bulk_endpoint() -> int:
+    endpoint = make_endpoint(BULK_SLUG)
+    endpoint.tools.add(make_python_tool("bulk_seed", "echo"))
+    endpoint.prompts.add(Prompt.objects.create(name="bulk_hello", description="Says hello."))
+    return endpoint.pk
+
+
+def import_bulk_tools() -> None:
+    document = catalog_export(endpoint_slugs=[BULK_SLUG])
+    (seed,) = document["tools"]
+    document["tools"] += [{**seed, "name": f"bulk_{number:03}"} for number in range(BULK_TOOLS - 1)]
+    report = catalog_import(document=document)
+    assert len(report.changes) >= BULK_TOOLS - 1
+
+
+def touch_bulk_prompt() -> None:
+    prompt = Prompt.objects.get(name="bulk_hello")
+    prompt.description += " Again."
+    prompt.save()
+
+
+def invalidations_naming(pubsub: Any, endpoint_id: int) -> int:
+    """How many pushes on the invalidation channel named the endpoint, up to a marker."""
+    redis.Redis.from_url(settings.REDIS_URL).publish(
+        invalidation.invalidation_channel(), END_OF_PUSHES
+    )
+    count = 0
+    while (message := pubsub.get_message(timeout=10)) is not None:
+        if message["type"] != "message":
+            continue
+        if message["data"] == END_OF_PUSHES:
+            return count
+        decoded = invalidation.Invalidation.decode(message["data"])
+        count += decoded is not None and endpoint_id in decoded.endpoint_ids
+    raise AssertionError("the marker push never arrived")
+
+
+async def all_tool_names(client: Client) -> list[str]:
+    names: list[str] = []
+    cursor = None
+    while True:
+        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+        names += [tool.name for tool in page.tools]
+        if not page.next_cursor:
+            return names
+        cursor = page.next_cursor
+
+
+@pytest.mark.spec("2025-11-25", "server/tools", "notifications/tools/list_changed")
+async def test_an_import_of_300_tools_is_announced_once_per_stream_and_published_once(
+    endpoints, unwindowed_server, uvicorn_server_url, django_db_blocker
+):
+    """The issue's finding: one import of 300 tools sent 300 list_changed to each client."""
+    endpoint_id = await edit(django_db_blocker, seed_bulk_endpoint)
+    legacy_methods: list[str] = []
+    arrived = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        method = getattr(message, "method", None)
+        if method is not None:
+            legacy_methods.append(method)
+            arrived.set()
+
+    async def next_legacy(method: str) -> None:
+        while method not in legacy_methods:
+            arrived.clear()
+            await arrived.wait()
+
+    pubsub = redis.Redis.from_url(settings.REDIS_URL).pubsub()
+    pubsub.subscribe(invalidation.invalidation_channel())
+    assert (await asyncio.to_thread(pubsub.get_message, timeout=10))["type"] == "subscribe"
+    legacy_url = f"{unwindowed_server}/mcp/{BULK_SLUG}"
+    try:
+        async with (
+            asyncio.timeout(120),
+            Client(legacy_url, mode="legacy", message_handler=on_message) as legacy,
+        ):
+            # The SDK opens the GET stream on its own: it is open once a change reaches it.
+            while "notifications/prompts/list_changed" not in legacy_methods:
+                await edit(django_db_blocker, touch_bulk_prompt)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(1):
+                        await next_legacy("notifications/prompts/list_changed")
+            async with (
+                Client(f"{uvicorn_server_url}/mcp/{BULK_SLUG}", mode="2026-07-28") as modern,
+                modern.listen(tools_list_changed=True, prompts_list_changed=True) as sub,
+            ):
+                legacy_methods.clear()
+                await asyncio.to_thread(invalidations_naming, pubsub, endpoint_id)
+
+                await edit(django_db_blocker, import_bulk_tools)
+                pushes = await asyncio.to_thread(invalidations_naming, pubsub, endpoint_id)
+                # A later change of another kind closes the count: streams keep their order.
+                await edit(django_db_blocker, touch_bulk_prompt)
+                await next_legacy("notifications/prompts/list_changed")
+                modern_events = []
+                async for event in sub:
+                    modern_events.append(type(event))
+                    if isinstance(event, PromptsListChanged):
+                        break
+                legacy_tools = await all_tool_names(legacy)
+                modern_tools = await all_tool_names(modern)
+    finally:
+        pubsub.close()
+    assert pushes == 1
+    assert legacy_methods.count("notifications/tools/list_changed") == 1
+    assert legacy_methods[-1] == "notifications/prompts/list_changed"
+    assert modern_events == [ToolsListChanged, PromptsListChanged]
+    assert len(legacy_tools) == len(modern_tools) == BULK_TOOLS
+
+
+async def test_edits_in_a_row_reach_a_stream_once_per_window_and_the_last_one_too(
+    endpoints, django_db_blocker
+):
+    """Separate transactions (API writes in a row): throttled per stream, trailing edge kept."""
+    daphne_url, _ = endpoints
+    window = get_conf().MCP_LIST_CHANGED_COALESCE_SECONDS  # the servers' default
+    async with httpx.AsyncClient(timeout=30) as client:
+        session_id = await open_session(client, daphne_url)
+        async with get_stream(client, daphne_url, session_id) as messages:
+            started = time.monotonic()
+            for _ in range(20):
+                await edit(django_db_blocker, touch_tool("echo"))
+            burst = time.monotonic() - started
+            methods = await next_methods(messages, 1)
+            # The rest of the burst follows, one message per window, the last once its
+            # window closes; then the stream is quiet.
+            while True:
+                try:
+                    async with asyncio.timeout(window * 8):
+                        methods.append((await messages.get())["method"])
+                except TimeoutError:
+                    break
+    assert set(methods) == {"notifications/tools/list_changed"}
+    assert 2 <= len(methods) <= 2 + math.ceil(burst / window)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 import httpx
 import redis
 
+from mcp_app.conf import redis_key
 from tests.faults.conftest import FaultStack, WebProcess
 from tests.faults.wire import session_headers, tool_call
 from tests.support.raw_mcp import open_session, sse_events
@@ -107,7 +108,7 @@ async def test_two_resumes_at_once_append_the_orphaned_response_once(
     stream_id, _, seq = last_id.rpartition(".")
     store = redis.Redis.from_url(fault_stack.redis.url)
     try:
-        assert store.zcount(f"mcphost:sse:{stream_id}:events", f"({seq}", "+inf") == 1
+        assert store.zcount(redis_key(f"sse:{stream_id}:events"), f"({seq}", "+inf") == 1
     finally:
         store.close()
     assert json.loads(got[0][0]["data"])["id"] == 8

@@ -16,7 +16,7 @@ from django.conf import settings
 from prometheus_client import REGISTRY
 
 from mcp_app.models import Tool
-from mcp_app.ops.heartbeat import WORKER_HEARTBEATS_KEY, heartbeat_once
+from mcp_app.ops.heartbeat import heartbeat_once, worker_heartbeats_key
 from mcp_app.services.catalog import endpoint_create, tool_create
 from tests.support.inprocess import acall, encode_headers
 
@@ -30,9 +30,9 @@ def own_redis(settings: Any) -> Iterator[redis.Redis]:
         pytest.skip("needs REDIS_URL")
     settings.REDIS_URL = settings.REDIS_URL.rsplit("/", 1)[0] + "/3"
     client = redis.Redis.from_url(settings.REDIS_URL)
-    client.delete(WORKER_HEARTBEATS_KEY)
+    client.delete(worker_heartbeats_key())
     yield client
-    client.delete(WORKER_HEARTBEATS_KEY)
+    client.delete(worker_heartbeats_key())
     client.close()
 
 

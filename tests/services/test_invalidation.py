@@ -19,7 +19,7 @@ def publish_raw(data: bytes) -> None:
     """Publish as another process would, straight to Redis."""
     client = redis.Redis.from_url(settings.REDIS_URL)
     try:
-        client.publish(invalidation.INVALIDATION_CHANNEL, data)
+        client.publish(invalidation.invalidation_channel(), data)
     finally:
         client.close()
 
