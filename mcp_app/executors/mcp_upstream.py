@@ -28,7 +28,9 @@ redacted from every message this module produces.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import functools
 import hashlib
 import itertools
 import logging
@@ -75,7 +77,16 @@ _RELAYED = {"elicitation/create": "elicitation", "sampling/createMessage": "samp
 
 
 class UpstreamUnavailable(ToolError):
-    """The upstream could not be reached or answered something that is not MCP."""
+    """The upstream could not be reached or answered something that is not MCP.
+
+    ``message`` is for our caller and names the upstream by its name only; ``detail`` (the
+    same by default) may say more for the operator (where it is, what the network said),
+    never a secret.
+    """
+
+    def __init__(self, message: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail if detail is not None else message
 
 
 class UpstreamRefused(ToolError):
@@ -205,26 +216,22 @@ class McpUpstreamExecutor(Executor[UpstreamConfig]):
         target = prepared.target
         if target is None:
             raise ToolError(f"The upstream {prepared.upstream!r} was not resolved.")
-        redactor = Redactor(target.secrets)
         name = prepared.tool or ctx.tool_name
         try:
             result = await call_tool(target, name, arguments, ctx)
         except UpstreamUnavailable as exc:
             if target.report is not None:
-                await target.report(exc.message)
-            raise type(exc)(redactor(exc.message)) from None
-        except ToolError as exc:
-            raise type(exc)(redactor(exc.message)) from None
+                await target.report(exc.detail)
+            raise
         if target.report is not None:
             await target.report(None)
-        # The upstream may echo what it received: its credential never reaches our caller.
+        # Everything the upstream sent was redacted as it was decoded (``_decode``).
         meta = result.get("_meta")
-        structured = result.get("structuredContent", NO_STRUCTURED)
         return ToolResult(
-            content=redactor.value(result["content"]),
-            structured=structured if structured is NO_STRUCTURED else redactor.value(structured),
+            content=result["content"],
+            structured=result.get("structuredContent", NO_STRUCTURED),
             is_error=result.get("isError") is True,
-            meta=redactor.value(meta) if isinstance(meta, Mapping) else None,
+            meta=meta if isinstance(meta, Mapping) else None,
         )
 
     def form_initial(self, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -403,11 +410,23 @@ async def request(
             f"The upstream {target.name!r} did not answer within {target.call_timeout:g} s."
         ) from None
     except BlockedAddressError as exc:
-        raise UpstreamUnavailable(str(exc)) from None
-    except httpx.HTTPError as exc:
+        # Where the upstream is stays with the operator: the caller learns only its name.
+        detail = redact(target, f"{exc} (upstream {target.name!r} at {safe_url(target.url)})")
+        logger.warning("Upstream %s refused by the network policy: %s", target.name, detail)
         raise UpstreamUnavailable(
+            f"Requests to the upstream {target.name!r} are not allowed: its address is not "
+            "public. An operator can allow-list its network.",
+            detail,
+        ) from None
+    except httpx.HTTPError as exc:
+        detail = redact(
+            target,
             f"Could not reach the upstream {target.name!r} at {safe_url(target.url)} "
-            f"({type(exc).__name__})."
+            f"({type(exc).__name__}: {exc}).",
+        )
+        logger.warning("%s", detail)
+        raise UpstreamUnavailable(
+            f"Could not reach the upstream {target.name!r} ({type(exc).__name__}).", detail
         ) from None
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -514,7 +533,11 @@ async def _listen(target: UpstreamTarget, session: _Session) -> None:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001  (any failure: wait and open it again)
-            logger.debug("Upstream %s: notification stream failed: %r", target.name, exc)
+            logger.debug(
+                "Upstream %s: notification stream failed: %s",
+                target.name,
+                redact(target, repr(exc)),
+            )
         finally:
             session.listening = False
         await asyncio.sleep(pause)
@@ -667,7 +690,11 @@ def _notify_cancelled(target: UpstreamTarget, session: _Session, request_id: int
             async with asyncio.timeout(CANCEL_NOTICE_SECONDS), _post(target, session, notice) as r:
                 await r.aread()
         except Exception as exc:  # noqa: BLE001  (best effort: the call is over either way)
-            logger.info("Could not pass a cancellation to upstream %s: %r", target.name, exc)
+            logger.info(
+                "Could not pass a cancellation to upstream %s: %s",
+                target.name,
+                redact(target, repr(exc)),
+            )
 
     task = asyncio.get_running_loop().create_task(send())
     _pending_notices.add(task)
@@ -706,10 +733,55 @@ async def _read_capped(response: httpx.Response) -> bytes:
 
 
 def _decode(target: UpstreamTarget, data: bytes | str) -> Any:
+    """Parse one message of the upstream, its credential's secrets redacted.
+
+    The one place everything the upstream sends passes (JSON bodies and SSE events alike):
+    notifications, questions, results, errors, contents, prompts and completions all reach
+    our caller, the call log and our own log lines without the secrets, whatever it echoes.
+    """
     try:
-        return orjson.loads(data)
+        message = orjson.loads(data)
     except orjson.JSONDecodeError:
         raise UpstreamUnavailable(f"The upstream {target.name!r} sent invalid JSON.") from None
+    return _scrub(_redactor(target.secrets), message) if target.secrets else message
+
+
+@functools.lru_cache(maxsize=64)
+def _redactor(secrets: tuple[str, ...]) -> Redactor:
+    return Redactor(secrets)
+
+
+def redact(target: UpstreamTarget, text: str) -> str:
+    """``text`` without the upstream credential's secrets (for errors and log lines)."""
+    return _redactor(target.secrets)(text) if target.secrets else text
+
+
+def _scrub(redactor: Redactor, value: Any) -> Any:
+    """Redact every string of a JSON value, keys too, and the secrets base64 payloads carry
+    (``data`` of image and audio blocks, ``blob`` of resource contents)."""
+    if isinstance(value, str):
+        return redactor(value)
+    if isinstance(value, list):
+        return [_scrub(redactor, item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    scrubbed = {redactor(key): _scrub(redactor, member) for key, member in value.items()}
+    for name in ("data", "blob"):
+        payload = value.get(name)
+        if isinstance(payload, str) and (name == "blob" or value.get("type") in _BASE64_TYPES):
+            scrubbed[name] = _rebase64(redactor, payload)
+    return scrubbed
+
+
+_BASE64_TYPES = ("image", "audio")
+
+
+def _rebase64(redactor: Redactor, text: str) -> str:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        return redactor(text)
+    return redactor(base64.b64encode(redactor.data(raw)).decode("ascii"))
 
 
 def _response_result(target: UpstreamTarget, message: Any, request_id: int) -> dict[str, Any]:

@@ -28,7 +28,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from mcp_app.executors import mcp_upstream
-from mcp_app.executors.http import Redactor, global_policy
+from mcp_app.executors.http import global_policy
 from mcp_app.executors.mcp_upstream import (
     UpstreamRefused,
     UpstreamTarget,
@@ -88,7 +88,9 @@ async def upstream_resolve(name: str) -> _Loaded:
     if loaded is not None:
         policy = global_policy().merged(_policy(networks))
         auth = await credential_resolve(loaded=loaded, policy=policy)
-        headers, query, secrets = auth.headers, auth.query, auth.secrets
+        headers, query = auth.headers, auth.query
+        # Every form the credential is sent in: what the upstream echoes is redacted whole.
+        secrets = (*auth.secrets, *headers.values(), *query.values())
     global_networks = tuple(str(network) for network in global_policy().allow_networks)
     target = UpstreamTarget(
         key=f"{upstream.pk}:{upstream.updated_at.isoformat()}:{loaded.version if loaded else ''}",
@@ -218,7 +220,7 @@ async def upstream_list_tools(name: str) -> list[dict[str, Any]]:
     try:
         tools = await list_tools(loaded.target)
     except UpstreamUnavailable as exc:
-        await upstream_record_failure(loaded.pk, exc.message)
+        await upstream_record_failure(loaded.pk, exc.detail)
         raise
     await upstream_record_success(loaded.pk, negotiated_revision(loaded.target.key))
     return tools
@@ -242,20 +244,20 @@ async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) 
         target = await upstream_target(name)
     except ToolError as exc:
         raise InternalError(exc.message) from None
-    redactor = Redactor(target.secrets)
     assert target.report is not None
     try:
         result = await call(target)
     except UpstreamRefused as exc:
         # It answered: the upstream is healthy, the request was not.
         await target.report(None)
-        message = redactor(f"The upstream {name!r} refused: {exc.upstream_message}")
+        message = f"The upstream {name!r} refused: {exc.upstream_message}"
         raise RelayedError(exc.code if exc.code is not None else INTERNAL_ERROR, message) from None
     except UpstreamUnavailable as exc:
-        await target.report(exc.message)
-        raise InternalError(redactor(exc.message)) from None
+        await target.report(exc.detail)
+        raise InternalError(exc.message) from None
     await target.report(None)
-    return redactor.value(result)
+    # Already without the credential's secrets: the executor redacts what it decodes.
+    return result
 
 
 async def upstream_read_resource(name: str, remote_uri: str, uri: str) -> list[dict[str, Any]]:
@@ -523,7 +525,7 @@ async def upstream_list_offer(name: str) -> UpstreamOffer:
             with contextlib.suppress(UpstreamRefused):
                 setattr(offer, attribute, await method(loaded.target))
     except UpstreamUnavailable as exc:
-        await upstream_record_failure(loaded.pk, exc.message)
+        await upstream_record_failure(loaded.pk, exc.detail)
         raise
     await upstream_record_success(loaded.pk, negotiated_revision(loaded.target.key))
     return offer

@@ -14,9 +14,16 @@ cancellation seen, the headers a call carried). Tools:
 * ``grow()``: adds the tool ``grown`` and sends ``notifications/tools/list_changed``
 * ``die()``: the process exits mid-call
 * ``headers()``: the Authorization and X-Api-Key headers it received, as structuredContent
+* ``leak()``: echoes the credential it received (Authorization, X-Api-Key, the query) through
+  every channel: progress, a log notification, an elicitation and a sampling question, the
+  result's text, image, embedded resource, structuredContent and _meta
+* ``leak_error()``: a JSON-RPC error whose message echoes the credential
+* ``remember(value)``: keeps ``value`` (when not empty) in this MCP session and answers what
+  the session holds, so tests can tell sessions apart
 
 Resources: ``up://readme`` (markdown text), ``up://pixel.png`` (a PNG, served as a blob).
 Resource templates: ``up://notes/{topic}``: "Notes on <topic>".
+Resource template ``up://leak/{part}`` and prompt ``leak_prompt()`` echo the credential too.
 Prompts: ``review(code, language="python")``: one user message naming both.
 Completions: ``topic`` of ``up://notes/{topic}`` and ``language`` of ``review``, by prefix.
 """
@@ -38,6 +45,7 @@ from typing import Any
 import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CallToolResult,
     Completion,
@@ -150,6 +158,75 @@ def headers(ctx: Context) -> dict[str, Any]:
     seen = dict(ctx.headers or {})
     (MARKERS / "headers").write_text(repr(sorted(seen.items())))
     return {"authorization": seen.get("authorization"), "x_api_key": seen.get("x-api-key")}
+
+
+def _received(ctx: Context) -> str:
+    """The credential this request carried, in every place a credential goes."""
+    seen = dict(ctx.headers or {})
+    url = getattr(ctx.request_context.request, "url", None)
+    query = getattr(url, "query", "") or ""
+    return (
+        f"authorization={seen.get('authorization')} x-api-key={seen.get('x-api-key')} query={query}"
+    )
+
+
+@server.tool(description="Echoes the credential it received through every channel.")
+async def leak(ctx: Context) -> CallToolResult:
+    seen = _received(ctx)
+    await ctx.report_progress(1, 2, f"progress {seen}")
+    await ctx.log("info", {"said": f"log {seen}"}, logger_name=f"logger {seen}")
+    await ctx.elicit(f"elicit {seen}", Name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sampling is deprecated as of 2026-07-28, not before
+        await ctx.request_context.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text=f"sample {seen}"))],
+            max_tokens=20,
+            system_prompt=f"system {seen}",
+            related_request_id=ctx.request_id,
+        )
+    return CallToolResult(
+        content=[
+            TextContent(type="text", text=f"result {seen}"),
+            ImageContent(
+                type="image", data=base64.b64encode(seen.encode()).decode(), mime_type="image/png"
+            ),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(
+                    uri="up://leaked", mime_type="text/plain", text=f"embedded {seen}"
+                ),
+            ),
+        ],
+        structured_content={"seen": seen, seen: "as a key"},
+        _meta={"seen": seen},
+    )
+
+
+@server.tool(description="Fails with a JSON-RPC error echoing the credential.")
+def leak_error(ctx: Context) -> str:
+    raise MCPError(-32001, f"error {_received(ctx)}")
+
+
+# What each MCP session keeps (remember), by the session id the client sends.
+_remembered: dict[str | None, str] = {}
+
+
+@server.tool(description="Keeps value (unless empty) in this session; answers what it holds.")
+def remember(value: str, ctx: Context) -> str:
+    session = dict(ctx.headers or {}).get("mcp-session-id")
+    if value:
+        _remembered[session] = value
+    return _remembered.get(session, "")
+
+
+@server.resource("up://leak/{part}", name="leak", mime_type="text/plain")
+def leak_resource(part: str, ctx: Context) -> str:
+    return f"resource {part} {_received(ctx)}"
+
+
+@server.prompt(description="Echoes the credential it received.")
+def leak_prompt(ctx: Context) -> str:
+    return f"prompt {_received(ctx)}"
 
 
 @server.resource(
