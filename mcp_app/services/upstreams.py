@@ -88,9 +88,7 @@ async def upstream_resolve(name: str) -> _Loaded:
     if loaded is not None:
         policy = global_policy().merged(_policy(networks))
         auth = await credential_resolve(loaded=loaded, policy=policy)
-        headers, query = auth.headers, auth.query
-        # Every form the credential is sent in: what the upstream echoes is redacted whole.
-        secrets = (*auth.secrets, *headers.values(), *query.values())
+        headers, query, secrets = auth.headers, auth.query, auth.secrets
     global_networks = tuple(str(network) for network in global_policy().allow_networks)
     target = UpstreamTarget(
         key=f"{upstream.pk}:{upstream.updated_at.isoformat()}:{loaded.version if loaded else ''}",

@@ -78,7 +78,7 @@ class Web:
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: Any) -> Iterator[RunningUpstream]:
-    with run_mcp_upstream(tmp_path_factory.mktemp("e2e-upstream-secrets")) as running:
+    with run_mcp_upstream(tmp_path_factory.mktemp("e2e-upstream-secrets"), leaky=True) as running:
         yield running
 
 

@@ -18,12 +18,13 @@ cancellation seen, the headers a call carried). Tools:
   every channel: progress, a log notification, an elicitation and a sampling question, the
   result's text, image, embedded resource, structuredContent and _meta
 * ``leak_error()``: a JSON-RPC error whose message echoes the credential
-* ``remember(value)``: keeps ``value`` (when not empty) in this MCP session and answers what
-  the session holds, so tests can tell sessions apart
+* ``remember(value)``: keeps ``value`` (when not empty) in this MCP session and answers
+  ``holds:<what the session holds>``, so tests can tell sessions apart
 
 Resources: ``up://readme`` (markdown text), ``up://pixel.png`` (a PNG, served as a blob).
 Resource templates: ``up://notes/{topic}``: "Notes on <topic>".
-Resource template ``up://leak/{part}`` and prompt ``leak_prompt()`` echo the credential too.
+With ``--leaky``, resource template ``up://leak/{part}`` and prompt ``leak_prompt()`` echo
+the credential too.
 Prompts: ``review(code, language="python")``: one user message naming both.
 Completions: ``topic`` of ``up://notes/{topic}`` and ``language`` of ``review``, by prefix.
 """
@@ -216,17 +217,22 @@ def remember(value: str, ctx: Context) -> str:
     session = dict(ctx.headers or {}).get("mcp-session-id")
     if value:
         _remembered[session] = value
-    return _remembered.get(session, "")
+    return f"holds:{_remembered.get(session, '')}"
 
 
-@server.resource("up://leak/{part}", name="leak", mime_type="text/plain")
 def leak_resource(part: str, ctx: Context) -> str:
     return f"resource {part} {_received(ctx)}"
 
 
-@server.prompt(description="Echoes the credential it received.")
 def leak_prompt(ctx: Context) -> str:
     return f"prompt {_received(ctx)}"
+
+
+def offer_leaks() -> None:
+    """Serve the leaking resource template and prompt too (``--leaky``): not listed otherwise,
+    so tests of discovery see the usual offer."""
+    server.resource("up://leak/{part}", name="leak", mime_type="text/plain")(leak_resource)
+    server.prompt(description="Echoes the credential it received.")(leak_prompt)
 
 
 @server.resource(
@@ -277,14 +283,19 @@ class RunningUpstream:
 
 @contextlib.contextmanager
 def run_mcp_upstream(
-    markers: Path, *, port: int | None = None, stateless: bool = False, json: bool = False
+    markers: Path,
+    *,
+    port: int | None = None,
+    stateless: bool = False,
+    json: bool = False,
+    leaky: bool = False,
 ) -> Iterator[RunningUpstream]:
     """Run this server as a subprocess on 127.0.0.1 until the block ends."""
     from tests.support.live import ROOT, free_port, wait_for_port
 
     port = port or free_port()
     args = [sys.executable, "-m", "tests.support.mcp_upstream_server", str(port)]
-    args += ["--stateless"] * stateless + ["--json"] * json
+    args += ["--stateless"] * stateless + ["--json"] * json + ["--leaky"] * leaky
     env = {**os.environ, "UPSTREAM_MARKER_DIR": str(markers)}
     process = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
@@ -304,7 +315,10 @@ def main() -> None:
     parser.add_argument("port", type=int)
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--leaky", action="store_true")
     args = parser.parse_args()
+    if args.leaky:
+        offer_leaks()
     app = server.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
