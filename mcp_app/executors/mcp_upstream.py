@@ -115,6 +115,12 @@ class UpstreamTarget:
     connect_timeout: float = 5.0
     call_timeout: float = 60.0
     allow_networks: tuple[str, ...] = ()
+    # One session shared by every caller (the operator says the upstream keeps no per-session
+    # state); else one per caller, closed after ``session_idle_seconds`` unused, at most
+    # ``max_sessions`` (the least recently used idle one closed to make room).
+    stateless: bool = False
+    session_idle_seconds: float = 600.0
+    max_sessions: int = 100
     # Told how each call went (None: the upstream answered; else why it could not), so the
     # services keep the upstream's health and circuit breaker.
     report: Callable[[str | None], Awaitable[None]] | None = field(
@@ -147,6 +153,11 @@ class _Session:
     """One upstream session in one event loop: the HTTP client and what initialize set up."""
 
     client: httpx.AsyncClient
+    # The UpstreamTarget.key it belongs to, and when (loop time) a request last ended in it.
+    upstream: str = ""
+    last_used: float = 0.0
+    # Requests running in it now: a busy session is never closed for idleness or the cap.
+    busy: int = 0
     session_id: str | None = None
     protocol_version: str | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -154,10 +165,12 @@ class _Session:
     listener: asyncio.Task[None] | None = None
     # Whether the upstream's own stream (GET) is open right now.
     listening: bool = False
+    target: UpstreamTarget | None = None
 
 
 # Per event loop (a web process has one; tests and workers may run several in turn), per
-# upstream key: the session. Weak on the loop so a closed loop's clients go with it.
+# session key (``_session_key``: the upstream and the caller): the session. Weak on the loop
+# so a closed loop's clients go with it.
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Session]] = (
     weakref.WeakKeyDictionary()
 )
@@ -188,6 +201,75 @@ async def close_sessions() -> None:
             with contextlib.suppress(asyncio.CancelledError):
                 await session.listener
         await session.client.aclose()
+
+
+# A caller key starting with this has no identity that outlives its call (an anonymous
+# 2026-07-28 caller): its upstream session is opened for the call and closed after it.
+ONE_CALL_PREFIX = "once:"
+# Seconds the DELETE ending a closed session may take (best effort).
+SESSION_CLOSE_SECONDS = 2.0
+
+
+def _session_key(target: UpstreamTarget, caller: str) -> str:
+    """Which session a request of ``caller`` goes to.
+
+    ``caller`` is the identity the services put on the call's context (``"user:<id>"``,
+    ``"session:<id>"``, or ``ONE_CALL_PREFIX`` + a random id); "" is no one in particular
+    (discovery, resource reads, prompts), which shares the upstream's own session, as every
+    caller of a ``stateless`` upstream does. Per-caller keys never equal the shared one, so
+    what one user's session holds upstream (a login, a cart, a toggle) no other caller sees.
+    """
+    if target.stateless or not caller:
+        return target.key
+    return f"{target.key}#{caller}"
+
+
+def _evict(loop: asyncio.AbstractEventLoop, target: UpstreamTarget, keep: str) -> None:
+    """Close idle sessions: any unused for their upstream's idle time, then, while
+    ``target``'s upstream is at its cap, its least recently used idle ones (never ``keep``)."""
+    sessions = _sessions.get(loop, {})
+    now = loop.time()
+    for key, session in list(sessions.items()):
+        idle = (session.target or target).session_idle_seconds
+        if key != keep and not session.busy and now - session.last_used > idle:
+            _close_later(loop, sessions.pop(key))
+    mine = sorted(
+        ((session.last_used, key) for key, session in sessions.items()
+         if session.upstream == target.key and key != keep and not session.busy),
+    )  # fmt: skip
+    count = sum(1 for session in sessions.values() if session.upstream == target.key)
+    for _last_used, key in mine:
+        if count < target.max_sessions:  # room for the one ``keep`` opens
+            break
+        _close_later(loop, sessions.pop(key))
+        count -= 1
+
+
+def _close_later(loop: asyncio.AbstractEventLoop, session: _Session) -> None:
+    """End ``session`` upstream (DELETE) and close its client, without holding up the caller."""
+
+    async def close() -> None:
+        if session.listener is not None:
+            session.listener.cancel()
+        try:
+            if session.session_id and session.target is not None:
+                async with (
+                    asyncio.timeout(SESSION_CLOSE_SECONDS),
+                    _send(session.target, session, None, method="DELETE") as response,
+                ):
+                    await response.aread()
+        except Exception as exc:  # noqa: BLE001  (best effort: the upstream expires it anyway)
+            logger.debug("Could not end an upstream session: %s", type(exc).__name__)
+        finally:
+            session.session_id = session.protocol_version = None
+            if session.closer is not None:
+                await session.closer.aclose()
+            else:
+                await session.client.aclose()
+
+    task = loop.create_task(close())
+    _pending_notices.add(task)
+    task.add_done_callback(_pending_notices.discard)
 
 
 class McpUpstreamExecutor(Executor[UpstreamConfig]):
@@ -307,13 +389,16 @@ async def _list_all(target: UpstreamTarget, method: str, key: str) -> list[dict[
     return items
 
 
-async def read_resource(target: UpstreamTarget, uri: str) -> list[dict[str, Any]]:
-    """Read ``uri`` on the upstream and return its contents (checked for shape).
+async def read_resource(
+    target: UpstreamTarget, uri: str, *, caller: str = ""
+) -> list[dict[str, Any]]:
+    """Read ``uri`` on the upstream, in ``caller``'s session, and return its contents (checked
+    for shape).
 
     Raises:
         UpstreamUnavailable, UpstreamRefused: as ``request``.
     """
-    result = await request(target, "resources/read", {"uri": uri}, None)
+    result = await request(target, "resources/read", {"uri": uri}, None, caller=caller)
     contents = result.get("contents")
     if not isinstance(contents, list) or not all(
         isinstance(item, dict) and isinstance(item.get("uri"), str) for item in contents
@@ -323,9 +408,10 @@ async def read_resource(target: UpstreamTarget, uri: str) -> list[dict[str, Any]
 
 
 async def get_prompt(
-    target: UpstreamTarget, name: str, arguments: Mapping[str, str]
+    target: UpstreamTarget, name: str, arguments: Mapping[str, str], *, caller: str = ""
 ) -> dict[str, Any]:
-    """Get prompt ``name`` from the upstream with ``arguments``; its ``GetPromptResult``.
+    """Get prompt ``name`` from the upstream with ``arguments``, in ``caller``'s session; its
+    ``GetPromptResult``.
 
     Raises:
         UpstreamUnavailable, UpstreamRefused: as ``request``.
@@ -333,7 +419,7 @@ async def get_prompt(
     params: dict[str, Any] = {"name": name}
     if arguments:
         params["arguments"] = dict(arguments)
-    result = await request(target, "prompts/get", params, None)
+    result = await request(target, "prompts/get", params, None, caller=caller)
     messages = result.get("messages")
     if not isinstance(messages, list) or not all(
         isinstance(m, dict)
@@ -351,8 +437,11 @@ async def complete(
     argument: str,
     value: str,
     context_arguments: Mapping[str, str],
+    *,
+    caller: str = "",
 ) -> dict[str, Any]:
-    """Ask the upstream to complete ``argument`` of ``ref``; its ``completion`` object.
+    """Ask the upstream to complete ``argument`` of ``ref``, in ``caller``'s session; its
+    ``completion`` object.
 
     Values are strings, at most 100 of them (the schema's limit); ``total`` and ``hasMore``
     are passed on when the upstream sent them well-formed.
@@ -363,7 +452,7 @@ async def complete(
     params: dict[str, Any] = {"ref": dict(ref), "argument": {"name": argument, "value": value}}
     if context_arguments:
         params["context"] = {"arguments": dict(context_arguments)}
-    result = await request(target, "completion/complete", params, None)
+    result = await request(target, "completion/complete", params, None, caller=caller)
     completion = result.get("completion")
     values = completion.get("values") if isinstance(completion, dict) else None
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
@@ -383,17 +472,24 @@ async def request(
     method: str,
     params: Mapping[str, Any],
     ctx: ToolCallContext | None,
+    *,
+    caller: str | None = None,
 ) -> dict[str, Any]:
-    """Send one request in the upstream's session (opened or reopened as needed).
+    """Send one request in the session of the caller (``caller``, else ``ctx``'s; none: the
+    upstream's shared session), opened or reopened as needed.
 
     Raises:
         UpstreamUnavailable: see ``call_tool``.
         UpstreamRefused: the upstream answered with a JSON-RPC error.
     """
+    if caller is None:
+        caller = ctx.request.caller if ctx is not None else ""
+    key = _session_key(target, caller)
+    one_call = key != target.key and caller.startswith(ONE_CALL_PREFIX)
     try:
         async with asyncio.timeout(target.call_timeout):
             for attempt in range(2):
-                session = await _session(target)
+                session = await _session(target, key, one_call=one_call)
                 expired = session.session_id
                 try:
                     return await _send_request(target, session, method, params, ctx)
@@ -405,6 +501,8 @@ async def request(
                         raise UpstreamUnavailable(
                             f"The upstream {target.name!r} keeps refusing its new session."
                         ) from None
+                finally:
+                    _release(key, session, one_call=one_call)
     except TimeoutError:
         raise UpstreamUnavailable(
             f"The upstream {target.name!r} did not answer within {target.call_timeout:g} s."
@@ -435,26 +533,47 @@ class _SessionExpired(Exception):
     pass
 
 
-async def _session(target: UpstreamTarget) -> _Session:
+async def _session(target: UpstreamTarget, key: str, *, one_call: bool = False) -> _Session:
+    """The session ``key`` of this loop, opened if needed and marked busy (``_release``).
+
+    A ``one_call`` session does not follow the upstream's own stream: it ends with its call.
+    """
     loop = asyncio.get_running_loop()
     sessions = _sessions.setdefault(loop, {})
-    session = sessions.get(target.key)
+    session = sessions.get(key)
     if session is None:
+        _evict(loop, target, keep=key)
         timeout = httpx.Timeout(
             target.call_timeout, connect=target.connect_timeout, pool=target.connect_timeout
         )
         client = httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout)
-        session = sessions.setdefault(target.key, _Session(client=client))
-        if session.client is not client:
-            await client.aclose()
-        elif session.closer is None:
-            session.closer = _close_with_loop(client)
+        session = sessions[key] = _Session(
+            client=client, upstream=target.key, target=target, last_used=loop.time()
+        )
+    # Busy before the first await: eviction never takes a session someone is about to use.
+    session.busy += 1
+    try:
+        if session.closer is None:
+            session.closer = _close_with_loop(session.client)
             await anext(session.closer)
-    if session.protocol_version is None:
-        async with session.lock:
-            if session.protocol_version is None:
-                await _initialize(target, session)
+        if session.protocol_version is None:
+            async with session.lock:
+                if session.protocol_version is None:
+                    await _initialize(target, session, listen=not one_call)
+    except BaseException:
+        _release(key, session, one_call=one_call)
+        raise
     return session
+
+
+def _release(key: str, session: _Session, *, one_call: bool) -> None:
+    """A request in ``session`` ended: note when, and close a one-call session."""
+    loop = asyncio.get_running_loop()
+    session.busy -= 1
+    session.last_used = loop.time()
+    sessions = _sessions.get(loop, {})
+    if one_call and not session.busy and sessions.get(key) is session:
+        _close_later(loop, sessions.pop(key))
 
 
 async def _close_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
@@ -481,12 +600,12 @@ async def _expire(session: _Session, expired: str | None) -> None:
             session.protocol_version = None
 
 
-async def _initialize(target: UpstreamTarget, session: _Session) -> None:
+async def _initialize(target: UpstreamTarget, session: _Session, *, listen: bool = True) -> None:
     session.session_id = None
     params = {
         "protocolVersion": CLIENT_VERSIONS[0],
-        # The session serves every caller: questions are relayed to whichever client made the
-        # call, and refused (an error to the upstream) when that client cannot answer.
+        # Questions are relayed to whichever client made the call (a shared session serves
+        # several), and refused (an error to the upstream) when that client cannot answer.
         "capabilities": RELAYED_CAPABILITIES,
         "clientInfo": CLIENT_INFO,
     }
@@ -502,8 +621,15 @@ async def _initialize(target: UpstreamTarget, session: _Session) -> None:
     notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     async with _post(target, session, notice) as response:
         await response.aread()
-    if session.session_id and (session.listener is None or session.listener.done()):
-        session.listener = asyncio.get_running_loop().create_task(
+    # One stream per upstream suffices to hear its list_changed: the first session opened
+    # follows it, and another takes over once that one is closed.
+    loop = asyncio.get_running_loop()
+    followed = any(
+        other.upstream == target.key and other.listener is not None and not other.listener.done()
+        for other in _sessions.get(loop, {}).values()
+    )
+    if listen and session.session_id and not followed:
+        session.listener = loop.create_task(
             _listen(target, session), name=f"mcp-upstream-listen-{target.name}"
         )
 
@@ -586,7 +712,10 @@ def _post(
 
 @contextlib.asynccontextmanager
 async def _send(
-    target: UpstreamTarget, session: _Session, message: Mapping[str, Any] | None
+    target: UpstreamTarget,
+    session: _Session,
+    message: Mapping[str, Any] | None,
+    method: str | None = None,
 ) -> AsyncIterator[httpx.Response]:
     url = httpx.URL(target.url)
     if target.query:
@@ -615,7 +744,7 @@ async def _send(
     # Each vetted address in resolver order until one accepts, as netguard does.
     for position, address in enumerate(addresses, start=1):
         built = session.client.build_request(
-            "POST" if message is not None else "GET",
+            method or ("POST" if message is not None else "GET"),
             url.copy_with(host=str(address)),
             headers=headers,
             content=body,

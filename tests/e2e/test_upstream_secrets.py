@@ -27,6 +27,7 @@ from typing import Any
 import mcp.types as types
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.db import connections
 from django.test import Client as DjangoClient
 from django.test import override_settings
 from django.urls import reverse
@@ -78,7 +79,7 @@ class Web:
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: Any) -> Iterator[RunningUpstream]:
-    with run_mcp_upstream(tmp_path_factory.mktemp("e2e-upstream-secrets"), leaky=True) as running:
+    with run_mcp_upstream(tmp_path_factory.mktemp("e2e-upstream-secrets"), extras=True) as running:
         yield running
 
 
@@ -297,7 +298,13 @@ async def test_the_call_log_exports_audit_pages_and_log_keep_no_secret(web):
             assert page.status_code == 200
             assert leaks_in(page.content.decode()) == [], pk
 
-    await asyncio.to_thread(scan)
+    def scan_and_close() -> None:
+        try:
+            scan()
+        finally:
+            connections.close_all()  # this thread's own connection
+
+    await asyncio.to_thread(scan_and_close)
     logged = web.log.read_text(errors="replace")
     # The operator's log names where the dead upstream is, without secrets.
     assert DEAD_PATH in logged

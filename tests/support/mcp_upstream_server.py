@@ -23,8 +23,9 @@ cancellation seen, the headers a call carried). Tools:
 
 Resources: ``up://readme`` (markdown text), ``up://pixel.png`` (a PNG, served as a blob).
 Resource templates: ``up://notes/{topic}``: "Notes on <topic>".
-With ``--leaky``, resource template ``up://leak/{part}`` and prompt ``leak_prompt()`` echo
-the credential too.
+With ``--extras`` (not listed otherwise, so tests of discovery see the usual offer): resource
+template ``up://leak/{part}`` and prompt ``leak_prompt()`` echo the credential too, and
+resource template ``up://remembered/{name}`` answers what ``remember`` keeps in the session.
 Prompts: ``review(code, language="python")``: one user message naming both.
 Completions: ``topic`` of ``up://notes/{topic}`` and ``language`` of ``review``, by prefix.
 """
@@ -228,11 +229,17 @@ def leak_prompt(ctx: Context) -> str:
     return f"prompt {_received(ctx)}"
 
 
-def offer_leaks() -> None:
-    """Serve the leaking resource template and prompt too (``--leaky``): not listed otherwise,
-    so tests of discovery see the usual offer."""
+def remembered_resource(name: str, ctx: Context) -> str:
+    return f"holds:{_remembered.get(dict(ctx.headers or {}).get('mcp-session-id'), '')}"
+
+
+def offer_extras() -> None:
+    """Serve the extra resource templates and prompt (``--extras``)."""
     server.resource("up://leak/{part}", name="leak", mime_type="text/plain")(leak_resource)
     server.prompt(description="Echoes the credential it received.")(leak_prompt)
+    server.resource("up://remembered/{name}", name="remembered", mime_type="text/plain")(
+        remembered_resource
+    )
 
 
 @server.resource(
@@ -288,14 +295,14 @@ def run_mcp_upstream(
     port: int | None = None,
     stateless: bool = False,
     json: bool = False,
-    leaky: bool = False,
+    extras: bool = False,
 ) -> Iterator[RunningUpstream]:
     """Run this server as a subprocess on 127.0.0.1 until the block ends."""
     from tests.support.live import ROOT, free_port, wait_for_port
 
     port = port or free_port()
     args = [sys.executable, "-m", "tests.support.mcp_upstream_server", str(port)]
-    args += ["--stateless"] * stateless + ["--json"] * json + ["--leaky"] * leaky
+    args += ["--stateless"] * stateless + ["--json"] * json + ["--extras"] * extras
     env = {**os.environ, "UPSTREAM_MARKER_DIR": str(markers)}
     process = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
@@ -315,10 +322,10 @@ def main() -> None:
     parser.add_argument("port", type=int)
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--json", action="store_true")
-    parser.add_argument("--leaky", action="store_true")
+    parser.add_argument("--extras", action="store_true")
     args = parser.parse_args()
-    if args.leaky:
-        offer_leaks()
+    if args.extras:
+        offer_extras()
     app = server.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
