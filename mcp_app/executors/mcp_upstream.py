@@ -10,19 +10,21 @@ Config (as the operator stores it on the tool)::
 Before a call ``resolve`` asks the services (``Resolvers.upstream``) for the upstream as an
 ``UpstreamTarget`` (URL, credential headers, timeouts, allow-list, a hook reporting how the
 call went): this module never reads rows. It speaks the client side of Streamable HTTP
-itself, over httpx, because it needs what a generic client session hides: one session per
-upstream per event loop kept across calls and reopened when the upstream forgets it (404),
-each hop checked by the SSRF guard (``netguard.resolve_checked``, no redirects followed), and
-the upstream's notifications handed to our caller as they arrive (progress, log) on the
-call's own response stream, and its questions (elicitation, sampling) relayed to our caller
-through ``ctx.ask``.
+itself, over httpx, because it needs what a generic client session hides: sessions per
+upstream and caller (``RequestContext.caller``; one shared by all for a ``stateless``
+upstream) per event loop, kept across calls within an idle time and a cap, and reopened when
+the upstream forgets them (404), each hop checked by the SSRF guard
+(``netguard.resolve_checked``, no redirects followed), and the upstream's notifications
+handed to our caller as they arrive (progress, log) on the call's own response stream, and
+its questions (elicitation, sampling) relayed to our caller through ``ctx.ask``.
 
 The client's arguments are forwarded as they are and the upstream's result comes back as it
 is (content blocks, structuredContent, isError, _meta). Failures to reach or understand the
 upstream raise ``UpstreamUnavailable`` (a ``ToolError``), which the service counts for the
 circuit breaker; a JSON-RPC error of the upstream is a plain ``ToolError``. Nothing of our
 client's request (its token, its headers) is sent upstream, and the credential's secrets are
-redacted from every message this module produces.
+redacted from every message of the upstream as it is decoded (``_decode``), before anything
+reads it; errors meant for our caller name the upstream, never its URL.
 """
 
 from __future__ import annotations
