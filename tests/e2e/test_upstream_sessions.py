@@ -26,6 +26,7 @@ from mcp_app.executors import mcp_upstream
 from mcp_app.models import Endpoint, Resource, Tool, Upstream
 from mcp_app.protocol.catalog import CatalogSnapshot, EndpointInfo
 from mcp_app.protocol.context import RequestContext, ToolCallContext
+from mcp_app.services.catalog_io import catalog_export, catalog_import
 from mcp_app.services.resources import CatalogResourceReader
 from mcp_app.services.runner import CatalogToolRunner
 from tests.support.catalog import make_endpoint
@@ -249,3 +250,23 @@ async def test_an_idle_session_is_closed_when_the_next_one_opens(target):
     await closed(first)
     assert set(sessions) == {"bounded#user:2"}
     assert await remembered(target, "user:1") == ""
+
+
+def test_how_an_upstreams_sessions_are_kept_survives_export_and_import():
+    Upstream.objects.create(
+        name="exported",
+        url="https://peer.example.com/mcp",
+        stateless=True,
+        session_idle_seconds=30,
+        max_sessions=7,
+    )
+    document = catalog_export()
+    [entry] = [item for item in document["upstreams"] if item["name"] == "exported"]
+    settings = ("stateless", "session_idle_seconds", "max_sessions")
+    assert [entry[name] for name in settings] == [True, 30, 7]
+    Upstream.objects.filter(name="exported").update(
+        stateless=False, session_idle_seconds=600, max_sessions=100
+    )
+    catalog_import(document=document)
+    row = Upstream.objects.get(name="exported")
+    assert [getattr(row, name) for name in settings] == [True, 30, 7]
