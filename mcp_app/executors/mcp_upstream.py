@@ -196,6 +196,11 @@ def negotiated_revision(key: str) -> str | None:
 async def close_sessions() -> None:
     """Close this event loop's upstream clients (tests, shutdown)."""
     loop = asyncio.get_running_loop()
+    sweeper = _sweepers.pop(loop, None)
+    if sweeper is not None:
+        sweeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeper
     sessions = _sessions.pop(loop, {})
     for session in sessions.values():
         if session.listener is not None:
@@ -210,6 +215,12 @@ async def close_sessions() -> None:
 ONE_CALL_PREFIX = "once:"
 # Seconds the DELETE ending a closed session may take (best effort).
 SESSION_CLOSE_SECONDS = 2.0
+# Longest pause between two looks for idle sessions (a shorter idle time looks more often).
+SWEEP_SECONDS = 30.0
+# Per event loop: the task closing its idle sessions, while it has any.
+_sweepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+    weakref.WeakKeyDictionary()
+)
 
 
 def _session_key(target: UpstreamTarget, caller: str) -> str:
@@ -226,15 +237,32 @@ def _session_key(target: UpstreamTarget, caller: str) -> str:
     return f"{target.key}#{caller}"
 
 
-def _evict(loop: asyncio.AbstractEventLoop, target: UpstreamTarget, keep: str) -> None:
-    """Close idle sessions: any unused for their upstream's idle time, then, while
-    ``target``'s upstream is at its cap, its least recently used idle ones (never ``keep``)."""
+def _close_idle(loop: asyncio.AbstractEventLoop, keep: str = "") -> None:
+    """Close the sessions unused for longer than their upstream's idle time (never ``keep``)."""
     sessions = _sessions.get(loop, {})
     now = loop.time()
     for key, session in list(sessions.items()):
-        idle = (session.target or target).session_idle_seconds
+        idle = session.target.session_idle_seconds if session.target else SWEEP_SECONDS
         if key != keep and not session.busy and now - session.last_used > idle:
             _close_later(loop, sessions.pop(key))
+
+
+async def _sweep(loop: asyncio.AbstractEventLoop) -> None:
+    """Close this loop's idle sessions as their time passes; end once it has none left."""
+    while sessions := _sessions.get(loop):
+        idle = [s.target.session_idle_seconds / 2 for s in sessions.values() if s.target]
+        await asyncio.sleep(min([SWEEP_SECONDS, *idle]))
+        _close_idle(loop)
+
+
+def _evict(loop: asyncio.AbstractEventLoop, target: UpstreamTarget, keep: str) -> None:
+    """Close idle sessions, then, while ``target``'s upstream is at its cap, its least
+    recently used idle ones (never ``keep``); make sure the loop sweeps idle ones later."""
+    sessions = _sessions.get(loop, {})
+    _close_idle(loop, keep)
+    sweeper = _sweepers.get(loop)
+    if sweeper is None or sweeper.done():
+        _sweepers[loop] = loop.create_task(_sweep(loop), name="mcp-upstream-session-sweep")
     mine = sorted(
         ((session.last_used, key) for key, session in sessions.items()
          if session.upstream == target.key and key != keep and not session.busy),

@@ -270,3 +270,24 @@ def test_how_an_upstreams_sessions_are_kept_survives_export_and_import():
     catalog_import(document=document)
     row = Upstream.objects.get(name="exported")
     assert [getattr(row, name) for name in settings] == [True, 30, 7]
+
+
+async def test_an_idle_session_is_closed_as_its_time_passes(upstream):
+    target = mcp_upstream.UpstreamTarget(
+        key="short-idle", name="short-idle", url=upstream.url, allow_networks=("127.0.0.1/32",),
+        session_idle_seconds=0.2,
+    )  # fmt: skip
+    try:
+        assert await remembered(target, "user:1", "one") == "one"
+        sessions = mcp_upstream._sessions[asyncio.get_running_loop()]
+        first = sessions["short-idle#user:1"]
+        # Nothing else happens: the loop's sweeper closes it, and ends with no sessions left.
+        await closed(first)
+        assert "short-idle#user:1" not in sessions
+        sweeper = mcp_upstream._sweepers[asyncio.get_running_loop()]
+        async with asyncio.timeout(10):
+            while not sweeper.done():
+                await asyncio.sleep(0.02)
+        assert await remembered(target, "user:1") == ""
+    finally:
+        await mcp_upstream.close_sessions()
