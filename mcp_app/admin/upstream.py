@@ -55,6 +55,7 @@ class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
         (None, {"fields": ["name", "description", "url", "credential", "enabled"]}),
         ("Tools", {"fields": ["sync_link", "tools_state", "tools_changed_at", "tools_synced_at"]}),
         ("Limits", {"fields": ["connect_timeout", "call_timeout", "allow_networks"]}),
+        ("Sessions", {"fields": ["stateless", "session_idle_seconds", "max_sessions"]}),
         ("Circuit breaker", {"fields": ["failure_threshold", "cooldown_seconds"]}),
         (
             "Health",

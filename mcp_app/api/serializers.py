@@ -363,6 +363,7 @@ class UpstreamSerializer(ModelCheckedSerializer):
         fields = [
             "id", "name", "description", "url", "credential", "connect_timeout", "call_timeout",
             "allow_networks", "enabled", "failure_threshold", "cooldown_seconds",
+            "stateless", "session_idle_seconds", "max_sessions",
             "last_success_at", "last_error", "last_error_at", "protocol_version",
             "consecutive_failures", "circuit_open_until", "tools_changed_at", "tools_synced_at",
             "created_at", "updated_at",

@@ -10,25 +10,29 @@ Config (as the operator stores it on the tool)::
 Before a call ``resolve`` asks the services (``Resolvers.upstream``) for the upstream as an
 ``UpstreamTarget`` (URL, credential headers, timeouts, allow-list, a hook reporting how the
 call went): this module never reads rows. It speaks the client side of Streamable HTTP
-itself, over httpx, because it needs what a generic client session hides: one session per
-upstream per event loop kept across calls and reopened when the upstream forgets it (404),
-each hop checked by the SSRF guard (``netguard.resolve_checked``, no redirects followed), and
-the upstream's notifications handed to our caller as they arrive (progress, log) on the
-call's own response stream, and its questions (elicitation, sampling) relayed to our caller
-through ``ctx.ask``.
+itself, over httpx, because it needs what a generic client session hides: sessions per
+upstream and caller (``RequestContext.caller``; one shared by all for a ``stateless``
+upstream) per event loop, kept across calls within an idle time and a cap, and reopened when
+the upstream forgets them (404), each hop checked by the SSRF guard
+(``netguard.resolve_checked``, no redirects followed), and the upstream's notifications
+handed to our caller as they arrive (progress, log) on the call's own response stream, and
+its questions (elicitation, sampling) relayed to our caller through ``ctx.ask``.
 
 The client's arguments are forwarded as they are and the upstream's result comes back as it
 is (content blocks, structuredContent, isError, _meta). Failures to reach or understand the
 upstream raise ``UpstreamUnavailable`` (a ``ToolError``), which the service counts for the
 circuit breaker; a JSON-RPC error of the upstream is a plain ``ToolError``. Nothing of our
 client's request (its token, its headers) is sent upstream, and the credential's secrets are
-redacted from every message this module produces.
+redacted from every message of the upstream as it is decoded (``_decode``), before anything
+reads it; errors meant for our caller name the upstream, never its URL.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import functools
 import hashlib
 import itertools
 import logging
@@ -75,7 +79,16 @@ _RELAYED = {"elicitation/create": "elicitation", "sampling/createMessage": "samp
 
 
 class UpstreamUnavailable(ToolError):
-    """The upstream could not be reached or answered something that is not MCP."""
+    """The upstream could not be reached or answered something that is not MCP.
+
+    ``message`` is for our caller and names the upstream by its name only; ``detail`` (the
+    same by default) may say more for the operator (where it is, what the network said),
+    never a secret.
+    """
+
+    def __init__(self, message: str, detail: str | None = None) -> None:
+        super().__init__(message)
+        self.detail = detail if detail is not None else message
 
 
 class UpstreamRefused(ToolError):
@@ -104,6 +117,12 @@ class UpstreamTarget:
     connect_timeout: float = 5.0
     call_timeout: float = 60.0
     allow_networks: tuple[str, ...] = ()
+    # One session shared by every caller (the operator says the upstream keeps no per-session
+    # state); else one per caller, closed after ``session_idle_seconds`` unused, at most
+    # ``max_sessions`` (the least recently used idle one closed to make room).
+    stateless: bool = False
+    session_idle_seconds: float = 600.0
+    max_sessions: int = 100
     # Told how each call went (None: the upstream answered; else why it could not), so the
     # services keep the upstream's health and circuit breaker.
     report: Callable[[str | None], Awaitable[None]] | None = field(
@@ -136,6 +155,11 @@ class _Session:
     """One upstream session in one event loop: the HTTP client and what initialize set up."""
 
     client: httpx.AsyncClient
+    # The UpstreamTarget.key it belongs to, and when (loop time) a request last ended in it.
+    upstream: str = ""
+    last_used: float = 0.0
+    # Requests running in it now: a busy session is never closed for idleness or the cap.
+    busy: int = 0
     session_id: str | None = None
     protocol_version: str | None = None
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
@@ -143,10 +167,12 @@ class _Session:
     listener: asyncio.Task[None] | None = None
     # Whether the upstream's own stream (GET) is open right now.
     listening: bool = False
+    target: UpstreamTarget | None = None
 
 
 # Per event loop (a web process has one; tests and workers may run several in turn), per
-# upstream key: the session. Weak on the loop so a closed loop's clients go with it.
+# session key (``_session_key``: the upstream and the caller): the session. Weak on the loop
+# so a closed loop's clients go with it.
 _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Session]] = (
     weakref.WeakKeyDictionary()
 )
@@ -170,6 +196,11 @@ def negotiated_revision(key: str) -> str | None:
 async def close_sessions() -> None:
     """Close this event loop's upstream clients (tests, shutdown)."""
     loop = asyncio.get_running_loop()
+    sweeper = _sweepers.pop(loop, None)
+    if sweeper is not None:
+        sweeper.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await sweeper
     sessions = _sessions.pop(loop, {})
     for session in sessions.values():
         if session.listener is not None:
@@ -177,6 +208,98 @@ async def close_sessions() -> None:
             with contextlib.suppress(asyncio.CancelledError):
                 await session.listener
         await session.client.aclose()
+
+
+# A caller key starting with this has no identity that outlives its call (an anonymous
+# 2026-07-28 caller): its upstream session is opened for the call and closed after it.
+ONE_CALL_PREFIX = "once:"
+# Seconds the DELETE ending a closed session may take (best effort).
+SESSION_CLOSE_SECONDS = 2.0
+# Longest pause between two looks for idle sessions (a shorter idle time looks more often).
+SWEEP_SECONDS = 30.0
+# Per event loop: the task closing its idle sessions, while it has any.
+_sweepers: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Task[None]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _session_key(target: UpstreamTarget, caller: str) -> str:
+    """Which session a request of ``caller`` goes to.
+
+    ``caller`` is the identity the services put on the call's context (``"user:<id>"``,
+    ``"session:<id>"``, or ``ONE_CALL_PREFIX`` + a random id); "" is no one in particular
+    (discovery, resource reads, prompts), which shares the upstream's own session, as every
+    caller of a ``stateless`` upstream does. Per-caller keys never equal the shared one, so
+    what one user's session holds upstream (a login, a cart, a toggle) no other caller sees.
+    """
+    if target.stateless or not caller:
+        return target.key
+    return f"{target.key}#{caller}"
+
+
+def _close_idle(loop: asyncio.AbstractEventLoop, keep: str = "") -> None:
+    """Close the sessions unused for longer than their upstream's idle time (never ``keep``)."""
+    sessions = _sessions.get(loop, {})
+    now = loop.time()
+    for key, session in list(sessions.items()):
+        idle = session.target.session_idle_seconds if session.target else SWEEP_SECONDS
+        if key != keep and not session.busy and now - session.last_used > idle:
+            _close_later(loop, sessions.pop(key))
+
+
+async def _sweep(loop: asyncio.AbstractEventLoop) -> None:
+    """Close this loop's idle sessions as their time passes; end once it has none left."""
+    while sessions := _sessions.get(loop):
+        idle = [s.target.session_idle_seconds / 2 for s in sessions.values() if s.target]
+        await asyncio.sleep(min([SWEEP_SECONDS, *idle]))
+        _close_idle(loop)
+
+
+def _evict(loop: asyncio.AbstractEventLoop, target: UpstreamTarget, keep: str) -> None:
+    """Close idle sessions, then, while ``target``'s upstream is at its cap, its least
+    recently used idle ones (never ``keep``); make sure the loop sweeps idle ones later."""
+    sessions = _sessions.get(loop, {})
+    _close_idle(loop, keep)
+    sweeper = _sweepers.get(loop)
+    if sweeper is None or sweeper.done():
+        _sweepers[loop] = loop.create_task(_sweep(loop), name="mcp-upstream-session-sweep")
+    mine = sorted(
+        ((session.last_used, key) for key, session in sessions.items()
+         if session.upstream == target.key and key != keep and not session.busy),
+    )  # fmt: skip
+    count = sum(1 for session in sessions.values() if session.upstream == target.key)
+    for _last_used, key in mine:
+        if count < target.max_sessions:  # room for the one ``keep`` opens
+            break
+        _close_later(loop, sessions.pop(key))
+        count -= 1
+
+
+def _close_later(loop: asyncio.AbstractEventLoop, session: _Session) -> None:
+    """End ``session`` upstream (DELETE) and close its client, without holding up the caller."""
+
+    async def close() -> None:
+        if session.listener is not None:
+            session.listener.cancel()
+        try:
+            if session.session_id and session.target is not None:
+                async with (
+                    asyncio.timeout(SESSION_CLOSE_SECONDS),
+                    _send(session.target, session, None, method="DELETE") as response,
+                ):
+                    await response.aread()
+        except Exception as exc:  # noqa: BLE001  (best effort: the upstream expires it anyway)
+            logger.debug("Could not end an upstream session: %s", type(exc).__name__)
+        finally:
+            session.session_id = session.protocol_version = None
+            if session.closer is not None:
+                await session.closer.aclose()
+            else:
+                await session.client.aclose()
+
+    task = loop.create_task(close())
+    _pending_notices.add(task)
+    task.add_done_callback(_pending_notices.discard)
 
 
 class McpUpstreamExecutor(Executor[UpstreamConfig]):
@@ -205,26 +328,22 @@ class McpUpstreamExecutor(Executor[UpstreamConfig]):
         target = prepared.target
         if target is None:
             raise ToolError(f"The upstream {prepared.upstream!r} was not resolved.")
-        redactor = Redactor(target.secrets)
         name = prepared.tool or ctx.tool_name
         try:
             result = await call_tool(target, name, arguments, ctx)
         except UpstreamUnavailable as exc:
             if target.report is not None:
-                await target.report(exc.message)
-            raise type(exc)(redactor(exc.message)) from None
-        except ToolError as exc:
-            raise type(exc)(redactor(exc.message)) from None
+                await target.report(exc.detail)
+            raise
         if target.report is not None:
             await target.report(None)
-        # The upstream may echo what it received: its credential never reaches our caller.
+        # Everything the upstream sent was redacted as it was decoded (``_decode``).
         meta = result.get("_meta")
-        structured = result.get("structuredContent", NO_STRUCTURED)
         return ToolResult(
-            content=redactor.value(result["content"]),
-            structured=structured if structured is NO_STRUCTURED else redactor.value(structured),
+            content=result["content"],
+            structured=result.get("structuredContent", NO_STRUCTURED),
             is_error=result.get("isError") is True,
-            meta=redactor.value(meta) if isinstance(meta, Mapping) else None,
+            meta=meta if isinstance(meta, Mapping) else None,
         )
 
     def form_initial(self, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -300,13 +419,16 @@ async def _list_all(target: UpstreamTarget, method: str, key: str) -> list[dict[
     return items
 
 
-async def read_resource(target: UpstreamTarget, uri: str) -> list[dict[str, Any]]:
-    """Read ``uri`` on the upstream and return its contents (checked for shape).
+async def read_resource(
+    target: UpstreamTarget, uri: str, *, caller: str = ""
+) -> list[dict[str, Any]]:
+    """Read ``uri`` on the upstream, in ``caller``'s session, and return its contents (checked
+    for shape).
 
     Raises:
         UpstreamUnavailable, UpstreamRefused: as ``request``.
     """
-    result = await request(target, "resources/read", {"uri": uri}, None)
+    result = await request(target, "resources/read", {"uri": uri}, None, caller=caller)
     contents = result.get("contents")
     if not isinstance(contents, list) or not all(
         isinstance(item, dict) and isinstance(item.get("uri"), str) for item in contents
@@ -316,9 +438,10 @@ async def read_resource(target: UpstreamTarget, uri: str) -> list[dict[str, Any]
 
 
 async def get_prompt(
-    target: UpstreamTarget, name: str, arguments: Mapping[str, str]
+    target: UpstreamTarget, name: str, arguments: Mapping[str, str], *, caller: str = ""
 ) -> dict[str, Any]:
-    """Get prompt ``name`` from the upstream with ``arguments``; its ``GetPromptResult``.
+    """Get prompt ``name`` from the upstream with ``arguments``, in ``caller``'s session; its
+    ``GetPromptResult``.
 
     Raises:
         UpstreamUnavailable, UpstreamRefused: as ``request``.
@@ -326,7 +449,7 @@ async def get_prompt(
     params: dict[str, Any] = {"name": name}
     if arguments:
         params["arguments"] = dict(arguments)
-    result = await request(target, "prompts/get", params, None)
+    result = await request(target, "prompts/get", params, None, caller=caller)
     messages = result.get("messages")
     if not isinstance(messages, list) or not all(
         isinstance(m, dict)
@@ -344,8 +467,11 @@ async def complete(
     argument: str,
     value: str,
     context_arguments: Mapping[str, str],
+    *,
+    caller: str = "",
 ) -> dict[str, Any]:
-    """Ask the upstream to complete ``argument`` of ``ref``; its ``completion`` object.
+    """Ask the upstream to complete ``argument`` of ``ref``, in ``caller``'s session; its
+    ``completion`` object.
 
     Values are strings, at most 100 of them (the schema's limit); ``total`` and ``hasMore``
     are passed on when the upstream sent them well-formed.
@@ -356,7 +482,7 @@ async def complete(
     params: dict[str, Any] = {"ref": dict(ref), "argument": {"name": argument, "value": value}}
     if context_arguments:
         params["context"] = {"arguments": dict(context_arguments)}
-    result = await request(target, "completion/complete", params, None)
+    result = await request(target, "completion/complete", params, None, caller=caller)
     completion = result.get("completion")
     values = completion.get("values") if isinstance(completion, dict) else None
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
@@ -376,17 +502,24 @@ async def request(
     method: str,
     params: Mapping[str, Any],
     ctx: ToolCallContext | None,
+    *,
+    caller: str | None = None,
 ) -> dict[str, Any]:
-    """Send one request in the upstream's session (opened or reopened as needed).
+    """Send one request in the session of the caller (``caller``, else ``ctx``'s; none: the
+    upstream's shared session), opened or reopened as needed.
 
     Raises:
         UpstreamUnavailable: see ``call_tool``.
         UpstreamRefused: the upstream answered with a JSON-RPC error.
     """
+    if caller is None:
+        caller = ctx.request.caller if ctx is not None else ""
+    key = _session_key(target, caller)
+    one_call = key != target.key and caller.startswith(ONE_CALL_PREFIX)
     try:
         async with asyncio.timeout(target.call_timeout):
             for attempt in range(2):
-                session = await _session(target)
+                session = await _session(target, key, one_call=one_call)
                 expired = session.session_id
                 try:
                     return await _send_request(target, session, method, params, ctx)
@@ -398,16 +531,30 @@ async def request(
                         raise UpstreamUnavailable(
                             f"The upstream {target.name!r} keeps refusing its new session."
                         ) from None
+                finally:
+                    _release(key, session, one_call=one_call)
     except TimeoutError:
         raise UpstreamUnavailable(
             f"The upstream {target.name!r} did not answer within {target.call_timeout:g} s."
         ) from None
     except BlockedAddressError as exc:
-        raise UpstreamUnavailable(str(exc)) from None
-    except httpx.HTTPError as exc:
+        # Where the upstream is stays with the operator: the caller learns only its name.
+        detail = redact(target, f"{exc} (upstream {target.name!r} at {safe_url(target.url)})")
+        logger.warning("Upstream %s refused by the network policy: %s", target.name, detail)
         raise UpstreamUnavailable(
+            f"Requests to the upstream {target.name!r} are not allowed: its address is not "
+            "public. An operator can allow-list its network.",
+            detail,
+        ) from None
+    except httpx.HTTPError as exc:
+        detail = redact(
+            target,
             f"Could not reach the upstream {target.name!r} at {safe_url(target.url)} "
-            f"({type(exc).__name__})."
+            f"({type(exc).__name__}: {exc}).",
+        )
+        logger.warning("%s", detail)
+        raise UpstreamUnavailable(
+            f"Could not reach the upstream {target.name!r} ({type(exc).__name__}).", detail
         ) from None
     raise AssertionError("unreachable")  # pragma: no cover
 
@@ -416,26 +563,47 @@ class _SessionExpired(Exception):
     pass
 
 
-async def _session(target: UpstreamTarget) -> _Session:
+async def _session(target: UpstreamTarget, key: str, *, one_call: bool = False) -> _Session:
+    """The session ``key`` of this loop, opened if needed and marked busy (``_release``).
+
+    A ``one_call`` session does not follow the upstream's own stream: it ends with its call.
+    """
     loop = asyncio.get_running_loop()
     sessions = _sessions.setdefault(loop, {})
-    session = sessions.get(target.key)
+    session = sessions.get(key)
     if session is None:
+        _evict(loop, target, keep=key)
         timeout = httpx.Timeout(
             target.call_timeout, connect=target.connect_timeout, pool=target.connect_timeout
         )
         client = httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout)
-        session = sessions.setdefault(target.key, _Session(client=client))
-        if session.client is not client:
-            await client.aclose()
-        elif session.closer is None:
-            session.closer = _close_with_loop(client)
+        session = sessions[key] = _Session(
+            client=client, upstream=target.key, target=target, last_used=loop.time()
+        )
+    # Busy before the first await: eviction never takes a session someone is about to use.
+    session.busy += 1
+    try:
+        if session.closer is None:
+            session.closer = _close_with_loop(session.client)
             await anext(session.closer)
-    if session.protocol_version is None:
-        async with session.lock:
-            if session.protocol_version is None:
-                await _initialize(target, session)
+        if session.protocol_version is None:
+            async with session.lock:
+                if session.protocol_version is None:
+                    await _initialize(target, session, listen=not one_call)
+    except BaseException:
+        _release(key, session, one_call=one_call)
+        raise
     return session
+
+
+def _release(key: str, session: _Session, *, one_call: bool) -> None:
+    """A request in ``session`` ended: note when, and close a one-call session."""
+    loop = asyncio.get_running_loop()
+    session.busy -= 1
+    session.last_used = loop.time()
+    sessions = _sessions.get(loop, {})
+    if one_call and not session.busy and sessions.get(key) is session:
+        _close_later(loop, sessions.pop(key))
 
 
 async def _close_with_loop(client: httpx.AsyncClient) -> AsyncGenerator[None, None]:
@@ -462,12 +630,12 @@ async def _expire(session: _Session, expired: str | None) -> None:
             session.protocol_version = None
 
 
-async def _initialize(target: UpstreamTarget, session: _Session) -> None:
+async def _initialize(target: UpstreamTarget, session: _Session, *, listen: bool = True) -> None:
     session.session_id = None
     params = {
         "protocolVersion": CLIENT_VERSIONS[0],
-        # The session serves every caller: questions are relayed to whichever client made the
-        # call, and refused (an error to the upstream) when that client cannot answer.
+        # Questions are relayed to whichever client made the call (a shared session serves
+        # several), and refused (an error to the upstream) when that client cannot answer.
         "capabilities": RELAYED_CAPABILITIES,
         "clientInfo": CLIENT_INFO,
     }
@@ -483,8 +651,15 @@ async def _initialize(target: UpstreamTarget, session: _Session) -> None:
     notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     async with _post(target, session, notice) as response:
         await response.aread()
-    if session.session_id and (session.listener is None or session.listener.done()):
-        session.listener = asyncio.get_running_loop().create_task(
+    # One stream per upstream suffices to hear its list_changed: the first session opened
+    # follows it, and another takes over once that one is closed.
+    loop = asyncio.get_running_loop()
+    followed = any(
+        other.upstream == target.key and other.listener is not None and not other.listener.done()
+        for other in _sessions.get(loop, {}).values()
+    )
+    if listen and session.session_id and not followed:
+        session.listener = loop.create_task(
             _listen(target, session), name=f"mcp-upstream-listen-{target.name}"
         )
 
@@ -514,7 +689,11 @@ async def _listen(target: UpstreamTarget, session: _Session) -> None:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001  (any failure: wait and open it again)
-            logger.debug("Upstream %s: notification stream failed: %r", target.name, exc)
+            logger.debug(
+                "Upstream %s: notification stream failed: %s",
+                target.name,
+                redact(target, repr(exc)),
+            )
         finally:
             session.listening = False
         await asyncio.sleep(pause)
@@ -563,7 +742,10 @@ def _post(
 
 @contextlib.asynccontextmanager
 async def _send(
-    target: UpstreamTarget, session: _Session, message: Mapping[str, Any] | None
+    target: UpstreamTarget,
+    session: _Session,
+    message: Mapping[str, Any] | None,
+    method: str | None = None,
 ) -> AsyncIterator[httpx.Response]:
     url = httpx.URL(target.url)
     if target.query:
@@ -592,7 +774,7 @@ async def _send(
     # Each vetted address in resolver order until one accepts, as netguard does.
     for position, address in enumerate(addresses, start=1):
         built = session.client.build_request(
-            "POST" if message is not None else "GET",
+            method or ("POST" if message is not None else "GET"),
             url.copy_with(host=str(address)),
             headers=headers,
             content=body,
@@ -667,7 +849,11 @@ def _notify_cancelled(target: UpstreamTarget, session: _Session, request_id: int
             async with asyncio.timeout(CANCEL_NOTICE_SECONDS), _post(target, session, notice) as r:
                 await r.aread()
         except Exception as exc:  # noqa: BLE001  (best effort: the call is over either way)
-            logger.info("Could not pass a cancellation to upstream %s: %r", target.name, exc)
+            logger.info(
+                "Could not pass a cancellation to upstream %s: %s",
+                target.name,
+                redact(target, repr(exc)),
+            )
 
     task = asyncio.get_running_loop().create_task(send())
     _pending_notices.add(task)
@@ -706,10 +892,55 @@ async def _read_capped(response: httpx.Response) -> bytes:
 
 
 def _decode(target: UpstreamTarget, data: bytes | str) -> Any:
+    """Parse one message of the upstream, its credential's secrets redacted.
+
+    The one place everything the upstream sends passes (JSON bodies and SSE events alike):
+    notifications, questions, results, errors, contents, prompts and completions all reach
+    our caller, the call log and our own log lines without the secrets, whatever it echoes.
+    """
     try:
-        return orjson.loads(data)
+        message = orjson.loads(data)
     except orjson.JSONDecodeError:
         raise UpstreamUnavailable(f"The upstream {target.name!r} sent invalid JSON.") from None
+    return _scrub(_redactor(target.secrets), message) if target.secrets else message
+
+
+@functools.lru_cache(maxsize=64)
+def _redactor(secrets: tuple[str, ...]) -> Redactor:
+    return Redactor(secrets)
+
+
+def redact(target: UpstreamTarget, text: str) -> str:
+    """``text`` without the upstream credential's secrets (for errors and log lines)."""
+    return _redactor(target.secrets)(text) if target.secrets else text
+
+
+def _scrub(redactor: Redactor, value: Any) -> Any:
+    """Redact every string of a JSON value, keys too, and the secrets base64 payloads carry
+    (``data`` of image and audio blocks, ``blob`` of resource contents)."""
+    if isinstance(value, str):
+        return redactor(value)
+    if isinstance(value, list):
+        return [_scrub(redactor, item) for item in value]
+    if not isinstance(value, dict):
+        return value
+    scrubbed = {redactor(key): _scrub(redactor, member) for key, member in value.items()}
+    for name in ("data", "blob"):
+        payload = value.get(name)
+        if isinstance(payload, str) and (name == "blob" or value.get("type") in _BASE64_TYPES):
+            scrubbed[name] = _rebase64(redactor, payload)
+    return scrubbed
+
+
+_BASE64_TYPES = ("image", "audio")
+
+
+def _rebase64(redactor: Redactor, text: str) -> str:
+    try:
+        raw = base64.b64decode(text, validate=True)
+    except ValueError:
+        return redactor(text)
+    return redactor(base64.b64encode(redactor.data(raw)).decode("ascii"))
 
 
 def _response_result(target: UpstreamTarget, message: Any, request_id: int) -> dict[str, Any]:

@@ -1,8 +1,10 @@
 """The Upstream model: another MCP server whose tools this host serves (tool kind mcp_upstream).
 
-Besides where and how to reach it, the row carries the upstream's health as the runner saw it
-(``services.upstreams`` writes those fields; operators read them in the admin): last success,
-last error, the revision negotiated, and the circuit breaker's state.
+Besides where and how to reach it and how its sessions are kept (one per caller unless
+``stateless``; ``session_idle_seconds``, ``max_sessions``), the row carries the upstream's
+health as the runner saw it (``services.upstreams`` writes those fields; operators read them
+in the admin): last success, last error, the revision negotiated, and the circuit breaker's
+state.
 """
 
 from __future__ import annotations
@@ -61,6 +63,29 @@ class Upstream(TimestampedModel):
         ),
     )
     enabled = models.BooleanField(default=True, help_text="Disabled: its tools fail at once.")
+    # Sessions with the upstream: one per caller (services/contexts.caller_key), unless the
+    # operator says it keeps no per-session state.
+    stateless = models.BooleanField(
+        default=False,
+        help_text=(
+            "Share one upstream session among all callers. Leave off unless the upstream keeps "
+            "nothing per session (no login, cart, working directory or toggles): otherwise "
+            "each user (or, on a public endpoint, each client session) gets its own."
+        ),
+    )
+    session_idle_seconds = models.FloatField(
+        default=600.0,
+        validators=[MinValueValidator(1), MaxValueValidator(7 * 24 * 3600)],
+        help_text="Seconds a caller's upstream session may stay unused before it is closed.",
+    )
+    max_sessions = models.PositiveIntegerField(
+        default=100,
+        validators=[MinValueValidator(1), MaxValueValidator(10000)],
+        help_text=(
+            "Upstream sessions kept open per web process; beyond it the least recently used "
+            "idle one is closed (its caller gets a fresh one next time)."
+        ),
+    )
     failure_threshold = models.PositiveIntegerField(
         default=5,
         validators=[MinValueValidator(1), MaxValueValidator(1000)],

@@ -85,6 +85,10 @@ class RequestContext:
     input_responses: Mapping[str, Any] = field(default_factory=dict)
     state_secret: bytes = b""
     principal: str = ""
+    # Who the call is for, as sessions with upstream MCP servers are kept (services/contexts:
+    # "user:<id>", "session:<id>", or "once:<random>" for a caller known for one call only);
+    # "" is no one in particular and shares the upstream's one session.
+    caller: str = ""
     # MCP tasks (2025-11-25 core, 2026-07-28 extension); None serves no task methods.
     tasks: TaskStore | None = None
     # Set by tools/call when a tool running inline may still turn the call into a task

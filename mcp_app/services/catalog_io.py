@@ -72,7 +72,7 @@ PROMPT_FIELDS = ("title", "description", "icons", "enabled", "required_scope", "
 # An upstream's definition; never its health or breaker state, which belong to each site.
 UPSTREAM_FIELDS = (
     "description", "url", "connect_timeout", "call_timeout", "allow_networks", "enabled",
-    "failure_threshold", "cooldown_seconds",
+    "failure_threshold", "cooldown_seconds", "stateless", "session_idle_seconds", "max_sessions",
 )  # fmt: skip
 ARGUMENT_FIELDS = ("name", "title", "description", "required", "completion_values")
 MESSAGE_FIELDS = ("role", "kind", "text", "mime_type", "uri", "name")

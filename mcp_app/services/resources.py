@@ -34,12 +34,18 @@ _DEFAULT_TEMPLATE_MIME = "text/plain"
 
 
 class CatalogResourceReader:
-    """Reads resources and resolves resource templates of the catalog."""
+    """Reads resources and resolves resource templates of the catalog; those of an upstream
+    in the session of ``caller`` (the request's ``RequestContext.caller``)."""
+
+    def __init__(self, caller: str = "") -> None:
+        self.caller = caller
 
     async def read_resource(self, resource: ResourceDef) -> Sequence[Mapping[str, Any]]:
         key: ResourceKey = resource.key
         if key.upstream is not None:
-            return await upstream_read_resource(key.upstream, key.remote_uri, resource.uri)
+            return await upstream_read_resource(
+                key.upstream, key.remote_uri, resource.uri, caller=self.caller
+            )
         if key.file_name is None:
             return [_text_contents(resource.uri, resource.mime_type, key.text or "")]
         data = await asyncio.to_thread(_read_file, key.file_name)
@@ -55,7 +61,7 @@ class CatalogResourceReader:
             remote_uri = uri
             if key.remote_uri_template != template.uri_template:
                 remote_uri = uritemplate.expand(key.remote_uri_template, dict(variables))
-            return await upstream_read_resource(key.upstream, remote_uri, uri)
+            return await upstream_read_resource(key.upstream, remote_uri, uri, caller=self.caller)
         if key.kind == "template":
             source = str(key.config.get("template", ""))
             text = await asyncio.to_thread(render_template, source, dict(variables))

@@ -28,7 +28,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from mcp_app.executors import mcp_upstream
-from mcp_app.executors.http import Redactor, global_policy
+from mcp_app.executors.http import global_policy
 from mcp_app.executors.mcp_upstream import (
     UpstreamRefused,
     UpstreamTarget,
@@ -100,6 +100,9 @@ async def upstream_resolve(name: str) -> _Loaded:
         connect_timeout=upstream.connect_timeout,
         call_timeout=upstream.call_timeout,
         allow_networks=networks + global_networks,
+        stateless=upstream.stateless,
+        session_idle_seconds=upstream.session_idle_seconds,
+        max_sessions=upstream.max_sessions,
     )
     return _Loaded(pk=upstream.pk, target=target)
 
@@ -218,7 +221,7 @@ async def upstream_list_tools(name: str) -> list[dict[str, Any]]:
     try:
         tools = await list_tools(loaded.target)
     except UpstreamUnavailable as exc:
-        await upstream_record_failure(loaded.pk, exc.message)
+        await upstream_record_failure(loaded.pk, exc.detail)
         raise
     await upstream_record_success(loaded.pk, negotiated_revision(loaded.target.key))
     return tools
@@ -242,34 +245,51 @@ async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) 
         target = await upstream_target(name)
     except ToolError as exc:
         raise InternalError(exc.message) from None
-    redactor = Redactor(target.secrets)
     assert target.report is not None
     try:
         result = await call(target)
     except UpstreamRefused as exc:
         # It answered: the upstream is healthy, the request was not.
         await target.report(None)
-        message = redactor(f"The upstream {name!r} refused: {exc.upstream_message}")
+        message = f"The upstream {name!r} refused: {exc.upstream_message}"
         raise RelayedError(exc.code if exc.code is not None else INTERNAL_ERROR, message) from None
     except UpstreamUnavailable as exc:
-        await target.report(exc.message)
-        raise InternalError(redactor(exc.message)) from None
+        await target.report(exc.detail)
+        raise InternalError(exc.message) from None
     await target.report(None)
-    return redactor.value(result)
+    # Already without the credential's secrets: the executor redacts what it decodes.
+    return result
 
 
-async def upstream_read_resource(name: str, remote_uri: str, uri: str) -> list[dict[str, Any]]:
-    """Read ``remote_uri`` on the upstream ``name``; contents served as our ``uri``.
+def port_caller(caller: str) -> str:
+    """The session a resource read, prompt or completion of ``caller`` goes to: the caller's
+    own, except for a caller known for one call only, whose reads share the upstream's session
+    (no call of such a caller can have left state in any session it would find again)."""
+    return "" if caller.startswith(mcp_upstream.ONE_CALL_PREFIX) else caller
+
+
+async def upstream_read_resource(
+    name: str, remote_uri: str, uri: str, *, caller: str = ""
+) -> list[dict[str, Any]]:
+    """Read ``remote_uri`` on the upstream ``name`` in ``caller``'s session; contents served
+    as our ``uri``.
 
     Raises: as ``_forward``.
     """
-    contents = await _forward(name, lambda target: mcp_upstream.read_resource(target, remote_uri))
+    contents = await _forward(
+        name,
+        lambda target: mcp_upstream.read_resource(target, remote_uri, caller=port_caller(caller)),
+    )
     # The client asked for our URI: the parts that are the resource itself say so.
     return [{**item, "uri": uri} if item.get("uri") == remote_uri else item for item in contents]
 
 
 class UpstreamPromptSource:
-    """The ``PromptSource`` port: prompts of an upstream are got from it, the rest rendered."""
+    """The ``PromptSource`` port: prompts of an upstream are got from it (in the session of
+    ``caller``, the request's ``RequestContext.caller``), the rest rendered."""
+
+    def __init__(self, caller: str = "") -> None:
+        self.caller = port_caller(caller)
 
     async def get_prompt(
         self, prompt: PromptDef, arguments: Mapping[str, str]
@@ -279,15 +299,20 @@ class UpstreamPromptSource:
             return None
         result: Mapping[str, Any] = await _forward(
             key.upstream,
-            lambda target: mcp_upstream.get_prompt(target, key.remote_name, arguments),
+            lambda target: mcp_upstream.get_prompt(
+                target, key.remote_name, arguments, caller=self.caller
+            ),
         )
         return result
 
 
 class UpstreamCompleter:
     """The ``Completer`` port: arguments of an upstream's prompts and templates are completed
-    there; an upstream that does not complete (method not found) leaves them to the row's own
-    values."""
+    there (in the session of ``caller``, as ``UpstreamPromptSource``); an upstream that does
+    not complete (method not found) leaves them to the row's own values."""
+
+    def __init__(self, caller: str = "") -> None:
+        self.caller = port_caller(caller)
 
     async def complete(
         self,
@@ -308,7 +333,7 @@ class UpstreamCompleter:
             found: Mapping[str, Any] = await _forward(
                 upstream,
                 lambda target: mcp_upstream.complete(
-                    target, ref, argument, value, context_arguments
+                    target, ref, argument, value, context_arguments, caller=self.caller
                 ),
             )
         except RelayedError as exc:
@@ -523,7 +548,7 @@ async def upstream_list_offer(name: str) -> UpstreamOffer:
             with contextlib.suppress(UpstreamRefused):
                 setattr(offer, attribute, await method(loaded.target))
     except UpstreamUnavailable as exc:
-        await upstream_record_failure(loaded.pk, exc.message)
+        await upstream_record_failure(loaded.pk, exc.detail)
         raise
     await upstream_record_success(loaded.pk, negotiated_revision(loaded.target.key))
     return offer

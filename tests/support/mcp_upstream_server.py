@@ -14,9 +14,18 @@ cancellation seen, the headers a call carried). Tools:
 * ``grow()``: adds the tool ``grown`` and sends ``notifications/tools/list_changed``
 * ``die()``: the process exits mid-call
 * ``headers()``: the Authorization and X-Api-Key headers it received, as structuredContent
+* ``leak()``: echoes the credential it received (Authorization, X-Api-Key, the query) through
+  every channel: progress, a log notification, an elicitation and a sampling question, the
+  result's text, image, embedded resource, structuredContent and _meta
+* ``leak_error()``: a JSON-RPC error whose message echoes the credential
+* ``remember(value)``: keeps ``value`` (when not empty) in this MCP session and answers
+  ``holds:<what the session holds>``, so tests can tell sessions apart
 
 Resources: ``up://readme`` (markdown text), ``up://pixel.png`` (a PNG, served as a blob).
 Resource templates: ``up://notes/{topic}``: "Notes on <topic>".
+With ``--extras`` (not listed otherwise, so tests of discovery see the usual offer): resource
+template ``up://leak/{part}`` and prompt ``leak_prompt()`` echo the credential too, and
+resource template ``up://remembered/{name}`` answers what ``remember`` keeps in the session.
 Prompts: ``review(code, language="python")``: one user message naming both.
 Completions: ``topic`` of ``up://notes/{topic}`` and ``language`` of ``review``, by prefix.
 """
@@ -38,6 +47,7 @@ from typing import Any
 import anyio
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CallToolResult,
     Completion,
@@ -152,6 +162,86 @@ def headers(ctx: Context) -> dict[str, Any]:
     return {"authorization": seen.get("authorization"), "x_api_key": seen.get("x-api-key")}
 
 
+def _received(ctx: Context) -> str:
+    """The credential this request carried, in every place a credential goes."""
+    seen = dict(ctx.headers or {})
+    url = getattr(ctx.request_context.request, "url", None)
+    query = getattr(url, "query", "") or ""
+    return (
+        f"authorization={seen.get('authorization')} x-api-key={seen.get('x-api-key')} query={query}"
+    )
+
+
+@server.tool(description="Echoes the credential it received through every channel.")
+async def leak(ctx: Context) -> CallToolResult:
+    seen = _received(ctx)
+    await ctx.report_progress(1, 2, f"progress {seen}")
+    await ctx.log("info", {"said": f"log {seen}"}, logger_name=f"logger {seen}")
+    await ctx.elicit(f"elicit {seen}", Name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sampling is deprecated as of 2026-07-28, not before
+        await ctx.request_context.session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text=f"sample {seen}"))],
+            max_tokens=20,
+            system_prompt=f"system {seen}",
+            related_request_id=ctx.request_id,
+        )
+    return CallToolResult(
+        content=[
+            TextContent(type="text", text=f"result {seen}"),
+            ImageContent(
+                type="image", data=base64.b64encode(seen.encode()).decode(), mime_type="image/png"
+            ),
+            EmbeddedResource(
+                type="resource",
+                resource=TextResourceContents(
+                    uri="up://leaked", mime_type="text/plain", text=f"embedded {seen}"
+                ),
+            ),
+        ],
+        structured_content={"seen": seen, seen: "as a key"},
+        _meta={"seen": seen},
+    )
+
+
+@server.tool(description="Fails with a JSON-RPC error echoing the credential.")
+def leak_error(ctx: Context) -> str:
+    raise MCPError(-32001, f"error {_received(ctx)}")
+
+
+# What each MCP session keeps (remember), by the session id the client sends.
+_remembered: dict[str | None, str] = {}
+
+
+@server.tool(description="Keeps value (unless empty) in this session; answers what it holds.")
+def remember(value: str, ctx: Context) -> str:
+    session = dict(ctx.headers or {}).get("mcp-session-id")
+    if value:
+        _remembered[session] = value
+    return f"holds:{_remembered.get(session, '')}"
+
+
+def leak_resource(part: str, ctx: Context) -> str:
+    return f"resource {part} {_received(ctx)}"
+
+
+def leak_prompt(ctx: Context) -> str:
+    return f"prompt {_received(ctx)}"
+
+
+def remembered_resource(name: str, ctx: Context) -> str:
+    return f"holds:{_remembered.get(dict(ctx.headers or {}).get('mcp-session-id'), '')}"
+
+
+def offer_extras() -> None:
+    """Serve the extra resource templates and prompt (``--extras``)."""
+    server.resource("up://leak/{part}", name="leak", mime_type="text/plain")(leak_resource)
+    server.prompt(description="Echoes the credential it received.")(leak_prompt)
+    server.resource("up://remembered/{name}", name="remembered", mime_type="text/plain")(
+        remembered_resource
+    )
+
+
 @server.resource(
     "up://readme", name="readme", description="The upstream's readme.", mime_type="text/markdown"
 )
@@ -200,14 +290,19 @@ class RunningUpstream:
 
 @contextlib.contextmanager
 def run_mcp_upstream(
-    markers: Path, *, port: int | None = None, stateless: bool = False, json: bool = False
+    markers: Path,
+    *,
+    port: int | None = None,
+    stateless: bool = False,
+    json: bool = False,
+    extras: bool = False,
 ) -> Iterator[RunningUpstream]:
     """Run this server as a subprocess on 127.0.0.1 until the block ends."""
     from tests.support.live import ROOT, free_port, wait_for_port
 
     port = port or free_port()
     args = [sys.executable, "-m", "tests.support.mcp_upstream_server", str(port)]
-    args += ["--stateless"] * stateless + ["--json"] * json
+    args += ["--stateless"] * stateless + ["--json"] * json + ["--extras"] * extras
     env = {**os.environ, "UPSTREAM_MARKER_DIR": str(markers)}
     process = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
@@ -227,7 +322,10 @@ def main() -> None:
     parser.add_argument("port", type=int)
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--extras", action="store_true")
     args = parser.parse_args()
+    if args.extras:
+        offer_extras()
     app = server.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

@@ -206,6 +206,8 @@ class _WorkerRun:
             client_requests=self.asker if call.session_id else None,
             input_responses=dict(answers),
             principal=call.principal,
+            # Its upstream sessions are keyed as the web request's would be.
+            caller_session=call.session_id,
         )
 
     async def _publish(self, frame: Mapping[str, Any]) -> None:
