@@ -1,10 +1,14 @@
 """The Celery application; tasks are discovered in installed apps' ``tasks`` modules."""
 
+import logging
 import os
 from typing import Any
 
 from celery import Celery
 from celery.signals import (
+    celeryd_after_setup,
+    celeryd_init,
+    setup_logging,
     worker_process_init,
     worker_process_shutdown,
     worker_ready,
@@ -64,3 +68,59 @@ def _flush_tracing(**kwargs: Any) -> None:
     from mcp_app.ops.tracing import flush_tracing
 
     flush_tracing()
+
+
+# -- Logs (mcp_app/ops/logs.py): Django's LOGGING for every line, from the first -----------------
+# Celery would give the root logger a plain-text handler of its own and print banners. Django's
+# logging is set up as soon as a worker starts (its first warning comes before Django is), Celery
+# is told that logging is taken care of, and under LOG_FORMAT=json the banners are not printed
+# (the worker's is logged, as one line), nor its lines from signal handlers.
+def _configure_logging() -> None:
+    from django.conf import settings
+    from django.utils.log import configure_logging
+
+    configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
+
+
+def _json_logs() -> bool:
+    from django.conf import settings
+
+    return bool(settings.LOG_FORMAT == "json")
+
+
+@celeryd_init.connect
+def _log_from_the_start(sender: Any, instance: Any, **kwargs: Any) -> None:
+    _configure_logging()
+    if _json_logs():
+        import celery.apps.worker
+
+        from mcp_app.ops.logs import say_as_json
+
+        instance.quiet = True
+        celery.apps.worker.safe_say = say_as_json  # its shutdown lines, from signal handlers
+
+
+@setup_logging.connect
+def _use_django_logging(loglevel: Any = None, **kwargs: Any) -> None:
+    _configure_logging()
+    if loglevel:  # -l/--loglevel sets the root's level, as Celery's own setup does
+        logging.getLogger().setLevel(loglevel)
+
+
+@celeryd_after_setup.connect
+def _log_worker_banner(sender: Any, instance: Any, **kwargs: Any) -> None:
+    if _json_logs():
+        logging.getLogger("celery.worker").info(instance.startup_info(artlines=False).strip())
+    # Celery redirects a worker's stdout (a task's print) to its log only with its own setup.
+    if app.conf.worker_redirect_stdouts:
+        app.log.redirect_stdouts(app.conf.worker_redirect_stdouts_level)
+
+
+class _Beat(app.Beat):  # type: ignore[name-defined]
+    """``celery beat``, without its printed banner under LOG_FORMAT=json."""
+
+    def __init__(self, *args: Any, quiet: bool = False, **kwargs: Any) -> None:
+        super().__init__(*args, quiet=quiet or _json_logs(), **kwargs)
+
+
+app.Beat = _Beat
