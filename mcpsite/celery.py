@@ -15,6 +15,8 @@ from celery.signals import (
     worker_shutdown,
 )
 
+from mcp_app.ops.logs import log_format_from_environment
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpsite.settings")
 
 # kombu's Redis transport with a channel that survives Redis dying under it (the module says
@@ -70,11 +72,12 @@ def _flush_tracing(**kwargs: Any) -> None:
     flush_tracing()
 
 
-# -- Logs (mcp_app/ops/logs.py): Django's LOGGING for every line, from the first -----------------
-# Celery would give the root logger a plain-text handler of its own and print banners. Django's
-# logging is set up as soon as a worker starts (its first warning comes before Django is), Celery
-# is told that logging is taken care of, and under LOG_FORMAT=json the banners are not printed
-# (the worker's is logged, as one line), nor its lines from signal handlers.
+# -- Logs under LOG_FORMAT=json (mcp_app/ops/logs.py): every line JSON, from the first ---------
+# Celery's own setup gives the root logger a plain-text handler and prints banners. Under
+# LOG_FORMAT=json, Django's logging is set up as soon as a worker starts (its first warning comes
+# before Django is), Celery is told that logging is taken care of, the worker's banner is logged
+# as one line, beat's is not printed, and what the worker writes from its signal handlers is
+# JSON too. Under LOG_FORMAT=text Celery keeps its own (timestamped) lines.
 def _configure_logging() -> None:
     from django.conf import settings
     from django.utils.log import configure_logging
@@ -82,45 +85,38 @@ def _configure_logging() -> None:
     configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
 
 
-def _json_logs() -> bool:
-    from django.conf import settings
-
-    return bool(settings.LOG_FORMAT == "json")
-
-
-@celeryd_init.connect
 def _log_from_the_start(sender: Any, instance: Any, **kwargs: Any) -> None:
+    import celery.apps.worker
+
+    from mcp_app.ops.logs import say_as_json
+
     _configure_logging()
-    if _json_logs():
-        import celery.apps.worker
-
-        from mcp_app.ops.logs import say_as_json
-
-        instance.quiet = True
-        celery.apps.worker.safe_say = say_as_json  # its shutdown lines, from signal handlers
+    instance.quiet = True
+    celery.apps.worker.safe_say = say_as_json
 
 
-@setup_logging.connect
 def _use_django_logging(loglevel: Any = None, **kwargs: Any) -> None:
     _configure_logging()
     if loglevel:  # -l/--loglevel sets the root's level, as Celery's own setup does
         logging.getLogger().setLevel(loglevel)
 
 
-@celeryd_after_setup.connect
 def _log_worker_banner(sender: Any, instance: Any, **kwargs: Any) -> None:
-    if _json_logs():
-        logging.getLogger("celery.worker").info(instance.startup_info(artlines=False).strip())
+    logging.getLogger("celery.worker").info(instance.startup_info(artlines=False).strip())
     # Celery redirects a worker's stdout (a task's print) to its log only with its own setup.
     if app.conf.worker_redirect_stdouts:
         app.log.redirect_stdouts(app.conf.worker_redirect_stdouts_level)
 
 
-class _Beat(app.Beat):  # type: ignore[name-defined]
-    """``celery beat``, without its printed banner under LOG_FORMAT=json."""
+if log_format_from_environment() == "json":
+    celeryd_init.connect(_log_from_the_start)
+    setup_logging.connect(_use_django_logging)
+    celeryd_after_setup.connect(_log_worker_banner)
 
-    def __init__(self, *args: Any, quiet: bool = False, **kwargs: Any) -> None:
-        super().__init__(*args, quiet=quiet or _json_logs(), **kwargs)
+    class _QuietBeat(app.Beat):  # type: ignore[name-defined]
+        """``celery beat`` without its printed banner."""
 
+        def __init__(self, *args: Any, quiet: bool = False, **kwargs: Any) -> None:
+            super().__init__(*args, quiet=True, **kwargs)
 
-app.Beat = _Beat
+    app.Beat = _QuietBeat

@@ -68,10 +68,16 @@ class TextFormatter(logging.Formatter):
         return redact_secrets(super().format(record))
 
 
+def log_format_from_environment() -> str:
+    """``LOG_FORMAT`` ("json" or "text"), read as ``settings.LOG_FORMAT`` is, where there are
+    no settings yet: uvicorn's supervisor, Celery's command line."""
+    return os.environ.get("LOG_FORMAT", "text").strip().lower()
+
+
 def formatter_for_environment() -> logging.Formatter:
-    """The formatter ``LOG_FORMAT`` names, for a process that has no Django settings: the
-    supervisor of uvicorn's worker processes (``mcpsite/uvicorn_logging.json``)."""
-    if os.environ.get("LOG_FORMAT", "text").strip().lower() == "json":
+    """The formatter ``LOG_FORMAT`` names, for the supervisor of uvicorn's worker processes,
+    which never loads Django's settings (``mcpsite/uvicorn_logging.json``)."""
+    if log_format_from_environment() == "json":
         return JsonFormatter()
     return TextFormatter()
 
