@@ -56,9 +56,7 @@ def redact_secrets(text: str) -> str:
         text = _SECRET_PARAMETER.sub(rf"\1{REDACTED}", text)
     if "mcpk_" in text:
         text = _API_TOKEN.sub(REDACTED, text)
-    if "earer" in text or "asic" in text or "EARER" in text or "ASIC" in text:
-        text = _AUTHORIZATION.sub(rf"\1\2{REDACTED}", text)
-    return text
+    return _AUTHORIZATION.sub(rf"\1\2{REDACTED}", text)
 
 
 class TextFormatter(logging.Formatter):
