@@ -5,6 +5,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     MCPHOST_VAR_DIR=/var/lib/mcphost
+# uvicorn's supervisor of its worker processes logs in LOG_FORMAT too (docs/operations.md).
+ENV UVICORN_LOG_CONFIG=/app/mcpsite/uvicorn_logging.json
 
 WORKDIR /app
 

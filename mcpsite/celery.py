@@ -1,16 +1,21 @@
 """The Celery application; tasks are discovered in installed apps' ``tasks`` modules."""
 
+import logging
 import os
 from typing import Any
 
 from celery import Celery
 from celery.signals import (
+    celeryd_after_setup,
     celeryd_init,
+    setup_logging,
     worker_process_init,
     worker_process_shutdown,
     worker_ready,
     worker_shutdown,
 )
+
+from mcp_app.ops.logs import log_format_from_environment
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpsite.settings")
 
@@ -83,3 +88,53 @@ def _flush_tracing(**kwargs: Any) -> None:
     from mcp_app.ops.tracing import flush_tracing
 
     flush_tracing()
+
+
+# -- Logs under LOG_FORMAT=json (mcp_app/ops/logs.py): every line JSON, from the first ---------
+# Celery's own setup gives the root logger a plain-text handler and prints banners. Under
+# LOG_FORMAT=json, Django's logging is set up as soon as a worker starts (its first warning comes
+# before Django is), Celery is told that logging is taken care of, the worker's banner is logged
+# as one line, beat's is not printed, and what the worker writes from its signal handlers is
+# JSON too. Under LOG_FORMAT=text Celery keeps its own (timestamped) lines.
+def _configure_logging() -> None:
+    from django.conf import settings
+    from django.utils.log import configure_logging
+
+    configure_logging(settings.LOGGING_CONFIG, settings.LOGGING)
+
+
+def _log_from_the_start(sender: Any, instance: Any, **kwargs: Any) -> None:
+    import celery.apps.worker
+
+    from mcp_app.ops.logs import say_as_json
+
+    _configure_logging()
+    instance.quiet = True
+    celery.apps.worker.safe_say = say_as_json
+
+
+def _use_django_logging(loglevel: Any = None, **kwargs: Any) -> None:
+    _configure_logging()
+    if loglevel:  # -l/--loglevel sets the root's level, as Celery's own setup does
+        logging.getLogger().setLevel(loglevel)
+
+
+def _log_worker_banner(sender: Any, instance: Any, **kwargs: Any) -> None:
+    logging.getLogger("celery.worker").info(instance.startup_info(artlines=False).strip())
+    # Celery redirects a worker's stdout (a task's print) to its log only with its own setup.
+    if app.conf.worker_redirect_stdouts:
+        app.log.redirect_stdouts(app.conf.worker_redirect_stdouts_level)
+
+
+if log_format_from_environment() == "json":
+    celeryd_init.connect(_log_from_the_start)
+    setup_logging.connect(_use_django_logging)
+    celeryd_after_setup.connect(_log_worker_banner)
+
+    class _QuietBeat(app.Beat):  # type: ignore[name-defined]
+        """``celery beat`` without its printed banner."""
+
+        def __init__(self, *args: Any, quiet: bool = False, **kwargs: Any) -> None:
+            super().__init__(*args, quiet=True, **kwargs)
+
+    app.Beat = _QuietBeat

@@ -497,19 +497,34 @@ for _network in TRUSTED_PROXIES:
 # token must be issued for the API's resource (PUBLIC_BASE_URL/api), never an MCP endpoint.
 API_OAUTH_SCOPE = os.environ.get("API_OAUTH_SCOPE", "mcp:manage")
 
+# Every line goes through the console handler, in LOG_FORMAT, with credentials redacted
+# (mcp_app/ops/logs.py): uvicorn's loggers too, which uvicorn gives handlers of its own before
+# Django starts, Python's warnings, and Daphne's access log, which Daphne writes to stdout
+# itself. Each logger keeps its level (uvicorn's --log-level).
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "mcp_app.ops.logs.JsonFormatter"}},
+    "formatters": {
+        "json": {"()": "mcp_app.ops.logs.JsonFormatter"},
+        "text": {"()": "mcp_app.ops.logs.TextFormatter"},
+    },
     "handlers": {
         "console": {
             "class": "logging.StreamHandler",
-            **({"formatter": "json"} if LOG_FORMAT == "json" else {}),
+            "formatter": "json" if LOG_FORMAT == "json" else "text",
         }
     },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "WARNING")},
-    "loggers": {"mcp_app": {"level": os.environ.get("MCP_LOG_LEVEL", "INFO")}},
+    "loggers": {
+        "mcp_app": {"level": os.environ.get("MCP_LOG_LEVEL", "INFO")},
+        "uvicorn": {"handlers": ["console"], "propagate": False},
+        "uvicorn.access": {"handlers": ["console"], "propagate": False},
+        "daphne.access": {"level": "INFO"},
+    },
 }
+from mcp_app.ops.logs import route_stray_output  # noqa: E402
+
+route_stray_output()
 
 # MCP clients are native apps whose OAuth callbacks are http loopback URIs (RFC 8252 §7.3),
 # which DOT's fix for this warning (https redirect URIs only) would refuse; the consent page

@@ -14,10 +14,11 @@ import hmac
 import ipaddress
 import logging
 import os
+import re
 import time
 from collections.abc import Iterator
 from datetime import timedelta
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import redis
@@ -29,10 +30,11 @@ from prometheus_client import (
     CONTENT_TYPE_LATEST,
     REGISTRY,
     CollectorRegistry,
+    ProcessCollector,
     generate_latest,
     multiprocess,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from mcp_app.conf import get_conf
@@ -121,13 +123,52 @@ class SharedStateCollector(Collector):
         )
 
 
+# The values file of one process in PROMETHEUS_MULTIPROC_DIR ("counter_1234.db",
+# "gauge_livesum_1234.db"): the pid of every process that keeps metrics there.
+_PID_FILE = re.compile(r"_(\d+)\.db$")
+
+
+class ProcessesCollector(Collector):
+    """``process_*`` (memory, CPU, open and max fds, start time) of every running process of
+    PROMETHEUS_MULTIPROC_DIR, labelled ``pid``, read from /proc when scraped.
+
+    prometheus-client's ProcessCollector reports only the process it runs in, so a scrape in
+    multiprocess mode had none: the processes sharing the directory are siblings on this host
+    (uvicorn's workers), whose /proc entries any of them may read.
+    """
+
+    def __init__(self, directory: str) -> None:
+        self._directory = directory
+
+    def collect(self) -> Iterator[Metric]:
+        try:
+            names = os.listdir(self._directory)
+        except OSError:
+            return
+        pids = sorted({int(found[1]) for name in names if (found := _PID_FILE.search(name))})
+        families: dict[str, Metric] = {}
+        for pid in pids:
+            if not os.path.isdir(f"/proc/{pid}"):
+                continue  # exited: its files stay until the directory is emptied
+            for family in ProcessCollector(pid=partial(int, pid), registry=None).collect():
+                merged = families.get(family.name)
+                if merged is None:
+                    merged = families[family.name] = Metric(
+                        family.name, family.documentation, family.type, family.unit
+                    )
+                for sample in family.samples:
+                    merged.add_sample(sample.name, {**sample.labels, "pid": str(pid)}, sample.value)
+        yield from families.values()
+
+
 def _exposition() -> bytes:
     shared = CollectorRegistry(auto_describe=False)
     shared.register(SharedStateCollector())
-    if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+    if directory := os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         # Every process's values, added up (live gauges: of the processes still running).
         processes = CollectorRegistry()
         multiprocess.MultiProcessCollector(processes)
+        shared.register(ProcessesCollector(directory))
         return generate_latest(processes) + generate_latest(shared)
     return generate_latest(REGISTRY) + generate_latest(shared)
 

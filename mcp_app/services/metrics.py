@@ -42,11 +42,25 @@ MCP_MESSAGES = Counter(
     'message counts once, with method "").',
     ["endpoint", "method", "era", "status"],
 )
+# Tool-call latency: a histogram per endpoint (15 buckets, sum and count), and per tool only
+# two counters (calls and their seconds: rate and mean duration). A histogram per tool made 17
+# series of each tool, 170,000 for an endpoint of 10,000 tools.
 TOOL_CALL_SECONDS = Histogram(
     "mcphost_tool_call_duration_seconds",
-    "Duration of tools/call requests, from dispatch to answer.",
-    ["endpoint", "tool"],
+    "Duration of tools/call requests of known tools, from dispatch to answer, by endpoint.",
+    ["endpoint"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300),
+)
+TOOL_CALLS = Counter(
+    "mcphost_tool_calls",
+    "tools/call requests of known tools answered, by tool.",
+    ["endpoint", "tool"],
+)
+TOOL_CALL_TIME = Counter(
+    "mcphost_tool_call_seconds",
+    "Seconds spent answering tools/call requests of known tools, by tool (over "
+    "mcphost_tool_calls_total: the mean duration).",
+    ["endpoint", "tool"],
 )
 SSE_STREAMS = Gauge(
     "mcphost_sse_streams_open",
@@ -89,7 +103,8 @@ CALL_LOG_WRITTEN = Counter(
 # Labelled children by label values: ``labels()`` takes a lock and builds a key per call,
 # which cost about as much again as the increment on the hot path. Bounded like the labels.
 _message_counters: dict[tuple[str, str, str, str], Any] = {}
-_tool_histograms: dict[tuple[str, str], Any] = {}
+_endpoint_histograms: dict[str, Any] = {}
+_tool_counters: dict[tuple[str, str], tuple[Any, Any]] = {}
 
 
 def record_calls(rows: Iterable[tuple[dict[str, Any], bool]]) -> None:
@@ -105,11 +120,20 @@ def record_calls(rows: Iterable[tuple[dict[str, Any], bool]]) -> None:
             counter = _message_counters[key] = MCP_MESSAGES.labels(*key)
         counter.inc()
         if method == "tools/call" and tool_known and row["duration_ms"] is not None:
-            tool_key = (endpoint, row["target"])
-            histogram = _tool_histograms.get(tool_key)
+            seconds = row["duration_ms"] / 1000
+            histogram = _endpoint_histograms.get(endpoint)
             if histogram is None:
-                histogram = _tool_histograms[tool_key] = TOOL_CALL_SECONDS.labels(*tool_key)
-            histogram.observe(row["duration_ms"] / 1000)
+                histogram = _endpoint_histograms[endpoint] = TOOL_CALL_SECONDS.labels(endpoint)
+            histogram.observe(seconds)
+            tool_key = (endpoint, row["target"])
+            counters = _tool_counters.get(tool_key)
+            if counters is None:
+                counters = _tool_counters[tool_key] = (
+                    TOOL_CALLS.labels(*tool_key),
+                    TOOL_CALL_TIME.labels(*tool_key),
+                )
+            counters[0].inc()
+            counters[1].inc(seconds)
 
 
 # -- Degraded dependencies: throttles without Redis, readiness (docs/operations.md) --

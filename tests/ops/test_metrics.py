@@ -155,15 +155,15 @@ def test_counts_are_exact_and_added_up_across_worker_processes(server: str) -> N
             - value(before, "mcphost_mcp_messages_total", **calls, status="ok")
             == 5
         )
-        histogram = value(samples, "mcphost_tool_call_duration_seconds_count", endpoint=SLUG,
-                          tool="echo")  # fmt: skip
-        assert (
-            histogram
-            - value(before, "mcphost_tool_call_duration_seconds_count", endpoint=SLUG, tool="echo")
-            == 5
-        )
-        assert value(samples, "mcphost_tool_call_duration_seconds_count", endpoint=SLUG,
-                     tool="nope") == 0  # fmt: skip
+        for name in ("mcphost_tool_call_duration_seconds_count", "mcphost_tool_calls_total"):
+            labels = (
+                {"endpoint": SLUG}
+                if name.endswith("_count")
+                else {"endpoint": SLUG, "tool": "echo"}
+            )
+            assert value(samples, name, **labels) - value(before, name, **labels) == 5, name
+        assert value(samples, "mcphost_tool_calls_total", endpoint=SLUG, tool="nope") == 0
+        assert not [labels for (name, labels) in samples if ("tool", "nope") in labels]
 
 
 @pytest.mark.django_db

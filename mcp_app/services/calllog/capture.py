@@ -26,6 +26,9 @@ SECRET_NAME_PARTS = (
     "password", "passwd", "secret", "token", "api_key", "apikey", "authorization", "cookie",
     "private_key", "credential",
 )  # fmt: skip
+# Schemes of an Authorization value ("Bearer X"): the credentials after one are a secret of
+# their own, which a payload may carry bare.
+AUTH_SCHEMES = frozenset({"bearer", "basic", "token", "digest", "dpop", "apikey", "mac"})
 # Secret values shorter than this are redacted under their key but not scrubbed elsewhere.
 MIN_SCRUB_CHARS = 4
 # Depth past which captured JSON is cut: redaction walks it recursively.
@@ -122,6 +125,10 @@ def _collect_strings(value: Any, found: set[str], depth: int) -> None:
         # Short values ("1", "yes") would blank out unrelated text; they leak little alone.
         if len(value) >= MIN_SCRUB_CHARS:
             found.add(value)
+            scheme, _, credentials = value.strip().partition(" ")
+            credentials = credentials.strip()
+            if scheme.lower() in AUTH_SCHEMES and len(credentials) >= MIN_SCRUB_CHARS:
+                found.add(credentials)
     elif isinstance(value, Mapping):
         for item in value.values():
             _collect_strings(item, found, depth + 1)
@@ -189,13 +196,19 @@ class Captured:
 
 
 def capture_call(
-    arguments: Any, result: Any, policy: CapturePolicy, secret_fields: frozenset[str]
+    arguments: Any,
+    result: Any,
+    policy: CapturePolicy,
+    secret_fields: frozenset[str],
+    secrets: Iterable[str] = (),
 ) -> tuple[Captured, Captured]:
     """Apply ``policy`` to a call's arguments and result.
 
     Secret-looking keys, the policy's listed fields and the tool's secret input fields are
-    redacted, and their values scrubbed from every other string of both payloads, before
-    anything is measured against the cap: a cut never exposes a prefix of a secret.
+    redacted, and their values (and ``secrets``, the caller's own credentials) scrubbed from
+    every other string of both payloads, before anything is measured against the cap: a cut
+    never exposes a prefix of a secret. The credentials of an Authorization value ("Bearer
+    X") are scrubbed bare too.
     """
     if policy.mode == Capture.NONE:
         return Captured(), Captured()
@@ -204,12 +217,12 @@ def capture_call(
         # payload in Python (a tools/list result is the whole catalog).
         return _describe(arguments), _describe(result)
     names = policy.redact | secret_fields
-    secrets: set[str] = set()
-    cleaned_arguments = redact(arguments, names, secrets)
-    cleaned_result = redact(result, names, secrets)
-    if secrets:
-        cleaned_arguments = scrub(cleaned_arguments, secrets)
-        cleaned_result = scrub(cleaned_result, secrets)
+    found = set(secrets)
+    cleaned_arguments = redact(arguments, names, found)
+    cleaned_result = redact(result, names, found)
+    if found:
+        cleaned_arguments = scrub(cleaned_arguments, found)
+        cleaned_result = scrub(cleaned_result, found)
     return _fit(cleaned_arguments, policy), _fit(cleaned_result, policy)
 
 

@@ -34,6 +34,7 @@ from mcp_app.protocol.methods import target_of
 from mcp_app.protocol.results import Outcome
 from mcp_app.protocol.versions import MODERN_VERSIONS, Era
 from mcp_app.services import metrics
+from mcp_app.services.calllog.capture import MIN_SCRUB_CHARS
 from mcp_app.services.calllog.writer import EXIT_FLUSH_SECONDS, PendingCall, writer
 from mcp_app.services.catalog import EndpointState
 
@@ -104,7 +105,8 @@ class CallRecorder:
         self._slug = str(route.get("kwargs", {}).get("slug", ""))[:100]
         client = scope.get("client")
         self._remote_addr = client[0] if client else None
-        self._user_agent = _cut(_header(headers, "user-agent"), USER_AGENT_CHARS)
+        self._user_agent = _cut(_utf8(_header(headers, "user-agent")), USER_AGENT_CHARS)
+        self._credentials = _credentials(headers)
         self._session_id = _header(headers, "mcp-session-id")[:64]
         self._version = _header(headers, "mcp-protocol-version")[:16]
         self._request_id = request_id
@@ -311,6 +313,7 @@ class CallRecorder:
                     tool_pk=tool.key.pk if tool is not None else None,
                     input_schema=tool.input_schema if tool is not None else None,
                     policy_tag=self._policy_tag,
+                    secrets=self._credentials,
                 )
             )
         return records
@@ -350,6 +353,28 @@ multiprocessing.util.Finalize(None, submit_cut_short, exitpriority=20)
 def _header(headers: Mapping[str, Sequence[str]], name: str) -> str:
     values = headers.get(name)
     return values[0] if values else ""
+
+
+def _utf8(text: str) -> str:
+    """A header value read as UTF-8, as clients send non-ASCII text (RFC 9110 allows any
+    octets; the transport decodes them as Latin-1, one character per byte, losslessly)."""
+    if text.isascii():
+        return text
+    try:
+        return text.encode("latin-1").decode("utf-8")
+    except UnicodeError:  # not UTF-8 (or not from bytes): Latin-1 is the best reading
+        return text
+
+
+def _credentials(headers: Mapping[str, Sequence[str]]) -> tuple[str, ...]:
+    """The credentials of the request's Authorization header(s): scrubbed from its payloads
+    wherever they appear, since a caller's own token is a secret under any key or none."""
+    found = []
+    for value in headers.get("authorization") or ():
+        scheme, _, credentials = value.strip().partition(" ")
+        if len(credentials := credentials.strip() or scheme) >= MIN_SCRUB_CHARS:
+            found.append(credentials)
+    return tuple(found)
 
 
 def _code(code: Any) -> int | None:

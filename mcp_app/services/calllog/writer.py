@@ -37,6 +37,7 @@ from mcp_app.services.calllog.capture import (
     parse_redact_names,
     safe_json,
     safe_text,
+    scrub,
     secret_fields_of_schema,
 )
 
@@ -65,6 +66,8 @@ class PendingCall:
     tool_pk: int | None
     input_schema: Any
     policy_tag: tuple[int, int] | None
+    # The caller's own credentials (its bearer token), scrubbed from every stored payload.
+    secrets: tuple[str, ...] = ()
 
 
 # -- the writer thread ----------------------------------------------------------------------
@@ -385,13 +388,20 @@ class _Writer:
             policy, secret_fields = self._policies.get(
                 (*pending.policy_tag, pending.tool_pk), (policy, secret_fields)
             )
+        secrets = pending.secrets
+        if secrets:
+            _scrub_row(pending)
         try:
             arguments, result = capture_call(
-                pending.arguments, pending.result, policy, secret_fields
+                pending.arguments, pending.result, policy, secret_fields, secrets
             )
         except orjson.JSONEncodeError:  # a lone surrogate, which no JSON text can carry
             arguments, result = capture_call(
-                safe_json(pending.arguments), safe_json(pending.result), policy, secret_fields
+                safe_json(pending.arguments),
+                safe_json(pending.result),
+                policy,
+                secret_fields,
+                secrets,
             )
         captured = arguments.size is not None or result.size is not None
         return (
@@ -414,7 +424,16 @@ class _Writer:
         ]
 
     def _bare_row(self, pending: PendingCall) -> Row:
+        if pending.secrets:
+            _scrub_row(pending)
         return (*self._bare_values(pending), "", None, None, None, None, False, None)
+
+
+def _scrub_row(pending: PendingCall) -> None:
+    # The columns a client's text reaches besides the payloads: an error naming what it sent.
+    for key in ("error_message", "target"):
+        if value := pending.row.get(key):
+            pending.row[key] = scrub(value, pending.secrets)
 
 
 def _reduced(row: Row) -> Row:
