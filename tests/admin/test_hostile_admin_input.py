@@ -27,11 +27,7 @@ def nested(depth: int) -> str:
 
 
 def deep_schema(wraps: int) -> str:
-    return (
-        '{"type": "object", "properties": {"x": ' * wraps
-        + '{"type": "object"}'
-        + "}}" * wraps
-    )
+    return '{"type": "object", "properties": {"x": ' * wraps + '{"type": "object"}' + "}}" * wraps
 
 
 def form_errors(response: Any) -> dict[str, list[str]]:
