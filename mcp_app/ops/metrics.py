@@ -68,20 +68,44 @@ def allowed(scope: dict[str, Any], headers: dict[bytes, bytes]) -> bool:
     return any(address in network for network in _networks(settings.METRICS_ALLOWED_NETWORKS))
 
 
+# The database counts run on a thread of their own, waited on for READINESS_TIMEOUT_SECONDS:
+# a frozen database leaves them out of the scrape instead of hanging it, and a count still
+# hanging from an earlier scrape is waited on again rather than joined by another thread.
+_database_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-metrics-db")
+_database_counts: concurrent.futures.Future[tuple[int, dict[str, int]]] | None = None
+
+
+def _count_shared_state() -> tuple[int, dict[str, int]]:
+    """Live legacy sessions, and background calls not yet finished by status."""
+    close_old_connections()
+    try:
+        idle = timedelta(seconds=get_conf().MCP_SESSION_IDLE_SECONDS)
+        live = Session.objects.filter(
+            closed_at__isnull=True, last_seen_at__gte=timezone.now() - idle
+        ).count()
+        counts = dict(
+            BackgroundCall.objects.filter(status__in=BackgroundCall.ACTIVE)
+            .values_list("status")
+            .annotate(n=Count("id"))
+        )
+    finally:
+        close_old_connections()
+    return live, counts
+
+
 class SharedStateCollector(Collector):
     """What no single process holds: live sessions, background calls, worker heartbeats."""
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        close_old_connections()
+        global _database_counts
+        if _database_counts is None or _database_counts.done():
+            _database_counts = _database_thread.submit(_count_shared_state)
+        timeout = settings.READINESS_TIMEOUT_SECONDS
         try:
-            idle = timedelta(seconds=get_conf().MCP_SESSION_IDLE_SECONDS)
-            live = Session.objects.filter(
-                closed_at__isnull=True, last_seen_at__gte=timezone.now() - idle
-            ).count()
-            counts = dict(
-                BackgroundCall.objects.filter(status__in=BackgroundCall.ACTIVE)
-                .values_list("status")
-                .annotate(n=Count("id"))
+            live, counts = _database_counts.result(timeout=timeout)
+        except concurrent.futures.TimeoutError:
+            logger.warning(
+                "Metrics: no database answer within %g s; sessions and calls left out", timeout
             )
         except Exception:
             # A scrape during an outage still returns every per-process metric.
@@ -98,8 +122,6 @@ class SharedStateCollector(Collector):
             for status in BackgroundCall.ACTIVE:
                 calls.add_metric([str(status)], counts.get(status, 0))
             yield calls
-        finally:
-            close_old_connections()
         if settings.REDIS_URL:
             yield from self._workers()
 

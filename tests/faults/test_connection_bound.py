@@ -34,9 +34,12 @@ POOL_ENV = {
     "DATABASE_POOL_MAX_WAITING": "6",
     "DATABASE_APPLICATION_NAME": APP_NAME,
     "DATABASE_WAIT_SECONDS": "3",
-    # The flood comes from one address: the anonymous rate must not end it early.
+    # The flood comes from one address: no rate may end it early. (The failed-authentication
+    # limit would cut the made-up tokens off before the database: tests/api/test_throttling.py.
+    # Here they must reach it, to show the pool holds whatever does.)
     "API_THROTTLE_ANON": "100000/minute",
     "API_THROTTLE_USER": "100000/minute",
+    "API_THROTTLE_AUTH_FAILURES": "",
 }
 INITIALIZE = {
     "jsonrpc": "2.0",
@@ -162,6 +165,12 @@ async def test_a_frozen_database_answers_503_within_the_pool_timeout(
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
     try:
+        async with httpx.AsyncClient(timeout=30) as client:
+            # First, while the pool still holds an idle connection, whose check would hang:
+            # the probes answer in their bound, not ready, and the metrics without the
+            # database's counts.
+            scraped = await client.get(f"{web.base_url}/metrics")
+            ready = await client.get(f"{web.base_url}/readyz")
         limits = httpx.Limits(max_connections=2 * POOL_SIZE + 2)
         async with httpx.AsyncClient(timeout=30, limits=limits) as client:
             pending = [
@@ -179,6 +188,9 @@ async def test_a_frozen_database_answers_503_within_the_pool_timeout(
         for pid in pids:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGCONT)
+    assert ready.status_code == 503 and "database" in ready.json()["failed"], ready.text
+    assert scraped.status_code == 200
+    assert "mcphost_sessions_live" not in scraped.text
     assert initialize.status_code == 503, initialize.text
     assert initialize.headers.get("retry-after")
     assert len(stuck) <= POOL_SIZE, f"{len(stuck)} requests hung"
