@@ -33,6 +33,11 @@ def pytest_configure(config: pytest.Config) -> None:
     options = database.get("OPTIONS", {})
     options.pop("pool", None)
     options.pop("options", None)
+    # Every test request comes from 127.0.0.1: the failed-authentication limit would carry one
+    # test's made-up tokens into the next tests' valid ones (for its window). Its tests set it
+    # themselves (tests/api/test_throttling.py, tests/faults/test_api_redis_outage.py).
+    settings.API_THROTTLE_AUTH_FAILURES = ""
+    os.environ["API_THROTTLE_AUTH_FAILURES"] = ""
     # The servers and workers the tests start serve the test database (pytest-django's
     # "test_" name), from which they would derive another Redis namespace than this process;
     # they are one installation with it, so they inherit its namespace.

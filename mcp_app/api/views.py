@@ -23,12 +23,11 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serial
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ParseError, PermissionDenied, ValidationError
-from rest_framework.parsers import FormParser, JSONParser, MultiPartParser
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
-from rest_framework.utils.json import strict_constant
 
+from mcp_app.api import parsers
 from mcp_app.api import serializers as s
 from mcp_app.api.errors import InUse, PreconditionFailed
 from mcp_app.api.parsers import check_query
@@ -51,7 +50,6 @@ from mcp_app.models import (
 )
 from mcp_app.services import history, openapi
 from mcp_app.services.catalog_io import (
-    MAX_DEPTH,
     CatalogFormatError,
     CatalogImportError,
     CatalogPermissionError,
@@ -494,28 +492,23 @@ class SessionViewSet(
         return Response(self.get_serializer(session).data)
 
 
-class CatalogJSONParser(JSONParser):
-    """Reads an import's JSON body as ``catalog_parse`` reads a file: at most
-    ``MCP_CATALOG_MAX_BYTES``, nesting refused with a 400 (the stock parser's RecursionError
-    was a 500)."""
+class CatalogJsonParser(parsers.JsonParser):
+    """An import's JSON body: checked as every API body is (NUL, unpaired surrogates, nesting:
+    ``api/parsers.py``), but up to ``MCP_CATALOG_MAX_BYTES``, as ``catalog_parse`` reads a
+    file, and within the catalog's count of values."""
 
     def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
         limit = get_conf().MCP_CATALOG_MAX_BYTES
         body = stream.read(limit + 1) if stream is not None else b""
         if len(body) > limit:
-            raise ParseError(
+            raise parsers.PayloadTooLarge(
                 f"The body is larger than {limit} bytes; MCP_CATALOG_MAX_BYTES sets the limit."
             )
+        data = parsers.loads(body)
         try:
-            # As the stock parser: NaN and Infinity are not JSON unless STRICT_JSON is off.
-            data = json.loads(body, parse_constant=strict_constant if self.strict else None)
             catalog_check_bounds(data)
-        except RecursionError:
-            raise ParseError(f"Values nest deeper than {MAX_DEPTH} levels.") from None
         except CatalogFormatError as exc:
             raise ParseError(str(exc)) from None
-        except ValueError as exc:
-            raise ParseError(f"JSON parse error - {exc}") from None
         return data
 
 
@@ -526,7 +519,7 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     # What export and import need is the catalog's rule (services.catalog_io's
     # catalog_permissions), checked in the actions: only signing in is checked here.
     action_permissions: dict[str, list[str]] = {"export": [], "import_": []}
-    parser_classes = [CatalogJSONParser, FormParser, MultiPartParser]
+    parser_classes = [CatalogJsonParser, parsers.FormParser, parsers.MultiPartParser]
 
     def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer:
         return s.CatalogImportSerializer(*args, **kwargs)

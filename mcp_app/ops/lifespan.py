@@ -42,4 +42,5 @@ def with_lifespan(app: AsgiApp) -> AsgiApp:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
+    lifespan_app.__wrapped__ = app  # type: ignore[attr-defined]  # what it hands scopes on to
     return lifespan_app

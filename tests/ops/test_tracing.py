@@ -294,8 +294,9 @@ def test_without_otel_variables_nothing_is_installed(monkeypatch: pytest.MonkeyP
     import mcpsite.asgi
 
     # This process started without OTEL_* variables: nothing wraps the application (the MCP
-    # route in front of the router, mcp_app/transport/routing.py).
-    assert mcpsite.asgi.application.__qualname__ == "mcp_first.<locals>.app"
+    # route in front of the router, mcp_app/transport/routing.py) but the lifespan handler.
+    served = mcpsite.asgi.application.__wrapped__
+    assert served.__qualname__ == "mcp_first.<locals>.app"
 
 
 def test_which_variables_turn_tracing_on() -> None:
