@@ -383,6 +383,7 @@ def as_export_row(record: CallLog, *, payloads: bool) -> dict[str, Any]:
         "status": record.status,
         "error_code": record.error_code,
         "error_message": record.error_message,
+        "upstream": record.upstream,
         "capture": record.capture,
         "arguments_bytes": record.arguments_bytes,
         "result_bytes": record.result_bytes,

@@ -61,7 +61,13 @@ from mcp_app.executors.netguard import (
 )
 from mcp_app.protocol.context import LOG_LEVELS, Question, ToolCallContext
 from mcp_app.protocol.errors import MissingClientCapability
-from mcp_app.protocol.results import NO_STRUCTURED, InputRequired, ToolError, ToolResult
+from mcp_app.protocol.results import (
+    NO_STRUCTURED,
+    InputRequired,
+    Outcome,
+    ToolError,
+    ToolResult,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -83,8 +89,10 @@ class UpstreamUnavailable(ToolError):
 
     ``message`` is for our caller and names the upstream by its name only; ``detail`` (the
     same by default) may say more for the operator (where it is, what the network said),
-    never a secret.
+    never a secret. The call log records it as ``upstream_error``, not a tool error.
     """
+
+    outcome = Outcome.UPSTREAM_ERROR
 
     def __init__(self, message: str, detail: str | None = None) -> None:
         super().__init__(message)

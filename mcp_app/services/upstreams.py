@@ -66,7 +66,8 @@ def _load(name: str) -> tuple[Upstream, Any]:
     if not upstream.enabled:
         raise ToolError(f"The upstream {name!r} is disabled.")
     if upstream.circuit_open:
-        raise ToolError(
+        # Not contacted, so not a failure to count; but the upstream's, not its tool's.
+        raise UpstreamUnavailable(
             f"The upstream {name!r} is failing (circuit breaker open after "
             f"{upstream.consecutive_failures} consecutive failures); try again later."
         )
@@ -244,7 +245,7 @@ async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) 
     try:
         target = await upstream_target(name)
     except ToolError as exc:
-        raise InternalError(exc.message) from None
+        raise _internal_error(exc) from None
     assert target.report is not None
     try:
         result = await call(target)
@@ -255,10 +256,18 @@ async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) 
         raise RelayedError(exc.code if exc.code is not None else INTERNAL_ERROR, message) from None
     except UpstreamUnavailable as exc:
         await target.report(exc.detail)
-        raise InternalError(exc.message) from None
+        raise _internal_error(exc) from None
     await target.report(None)
     # Already without the credential's secrets: the executor redacts what it decodes.
     return result
+
+
+def _internal_error(failure: ToolError) -> InternalError:
+    """The JSON-RPC error for ``failure``; the call log tells an unreachable upstream apart."""
+    error = InternalError(failure.message)
+    if failure.outcome is not None:
+        error.outcome = failure.outcome
+    return error
 
 
 def port_caller(caller: str) -> str:

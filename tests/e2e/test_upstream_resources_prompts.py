@@ -209,7 +209,9 @@ async def test_an_unreachable_upstream_is_a_clear_error_and_a_call_log_row(serve
     async with asyncio.timeout(15):
         while (row := await recorded()) is None:
             await asyncio.sleep(0.05)
-    assert row.status == CallLog.Status.PROTOCOL_ERROR
+    # The upstream failed, not the request: an auditor tells the two apart.
+    assert row.status == CallLog.Status.UPSTREAM_ERROR
+    assert row.upstream == "dead-rp"
     assert "Could not reach the upstream" in row.error_message
     dead = await Upstream.objects.aget(name="dead-rp")
     assert dead.consecutive_failures >= 1 and "Could not reach" in dead.last_error
