@@ -3,12 +3,13 @@
 The ``mcp_upstream`` executor asks for its upstream before each call (``upstream_target``,
 through ``services.execution.ServiceResolvers``): that reads the Upstream row (enabled?
 breaker open?), resolves its credential into headers like an HTTP tool's, and hands the
-executor a report hook that records the outcome on the row. Only failures to reach or understand the
-upstream (``UpstreamUnavailable``) count towards the breaker; a tool error the upstream
-reports is a healthy answer. The breaker's state lives on the row, so every process (and the
-admin) sees the same one: after ``failure_threshold`` consecutive failures calls fail at once
-until ``cooldown_seconds`` have passed, then the next call tries again (half-open) and either
-closes the breaker or opens it for another cool-down.
+executor a report hook that records the outcome on the row. Only failures to reach or
+understand the upstream (``UpstreamUnavailable``) count towards the breaker; a tool error the
+upstream reports is a healthy answer, and so is a tool too slow for the call timeout on an
+upstream that still answers a ping (``UpstreamToolSlow``). The breaker's state lives on the
+row, so every process (and the admin) sees the same one: after ``failure_threshold``
+consecutive failures calls fail at once until ``cooldown_seconds`` have passed, then the next
+call tries again (half-open) and either closes the breaker or opens it for another cool-down.
 """
 
 from __future__ import annotations

@@ -9,6 +9,7 @@ cancellation seen, the headers a call carried). Tools:
 * ``fails()``: an ``isError`` result
 * ``progress(steps)``: reports ``steps`` progress values and an info log, then "done"
 * ``wait_for_cancel()``: waits (up to 30 s) and writes ``cancelled`` when cancelled
+* ``slow(seconds)``: answers "slept" after ``seconds`` (a slow tool on a healthy server)
 * ``ask_name()``: elicits a name from the client and greets it
 * ``ask_model(prompt)``: samples the client's model and returns its answer
 * ``grow()``: adds the tool ``grown`` and sends ``notifications/tools/list_changed``
@@ -116,6 +117,12 @@ async def wait_for_cancel(ctx: Context) -> str:
         (MARKERS / "cancelled").write_text("yes")
         raise
     return "not cancelled"
+
+
+@server.tool(description="Answers after a while.")
+async def slow(seconds: float) -> str:
+    await anyio.sleep(seconds)
+    return "slept"
 
 
 class Name(BaseModel):
