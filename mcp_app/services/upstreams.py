@@ -39,6 +39,7 @@ from mcp_app.executors.mcp_upstream import (
 )
 from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.models import Prompt, PromptArgument, Resource, ResourceTemplate, Tool, Upstream
+from mcp_app.models.fields import validate_icons
 from mcp_app.models.upstream import split_networks
 from mcp_app.protocol.catalog import PromptDef, ResourceTemplateDef
 from mcp_app.protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, InternalError, RelayedError
@@ -477,6 +478,7 @@ def _definition_fields(remote: Mapping[str, Any]) -> dict[str, Any]:
         )
     }
     description = remote.get("description")
+    meta = remote.get("_meta")
     return {
         "title": str(title)[:200],
         "description": description if isinstance(description, str) and description.strip()
@@ -484,7 +486,37 @@ def _definition_fields(remote: Mapping[str, Any]) -> dict[str, Any]:
         "input_schema": remote.get("inputSchema"),
         "output_schema": remote.get("outputSchema") or None,
         **hints,
+        "meta": dict(meta) if isinstance(meta, Mapping) else {},
+        "icons": _icons_of(remote),
+        **_task_fields(remote),
     }  # fmt: skip
+
+
+def _icons_of(remote: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The upstream tool's icons this host can serve (an icon it refuses is left out, not the
+    tool)."""
+    raw = remote.get("icons")
+    kept = []
+    for icon in raw if isinstance(raw, list) else []:
+        try:
+            validate_icons([icon])
+        except ValidationError:
+            continue
+        kept.append(icon)
+    return kept
+
+
+def _task_fields(remote: Mapping[str, Any]) -> dict[str, Any]:
+    """How the upstream lets its tool run as an MCP task (2025-11-25 ``execution.taskSupport``),
+    as this host's execution mode: optional runs inline unless the client asks for a task,
+    required runs only as a task (on a worker). Absent or forbidden: inline, as any draft."""
+    execution = remote.get("execution")
+    support = execution.get("taskSupport") if isinstance(execution, Mapping) else None
+    if support == Tool.TaskSupport.OPTIONAL:
+        return {"execution_mode": Tool.Execution.AUTO, "task_support": support}
+    if support == Tool.TaskSupport.REQUIRED:
+        return {"execution_mode": Tool.Execution.BACKGROUND, "task_support": support}
+    return {}
 
 
 def _free_name(upstream: str, name: str, taken: set[str]) -> str:
