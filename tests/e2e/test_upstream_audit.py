@@ -21,9 +21,18 @@ from django.test import Client as DjangoClient
 from django.urls import reverse
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp.types import PromptReference
 from rest_framework.test import APIClient
 
-from mcp_app.models import CallLog, Resource, Tool, Upstream
+from mcp_app.models import (
+    CallLog,
+    Prompt,
+    PromptArgument,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    Upstream,
+)
 from mcp_app.protocol import errors
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import flush_database, free_port, wait_until_idle
@@ -81,6 +90,21 @@ def server(
             resource.full_clean()
             resource.save()
             endpoint.resources.add(resource)
+        template = ResourceTemplate(
+            uri_template="up://notes/{topic}",
+            name="notes",
+            kind=ResourceTemplate.Kind.UPSTREAM,
+            upstream=up,
+        )
+        template.full_clean()
+        template.save()
+        endpoint.resource_templates.add(template)
+        review = Prompt(name="review", description="Code review, by the upstream.", upstream=up)
+        review.full_clean()
+        review.save()
+        PromptArgument.objects.create(prompt=review, name="code", required=True)
+        PromptArgument.objects.create(prompt=review, name="language", position=1)
+        endpoint.prompts.add(review)
     yield live_server_url
     flush_database(django_db_blocker)
 
@@ -94,6 +118,11 @@ async def test_each_relayed_row_names_its_upstream_and_whether_it_was_reached(se
         read = await client.read_resource("ours://audit-readme")
         with pytest.raises(MCPError) as excinfo:
             await client.read_resource("ours://audit-dead")
+        await client.read_resource("up://notes/rust")
+        await client.get_prompt("review", {"code": "x = 1"})
+        await client.complete(
+            PromptReference(type="ref/prompt", name="review"), {"name": "language", "value": "r"}
+        )
     assert not echoed.is_error and failed.is_error and not local.is_error
     assert all(result.is_error for result in unreachable)
     assert "circuit breaker open" in unreachable[2].content[0].text
@@ -106,7 +135,13 @@ async def test_each_relayed_row_names_its_upstream_and_whether_it_was_reached(se
             return [
                 (row.target, row.status, row.upstream, row.error_message)
                 for row in CallLog.objects.filter(
-                    endpoint_slug=SLUG, rpc_method__in=["tools/call", "resources/read"]
+                    endpoint_slug=SLUG,
+                    rpc_method__in=[
+                        "tools/call",
+                        "resources/read",
+                        "prompts/get",
+                        "completion/complete",
+                    ],
                 ).order_by("id")
             ]
         finally:
@@ -122,6 +157,9 @@ async def test_each_relayed_row_names_its_upstream_and_whether_it_was_reached(se
         ("local_echo", CallLog.Status.OK, ""),
         ("ours://audit-readme", CallLog.Status.OK, "audit-up"),
         ("ours://audit-dead", CallLog.Status.UPSTREAM_ERROR, "audit-dead"),
+        ("up://notes/rust", CallLog.Status.OK, "audit-up"),
+        ("review", CallLog.Status.OK, "audit-up"),
+        ("", CallLog.Status.OK, "audit-up"),  # the completion names no target
     ]
     messages = [message for _, _, _, message in recorded]
     assert messages[1] == "it broke"

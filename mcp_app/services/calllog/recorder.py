@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from mcp_app.models import CallLog, Tool
 from mcp_app.protocol import jsonrpc
-from mcp_app.protocol.catalog import CatalogSnapshot
+from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import LegacySession
 from mcp_app.protocol.dispatch import Reply
 from mcp_app.protocol.errors import McpError
@@ -395,7 +395,7 @@ def _error_fields(error: Any) -> tuple[int | None, str]:
     return _code(error.get("code")), _cut(message) if isinstance(message, str) else ""
 
 
-def _upstream_of(snapshot: CatalogSnapshot | None, entry: _Entry, tool: Any) -> str:
+def _upstream_of(snapshot: CatalogSnapshot | None, entry: _Entry, tool: ToolDef | None) -> str:
     """The upstream MCP server the request was relayed to, by name; "" when none.
 
     Read from the definitions that served it: an MCP upstream tool, a resource, prompt or
