@@ -120,6 +120,12 @@ class CallLog(models.Model):
             models.Index(fields=["status", "-id"], name="calllog_status_id"),
             models.Index(fields=["session_id", "-id"], name="calllog_session_id"),
             models.Index(fields=["request_id", "-id"], name="calllog_request_id"),
+            # Only relayed requests name an upstream: the rest stay out of this index.
+            models.Index(
+                fields=["upstream", "-id"],
+                name="calllog_upstream_id",
+                condition=~models.Q(upstream=""),
+            ),
         ]
 
     def __str__(self) -> str:

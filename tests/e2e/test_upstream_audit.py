@@ -181,7 +181,13 @@ async def test_the_audit_page_exports_and_api_show_the_upstream(server):
         browser = DjangoClient()
         browser.force_login(auditor)
         page = browser.get(reverse("mcp_app:audit_detail", args=[row.pk])).content.decode()
-        assert '<dd id="upstream">audit-up ' in page
+        assert '<dd id="upstream"><a href="/audit/?upstream=audit-up">audit-up</a> ' in page
+        listed = browser.get(reverse("mcp_app:audit_list"), {"upstream": "audit-dead"})
+        rows = listed.context["rows"]
+        assert rows and {(row.upstream, row.target) for row in rows} == {
+            ("audit-dead", "dead_echo"),
+            ("audit-dead", "ours://audit-dead"),
+        }
         response = browser.get(reverse("mcp_app:audit_export_jsonl"), {"tool": "up_fails"})
         exported = b"".join(response.streaming_content).decode()  # type: ignore[attr-defined]
         assert {json.loads(line)["upstream"] for line in exported.splitlines()} == {"audit-up"}
@@ -190,8 +196,10 @@ async def test_the_audit_page_exports_and_api_show_the_upstream(server):
         assert {line["upstream"] for line in csv.DictReader(text.splitlines())} == {"audit-up"}
         api = APIClient()
         api.force_authenticate(user=auditor)
-        listed = api.get("/api/v1/call-log/", {"tool": "up_fails"}).json()["results"]
-        assert listed and {item["upstream"] for item in listed} == {"audit-up"}
+        found = api.get("/api/v1/call-log/", {"tool": "up_fails"}).json()["results"]
+        assert found and {item["upstream"] for item in found} == {"audit-up"}
+        relayed = api.get("/api/v1/call-log/", {"upstream": "audit-up"}).json()["results"]
+        assert relayed and {item["upstream"] for item in relayed} == {"audit-up"}
 
     def scan_and_close() -> None:
         try:
