@@ -39,6 +39,7 @@ class CallFilterForm(forms.Form):
     user = forms.CharField(required=False, max_length=150, label="User")
     client = forms.CharField(required=False, max_length=200, label="OAuth client id")
     request_id = forms.CharField(required=False, max_length=64, label="Request id")
+    upstream = forms.CharField(required=False, max_length=128, label="Upstream")
     client_name = forms.CharField(required=False, max_length=200, label="Client name")
     client_version = forms.CharField(required=False, max_length=100, label="Client version")
     since = forms.DateTimeField(
@@ -75,6 +76,7 @@ class CallFilterForm(forms.Form):
             user=data.get("user", ""),
             client=data.get("client", ""),
             request_id=data.get("request_id", ""),
+            upstream=data.get("upstream", ""),
             client_name=data.get("client_name", ""),
             client_version=data.get("client_version", ""),
         )

@@ -65,6 +65,8 @@ class CallFilter:
     user: str = ""
     client: str = ""
     request_id: str = ""
+    # The upstream MCP server relayed requests went to (CallLog.upstream).
+    upstream: str = ""
     # clientInfo of the legacy session the call belongs to (2026-07-28 requests carry theirs
     # per request and the call log does not keep it).
     client_name: str = ""
@@ -92,6 +94,8 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
         qs = qs.filter(client_id=filters.client)
     if filters.request_id:
         qs = qs.filter(request_id=filters.request_id)
+    if filters.upstream:
+        qs = qs.filter(upstream=filters.upstream)
     if filters.client_name or filters.client_version:
         qs = qs.filter(session_id__in=sessions_of_client(filters).values("id"))
     if filters.since is not None:
@@ -383,6 +387,7 @@ def as_export_row(record: CallLog, *, payloads: bool) -> dict[str, Any]:
         "status": record.status,
         "error_code": record.error_code,
         "error_message": record.error_message,
+        "upstream": record.upstream,
         "capture": record.capture,
         "arguments_bytes": record.arguments_bytes,
         "result_bytes": record.result_bytes,

@@ -21,10 +21,12 @@ its questions (elicitation, sampling) relayed to our caller through ``ctx.ask``.
 The client's arguments are forwarded as they are and the upstream's result comes back as it
 is (content blocks, structuredContent, isError, _meta). Failures to reach or understand the
 upstream raise ``UpstreamUnavailable`` (a ``ToolError``), which the service counts for the
-circuit breaker; a JSON-RPC error of the upstream is a plain ``ToolError``. Nothing of our
-client's request (its token, its headers) is sent upstream, and the credential's secrets are
-redacted from every message of the upstream as it is decoded (``_decode``), before anything
-reads it; errors meant for our caller name the upstream, never its URL.
+circuit breaker; a tool call past the call timeout on an upstream that still answers a ping
+raises ``UpstreamToolSlow`` (a timeout, not counted); a JSON-RPC error of the upstream is a
+plain ``ToolError``. Nothing of our client's request (its token, its headers) is sent
+upstream, and the credential's secrets are redacted from every message of the upstream as it
+is decoded (``_decode``), before anything reads it; errors meant for our caller name the
+upstream, never its URL.
 """
 
 from __future__ import annotations
@@ -61,7 +63,14 @@ from mcp_app.executors.netguard import (
 )
 from mcp_app.protocol.context import LOG_LEVELS, Question, ToolCallContext
 from mcp_app.protocol.errors import MissingClientCapability
-from mcp_app.protocol.results import NO_STRUCTURED, InputRequired, ToolError, ToolResult
+from mcp_app.protocol.results import (
+    NO_STRUCTURED,
+    InputRequired,
+    Outcome,
+    ToolError,
+    ToolResult,
+    ToolTimeout,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -70,6 +79,8 @@ CLIENT_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26")
 CLIENT_INFO = {"name": "mcphost-upstream-client", "version": "1"}
 # Bytes of one response (JSON body or the whole SSE stream) before the call is failed.
 MAX_RESPONSE_BYTES = 16 * 1024 * 1024
+# Longest wait for the ping that tells a slow tool from an upstream that is down.
+PING_SECONDS = 5.0
 # Seconds a best-effort notifications/cancelled may take after our call was cancelled.
 CANCEL_NOTICE_SECONDS = 2.0
 _CONFIG_KEYS = frozenset({"upstream", "tool"})
@@ -83,12 +94,23 @@ class UpstreamUnavailable(ToolError):
 
     ``message`` is for our caller and names the upstream by its name only; ``detail`` (the
     same by default) may say more for the operator (where it is, what the network said),
-    never a secret.
+    never a secret. The call log records it as ``upstream_error``, not a tool error.
     """
+
+    outcome = Outcome.UPSTREAM_ERROR
 
     def __init__(self, message: str, detail: str | None = None) -> None:
         super().__init__(message)
         self.detail = detail if detail is not None else message
+
+
+class UpstreamToolSlow(ToolTimeout):
+    """A tool call ran past the upstream's call timeout while the upstream itself still
+    answered (a ping in the same session): the tool is slow, the upstream is up.
+
+    Recorded as timed out; not a failure for the circuit breaker, which would otherwise shut
+    every tool of a healthy upstream because one of them is slow.
+    """
 
 
 class UpstreamRefused(ToolError):
@@ -335,6 +357,11 @@ class McpUpstreamExecutor(Executor[UpstreamConfig]):
             if target.report is not None:
                 await target.report(exc.detail)
             raise
+        except UpstreamToolSlow:
+            # The upstream answered its ping: reached, so healthy, whatever its tool does.
+            if target.report is not None:
+                await target.report(None)
+            raise
         if target.report is not None:
             await target.report(None)
         # Everything the upstream sent was redacted as it was decoded (``_decode``).
@@ -369,6 +396,7 @@ async def call_tool(
 
     Raises:
         UpstreamUnavailable: unreachable, timed out, refused by the SSRF guard, or not MCP.
+        UpstreamToolSlow: timed out while the upstream still answers a ping.
         UpstreamRefused: the upstream answered the call with a JSON-RPC error.
     """
     params: dict[str, Any] = {"name": name, "arguments": dict(arguments)}
@@ -508,12 +536,69 @@ async def request(
     """Send one request in the session of the caller (``caller``, else ``ctx``'s; none: the
     upstream's shared session), opened or reopened as needed.
 
+    A ``tools/call`` that times out (no answer within the call timeout, or no byte for as
+    long) is followed by a ``ping``: an upstream that answers it is up and its tool slow.
+
     Raises:
         UpstreamUnavailable: see ``call_tool``.
+        UpstreamToolSlow: a ``tools/call`` timed out, and the upstream answered a ping.
         UpstreamRefused: the upstream answered with a JSON-RPC error.
     """
     if caller is None:
         caller = ctx.request.caller if ctx is not None else ""
+    try:
+        return await _request(target, method, params, ctx, caller)
+    except (TimeoutError, httpx.ReadTimeout):
+        if method == "tools/call" and await _answers_ping(target, caller):
+            raise UpstreamToolSlow(
+                f"The upstream {target.name!r} did not finish the call within "
+                f"{target.call_timeout:g} s (the upstream is up: the tool is slow)."
+            ) from None
+        raise UpstreamUnavailable(
+            f"The upstream {target.name!r} did not answer within {target.call_timeout:g} s."
+        ) from None
+    except httpx.HTTPError as exc:
+        raise _unreachable(target, exc) from None
+
+
+async def _answers_ping(target: UpstreamTarget, caller: str) -> bool:
+    """Whether the upstream answers a ``ping`` in ``caller``'s session, within PING_SECONDS
+    (or its call timeout, if shorter). An error answer is an answer."""
+    quick = replace(target, call_timeout=min(target.call_timeout, PING_SECONDS))
+    try:
+        await _request(quick, "ping", {}, None, caller)
+    except UpstreamRefused:
+        return True
+    except (TimeoutError, httpx.HTTPError, ToolError):
+        return False
+    return True
+
+
+def _unreachable(target: UpstreamTarget, exc: httpx.HTTPError) -> UpstreamUnavailable:
+    detail = redact(
+        target,
+        f"Could not reach the upstream {target.name!r} at {safe_url(target.url)} "
+        f"({type(exc).__name__}: {exc}).",
+    )
+    logger.warning("%s", detail)
+    return UpstreamUnavailable(
+        f"Could not reach the upstream {target.name!r} ({type(exc).__name__}).", detail
+    )
+
+
+async def _request(
+    target: UpstreamTarget,
+    method: str,
+    params: Mapping[str, Any],
+    ctx: ToolCallContext | None,
+    caller: str,
+) -> dict[str, Any]:
+    """``request`` without telling timeouts apart: TimeoutError and httpx errors pass.
+
+    Raises:
+        TimeoutError, httpx.HTTPError: no answer in time, or the network failed.
+        UpstreamUnavailable, UpstreamRefused: as ``request``.
+    """
     key = _session_key(target, caller)
     one_call = key != target.key and caller.startswith(ONE_CALL_PREFIX)
     try:
@@ -533,10 +618,6 @@ async def request(
                         ) from None
                 finally:
                     _release(key, session, one_call=one_call)
-    except TimeoutError:
-        raise UpstreamUnavailable(
-            f"The upstream {target.name!r} did not answer within {target.call_timeout:g} s."
-        ) from None
     except BlockedAddressError as exc:
         # Where the upstream is stays with the operator: the caller learns only its name.
         detail = redact(target, f"{exc} (upstream {target.name!r} at {safe_url(target.url)})")
@@ -545,16 +626,6 @@ async def request(
             f"Requests to the upstream {target.name!r} are not allowed: its address is not "
             "public. An operator can allow-list its network.",
             detail,
-        ) from None
-    except httpx.HTTPError as exc:
-        detail = redact(
-            target,
-            f"Could not reach the upstream {target.name!r} at {safe_url(target.url)} "
-            f"({type(exc).__name__}: {exc}).",
-        )
-        logger.warning("%s", detail)
-        raise UpstreamUnavailable(
-            f"Could not reach the upstream {target.name!r} ({type(exc).__name__}).", detail
         ) from None
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -29,6 +29,7 @@ OUTCOME_CHOICES = [
     (Outcome.NOT_STARTED.value, "no worker started it"),
     (Outcome.CANCELLED.value, "cancelled"),
     (Outcome.INPUT_REQUIRED.value, "asked the client"),
+    (Outcome.UPSTREAM_ERROR.value, "upstream unreachable"),
 ]
 
 

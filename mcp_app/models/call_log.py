@@ -24,6 +24,7 @@ STATUS_CHOICES = [
     (Outcome.RUNNING.value, "running"),
     (Outcome.CANCELLED.value, "cancelled"),
     (Outcome.TIMED_OUT.value, "timed out"),
+    (Outcome.UPSTREAM_ERROR.value, "upstream unreachable"),
 ]
 
 
@@ -78,6 +79,9 @@ class CallLog(models.Model):
     remote_addr = models.GenericIPAddressField(null=True, blank=True)
     user_agent = models.CharField(max_length=512, blank=True)
     status = models.CharField(max_length=16, choices=STATUS_CHOICES)
+    # The upstream MCP server (Upstream.name) a relayed request went to: a tools/call of an MCP
+    # upstream tool, a resource, template, prompt or completion read from one. Empty otherwise.
+    upstream = models.CharField(max_length=128, blank=True)
     error_code = models.IntegerField(null=True, blank=True)
     error_message = models.TextField(blank=True)
     # What the tool's capture policy kept (services/calllog/capture.py); None: nothing kept.
@@ -116,6 +120,12 @@ class CallLog(models.Model):
             models.Index(fields=["status", "-id"], name="calllog_status_id"),
             models.Index(fields=["session_id", "-id"], name="calllog_session_id"),
             models.Index(fields=["request_id", "-id"], name="calllog_request_id"),
+            # Only relayed requests name an upstream: the rest stay out of this index.
+            models.Index(
+                fields=["upstream", "-id"],
+                name="calllog_upstream_id",
+                condition=~models.Q(upstream=""),
+            ),
         ]
 
     def __str__(self) -> str:

@@ -58,6 +58,9 @@ class ResourceDef:
     size: int | None = None
     icons: Sequence[Mapping[str, JSON]] = ()
     annotations: Mapping[str, JSON] = field(default_factory=dict)
+    # Its contents may depend on the caller (read from an upstream MCP server, in the
+    # caller's session): 2026-07-28 reads say ``cacheScope: "private"``.
+    private: bool = False
     key: Any = None
 
 
@@ -74,6 +77,8 @@ class ResourceTemplateDef:
     annotations: Mapping[str, JSON] = field(default_factory=dict)
     # Completion values per template variable, for completion/complete with ref/resource.
     completions: Mapping[str, Sequence[str]] = field(default_factory=dict)
+    # As ``ResourceDef.private``, for every URI it serves.
+    private: bool = False
     key: Any = None
 
 

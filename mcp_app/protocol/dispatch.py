@@ -140,7 +140,7 @@ def refusal(request: Request, error: McpError) -> Reply:
     """The reply of a request that ended in ``error`` (or was refused before it ran)."""
     target = target_of(request.method, request.params)
     body = error_body(request.id, error)
-    return Reply(body, error, Outcome.PROTOCOL_ERROR, error.detail, target)
+    return Reply(body, error, error.outcome, error.detail, target)
 
 
 async def reply(ctx: RequestContext, request: Request) -> Reply:

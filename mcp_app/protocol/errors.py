@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
+from mcp_app.protocol.results import Outcome
 from mcp_app.protocol.versions import SUPPORTED_FOR_ERRORS
 
 PARSE_ERROR: Final = -32700
@@ -61,6 +62,8 @@ class McpError(Exception):
         self.request_id: str | int | None = None
         # Where the request ran when not inline ({"task_id", "worker"}), for the call log.
         self.detail: Mapping[str, Any] | None = None
+        # How the call log records it: an upstream that could not be reached says so.
+        self.outcome: Outcome = Outcome.PROTOCOL_ERROR
 
     def to_error_object(self) -> dict[str, Any]:
         """Return the JSON-RPC ``error`` member: ``{"code", "message"[, "data"]}``."""

@@ -18,8 +18,8 @@ NO_STRUCTURED = object()
 class Outcome(StrEnum):
     """How a request or a tool call ended: one vocabulary for the call log and background calls.
 
-    A call-log row uses the first seven; a background call ends with any but ``REJECTED`` and
-    ``RUNNING``. The values are stored in rows: never change one.
+    A call-log row uses the first seven and ``UPSTREAM_ERROR``; a background call ends with any
+    but ``REJECTED`` and ``RUNNING``. The values are stored in rows: never change one.
     """
 
     OK = "ok"
@@ -34,10 +34,19 @@ class Outcome(StrEnum):
     LOST = "lost"
     NOT_STARTED = "not_started"
     INPUT_REQUIRED = "input_required"
+    # A request relayed to an upstream MCP server that could not be reached or did not answer
+    # as MCP (refused connection, timeout with no sign of life, HTTP 5xx, breaker open): the
+    # upstream failed, not its tool, which would be ``TOOL_ERROR``.
+    UPSTREAM_ERROR = "upstream_error"
 
 
 class ToolError(Exception):
-    """A tool failed in a way the caller should read: becomes ``isError: true``."""
+    """A tool failed in a way the caller should read: becomes ``isError: true``.
+
+    ``outcome`` is how the call log records it when "tool error" would not say it all.
+    """
+
+    outcome: Outcome | None = None
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -46,6 +55,8 @@ class ToolError(Exception):
 
 class ToolTimeout(ToolError):
     """The tool ran past its time limit: still an error result, recorded as timed out."""
+
+    outcome = Outcome.TIMED_OUT
 
 
 @dataclass(slots=True)

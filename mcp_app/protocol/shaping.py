@@ -228,5 +228,8 @@ def finish_result(
     # ttlMs/cacheScope belong to complete results only (2026-07-28 server/utilities/caching).
     if cacheable and complete and supports(version, Feature.CACHEABLE_RESULTS):
         result["ttlMs"] = ttl_ms
-        result["cacheScope"] = cache_scope
+        # A handler may have narrowed the scope (a response that depends on the caller);
+        # nothing widens "private".
+        if result.get("cacheScope") != "private":
+            result["cacheScope"] = cache_scope
     return result

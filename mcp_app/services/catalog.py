@@ -356,6 +356,8 @@ def _resource_def(resource: Resource) -> ResourceDef:
         mime_type=resource.mime_type,
         size=size,
         icons=tuple(resource.icons or ()),
+        # Read in the caller's upstream session: what it holds may differ per caller.
+        private=resource.upstream is not None,
         key=key,
     )
 
@@ -369,6 +371,7 @@ def _template_def(template: ResourceTemplate) -> ResourceTemplateDef:
         mime_type=template.mime_type,
         icons=tuple(template.icons or ()),
         completions={name: tuple(values) for name, values in (template.completions or {}).items()},
+        private=template.upstream is not None,
         key=ResourceTemplateKey(
             pk=template.pk,
             kind=template.kind,

@@ -3,12 +3,13 @@
 The ``mcp_upstream`` executor asks for its upstream before each call (``upstream_target``,
 through ``services.execution.ServiceResolvers``): that reads the Upstream row (enabled?
 breaker open?), resolves its credential into headers like an HTTP tool's, and hands the
-executor a report hook that records the outcome on the row. Only failures to reach or understand the
-upstream (``UpstreamUnavailable``) count towards the breaker; a tool error the upstream
-reports is a healthy answer. The breaker's state lives on the row, so every process (and the
-admin) sees the same one: after ``failure_threshold`` consecutive failures calls fail at once
-until ``cooldown_seconds`` have passed, then the next call tries again (half-open) and either
-closes the breaker or opens it for another cool-down.
+executor a report hook that records the outcome on the row. Only failures to reach or
+understand the upstream (``UpstreamUnavailable``) count towards the breaker; a tool error the
+upstream reports is a healthy answer, and so is a tool too slow for the call timeout on an
+upstream that still answers a ping (``UpstreamToolSlow``). The breaker's state lives on the
+row, so every process (and the admin) sees the same one: after ``failure_threshold``
+consecutive failures calls fail at once until ``cooldown_seconds`` have passed, then the next
+call tries again (half-open) and either closes the breaker or opens it for another cool-down.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from mcp_app.executors.mcp_upstream import (
 )
 from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.models import Prompt, PromptArgument, Resource, ResourceTemplate, Tool, Upstream
+from mcp_app.models.fields import validate_icons
 from mcp_app.models.upstream import split_networks
 from mcp_app.protocol.catalog import PromptDef, ResourceTemplateDef
 from mcp_app.protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, InternalError, RelayedError
@@ -66,7 +68,8 @@ def _load(name: str) -> tuple[Upstream, Any]:
     if not upstream.enabled:
         raise ToolError(f"The upstream {name!r} is disabled.")
     if upstream.circuit_open:
-        raise ToolError(
+        # Not contacted, so not a failure to count; but the upstream's, not its tool's.
+        raise UpstreamUnavailable(
             f"The upstream {name!r} is failing (circuit breaker open after "
             f"{upstream.consecutive_failures} consecutive failures); try again later."
         )
@@ -244,7 +247,7 @@ async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) 
     try:
         target = await upstream_target(name)
     except ToolError as exc:
-        raise InternalError(exc.message) from None
+        raise _internal_error(exc) from None
     assert target.report is not None
     try:
         result = await call(target)
@@ -255,10 +258,18 @@ async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) 
         raise RelayedError(exc.code if exc.code is not None else INTERNAL_ERROR, message) from None
     except UpstreamUnavailable as exc:
         await target.report(exc.detail)
-        raise InternalError(exc.message) from None
+        raise _internal_error(exc) from None
     await target.report(None)
     # Already without the credential's secrets: the executor redacts what it decodes.
     return result
+
+
+def _internal_error(failure: ToolError) -> InternalError:
+    """The JSON-RPC error for ``failure``; the call log tells an unreachable upstream apart."""
+    error = InternalError(failure.message)
+    if failure.outcome is not None:
+        error.outcome = failure.outcome
+    return error
 
 
 def port_caller(caller: str) -> str:
@@ -467,6 +478,7 @@ def _definition_fields(remote: Mapping[str, Any]) -> dict[str, Any]:
         )
     }
     description = remote.get("description")
+    meta = remote.get("_meta")
     return {
         "title": str(title)[:200],
         "description": description if isinstance(description, str) and description.strip()
@@ -474,7 +486,37 @@ def _definition_fields(remote: Mapping[str, Any]) -> dict[str, Any]:
         "input_schema": remote.get("inputSchema"),
         "output_schema": remote.get("outputSchema") or None,
         **hints,
+        "meta": dict(meta) if isinstance(meta, Mapping) else {},
+        "icons": _icons_of(remote),
+        **_task_fields(remote),
     }  # fmt: skip
+
+
+def _icons_of(remote: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The upstream tool's icons this host can serve (an icon it refuses is left out, not the
+    tool)."""
+    raw = remote.get("icons")
+    kept = []
+    for icon in raw if isinstance(raw, list) else []:
+        try:
+            validate_icons([icon])
+        except ValidationError:
+            continue
+        kept.append(icon)
+    return kept
+
+
+def _task_fields(remote: Mapping[str, Any]) -> dict[str, Any]:
+    """How the upstream lets its tool run as an MCP task (2025-11-25 ``execution.taskSupport``),
+    as this host's execution mode: optional runs inline unless the client asks for a task,
+    required runs only as a task (on a worker). Absent or forbidden: inline, as any draft."""
+    execution = remote.get("execution")
+    support = execution.get("taskSupport") if isinstance(execution, Mapping) else None
+    if support == Tool.TaskSupport.OPTIONAL:
+        return {"execution_mode": Tool.Execution.AUTO, "task_support": support}
+    if support == Tool.TaskSupport.REQUIRED:
+        return {"execution_mode": Tool.Execution.BACKGROUND, "task_support": support}
+    return {}
 
 
 def _free_name(upstream: str, name: str, taken: set[str]) -> str:

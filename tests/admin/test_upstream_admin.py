@@ -18,6 +18,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from mcp_app.models import Prompt, Resource, ResourceTemplate, Tool, Upstream
+from mcp_app.protocol.shaping import shape_tool
+from mcp_app.services.catalog import tool_def
 from tests.admin.conftest import tool_payload
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 
@@ -270,3 +272,21 @@ def test_what_a_sync_creates_is_recorded_as_an_upstream_sync(
 
     for row in (Tool.objects.get(name="echo"), Prompt.objects.get(name="review")):
         assert row.history.latest().history_change_reason == "upstream sync"
+
+
+def test_import_keeps_meta_icons_and_task_support_and_tools_list_serves_them(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url)
+    admin_client.post(sync_url(upstream), {"add": ["report"]})
+
+    draft = Tool.objects.get(kind=Tool.Kind.MCP_UPSTREAM, name="report")
+    icons = [{"src": "https://example.com/report.png", "mimeType": "image/png", "sizes": ["48x48"]}]
+    assert draft.meta == {"com.example/owner": "reports"}
+    assert draft.icons == icons
+    # Optional task support: inline, unless the client asks for a task.
+    assert (draft.execution_mode, draft.task_support) == ("auto", "optional")
+    listed = shape_tool(tool_def(draft), "2025-11-25")
+    assert listed["_meta"] == {"com.example/owner": "reports"}
+    assert listed["icons"] == icons
+    assert listed["execution"] == {"taskSupport": "optional"}

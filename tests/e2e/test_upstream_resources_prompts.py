@@ -87,6 +87,10 @@ def server(
             _resource("ours://missing", up, remote_uri="up://nothing-there"),
             _resource("dead://readme", dead),
         )
+        local = Resource(uri="ours://local-rp", name="local", text="kept here")
+        local.full_clean()
+        local.save()
+        endpoint.resources.add(local)
         endpoint.resource_templates.add(
             _template("up://notes/{topic}", up),
             _template("ours://topics/{topic}", up, remote="up://notes/{topic}"),
@@ -115,6 +119,19 @@ async def test_a_text_resource_is_read_from_the_upstream_under_our_uri(server, m
     assert contents.text == "# Upstream readme"
     assert str(contents.uri) == "ours://readme"
     assert contents.mime_type == "text/markdown"
+
+
+async def test_2026_reads_from_an_upstream_are_private_to_the_caller(server):
+    """Spec-mandated (2026-07-28 server/utilities/caching): ``public`` only for a response
+    with nothing caller-specific. An upstream's resource is read in the caller's own upstream
+    session, so what it holds may differ per caller."""
+    async with asyncio.timeout(20), Client(f"{server}/mcp/e2e-rp", mode="2026-07-28") as client:
+        direct = await client.read_resource("ours://readme")
+        templated = await client.read_resource("ours://topics/rust")
+        local = await client.read_resource("ours://local-rp")
+    assert (direct.cache_scope, templated.cache_scope) == ("private", "private")
+    assert local.cache_scope == "public"
+    assert (direct.ttl_ms, templated.ttl_ms) == (0, 0)
 
 
 async def test_a_binary_resource_comes_back_as_the_upstreams_blob(server, mode):
@@ -209,7 +226,9 @@ async def test_an_unreachable_upstream_is_a_clear_error_and_a_call_log_row(serve
     async with asyncio.timeout(15):
         while (row := await recorded()) is None:
             await asyncio.sleep(0.05)
-    assert row.status == CallLog.Status.PROTOCOL_ERROR
+    # The upstream failed, not the request: an auditor tells the two apart.
+    assert row.status == CallLog.Status.UPSTREAM_ERROR
+    assert row.upstream == "dead-rp"
     assert "Could not reach the upstream" in row.error_message
     dead = await Upstream.objects.aget(name="dead-rp")
     assert dead.consecutive_failures >= 1 and "Could not reach" in dead.last_error

@@ -19,10 +19,10 @@ from django.contrib.auth.models import User
 from django.test import override_settings
 from mcp import Client
 
-from mcp_app.models import Endpoint, Tool, Upstream
+from mcp_app.models import CallLog, Endpoint, Tool, Upstream
 from mcp_app.services.credentials import credential_create
 from tests.support.catalog import make_endpoint
-from tests.support.live import SECRET_KEY, asgi_server, flush_database
+from tests.support.live import SECRET_KEY, asgi_server, flush_database, free_port
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 from tests.support.oauth import issue_token
 from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_messages
@@ -99,6 +99,21 @@ def background_url(server: str, django_db_blocker: Any) -> Iterator[str]:
         tool.full_clean()
         tool.save()
         endpoint.tools.add(tool)
+        # Nothing listens there: each call fails to connect, on the worker.
+        Upstream.objects.create(
+            name="bg-dead", url=f"http://127.0.0.1:{free_port()}/mcp", allow_networks="127.0.0.1/32"
+        )
+        dead = Tool(
+            name="bg_dead",
+            description="A tool of an upstream that is down, on a worker.",
+            kind=Tool.Kind.MCP_UPSTREAM,
+            config={"upstream": "bg-dead", "tool": "echo"},
+            input_schema={"type": "object"},
+            execution_mode=Tool.Execution.BACKGROUND,
+        )
+        dead.full_clean()
+        dead.save()
+        endpoint.tools.add(dead)
     with celery_worker(), asgi_server("daphne", BACKGROUND_ENV) as web:
         yield f"{web}/mcp/e2e-up-bg"
 
@@ -181,6 +196,20 @@ async def test_an_upstream_tool_runs_on_a_celery_worker_with_progress(background
             )
             assert result.content[0].text == "done"
     assert seen == [1, 2, 1, 2]
+
+
+async def test_an_unreachable_upstream_on_a_worker_is_recorded_as_such(background_url):
+    async with asyncio.timeout(30), Client(background_url, mode="legacy") as client:
+        result = await client.call_tool("bg_dead", {"text": "x"})
+    assert result.is_error
+    assert "Could not reach the upstream 'bg-dead'" in result.content[0].text
+
+    async with asyncio.timeout(15):
+        while (row := await CallLog.objects.filter(target="bg_dead").afirst()) is None:
+            await asyncio.sleep(0.05)
+    # The worker's outcome reaches the web process's row: the upstream failed, not its tool.
+    assert (row.status, row.upstream) == (CallLog.Status.UPSTREAM_ERROR, "bg-dead")
+    assert row.task_id
 
 
 async def test_our_own_endpoint_serves_as_an_upstream(server, mode):

@@ -9,6 +9,8 @@ cancellation seen, the headers a call carried). Tools:
 * ``fails()``: an ``isError`` result
 * ``progress(steps)``: reports ``steps`` progress values and an info log, then "done"
 * ``wait_for_cancel()``: waits (up to 30 s) and writes ``cancelled`` when cancelled
+* ``slow(seconds)``: answers "slept" after ``seconds`` (a slow tool on a healthy server)
+* ``report()``: "done"; listed with icons, ``_meta`` and ``execution.taskSupport: optional``
 * ``ask_name()``: elicits a name from the client and greets it
 * ``ask_model(prompt)``: samples the client's model and returns its answer
 * ``grow()``: adds the tool ``grown`` and sends ``notifications/tools/list_changed``
@@ -52,10 +54,13 @@ from mcp.types import (
     CallToolResult,
     Completion,
     EmbeddedResource,
+    Icon,
     ImageContent,
     SamplingMessage,
     TextContent,
     TextResourceContents,
+    Tool,
+    ToolExecution,
 )
 from pydantic import BaseModel
 
@@ -116,6 +121,37 @@ async def wait_for_cancel(ctx: Context) -> str:
         (MARKERS / "cancelled").write_text("yes")
         raise
     return "not cancelled"
+
+
+@server.tool(description="Answers after a while.")
+async def slow(seconds: float) -> str:
+    await anyio.sleep(seconds)
+    return "slept"
+
+
+@server.tool(
+    description="Builds a report (may run as a task).",
+    icons=[Icon(src="https://example.com/report.png", mime_type="image/png", sizes=["48x48"])],
+    meta={"com.example/owner": "reports"},
+)
+def report() -> str:
+    return "done"
+
+
+# The decorator has no ``execution``: the listing adds report's task support.
+_list_tools = server.list_tools
+
+
+async def _list_tools_with_tasks() -> list[Tool]:
+    return [
+        tool.model_copy(update={"execution": ToolExecution(task_support="optional")})
+        if tool.name == "report"
+        else tool
+        for tool in await _list_tools()
+    ]
+
+
+server.list_tools = _list_tools_with_tasks  # type: ignore[method-assign]
 
 
 class Name(BaseModel):

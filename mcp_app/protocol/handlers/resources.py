@@ -90,7 +90,7 @@ async def handle_resources_read(ctx: RequestContext, params: UriParams) -> dict[
     """
     uri = params.uri
     try:
-        contents = await _read(ctx, uri)
+        contents, private = await _read(ctx, uri)
     except RelayedError as exc:
         if exc.code in (RESOURCE_NOT_FOUND, INVALID_PARAMS):
             # An upstream's "not found" (either revision's code) in this revision's words.
@@ -103,13 +103,19 @@ async def handle_resources_read(ctx: RequestContext, params: UriParams) -> dict[
         raise InternalError("Resource read failed") from None
     if not contents:
         raise _not_found(ctx, uri)
-    return {"contents": _shape_contents(contents, uri)}
+    result: dict[str, Any] = {"contents": _shape_contents(contents, uri)}
+    if private and ctx.supports(Feature.CACHEABLE_RESULTS):
+        # Narrower than the default scope, which finish_result keeps (2026-07-28
+        # server/utilities/caching: "private" when the response depends on the caller).
+        result["cacheScope"] = "private"
+    return result
 
 
-async def _read(ctx: RequestContext, uri: str) -> Sequence[Mapping[str, Any]] | None:
+async def _read(ctx: RequestContext, uri: str) -> tuple[Sequence[Mapping[str, Any]] | None, bool]:
+    """The contents at ``uri``, and whether they may depend on the caller."""
     resource = ctx.catalog.resource(uri)
     if resource is not None:
-        return await ctx.resources.read_resource(resource)
+        return await ctx.resources.read_resource(resource), resource.private
     for template in ctx.catalog.resource_templates:
         try:
             variables = match(template.uri_template, uri)
@@ -121,8 +127,8 @@ async def _read(ctx: RequestContext, uri: str) -> Sequence[Mapping[str, Any]] | 
             continue
         contents = await ctx.resources.read_template(template, uri, variables)
         if contents:
-            return contents
-    return None
+            return contents, template.private
+    return None, False
 
 
 def _session(ctx: RequestContext) -> tuple[LegacySession, SessionStore]:

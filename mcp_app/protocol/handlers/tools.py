@@ -30,7 +30,6 @@ from mcp_app.protocol.results import (
     ServiceUnavailable,
     ToolError,
     ToolResult,
-    ToolTimeout,
 )
 from mcp_app.protocol.schemas import describe_error, first_error
 from mcp_app.protocol.shaping import shape_call_result, shape_tool, structured_text
@@ -130,8 +129,8 @@ async def run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, A
         result = await ctx.tools.run_tool(tool, arguments, ToolCallContext(ctx, tool.name))
     except ToolError as failure:
         result = ToolResult.error(failure.message)
-        if isinstance(failure, ToolTimeout):
-            result.outcome = Outcome.TIMED_OUT
+        # A timeout, an unreachable upstream: the call log says which.
+        result.outcome = failure.outcome
         return result
     except (InputRequired, ContinueAsTask, McpError, CallCancelled, ServiceUnavailable):
         raise

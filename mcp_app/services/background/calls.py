@@ -128,9 +128,9 @@ def call_result(call: BackgroundCall) -> ToolResult:
     """The result a final row holds, as the tool ended on its worker; the request's answer.
 
     The result was finished where the tool ran (its output schema checked there), so it is
-    returned as stored, with how it ended (``outcome``: timed out, or None when ``isError``
-    says it all) and where it ran (``detail``: ``{"task_id", "worker"}``). A row settled as
-    lost or never started holds an error result saying so.
+    returned as stored, with how it ended (``outcome``: timed out, upstream unreachable, or
+    None when ``isError`` says it all) and where it ran (``detail``: ``{"task_id",
+    "worker"}``). A row settled as lost or never started holds an error result saying so.
 
     Raises:
         CallCancelled: the call was cancelled (no response may be sent).
@@ -150,7 +150,8 @@ def call_result(call: BackgroundCall) -> ToolResult:
         result = result_from_json(call.result)
     else:
         result = ToolResult.error(call.status_message or "The background call failed.")
-    result.outcome = Outcome.TIMED_OUT if call.outcome == Outcome.TIMED_OUT else None
+    kept = (Outcome.TIMED_OUT, Outcome.UPSTREAM_ERROR)
+    result.outcome = Outcome(call.outcome) if call.outcome in kept else None
     result.detail = where
     return result
 

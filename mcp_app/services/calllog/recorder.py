@@ -25,13 +25,14 @@ from django.utils import timezone
 
 from mcp_app.models import CallLog, Tool
 from mcp_app.protocol import jsonrpc
-from mcp_app.protocol.catalog import CatalogSnapshot
+from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import LegacySession
 from mcp_app.protocol.dispatch import Reply
 from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.methods import target_of
 from mcp_app.protocol.results import Outcome
+from mcp_app.protocol.uritemplate import match
 from mcp_app.protocol.versions import MODERN_VERSIONS, Era
 from mcp_app.services import metrics
 from mcp_app.services.calllog.capture import MIN_SCRUB_CHARS
@@ -82,6 +83,8 @@ def _cut(text: str, limit: int = ERROR_MESSAGE_CHARS) -> str:
 
 
 _MODERN, _LEGACY = Era.MODERN.value, Era.LEGACY.value
+# Outcomes of a tools/call whose error result's text is the row's error message.
+_ERROR_RESULTS = (Outcome.TOOL_ERROR, Outcome.TIMED_OUT, Outcome.UPSTREAM_ERROR)
 
 
 def _era(version: str) -> str:
@@ -206,9 +209,7 @@ class CallRecorder:
             entry.error_message = _cut(reply.error.message)
             return
         entry.result = reply.result
-        if reply.outcome in (Outcome.TOOL_ERROR, Outcome.TIMED_OUT) and isinstance(
-            entry.result, Mapping
-        ):
+        if reply.outcome in _ERROR_RESULTS and isinstance(entry.result, Mapping):
             entry.error_message = _cut(_first_text(entry.result.get("content")))
 
     def refused(self, error: McpError) -> None:
@@ -301,6 +302,7 @@ class CallRecorder:
                         "status": str(status),
                         "error_code": code,
                         "error_message": _cut(message),
+                        "upstream": _upstream_of(self._snapshot, entry, tool),
                         "task_id": entry.task_id,
                         "worker": entry.worker,
                         "request_id": self._request_id,
@@ -393,6 +395,51 @@ def _error_fields(error: Any) -> tuple[int | None, str]:
     return _code(error.get("code")), _cut(message) if isinstance(message, str) else ""
 
 
+def _upstream_of(snapshot: CatalogSnapshot | None, entry: _Entry, tool: ToolDef | None) -> str:
+    """The upstream MCP server the request was relayed to, by name; "" when none.
+
+    Read from the definitions that served it: an MCP upstream tool, a resource, prompt or
+    resource template read from an upstream (for a URI no resource has, the first template it
+    matches, as ``resources/read`` tries them), a completion of one of those.
+    """
+    if snapshot is None:
+        return ""
+    method, key = entry.rpc_method, None
+    if tool is not None:
+        if tool.key.kind == Tool.Kind.MCP_UPSTREAM:
+            return str(tool.key.config.get("upstream") or "")[:128]
+        return ""
+    if method == "resources/read":
+        resource = snapshot.resource(entry.target)
+        key = resource.key if resource is not None else _template_key(snapshot, entry.target)
+    elif method == "prompts/get":
+        prompt = snapshot.prompt(entry.target)
+        key = prompt.key if prompt is not None else None
+    elif method == "completion/complete" and isinstance(entry.arguments, Mapping):
+        ref = entry.arguments.get("ref")
+        ref = ref if isinstance(ref, Mapping) else {}
+        if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
+            prompt = snapshot.prompt(ref["name"])
+            key = prompt.key if prompt is not None else None
+        elif ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
+            key = next(
+                (t.key for t in snapshot.resource_templates if t.uri_template == ref["uri"]),
+                None,
+            )
+    upstream = getattr(key, "upstream", None)
+    return upstream[:128] if isinstance(upstream, str) else ""
+
+
+def _template_key(snapshot: CatalogSnapshot, uri: str) -> Any:
+    for template in snapshot.resource_templates:
+        try:
+            if match(template.uri_template, uri) is not None:
+                return template.key
+        except ValueError:
+            continue
+    return None
+
+
 def _first_text(content: Any) -> str:
     if isinstance(content, list):
         for block in content:
@@ -451,6 +498,9 @@ def record_admin_test_call(
         "status": str(status),
         "error_code": error_code,
         "error_message": _cut(message),
+        "upstream": str(tool.config.get("upstream") or "")[:128]
+        if tool.kind == Tool.Kind.MCP_UPSTREAM
+        else "",
     }
     # The policy cache is keyed by (endpoint, catalog version, tool); with no endpoint, the
     # tool's last edit stands in for the version, so an edited policy is never served stale.
