@@ -163,8 +163,9 @@ DATABASES = {
         conn_health_checks=_env_bool("DATABASE_CONN_HEALTH_CHECKS", True),
     )
 }
-# The longest the MCP endpoint, the probes or the relay wait for one ORM call before
-# answering 503 (services/database.py); a frozen database cannot make them hang.
+# The longest the MCP endpoint and the executors' credential and upstream lookups wait for
+# one ORM call before answering 503 (services/database.py): a frozen database cannot make
+# them hang. The probes have their own bound (READINESS_TIMEOUT_SECONDS).
 DATABASE_WAIT_SECONDS = float(os.environ.get("DATABASE_WAIT_SECONDS", "15"))
 DATABASE_POOL_MAX_SIZE = int(os.environ.get("DATABASE_POOL_MAX_SIZE", "10"))
 # Celery workers keep a connection per thread instead of using the pool (mcpsite/celery.py).

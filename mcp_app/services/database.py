@@ -1,9 +1,10 @@
 """ORM work called from async code: on the thread pool, with a bounded wait.
 
-The MCP endpoint, the probes and the relay call the ORM from the event loop through
-``in_thread``. Each call runs on asgiref's thread pool (``thread_sensitive=False``: it is
-self-contained, its own autocommit statements or atomic block) with Channels' connection
-hygiene around it, so its pooled connection goes back to the pool afterwards.
+The MCP endpoint (endpoint, session and token loads) and the executors' credential and
+upstream lookups call the ORM from the event loop through ``in_thread``. Each call runs on
+asgiref's thread pool (``thread_sensitive=False``: it is self-contained, its own autocommit
+statements or atomic block) with Channels' connection hygiene around it, so its pooled
+connection goes back to the pool afterwards.
 
 The wait is bounded by ``DATABASE_WAIT_SECONDS``: a database that stops answering without
 closing its connections (a frozen server, a lost host) would otherwise hold the request as

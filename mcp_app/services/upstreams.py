@@ -22,7 +22,6 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
 
-from channels.db import database_sync_to_async
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import F
@@ -48,6 +47,7 @@ from mcp_app.services import history
 from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
 from mcp_app.services.credentials import _load as load_credential
 from mcp_app.services.credentials import credential_resolve
+from mcp_app.services.database import in_thread
 
 logger = logging.getLogger(__name__)
 # A healthy upstream's last_success_at is rewritten at most this often per process.
@@ -83,7 +83,7 @@ async def upstream_resolve(name: str) -> _Loaded:
     Raises:
         ToolError: unknown, disabled, breaker open, or the credential cannot be resolved.
     """
-    upstream, loaded = await database_sync_to_async(_load, thread_sensitive=False)(name)
+    upstream, loaded = await in_thread(_load)(name)
     networks = tuple(split_networks(upstream.allow_networks))
     headers: Mapping[str, str] = {}
     query: Mapping[str, str] = {}
@@ -172,11 +172,11 @@ def _record_success(pk: int, revision: str | None) -> None:
 
 
 async def upstream_record_failure(pk: int, message: str) -> None:
-    await database_sync_to_async(_record_failure, thread_sensitive=False)(pk, message)
+    await in_thread(_record_failure)(pk, message)
 
 
 async def upstream_record_success(pk: int, revision: str | None) -> None:
-    await database_sync_to_async(_record_success, thread_sensitive=False)(pk, revision)
+    await in_thread(_record_success)(pk, revision)
 
 
 def _record_tools_changed(pk: int) -> None:
@@ -187,7 +187,7 @@ async def upstream_tools_changed(key: str) -> None:
     """Note that the upstream of session ``key`` said its tool list changed."""
     pk = int(key.split(":", 1)[0])
     logger.info("Upstream %s: its tool list changed; its tools are out of sync", pk)
-    await database_sync_to_async(_record_tools_changed, thread_sensitive=False)(pk)
+    await in_thread(_record_tools_changed)(pk)
 
 
 mcp_upstream.tools_changed_handlers.append(upstream_tools_changed)
