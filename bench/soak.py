@@ -956,6 +956,12 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         w["start_rel"] = w["start"] - t0
         w["end_rel"] = w["end"] - t0
     fleet_figures = fleet.figures([(w["start"], w["end"] + GRACE_SECONDS) for w in windows], t0)
+    for web in stack.webs:  # name the web process a failed exchange went to
+        netloc = web.url.split("/")[2]
+        fleet_figures["error_samples"] = [
+            text.replace(f"({netloc})", f"({web.proc.name})")
+            for text in fleet_figures["error_samples"]
+        ]
     result: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M"),
         "commit": git_commit(),

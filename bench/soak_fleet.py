@@ -102,6 +102,7 @@ class Exchange:
     broken: bool = False  # the body failed after the status line
     broken_at: float = 0.0
     surface: str = "mcp"  # "mcp", "api" or "admin"
+    target: str = ""  # host:port of the web process
 
 
 @dataclass
@@ -153,7 +154,9 @@ class Fleet:
     ) -> AsyncIterator[httpx.Response]:
         """Send a request; yield its response once the status line arrived; record it all."""
         assert self._client is not None
-        record = Exchange(kind, time.time(), 0.0, surface=surface)
+        record = Exchange(
+            kind, time.time(), 0.0, surface=surface, target=httpx.URL(url).netloc.decode()
+        )
         self.counts.exchanges.append(record)
         request = self._client.build_request(
             method, url, headers=headers, json=body, timeout=timeout
@@ -573,7 +576,7 @@ class Fleet:
         broken = [e for e in every if e.status is not None and e.broken]
         broken_out = [e for e in broken if not inside(e.sent, e.broken_at)]
         samples = [
-            f"t={e.sent - t0:.1f}-{(e.ended or e.sent) - t0:.1f} {e.kind}: "
+            f"t={e.sent - t0:.1f}-{(e.ended or e.sent) - t0:.1f} {e.kind} ({e.target}): "
             + (f"HTTP {e.status}" if e.status and not e.broken else e.error)
             for e in sorted(fives_out + failed_out + broken_out, key=lambda e: e.sent)[:8]
         ]
