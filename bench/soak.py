@@ -12,9 +12,15 @@ and seeds them (endpoint "faults": `echo` inline, `countdown` on a worker), one 
 and ``--web`` web processes (uvicorn and Daphne alternately). Then ``--clients`` asyncio
 clients (bench/soak_fleet.py) run for ``--minutes``, each looping over a weighted mix of 2026-07-28
 requests, 2025-11-25 sessions with GET streams dropped and DELETEs, and 1-3 s background
-calls, some cancelled. At a third of the run Redis is SIGKILLed and started again on its
-port; at two thirds PostgreSQL is stopped (``pg_ctl -m fast``), left down a few seconds and
-started. Web RSS and open descriptors and the database's connections are sampled every 5 s.
+calls, some cancelled, mixed with management traffic (issue #25) against the same web
+processes: management API reads and conditional writes, admin pages with a signed-in staff
+session and catalog imports (dry runs mostly), by staff superusers with API tokens (one per
+``CLIENTS_PER_USER`` clients, so the API's per-user throttle is not what is measured). At a
+third of the run Redis is SIGKILLed and started again on its port; at two thirds PostgreSQL is
+stopped (``pg_ctl -m fast``), left down a few seconds and started. Web RSS and open
+descriptors and the database's connections are sampled every 5 s; each process names its
+connections (``DATABASE_APPLICATION_NAME``), counted every second to check the web processes'
+pool bound.
 
 After the fleet stops it waits (bounded) for the call log to stop growing and for background
 calls to settle, then prints a Markdown report (figures and a verdict per criterion of the
@@ -56,7 +62,7 @@ from typing import Any  # noqa: E402
 
 sys.path.insert(0, str(ROOT))
 
-from bench.soak_fleet import OPERATION_LIMIT_SECONDS, Fleet  # noqa: E402
+from bench.soak_fleet import OPERATION_LIMIT_SECONDS, Fleet, Management  # noqa: E402
 from scripts import services  # noqa: E402
 from tests.faults.conftest import FAULT_ENV, SEED, SLUG, Postgres, Redis  # noqa: E402
 from tests.support.live import SERVERS, free_port, wait_for_port  # noqa: E402
@@ -66,6 +72,10 @@ DOCS = ROOT / "docs" / "soak.md"
 SECRET_KEY = "soak-secret-key-not-secret"
 
 SAMPLE_SECONDS = 5.0
+# Database connections by process, counted this often for their peaks.
+CONNECTION_SAMPLE_SECONDS = 1.0
+# The production default of DATABASE_POOL_MAX_SIZE, set explicitly for the web processes.
+POOL_MAX_SIZE = 10
 # After each outage, this long still counts as inside its window: clients retry, pools refill.
 GRACE_SECONDS = 5.0
 POSTGRES_DOWN_SECONDS = 5.0
@@ -86,6 +96,30 @@ RSS_GROWTH_LIMIT = 0.10  # last post-warm-up sample at most 10 % above the first
 # Descriptors follow open connections, which vary with the mix from one sample to the next:
 # the median of the last third of the samples after warm-up against that of the first third.
 FDS_GROWTH_LIMIT = 0.25
+
+# Management: one staff superuser (API token, admin session) per this many clients, and the
+# tools the API writes and catalog imports edit (published on the endpoint, like the others).
+CLIENTS_PER_USER = 10
+MANAGED_TOOLS = 4
+ADMIN_PASSWORD = "soak-admin-password-not-secret"
+MANAGEMENT_SEED = """
+import json
+from django.contrib.auth import get_user_model
+from mcp_app.models import Endpoint
+from mcp_app.services.api_tokens import api_token_create
+from mcp_app.services.catalog import tool_create
+endpoint = Endpoint.objects.get(slug={slug!r})
+tools = [
+    tool_create(name=f"managed{{i}}", kind="python", config={{"function": "echo"}},
+                endpoints=[endpoint]).pk
+    for i in range({tools})
+]
+users = []
+for i in range({users}):
+    user = get_user_model().objects.create_superuser(f"soak-admin-{{i}}", None, {password!r})
+    users.append((user.username, {password!r}, api_token_create(user=user, name="soak")[1]))
+print("SOAK-SETUP " + json.dumps({{"tools": tools, "users": users}}))
+"""
 
 
 def log(message: str) -> None:
@@ -147,11 +181,12 @@ class Stack:
     env: dict[str, str] = field(default_factory=dict)
     worker: Proc | None = None
     webs: list[Web] = field(default_factory=list)
+    management: Management | None = None
 
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return self.postgres.query(sql, *params)
 
-    def start(self, web_count: int) -> None:
+    def start(self, web_count: int, users: int) -> None:
         self.postgres.init()
         self.redis.start()
         self.env = {
@@ -167,15 +202,26 @@ class Stack:
             "CELERY_BROKER_URL": self.redis.url,
             "SECRET_KEY": SECRET_KEY,
             "PYTHONUNBUFFERED": "1",
+            "DATABASE_POOL_MAX_SIZE": str(POOL_MAX_SIZE),
+            "DATABASE_APPLICATION_NAME": "soak-setup",
         }
-        for args in (["migrate", "--verbosity", "0"], ["shell", "-c", SEED]):
-            subprocess.run(
+        management_seed = MANAGEMENT_SEED.format(
+            slug=SLUG, tools=MANAGED_TOOLS, users=users, password=ADMIN_PASSWORD
+        )
+        for args in (
+            ["migrate", "--verbosity", "0"],
+            ["shell", "-c", SEED],
+            ["shell", "-c", management_seed],
+        ):
+            done = subprocess.run(
                 [sys.executable, "manage.py", *args],
                 cwd=ROOT,
                 env={**os.environ, **self.env},
                 check=True,
                 capture_output=True,
+                text=True,
             )
+        setup = json.loads(done.stdout.split("SOAK-SETUP ", 1)[1])
         self.worker = spawn(
             "worker",
             [
@@ -184,7 +230,7 @@ class Stack:
                 "--hostname", f"soak-{os.getpid()}@localhost", "--loglevel", "WARNING",
                 "--without-gossip", "--without-mingle", "--without-heartbeat",
             ],
-            self.env,
+            {**self.env, "DATABASE_APPLICATION_NAME": "soak-worker"},
             self.logs,
         )  # fmt: skip
         for n in range(web_count):
@@ -192,9 +238,16 @@ class Stack:
             port = free_port()
             base = f"http://127.0.0.1:{port}"
             args = [arg.format(port=port) for arg in SERVERS[server]]
-            proc = spawn(f"web{n}-{server}", args, {**self.env, "PUBLIC_BASE_URL": base}, self.logs)
+            name = f"web{n}-{server}"
+            env = {**self.env, "PUBLIC_BASE_URL": base, "DATABASE_APPLICATION_NAME": f"soak-{name}"}
+            proc = spawn(name, args, env, self.logs)
             self.webs.append(Web(proc, server, f"{base}/mcp/{SLUG}"))
             wait_for_port(port, proc.process)
+        self.management = Management(
+            bases=[web.url.rsplit("/mcp/", 1)[0] for web in self.webs],
+            users=[(name, password, key) for name, password, key in setup["users"]],
+            tool_ids=setup["tools"],
+        )
         self._wait_worker_ready()
 
     def _wait_worker_ready(self) -> None:
@@ -268,6 +321,33 @@ def db_connections(stack: Stack) -> int | None:
     except Exception:  # noqa: BLE001 - down during the outage: no sample
         return None
     return int(rows[0][0])
+
+
+def db_connections_by_process(stack: Stack) -> dict[str, int] | None:
+    """Client connections to the soak's database by ``application_name`` (the process)."""
+    try:
+        rows = stack.query(
+            "SELECT application_name, count(*) FROM pg_stat_activity"
+            " WHERE datname = %s AND backend_type = 'client backend' AND pid <> pg_backend_pid()"
+            " GROUP BY 1",
+            stack.postgres.url.rsplit("/", 1)[1],
+        )
+    except Exception:  # noqa: BLE001 - down during the outage: no sample
+        return None
+    return {str(name): int(count) for name, count in rows}
+
+
+async def connection_peaks(stack: Stack, peaks: dict[str, int], stop: asyncio.Event) -> None:
+    """The most connections seen per process, and of all web processes together."""
+    webs = [f"soak-{web.proc.name}" for web in stack.webs]
+    while not stop.is_set():
+        counts = await asyncio.to_thread(db_connections_by_process, stack)
+        if counts is not None:
+            counts["all web processes"] = sum(counts.get(name, 0) for name in webs)
+            for name, count in counts.items():
+                peaks[name] = max(peaks.get(name, 0), count)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), CONNECTION_SAMPLE_SECONDS)
 
 
 def sample(stack: Stack, t: float) -> dict[str, Any]:
@@ -429,7 +509,8 @@ def render(result: dict[str, Any]) -> str:
         command += f" --minutes {p['minutes']:g} --clients {p['clients']}"
     if p["web"] != 2:
         command += f" --web {p['web']}"
-    add("# Soak (issue #13)")
+    managed = "management" in fleet  # runs before issue #25 had none
+    add("# Soak (issues #13 and #25)" if managed else "# Soak (issue #13)")
     add("")
     add(
         f"Produced by `{command} --write-docs`; the script's docstring says how it works. "
@@ -456,6 +537,15 @@ def render(result: dict[str, Any]) -> str:
         f"request, 90 s for background calls, {OPERATION_LIMIT_SECONDS:g} s per operation."
     )
     add("- Operations (weight): " + "; ".join(f"{k} ({v})" for k, v in fleet["weights"].items()))
+    if managed:
+        add(
+            f"- Management: {result['management_users']} staff superusers, each with an API "
+            "token (`Authorization: Bearer`) and an admin session signed in through the login "
+            f"form, shared by the clients (client i is user i mod {result['management_users']}); "
+            f"{MANAGED_TOOLS} python tools on the endpoint are the ones PATCHed and imported. "
+            "Each prompt operation creates a prompt of its own name and deletes it. Try-it is "
+            "not used (it writes call-log rows)."
+        )
     add(
         "- Outages: Redis SIGKILLed and started again on its port at 1/3 of the run; "
         f"PostgreSQL stopped (`pg_ctl stop -m fast`), {POSTGRES_DOWN_SECONDS:g} s down, started "
@@ -468,17 +558,27 @@ def render(result: dict[str, Any]) -> str:
     add("")
     add("## Criteria")
     add("")
-    row("criterion (issue #13)", "measured", "verdict")
+    row(
+        "criterion (issues #13, #25)" if managed else "criterion (issue #13)", "measured", "verdict"
+    )
     row("---", "---", "---")
     row(
-        "zero 5xx outside the outage windows",
+        "zero 5xx outside the outage windows" + (" (MCP, API and admin)" if managed else ""),
         f"{fleet['5xx_outside']} outside ({fleet['5xx_inside']} inside)",
         verdict(c["no_5xx"]),
     )
-    unanswered = fleet["errors_inside"] + fleet["errors_outside"] + fleet["abandoned_exchanges"]
+    if managed:
+        sent = sum(m["sent"] for m in fleet["management"].values())
+        row(
+            "management exchanges answer an expected status (a 5xx aside: the row above)",
+            f"{fleet['unexpected']} unexpected of {sent} management requests",
+            verdict(c["management_expected"]),
+        )
+    failed = fleet.get("mcp_failed", fleet["errors_inside"] + fleet["errors_outside"])
+    unanswered = failed + fleet["abandoned_exchanges"]
     row(
         "call-log rows equal to messages answered",
-        f"{result['messages_answered']} answered, {result['call_log_rows']} rows "
+        f"{result['messages_answered']} MCP requests answered, {result['call_log_rows']} rows "
         f"({result['call_log_rows'] - result['messages_answered']:+d}); {unanswered} exchanges "
         "without a status line are in neither count",
         verdict(c["call_log"]),
@@ -538,14 +638,43 @@ def render(result: dict[str, Any]) -> str:
         "- *Bounded*: client connections to the database (`pg_stat_activity`, the sampler's own "
         f"excluded) stay below `max_connections` ({result['max_connections']}), and the most "
         "after the PostgreSQL restart is at most 10 % above the most before it."
+        + (
+            " The web processes use a connection pool: each process's connections (its "
+            f"`DATABASE_APPLICATION_NAME`), counted every {CONNECTION_SAMPLE_SECONDS:g} s, stay "
+            f"within `DATABASE_POOL_MAX_SIZE` ({result['pool_max_size']}), and all of theirs "
+            "within web processes × pool size."
+            if "connection_peaks" in result
+            else ""
+        )
     )
+    if managed:
+        add(
+            "- *Expected status*: each management exchange names what it may answer (table "
+            "below): a conditional PATCH may be 412 when another client's PATCH or import "
+            "changed the tool since its GET; a row GET with `If-None-Match` 200 or 304. Any "
+            "other status below 500 is a failure of its own; a 5xx is judged by the 5xx row. "
+            "Management traffic writes no call-log rows, so *messages answered* counts the MCP "
+            "requests only."
+        )
     add("")
     add("## Traffic")
     add("")
     row("figure", "inside windows", "outside windows", "total")
     row("---", "---:", "---:", "---:")
-    row("HTTP requests sent", "", "", fleet["sent"])
-    row("answered (a status line arrived)", "", "", fleet["answered"])
+    if managed:
+        by_surface = fleet["sent_by_surface"]
+        row(
+            "HTTP requests sent: MCP / API / admin",
+            "",
+            "",
+            f"{by_surface.get('mcp', 0)} / {by_surface.get('api', 0)} / "
+            f"{by_surface.get('admin', 0)}",
+        )
+        row("answered (a status line arrived), all surfaces", "", "", fleet["answered_all"])
+        row("MCP requests answered", "", "", fleet["answered"])
+    else:
+        row("HTTP requests sent", "", "", fleet["sent"])
+        row("answered (a status line arrived)", "", "", fleet["answered"])
     row(
         "5xx", fleet["5xx_inside"], fleet["5xx_outside"], fleet["5xx_inside"] + fleet["5xx_outside"]
     )
@@ -585,8 +714,37 @@ def render(result: dict[str, Any]) -> str:
         "",
         fleet["abandoned"],
     )
+    if managed:
+        add("")
+        add("Management exchanges, by kind:")
+        add("")
+        row("exchange", "expected", "sent", "by status", "5xx inside", "5xx outside",
+            "no status line", "unexpected")  # fmt: skip
+        row("---", "---", "---:", "---", "---:", "---:", "---:", "---:")
+        for kind, m in fleet["management"].items():
+            row(
+                kind,
+                ", ".join(map(str, m["expected"])),
+                m["sent"],
+                ", ".join(f"{k}: {v}" for k, v in m["by_status"].items()) or "-",
+                m["5xx_inside"],
+                m["5xx_outside"],
+                m["no_status"],
+                m["unexpected"],
+            )
+        if fleet["unexpected_samples"]:
+            add("")
+            add(
+                "Unexpected statuses (first 8): "
+                + "; ".join(f"`{t}`" for t in fleet["unexpected_samples"])
+                + "."
+            )
     add("")
-    add("Responses by HTTP status, as the clients saw them and as the call log recorded them:")
+    add(
+        "MCP responses by HTTP status, as the clients saw them and as the call log recorded them:"
+        if managed
+        else "Responses by HTTP status, as the clients saw them and as the call log recorded them:"
+    )
     add("")
     row("status", "clients", "call-log rows")
     row("---", "---:", "---:")
@@ -703,8 +861,23 @@ def flatness(
         text += f"; max before the PostgreSQL restart {before}, after it {after}"
     if conns:
         text += f"; median {statistics.median(n for _, n in conns):.0f}"
+    pool_ok = True
+    peaks = result.get("connection_peaks")
+    if peaks is not None:
+        pool = result["pool_max_size"]
+        names = [f"soak-{name}" for name in result["web_names"]]
+        bound = len(names) * pool
+        web_peak = peaks.get("all web processes", 0)
+        pool_ok = web_peak <= bound and all(peaks.get(n, 0) <= pool for n in names)
+        text += (
+            f"; web processes (counted every {CONNECTION_SAMPLE_SECONDS:g} s by "
+            f"`application_name`) at most {web_peak} together, bound {len(names)} × pool "
+            f"{pool} = {bound}; per process "
+            + ", ".join(f"{n.removeprefix('soak-')} {peaks.get(n, 0)}" for n in names)
+            + f"; the worker {peaks.get('soak-worker', 0)}"
+        )
     result["db_text"] = text
-    result["criteria"]["db_bounded"] = top < result["max_connections"] and grow_ok
+    result["criteria"]["db_bounded"] = top < result["max_connections"] and grow_ok and pool_ok
 
 
 async def soak(args: argparse.Namespace) -> dict[str, Any]:
@@ -724,8 +897,11 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
     )
     try:
         log("starting PostgreSQL, Redis, the worker and the web processes")
-        await asyncio.to_thread(stack.start, args.web)
-        fleet = Fleet([web.url for web in stack.webs], clients=args.clients)
+        users = max(1, -(-args.clients // CLIENTS_PER_USER))
+        await asyncio.to_thread(stack.start, args.web, users)
+        fleet = Fleet(
+            [web.url for web in stack.webs], clients=args.clients, management=stack.management
+        )
         await fleet.prime()
         # The priming requests have rows too: the load's rows are those added after them.
         baseline_rows, _ = await wait_call_log_stable(stack)
@@ -736,8 +912,10 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         t0 = time.time()
         samples: list[dict[str, Any]] = []
         windows: list[dict[str, Any]] = []
+        peaks: dict[str, int] = {}
         stop_sampling, stop_outages = asyncio.Event(), asyncio.Event()
         sampling = asyncio.create_task(sampler(stack, t0, samples, stop_sampling))
+        counting = asyncio.create_task(connection_peaks(stack, peaks, stop_sampling))
         faults = asyncio.create_task(outages(stack, t0, seconds, windows, stop_outages))
         await fleet.run(seconds, stop_seconds=FLEET_STOP_SECONDS)
         load_seconds = time.time() - t0
@@ -755,6 +933,7 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         worker_alive_at_end = worker_exit_code is None
         stop_sampling.set()
         await sampling
+        await counting
         rows_by_status = {
             status: count - baseline_by_status.get(status, 0)
             for status, count in await asyncio.to_thread(stack.query, ROWS_BY_STATUS)
@@ -777,6 +956,12 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         w["start_rel"] = w["start"] - t0
         w["end_rel"] = w["end"] - t0
     fleet_figures = fleet.figures([(w["start"], w["end"] + GRACE_SECONDS) for w in windows], t0)
+    for web in stack.webs:  # name the web process a failed exchange went to
+        netloc = web.url.split("/")[2]
+        fleet_figures["error_samples"] = [
+            text.replace(f"({netloc})", f"({web.proc.name})")
+            for text in fleet_figures["error_samples"]
+        ]
     result: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M"),
         "commit": git_commit(),
@@ -800,12 +985,16 @@ async def soak(args: argparse.Namespace) -> dict[str, Any]:
         "settle_seconds": settle_waited,
         "stuck_checked_at": stuck_checked_at,
         "max_connections": max_connections,
+        "connection_peaks": dict(sorted(peaks.items())),
+        "pool_max_size": POOL_MAX_SIZE,
+        "management_users": len(stack.management.users) if stack.management else 0,
         "idle_fds_before": idle_before,
         "idle_fds_after": idle_after,
         "criteria": {
             "no_5xx": fleet_figures["5xx_outside"] == 0,
             "call_log": rows == fleet_figures["answered"],
             "no_stuck": not stuck,
+            "management_expected": fleet_figures["unexpected"] == 0,
         },
         "log_problems": {
             proc.name: log_problems(proc.log()).most_common(8)
