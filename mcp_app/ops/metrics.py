@@ -113,11 +113,12 @@ class SharedStateCollector(Collector):
             live, counts, upstreams = _database_counts.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
             logger.warning(
-                "Metrics: no database answer within %g s; sessions and calls left out", timeout
+                "Metrics: no database answer within %g s; sessions, calls, upstreams left out",
+                timeout,
             )
         except Exception:
             # A scrape during an outage still returns every per-process metric.
-            logger.warning("Metrics: database unavailable; sessions and calls left out")
+            logger.warning("Metrics: database unavailable; sessions, calls, upstreams left out")
         else:
             yield GaugeMetricFamily(
                 "mcphost_sessions_live", "Legacy MCP sessions open and not idle.", value=live

@@ -354,7 +354,11 @@ def _due_upstreams() -> list[str]:
 
 async def upstreams_probe_due() -> dict[str, str]:
     """Probe every enabled upstream whose probe interval has passed since its last probe
-    (a few at once); return each one's state. The sessions opened are closed after."""
+    (a few at once); return each one's state.
+
+    Every upstream session of the running event loop is closed after, so run it in a loop of
+    its own (the upkeep job's), never a web process's, whose callers' sessions it would end.
+    """
     names = await in_thread(_due_upstreams)()
     gate = asyncio.Semaphore(PROBE_CONCURRENCY)
 
