@@ -141,7 +141,7 @@ class Upstream(TimestampedModel):
     tools_synced_at = models.DateTimeField(null=True, blank=True, editable=False)
     # The scheduled probe's findings. tools_fingerprint is a digest of the upstream's whole
     # tool list (every field an operator reviews) as of the last sync, or of the first probe
-    # when it was never synced: a probe that lists something else sets tools_changed_at.
+    # when there is none yet: a probe that lists something else sets tools_changed_at.
     probe_state = models.CharField(
         max_length=16, choices=ProbeState.choices, default=ProbeState.UNKNOWN, editable=False
     )
