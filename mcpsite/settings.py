@@ -320,6 +320,8 @@ UPKEEP_JOBS = {
     "clear_cimd_applications": ("UPKEEP_CLEAR_CIMD_APPLICATIONS_SECONDS", _DAY, {}),
     "clear_tokens": ("UPKEEP_CLEAR_TOKENS_SECONDS", _DAY, {}),
     "reap_background_calls": ("UPKEEP_REAP_BACKGROUND_CALLS_SECONDS", 60, {}),
+    # Looks for upstreams whose own probe interval has passed (Upstream.probe_interval_seconds).
+    "probe_upstreams": ("UPKEEP_PROBE_UPSTREAMS_SECONDS", 15, {}),
 }
 CELERY_BEAT_SCHEDULE = {}
 for _job, (_setting, _default, _kwargs) in UPKEEP_JOBS.items():

@@ -13,6 +13,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.contrib import admin, messages
 from django.core.exceptions import PermissionDenied
+from django.db import models
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.shortcuts import get_object_or_404
@@ -41,14 +42,18 @@ from mcp_app.services.upstreams import (
 @admin.register(Upstream)
 class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
     list_display = [
-        "name", "url", "enabled", "health", "tools_state", "last_success_at", "protocol_version",
+        "name", "url", "enabled", "probe_state", "health", "tools_state", "last_probe_at",
+        "last_success_at", "protocol_version",
     ]  # fmt: skip
-    list_filter = ["enabled"]
+    list_filter = ["enabled", "probe_state"]
+    # Django 5.2 warns that a scheme-less URL will mean https in 6.0: say so now.
+    formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     search_fields = ["name", "url", "description"]
     readonly_fields = [
         "health", "last_success_at", "last_error_at", "last_error", "protocol_version",
         "consecutive_failures", "circuit_open_until", "sync_link", "tools_state",
-        "tools_changed_at", "tools_synced_at", "created_at", "updated_at",
+        "tools_changed_at", "tools_synced_at", "probe_state", "last_probe_at", "probe_failures",
+        "created_at", "updated_at",
     ]  # fmt: skip
     actions = ["reset_breaker"]
     fieldsets = [
@@ -57,6 +62,19 @@ class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
         ("Limits", {"fields": ["connect_timeout", "call_timeout", "allow_networks"]}),
         ("Sessions", {"fields": ["stateless", "session_idle_seconds", "max_sessions"]}),
         ("Circuit breaker", {"fields": ["failure_threshold", "cooldown_seconds"]}),
+        (
+            "Health probe",
+            {
+                "fields": [
+                    "probe_interval_seconds",
+                    "probe_timeout",
+                    "unhealthy_threshold",
+                    "probe_state",
+                    "last_probe_at",
+                    "probe_failures",
+                ]  # fmt: skip
+            },
+        ),
         (
             "Health",
             {

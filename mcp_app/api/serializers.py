@@ -364,14 +364,17 @@ class UpstreamSerializer(ModelCheckedSerializer):
             "id", "name", "description", "url", "credential", "connect_timeout", "call_timeout",
             "allow_networks", "enabled", "failure_threshold", "cooldown_seconds",
             "stateless", "session_idle_seconds", "max_sessions",
+            "probe_interval_seconds", "probe_timeout", "unhealthy_threshold",
             "last_success_at", "last_error", "last_error_at", "protocol_version",
             "consecutive_failures", "circuit_open_until", "tools_changed_at", "tools_synced_at",
+            "tools_out_of_sync", "probe_state", "last_probe_at", "probe_failures",
             "created_at", "updated_at",
         ]  # fmt: skip
         # Health and breaker state are the site's observations, not settings.
         read_only_fields = [
             "last_success_at", "last_error", "last_error_at", "protocol_version",
             "consecutive_failures", "circuit_open_until", "tools_changed_at", "tools_synced_at",
+            "tools_out_of_sync", "probe_state", "last_probe_at", "probe_failures",
             "created_at", "updated_at",
         ]  # fmt: skip
 

@@ -4,7 +4,8 @@ Besides where and how to reach it and how its sessions are kept (one per caller 
 ``stateless``; ``session_idle_seconds``, ``max_sessions``), the row carries the upstream's
 health as the runner saw it (``services.upstreams`` writes those fields; operators read them
 in the admin): last success, last error, the revision negotiated, and the circuit breaker's
-state.
+state; and what the scheduled probe (``services.upstreams.upstream_probe``) last found: its
+state (active, degraded, offline) and whether the tool list still matches the last sync.
 """
 
 from __future__ import annotations
@@ -26,6 +27,14 @@ def split_networks(value: str) -> list[str]:
 
 
 class Upstream(TimestampedModel):
+    class ProbeState(models.TextChoices):
+        # Not probed yet (new, probes off, or disabled since before its first probe).
+        UNKNOWN = "unknown", "not probed yet"
+        ACTIVE = "active", "active"
+        # Some failed probes in a row, fewer than the unhealthy threshold, or a slow answer.
+        DEGRADED = "degraded", "degraded"
+        OFFLINE = "offline", "offline"
+
     name = models.CharField(
         max_length=128,
         unique=True,
@@ -96,6 +105,27 @@ class Upstream(TimestampedModel):
         validators=[MinValueValidator(0.1), MaxValueValidator(24 * 3600)],
         help_text="Seconds an open breaker fails calls at once before the next try.",
     )
+    probe_interval_seconds = models.FloatField(
+        default=300.0,
+        validators=[MinValueValidator(0), MaxValueValidator(7 * 24 * 3600)],
+        help_text=(
+            "Seconds between two health probes (initialize, tools/list) of this upstream; "
+            "0: never probed. The probe job (UPKEEP_PROBE_UPSTREAMS_SECONDS) looks for due "
+            "upstreams."
+        ),
+    )
+    probe_timeout = models.FloatField(
+        default=10.0,
+        validators=[MinValueValidator(0.1), MaxValueValidator(120)],
+        help_text=(
+            "Seconds a probe may take; an answer after more than half of it is slow (degraded)."
+        ),
+    )
+    unhealthy_threshold = models.PositiveIntegerField(
+        default=3,
+        validators=[MinValueValidator(1), MaxValueValidator(1000)],
+        help_text="Failed probes in a row that make the upstream offline (fewer: degraded).",
+    )
     # Health, written by services.upstreams.
     last_success_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
@@ -109,6 +139,15 @@ class Upstream(TimestampedModel):
     # out of sync while the first is later than the second.
     tools_changed_at = models.DateTimeField(null=True, blank=True, editable=False)
     tools_synced_at = models.DateTimeField(null=True, blank=True, editable=False)
+    # The scheduled probe's findings. tools_fingerprint is a digest of the upstream's whole
+    # tool list (every field an operator reviews) as of the last sync, or of the first probe
+    # when there is none yet: a probe that lists something else sets tools_changed_at.
+    probe_state = models.CharField(
+        max_length=16, choices=ProbeState.choices, default=ProbeState.UNKNOWN, editable=False
+    )
+    last_probe_at = models.DateTimeField(null=True, blank=True, editable=False)
+    probe_failures = models.PositiveIntegerField(default=0, editable=False)
+    tools_fingerprint = models.CharField(max_length=64, blank=True, editable=False)
 
     class Meta:
         ordering = ["name"]

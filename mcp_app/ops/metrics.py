@@ -38,7 +38,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from mcp_app.conf import get_conf
-from mcp_app.models import BackgroundCall, Session
+from mcp_app.models import BackgroundCall, Session, Upstream
 from mcp_app.ops.heartbeat import worker_heartbeats_key
 
 logger = logging.getLogger(__name__)
@@ -72,11 +72,14 @@ def allowed(scope: dict[str, Any], headers: dict[bytes, bytes]) -> bool:
 # a frozen database leaves them out of the scrape instead of hanging it, and a count still
 # hanging from an earlier scrape is waited on again rather than joined by another thread.
 _database_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-metrics-db")
-_database_counts: concurrent.futures.Future[tuple[int, dict[str, int]]] | None = None
+_database_counts: (
+    concurrent.futures.Future[tuple[int, dict[str, int], list[tuple[str, str]]]] | None
+) = None
 
 
-def _count_shared_state() -> tuple[int, dict[str, int]]:
-    """Live legacy sessions, and background calls not yet finished by status."""
+def _count_shared_state() -> tuple[int, dict[str, int], list[tuple[str, str]]]:
+    """Live legacy sessions, background calls not yet finished by status, and the probe
+    state of each enabled upstream."""
     close_old_connections()
     try:
         idle = timedelta(seconds=get_conf().MCP_SESSION_IDLE_SECONDS)
@@ -88,9 +91,14 @@ def _count_shared_state() -> tuple[int, dict[str, int]]:
             .values_list("status")
             .annotate(n=Count("id"))
         )
+        upstreams = list(
+            Upstream.objects.filter(enabled=True)
+            .order_by("name")
+            .values_list("name", "probe_state")
+        )
     finally:
         close_old_connections()
-    return live, counts
+    return live, counts, upstreams
 
 
 class SharedStateCollector(Collector):
@@ -102,14 +110,15 @@ class SharedStateCollector(Collector):
             _database_counts = _database_thread.submit(_count_shared_state)
         timeout = settings.READINESS_TIMEOUT_SECONDS
         try:
-            live, counts = _database_counts.result(timeout=timeout)
+            live, counts, upstreams = _database_counts.result(timeout=timeout)
         except concurrent.futures.TimeoutError:
             logger.warning(
-                "Metrics: no database answer within %g s; sessions and calls left out", timeout
+                "Metrics: no database answer within %g s; sessions, calls, upstreams left out",
+                timeout,
             )
         except Exception:
             # A scrape during an outage still returns every per-process metric.
-            logger.warning("Metrics: database unavailable; sessions and calls left out")
+            logger.warning("Metrics: database unavailable; sessions, calls, upstreams left out")
         else:
             yield GaugeMetricFamily(
                 "mcphost_sessions_live", "Legacy MCP sessions open and not idle.", value=live
@@ -122,6 +131,16 @@ class SharedStateCollector(Collector):
             for status in BackgroundCall.ACTIVE:
                 calls.add_metric([str(status)], counts.get(status, 0))
             yield calls
+            # One series per upstream: its current state is the label, the value always 1.
+            states = GaugeMetricFamily(
+                "mcphost_upstream_state",
+                "Each enabled upstream MCP server, labelled with its state at its last probe "
+                "(unknown, active, degraded, offline).",
+                labels=["upstream", "state"],
+            )
+            for name, state in upstreams:
+                states.add_metric([name, state], 1)
+            yield states
         if settings.REDIS_URL:
             yield from self._workers()
 

@@ -45,3 +45,8 @@ def clear_tokens() -> None:
 @shared_task(name="mcp_app.upkeep.reap_background_calls", ignore_result=True)
 def reap_background_calls() -> None:
     _run("reap_background_calls")
+
+
+@shared_task(name="mcp_app.upkeep.probe_upstreams", ignore_result=True)
+def probe_upstreams() -> None:
+    _run("probe_upstreams")

@@ -14,9 +14,13 @@ call tries again (half-open) and either closes the breaker or opens it for anoth
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
+import hashlib
+import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -61,13 +65,13 @@ class _Loaded:
     target: UpstreamTarget
 
 
-def _load(name: str) -> tuple[Upstream, Any]:
+def _load(name: str, *, breaker: bool = True) -> tuple[Upstream, Any]:
     upstream = Upstream.objects.select_related("credential").filter(name=name).first()
     if upstream is None:
         raise ToolError(f"The upstream {name!r} does not exist.")
     if not upstream.enabled:
         raise ToolError(f"The upstream {name!r} is disabled.")
-    if upstream.circuit_open:
+    if breaker and upstream.circuit_open:
         # Not contacted, so not a failure to count; but the upstream's, not its tool's.
         raise UpstreamUnavailable(
             f"The upstream {name!r} is failing (circuit breaker open after "
@@ -77,13 +81,15 @@ def _load(name: str) -> tuple[Upstream, Any]:
     return upstream, loaded
 
 
-async def upstream_resolve(name: str) -> _Loaded:
+async def upstream_resolve(name: str, *, breaker: bool = True) -> _Loaded:
     """Read the upstream ``name`` and build the executor's target, credential resolved.
+
+    ``breaker=False`` (the health probe) reaches an upstream whose breaker is open too.
 
     Raises:
         ToolError: unknown, disabled, breaker open, or the credential cannot be resolved.
     """
-    upstream, loaded = await in_thread(_load)(name)
+    upstream, loaded = await in_thread(_load)(name, breaker=breaker)
     networks = tuple(split_networks(upstream.allow_networks))
     headers: Mapping[str, str] = {}
     query: Mapping[str, str] = {}
@@ -228,6 +234,144 @@ async def upstream_list_tools(name: str) -> list[dict[str, Any]]:
         raise
     await upstream_record_success(loaded.pk, negotiated_revision(loaded.target.key))
     return tools
+
+
+# --- the health probe: the upkeep job probe_upstreams -----------------------------------------
+
+# Upstreams probed at once by one run of the job.
+PROBE_CONCURRENCY = 8
+
+
+def tools_fingerprint(remote_tools: list[dict[str, Any]]) -> str:
+    """A digest of the upstream's whole tool list: every field of every tool (schemas,
+    descriptions, annotations, titles, icons, _meta, execution), in name order."""
+    ordered = sorted(remote_tools, key=lambda tool: str(tool.get("name")))
+    text = json.dumps(ordered, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeOutcome:
+    """What one probe found: ``failure`` (None: the upstream answered), whether the answer
+    was slow, the revision negotiated and the tool list's fingerprint."""
+
+    failure: str | None
+    slow: bool = False
+    revision: str | None = None
+    fingerprint: str = ""
+
+
+def _record_probe(pk: int, outcome: ProbeOutcome) -> str:
+    """Write the probe's findings on the row; return the state it leaves."""
+    now = timezone.now()
+    State = Upstream.ProbeState
+    with transaction.atomic():
+        upstream = Upstream.objects.select_for_update().filter(pk=pk).first()
+        if upstream is None:
+            return State.UNKNOWN
+        fields: dict[str, Any] = {"last_probe_at": now}
+        if outcome.failure is None:
+            fields["probe_failures"] = 0
+            fields["probe_state"] = State.DEGRADED if outcome.slow else State.ACTIVE
+            if outcome.revision:
+                fields["protocol_version"] = outcome.revision
+            if not upstream.tools_fingerprint:
+                fields["tools_fingerprint"] = outcome.fingerprint  # the baseline
+            elif outcome.fingerprint != upstream.tools_fingerprint and not (
+                upstream.tools_out_of_sync
+            ):
+                fields["tools_changed_at"] = now
+                logger.info("Upstream %s: its tool list differs from the last sync", pk)
+        else:
+            failures = upstream.probe_failures + 1
+            fields["probe_failures"] = failures
+            fields["probe_state"] = (
+                State.OFFLINE if failures >= upstream.unhealthy_threshold else State.DEGRADED
+            )
+            fields["last_error"] = outcome.failure[:2000]
+            fields["last_error_at"] = now
+        Upstream.objects.filter(pk=pk).update(**fields)
+    return str(fields["probe_state"])
+
+
+async def upstream_probe(name: str) -> str:
+    """Probe the upstream ``name`` once and record the finding; return its state.
+
+    The probe is what a call does first, with the same credential and network guard:
+    open (or reuse) the upstream's shared session, which initializes it, and list every tool,
+    all within ``probe_timeout``. It reaches an upstream whose breaker is open (it is how an
+    operator learns it is back) but never counts towards the breaker. A success resets the
+    failed probes (degraded instead of active when it took more than half the timeout) and
+    compares the tool list with the last sync; a failure counts, and makes the upstream
+    offline at ``unhealthy_threshold`` failures in a row, degraded before. The error kept is
+    the one a call would keep: the upstream's name, no secret.
+    """
+    try:
+        loaded = await upstream_resolve(name, breaker=False)
+    except ToolError as exc:
+        upstream = await Upstream.objects.filter(name=name).only("pk").afirst()
+        if upstream is None:
+            return Upstream.ProbeState.UNKNOWN
+        return await in_thread(_record_probe)(upstream.pk, ProbeOutcome(failure=exc.message))
+    limit = (await Upstream.objects.filter(pk=loaded.pk).values_list("probe_timeout").aget())[0]
+    target = replace(
+        loaded.target,
+        call_timeout=limit,
+        connect_timeout=min(loaded.target.connect_timeout, limit),
+    )
+    started = time.monotonic()
+    try:
+        async with asyncio.timeout(limit):
+            tools = await list_tools(target)
+    except TimeoutError:
+        outcome = ProbeOutcome(failure=f"The upstream {name!r} did not answer within {limit:g} s.")
+    except UpstreamUnavailable as exc:
+        outcome = ProbeOutcome(failure=exc.detail)
+    except ToolError as exc:  # UpstreamRefused: it answered, but not with its tools
+        outcome = ProbeOutcome(failure=f"The upstream {name!r} refused tools/list: {exc.message}")
+    else:
+        outcome = ProbeOutcome(
+            failure=None,
+            slow=time.monotonic() - started > limit / 2,
+            revision=negotiated_revision(target.key),
+            fingerprint=tools_fingerprint(tools),
+        )
+    if outcome.failure is not None:
+        logger.warning("Upstream %s: probe failed", loaded.pk)
+    return await in_thread(_record_probe)(loaded.pk, outcome)
+
+
+def _due_upstreams() -> list[str]:
+    now = timezone.now()
+    due = []
+    for name, every, last in Upstream.objects.filter(
+        enabled=True, probe_interval_seconds__gt=0
+    ).values_list("name", "probe_interval_seconds", "last_probe_at"):
+        if last is None or last + datetime.timedelta(seconds=every) <= now:
+            due.append(name)
+    return due
+
+
+async def upstreams_probe_due() -> dict[str, str]:
+    """Probe every enabled upstream whose probe interval has passed since its last probe
+    (a few at once); return each one's state.
+
+    Every upstream session of the running event loop is closed after, so run it in a loop of
+    its own (the upkeep job's), never a web process's, whose callers' sessions it would end.
+    """
+    names = await in_thread(_due_upstreams)()
+    gate = asyncio.Semaphore(PROBE_CONCURRENCY)
+
+    async def probe(name: str) -> str:
+        async with gate:
+            return await upstream_probe(name)
+
+    try:
+        states = await asyncio.gather(*(probe(name) for name in names))
+    finally:
+        # This loop is the job's own: nothing would reuse or sweep its sessions.
+        await mcp_upstream.close_sessions()
+    return dict(zip(names, states, strict=True))
 
 
 # --- resources and prompts read from an upstream ----------------------------------------------
@@ -460,7 +604,10 @@ def upstream_sync_apply(
                 row.enabled = False
                 row.save(update_fields=["enabled", "updated_at"])
                 outcome.disabled.append(row)
-        Upstream.objects.filter(pk=upstream.pk).update(tools_synced_at=timezone.now())
+        # What the operator reviewed: the probe compares later lists with it.
+        Upstream.objects.filter(pk=upstream.pk).update(
+            tools_synced_at=timezone.now(), tools_fingerprint=tools_fingerprint(remote_tools)
+        )
     return outcome
 
 

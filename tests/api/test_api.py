@@ -347,6 +347,8 @@ def test_an_upstream_is_managed_with_its_health_read_only(api: APIClient) -> Non
             "url": "https://peer.example.com/mcp",
             "credential": "peer-key",
             "consecutive_failures": 7,  # read-only: ignored
+            "probe_state": "active",  # read-only: ignored
+            "probe_interval_seconds": 60,
         },
         format="json",
     )
@@ -360,6 +362,9 @@ def test_an_upstream_is_managed_with_its_health_read_only(api: APIClient) -> Non
     assert created.status_code == 201, created.json()
     assert created.json()["credential"] == "peer-key"
     assert created.json()["consecutive_failures"] == 0
+    assert created.json()["probe_state"] == "unknown"
+    assert created.json()["probe_interval_seconds"] == 60
+    assert created.json()["tools_out_of_sync"] is False
     assert reset.status_code == 200
     assert (reset.json()["consecutive_failures"], reset.json()["circuit_open_until"]) == (0, None)
     assert [row["name"] for row in listed.json()["results"]] == ["peer"]

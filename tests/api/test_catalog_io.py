@@ -332,7 +332,9 @@ def with_peer(catalog: dict[str, Any]) -> dict[str, Any]:
         credential=Credential.objects.get(name="github"),
         call_timeout=20,
         failure_threshold=3,
+        probe_interval_seconds=60,
         consecutive_failures=2,  # health: never exported
+        probe_state=Upstream.ProbeState.OFFLINE,  # likewise
     )
     peer.full_clean()
     peer.save()
@@ -374,6 +376,7 @@ def test_upstreams_and_what_uses_them_survive_a_round_trip(with_peer: dict[str, 
     assert catalog_dump(catalog_export()) == first
     peer = Upstream.objects.get()
     assert (peer.credential.name, peer.call_timeout, peer.consecutive_failures) == ("github", 20, 0)
+    assert (peer.probe_interval_seconds, peer.probe_state) == (60, Upstream.ProbeState.UNKNOWN)
     assert Tool.objects.get(name="peer_echo").config == {"upstream": "peer", "tool": "echo"}
     assert Resource.objects.get(uri="peer://readme").upstream_uri == "up://readme"
     notes = ResourceTemplate.objects.get(uri_template="peer://notes/{topic}")
@@ -390,6 +393,8 @@ def test_export_carries_the_upstreams_of_what_it_exports_never_their_health(
     [peer] = document["upstreams"]
     assert peer["name"] == "peer" and peer["credential"] == "github"
     assert not {"consecutive_failures", "last_error", "circuit_open_until"} & set(peer)
+    assert not {"probe_state", "last_probe_at", "tools_fingerprint"} & set(peer)
+    assert peer["probe_interval_seconds"] == 60
     readme = next(row for row in document["resources"] if row["uri"] == "peer://readme")
     assert (readme["upstream"], readme["remote_uri"]) == ("peer", "up://readme")
     assert catalog_export(endpoint_slugs=["main"])["upstreams"] == []

@@ -28,6 +28,7 @@ Resource templates: ``up://notes/{topic}``: "Notes on <topic>".
 With ``--extras`` (not listed otherwise, so tests of discovery see the usual offer): resource
 template ``up://leak/{part}`` and prompt ``leak_prompt()`` echo the credential too, and
 resource template ``up://remembered/{name}`` answers what ``remember`` keeps in the session.
+With ``--more-tools`` (the same server after an upgrade): the tool ``added_later()`` too.
 Prompts: ``review(code, language="python")``: one user message naming both.
 Completions: ``topic`` of ``up://notes/{topic}`` and ``language`` of ``review``, by prefix.
 """
@@ -278,6 +279,15 @@ def offer_extras() -> None:
     )
 
 
+def offer_more_tools() -> None:
+    """Serve one tool more (``--more-tools``)."""
+    server.tool(description="A tool of a later version.")(added_later)
+
+
+def added_later() -> str:
+    return "new"
+
+
 @server.resource(
     "up://readme", name="readme", description="The upstream's readme.", mime_type="text/markdown"
 )
@@ -332,6 +342,7 @@ def run_mcp_upstream(
     stateless: bool = False,
     json: bool = False,
     extras: bool = False,
+    more_tools: bool = False,
 ) -> Iterator[RunningUpstream]:
     """Run this server as a subprocess on 127.0.0.1 until the block ends."""
     from tests.support.live import ROOT, free_port, wait_for_port
@@ -339,6 +350,7 @@ def run_mcp_upstream(
     port = port or free_port()
     args = [sys.executable, "-m", "tests.support.mcp_upstream_server", str(port)]
     args += ["--stateless"] * stateless + ["--json"] * json + ["--extras"] * extras
+    args += ["--more-tools"] * more_tools
     env = {**os.environ, "UPSTREAM_MARKER_DIR": str(markers)}
     process = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
@@ -359,9 +371,12 @@ def main() -> None:
     parser.add_argument("--stateless", action="store_true")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--extras", action="store_true")
+    parser.add_argument("--more-tools", action="store_true")
     args = parser.parse_args()
     if args.extras:
         offer_extras()
+    if args.more_tools:
+        offer_more_tools()
     app = server.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
