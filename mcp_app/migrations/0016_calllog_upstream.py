@@ -15,7 +15,7 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='calllog',
             name='upstream',
-            field=models.CharField(blank=True, max_length=128),
+            field=models.CharField(blank=True, db_default='', default='', max_length=128),
         ),
         migrations.AlterField(
             model_name='backgroundcall',

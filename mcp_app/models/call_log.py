@@ -81,7 +81,8 @@ class CallLog(models.Model):
     status = models.CharField(max_length=16, choices=STATUS_CHOICES)
     # The upstream MCP server (Upstream.name) a relayed request went to: a tools/call of an MCP
     # upstream tool, a resource, template, prompt or completion read from one. Empty otherwise.
-    upstream = models.CharField(max_length=128, blank=True)
+    # Both defaults: the writer fills the column itself, raw bulk loads may leave it out.
+    upstream = models.CharField(max_length=128, blank=True, default="", db_default="")
     error_code = models.IntegerField(null=True, blank=True)
     error_message = models.TextField(blank=True)
     # What the tool's capture policy kept (services/calllog/capture.py); None: nothing kept.
