@@ -152,5 +152,12 @@ def test_every_line_of_celery_beat_is_json(django_db_setup):
     env = {"LOG_FORMAT": "json", "CELERY_BROKER_URL": broker}
     with logged_process(command, env) as path:
         wait_for_text(path, lambda text: "Starting" in text, "beat's start line")
+        # Stop it only once it has opened its schedule file: a signal while it still imports
+        # the file's module (slow in a fresh venv, with nothing compiled yet) makes beat's
+        # handler open the schedule from inside that import, and fail.
+        deadline = time.monotonic() + WAIT_SECONDS
+        while not any(schedule.parent.glob(f"{schedule.name}*")):
+            assert time.monotonic() < deadline, "beat never opened its schedule file"
+            time.sleep(0.05)
     records = assert_every_line_is_json(path.read_text())
     assert any(record["logger"].startswith("celery") for record in records)
