@@ -45,8 +45,9 @@ def markers(tmp_path_factory: Any) -> Path:
 @pytest.fixture(scope="module")
 def server(live_server_url: str, port: int, django_db_blocker: Any) -> Iterator[str]:
     with django_db_blocker.unblock():
-        # Each test runs (and restarts) the upstream itself, on this port.
-        up = upstream_row("subs-up", f"http://127.0.0.1:{port}/mcp")
+        # Each test runs (and restarts) the upstream itself, on this port. A short idle time
+        # makes the web process look at its sessions (and their subscribers) every second.
+        up = upstream_row("subs-up", f"http://127.0.0.1:{port}/mcp", session_idle_seconds=2)
         resource = Resource(uri=URI, name="ticker", upstream=up, remote_uri="up://ticker")
         resource.full_clean()
         resource.save()
@@ -150,6 +151,22 @@ async def test_a_listen_stream_hears_an_upstream_resource_until_it_closes(
                 finally:
                     reader.cancel()
             # The stream closed: the upstream is told once our side notices.
+            while upstream_saw(markers)[-1] != "unsubscribe up://ticker":
+                await asyncio.sleep(0.05)
+            assert await tick(running) == 0
+
+
+async def test_a_session_that_ends_ends_its_upstream_subscription(
+    server: str, port: int, markers: Path
+) -> None:
+    with run_mcp_upstream(markers, port=port, subscriptions=True) as running:
+        async with asyncio.timeout(60):
+            async with Client(server, mode="legacy") as client:
+                with legacy_subscriptions():
+                    await client.subscribe_resource(URI)
+                assert upstream_saw(markers)[-1] == "subscribe up://ticker"
+            # The client ended its session (DELETE) without unsubscribing: the process
+            # holding the subscription notices at its next look.
             while upstream_saw(markers)[-1] != "unsubscribe up://ticker":
                 await asyncio.sleep(0.05)
             assert await tick(running) == 0
