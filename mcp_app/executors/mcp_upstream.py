@@ -16,7 +16,10 @@ upstream) per event loop, kept across calls within an idle time and a cap, and r
 the upstream forgets them (404), each hop checked by the SSRF guard
 (``netguard.resolve_checked``, no redirects followed), and the upstream's notifications
 handed to our caller as they arrive (progress, log) on the call's own response stream, and
-its questions (elicitation, sampling) relayed to our caller through ``ctx.ask``.
+its questions (elicitation, sampling) relayed to our caller through ``ctx.ask``. A session
+also follows the upstream's own stream (``_listen``): ``list_changed``, the updates of the
+resources subscribed in it (``subscribe_resource``; delivered through the services' hooks),
+and requests related to no call (a ping answered, anything else refused at once).
 
 The client's arguments are forwarded as they are and the upstream's result comes back as it
 is (content blocks, structuredContent, isError, _meta). Failures to reach or understand the
