@@ -16,7 +16,10 @@ upstream) per event loop, kept across calls within an idle time and a cap, and r
 the upstream forgets them (404), each hop checked by the SSRF guard
 (``netguard.resolve_checked``, no redirects followed), and the upstream's notifications
 handed to our caller as they arrive (progress, log) on the call's own response stream, and
-its questions (elicitation, sampling) relayed to our caller through ``ctx.ask``.
+its questions (elicitation, sampling) relayed to our caller through ``ctx.ask``. A session
+also follows the upstream's own stream (``_listen``): ``list_changed``, the updates of the
+resources subscribed in it (``subscribe_resource``; delivered through the services' hooks),
+and requests related to no call (a ping answered, anything else refused at once).
 
 The client's arguments are forwarded as they are and the upstream's result comes back as it
 is (content blocks, structuredContent, isError, _meta). Failures to reach or understand the
@@ -39,7 +42,7 @@ import hashlib
 import itertools
 import logging
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -62,7 +65,7 @@ from mcp_app.executors.netguard import (
     safe_url,
 )
 from mcp_app.protocol.context import LOG_LEVELS, Question, ToolCallContext
-from mcp_app.protocol.errors import MissingClientCapability
+from mcp_app.protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, MissingClientCapability
 from mcp_app.protocol.results import (
     NO_STRUCTURED,
     InputRequired,
@@ -190,6 +193,9 @@ class _Session:
     # Whether the upstream's own stream (GET) is open right now.
     listening: bool = False
     target: UpstreamTarget | None = None
+    # Resources subscribed to upstream in this session: URI there -> who wants its updates
+    # (the services' subscribers, opaque here). A session with any is never closed as idle.
+    subscriptions: dict[str, set[Hashable]] = field(default_factory=dict)
 
 
 # Per event loop (a web process has one; tests and workers may run several in turn), per
@@ -205,6 +211,13 @@ _ids = itertools.count(1)
 # this module reads and writes no rows).
 ToolsChanged = Callable[[str], Awaitable[None]]
 tools_changed_handlers: list[ToolsChanged] = []
+# Set by the services (this module reads and writes no rows): told the subscribers of a
+# resource the upstream says changed; and asked which of some subscribers still want updates
+# (the others are dropped, and the upstream told once a resource has none left).
+ResourceUpdated = Callable[[frozenset[Hashable]], Awaitable[None]]
+SubscribersLive = Callable[[frozenset[Hashable]], Awaitable[frozenset[Hashable]]]
+resource_updated_handlers: list[ResourceUpdated] = []
+subscribers_live_handlers: list[SubscribersLive] = []
 # Seconds between attempts to reopen an upstream's notification stream, doubling to the cap.
 LISTEN_RETRY_SECONDS = (0.5, 30.0)
 _pending_notices: set[asyncio.Task[None]] = set()
@@ -265,15 +278,27 @@ def _close_idle(loop: asyncio.AbstractEventLoop, keep: str = "") -> None:
     now = loop.time()
     for key, session in list(sessions.items()):
         idle = session.target.session_idle_seconds if session.target else SWEEP_SECONDS
-        if key != keep and not session.busy and now - session.last_used > idle:
+        if (
+            key != keep
+            and not session.busy
+            and not session.subscriptions
+            and now - session.last_used > idle
+        ):
             _close_later(loop, sessions.pop(key))
 
 
 async def _sweep(loop: asyncio.AbstractEventLoop) -> None:
-    """Close this loop's idle sessions as their time passes; end once it has none left."""
+    """Close this loop's idle sessions as their time passes, and end the subscriptions no
+    one wants any more; end once it has no sessions left."""
     while sessions := _sessions.get(loop):
         idle = [s.target.session_idle_seconds / 2 for s in sessions.values() if s.target]
         await asyncio.sleep(min([SWEEP_SECONDS, *idle]))
+        for session in list(sessions.values()):
+            if session.subscriptions and session.target is not None:
+                try:
+                    await _prune(session.target, session)
+                except Exception:  # noqa: BLE001  (the services could not tell: next time)
+                    logger.warning("Could not check upstream subscriptions", exc_info=True)
         _close_idle(loop)
 
 
@@ -287,7 +312,8 @@ def _evict(loop: asyncio.AbstractEventLoop, target: UpstreamTarget, keep: str) -
         _sweepers[loop] = loop.create_task(_sweep(loop), name="mcp-upstream-session-sweep")
     mine = sorted(
         ((session.last_used, key) for key, session in sessions.items()
-         if session.upstream == target.key and key != keep and not session.busy),
+         if session.upstream == target.key and key != keep and not session.busy
+         and not session.subscriptions),
     )  # fmt: skip
     count = sum(1 for session in sessions.values() if session.upstream == target.key)
     for _last_used, key in mine:
@@ -722,41 +748,64 @@ async def _initialize(target: UpstreamTarget, session: _Session, *, listen: bool
     notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
     async with _post(target, session, notice) as response:
         await response.aread()
+    await _resubscribe(target, session)
     # One stream per upstream suffices to hear its list_changed: the first session opened
-    # follows it, and another takes over once that one is closed.
+    # follows it, and another takes over once that one is closed. A session with
+    # subscriptions follows its own (subscribe_resource), where its updates arrive.
     loop = asyncio.get_running_loop()
     followed = any(
         other.upstream == target.key and other.listener is not None and not other.listener.done()
         for other in _sessions.get(loop, {}).values()
     )
     if listen and session.session_id and not followed:
-        session.listener = loop.create_task(
+        _follow(target, session)
+
+
+def _follow(target: UpstreamTarget, session: _Session) -> None:
+    """Have ``session`` follow the upstream's own stream, unless it does already."""
+    if session.listener is None or session.listener.done():
+        session.listener = asyncio.get_running_loop().create_task(
             _listen(target, session), name=f"mcp-upstream-listen-{target.name}"
         )
 
 
 async def _listen(target: UpstreamTarget, session: _Session) -> None:
-    """Follow the upstream's own stream (GET) for ``notifications/tools/list_changed``.
+    """Follow the upstream's own stream (GET): its ``list_changed``, the updates of the
+    resources subscribed in the session, and requests related to no call of ours.
 
     Runs as long as the session's event loop (a worker's per-call loop cancels it at its
-    end); reopened after a failure, with a growing pause. An upstream that offers no such
-    stream (405) is not asked again.
+    end), or until the session is closed; reopened after a failure, with a growing pause. A
+    session the upstream no longer knows (404: it restarted, or expired the session) is
+    initialized again at once, so what the upstream sends next is heard, and the session's
+    subscriptions made again. An upstream that offers no such stream (405) is not asked
+    again.
     """
     pause = LISTEN_RETRY_SECONDS[0]
     while True:
-        session_id = session.session_id
-        if session_id is None:
-            # Expired: the next call initializes again and starts a listener of its own.
-            return
+        fresh = False
         try:
+            if session.protocol_version is None:
+                async with session.lock:
+                    if session.protocol_version is None:
+                        await _initialize(target, session, listen=False)
+                        fresh = True
+            session_id = session.session_id
+            if session_id is None:
+                return  # the upstream keeps no sessions: it has no stream of its own either
             async with _get(target, session) as response:
                 if response.status_code == 405:
                     return
+                if response.status_code == 404 and not fresh:
+                    await _expire(session, session_id)
+                    continue
                 if response.status_code == 200:
                     pause = LISTEN_RETRY_SECONDS[0]
                     session.listening = True
                     async for message in _sse_messages(target, response):
-                        await _notice(target, message)
+                        if "id" in message and "method" in message:
+                            await _answer_unrelated(target, session, message)
+                        else:
+                            await _notice(target, message, session)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001  (any failure: wait and open it again)
@@ -771,10 +820,142 @@ async def _listen(target: UpstreamTarget, session: _Session) -> None:
         pause = min(pause * 2, LISTEN_RETRY_SECONDS[1])
 
 
-async def _notice(target: UpstreamTarget, message: Mapping[str, Any]) -> None:
-    if message.get("method") == "notifications/tools/list_changed":
+async def _answer_unrelated(
+    target: UpstreamTarget, session: _Session, message: Mapping[str, Any]
+) -> None:
+    """Answer a request the upstream sent on its own stream, related to no call of ours.
+
+    ``ping`` is answered. A question (elicitation, sampling) has no caller to relay it to
+    outside a call, and anything else is not ours to answer: each is refused at once, with
+    a reason the upstream can read, rather than left to time out there.
+    """
+    method = message.get("method")
+    reply: dict[str, Any] = {"jsonrpc": "2.0", "id": message["id"]}
+    if method == "ping":
+        reply["result"] = {}
+    elif method in _RELAYED:
+        reply["error"] = {
+            "code": INVALID_REQUEST,
+            "message": f"{method} is relayed to a client only within a tool call it made "
+            "through this gateway; this request is related to no call, so no one can answer it.",
+        }
+    else:
+        reply["error"] = {
+            "code": METHOD_NOT_FOUND,
+            "message": "This client does not answer that request.",
+        }
+    async with _post(target, session, reply) as response:
+        await response.aread()
+
+
+async def _notice(
+    target: UpstreamTarget, message: Mapping[str, Any], session: _Session | None = None
+) -> None:
+    method = message.get("method")
+    if method == "notifications/tools/list_changed":
         for handler in tools_changed_handlers:
             await handler(target.key)
+    elif method == "notifications/resources/updated" and session is not None:
+        params = message.get("params")
+        uri = params.get("uri") if isinstance(params, Mapping) else None
+        if isinstance(uri, str) and uri in session.subscriptions:
+            live = await _prune(target, session, uri)
+            if live:
+                for deliver in resource_updated_handlers:
+                    await deliver(live)
+
+
+# --- resource subscriptions ----------------------------------------------------------------
+
+
+async def subscribe_resource(
+    target: UpstreamTarget, uri: str, subscriber: Hashable, *, caller: str = ""
+) -> None:
+    """Have ``subscriber`` told (``resource_updated_handlers``) when the upstream says the
+    resource ``uri`` changed; the first subscriber of ``uri`` in ``caller``'s session
+    subscribes there.
+
+    The session then follows the upstream's own stream, where the updates arrive, and is
+    kept open however long it is idle; it subscribes again whenever it is initialized again
+    (an upstream restart).
+
+    Raises:
+        UpstreamUnavailable, UpstreamRefused: as ``request``.
+    """
+    key = _session_key(target, caller)
+    sessions = _sessions.setdefault(asyncio.get_running_loop(), {})
+    session = sessions.get(key)
+    if session is None or uri not in session.subscriptions:
+        await request(target, "resources/subscribe", {"uri": uri}, None, caller=caller)
+        session = sessions.get(key)
+        if session is None:  # closed meanwhile (the cap): the subscription went with it
+            raise UpstreamUnavailable(f"The upstream {target.name!r} closed the session.")
+    session.subscriptions.setdefault(uri, set()).add(subscriber)
+    _follow(target, session)
+
+
+async def unsubscribe_resource(
+    target: UpstreamTarget, uri: str, subscriber: Hashable, *, caller: str = ""
+) -> None:
+    """Stop telling ``subscriber`` of changes to ``uri``; the upstream is told once no one
+    in ``caller``'s session wants them (a no-op when this event loop holds no such
+    subscription).
+
+    Raises:
+        UpstreamUnavailable, UpstreamRefused: as ``request``.
+    """
+    session = _sessions.get(asyncio.get_running_loop(), {}).get(_session_key(target, caller))
+    if session is None or subscriber not in session.subscriptions.get(uri, ()):
+        return
+    session.subscriptions[uri].discard(subscriber)
+    if not session.subscriptions[uri]:
+        del session.subscriptions[uri]
+        await request(target, "resources/unsubscribe", {"uri": uri}, None, caller=caller)
+
+
+async def _prune(
+    target: UpstreamTarget, session: _Session, uri: str | None = None
+) -> frozenset[Hashable]:
+    """Drop the subscribers (of ``uri``, else of every resource) the services say no longer
+    want updates, unsubscribing upstream where none is left; return those that still do."""
+    uris = [uri] if uri is not None else list(session.subscriptions)
+    wanted = frozenset(s for each in uris for s in session.subscriptions.get(each, ()))
+    live = wanted
+    for handler in subscribers_live_handlers:
+        live = live & await handler(wanted)
+    for each in uris:
+        subscribers = session.subscriptions.get(each)
+        if subscribers is None:
+            continue
+        subscribers &= live
+        if subscribers:
+            continue
+        del session.subscriptions[each]
+        try:
+            async with asyncio.timeout(SESSION_CLOSE_SECONDS):
+                await _send_request(target, session, "resources/unsubscribe", {"uri": each}, None)
+        except Exception as exc:  # noqa: BLE001  (best effort: the session may be gone too)
+            logger.debug("Could not unsubscribe upstream: %s", redact(target, repr(exc)))
+    return live
+
+
+async def _resubscribe(target: UpstreamTarget, session: _Session) -> None:
+    """Subscribe the freshly initialized ``session`` again to what it was subscribed to.
+
+    Raises:
+        UpstreamUnavailable, TimeoutError, httpx.HTTPError: the session is then initialized
+            again at its next use, and tries again.
+    """
+    for uri in list(session.subscriptions):
+        try:
+            await _send_request(target, session, "resources/subscribe", {"uri": uri}, None)
+        except UpstreamRefused as exc:
+            logger.warning(
+                "Upstream %s refused a subscription again: %s", target.name, exc.upstream_message
+            )
+        except BaseException:
+            session.protocol_version = None
+            raise
 
 
 async def _sse_messages(
@@ -1046,7 +1227,7 @@ async def _read_stream(
         if "id" in message:
             await _answer_server_request(target, session, message, ctx)
         else:
-            await _notice(target, message)
+            await _notice(target, message, session)
             if ctx is not None:
                 await _relay_notification(message, ctx)
     raise UpstreamUnavailable(f"The upstream {target.name!r} closed the stream before answering.")

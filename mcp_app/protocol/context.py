@@ -20,6 +20,7 @@ from mcp_app.protocol.ports import (
     Completer,
     PromptSource,
     ResourceReader,
+    ResourceWatcher,
     SessionStore,
     TaskStore,
     ToolRunner,
@@ -65,6 +66,8 @@ class RequestContext:
     prompts: PromptSource | None = None
     # Completions of arguments served from elsewhere; None completes from the defs alone.
     completions: Completer | None = None
+    # Subscriptions to resources served from elsewhere; None: the catalog's own only.
+    watcher: ResourceWatcher | None = None
     client_capabilities: Mapping[str, Any] = field(default_factory=dict)
     client_info: Mapping[str, Any] | None = None
     request_id: Any = None

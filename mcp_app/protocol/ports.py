@@ -42,6 +42,28 @@ class ResourceReader(Protocol):
         ...
 
 
+class ResourceWatcher(Protocol):
+    """Relays a subscription to a resource served from elsewhere (an upstream MCP server's)
+    to where it is served, so its updates reach the subscriber; the catalog's own resources
+    need nothing (their edits are announced where they are made)."""
+
+    async def watch(
+        self, subscriber: str, uri: str, source: ResourceDef | ResourceTemplateDef
+    ) -> None:
+        """Have ``subscriber`` (a legacy session id) hear of changes to ``uri``.
+
+        Raises:
+            McpError: the resource's source refused or could not be reached.
+        """
+        ...
+
+    async def unwatch(
+        self, subscriber: str, uri: str, source: ResourceDef | ResourceTemplateDef
+    ) -> None:
+        """Stop relaying changes to ``uri`` to ``subscriber``; never raises (best effort)."""
+        ...
+
+
 class PromptSource(Protocol):
     """Gets prompts the catalog does not render itself (an upstream server's)."""
 

@@ -23,6 +23,7 @@ from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.ports import ToolRunner
 from mcp_app.services.resources import CatalogResourceReader
+from mcp_app.services.upstream_subscriptions import UpstreamResourceWatcher
 from mcp_app.services.upstreams import UpstreamCompleter, UpstreamPromptSource
 
 # Shared by contexts of no caller in particular; a caller's context gets its own (cheap)
@@ -30,6 +31,7 @@ from mcp_app.services.upstreams import UpstreamCompleter, UpstreamPromptSource
 _resource_reader = CatalogResourceReader()
 _prompt_source = UpstreamPromptSource()
 _completer = UpstreamCompleter()
+_watcher = UpstreamResourceWatcher()
 
 
 @functools.lru_cache(maxsize=8)
@@ -84,5 +86,6 @@ def request_context(
         resources=CatalogResourceReader(caller) if caller else _resource_reader,
         prompts=UpstreamPromptSource(caller) if caller else _prompt_source,
         completions=UpstreamCompleter(caller) if caller else _completer,
+        watcher=UpstreamResourceWatcher(caller) if caller else _watcher,
         **{**defaults, **fields},
     )

@@ -97,6 +97,22 @@ async def apublish_session_closed(*, session_id: str) -> None:
     await _asend(session_group(session_id), {"type": SESSION_CLOSED})
 
 
+def listen_group(token: str) -> str:
+    """The group of one 2026-07-28 listen stream (``token`` is its own, random)."""
+    return f"mcp.listen.{token}"
+
+
+async def apublish_session_resource_updated(*, session_id: str, uri: str) -> None:
+    """Tell one legacy session's GET stream that ``uri`` changed (an upstream's resource it
+    subscribed to: only the subscriber whose upstream session saw the change hears it)."""
+    await _asend(session_group(session_id), {"type": RESOURCE_UPDATED, "uri": uri})
+
+
+async def apublish_listen_resource_updated(*, token: str, uri: str) -> None:
+    """Tell one listen stream that ``uri`` changed (as ``apublish_session_resource_updated``)."""
+    await _asend(listen_group(token), {"type": RESOURCE_UPDATED, "uri": uri})
+
+
 async def _asend(group: str, message: dict[str, Any]) -> None:
     layer = get_channel_layer()
     if layer is not None:

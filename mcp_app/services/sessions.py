@@ -21,6 +21,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -319,6 +320,18 @@ def session_subscriptions(*, session_id: str, endpoint_id: int) -> frozenset[str
     return None if found is None else frozenset(found or ())
 
 
+def sessions_subscriptions(*, session_ids: Iterable[str]) -> dict[str, frozenset[str]]:
+    """Return the resource URIs each live session of ``session_ids`` subscribed to (sessions
+    closed, expired or unknown are left out)."""
+    idle = timedelta(seconds=get_conf().MCP_SESSION_IDLE_SECONDS)
+    rows = Session.objects.filter(
+        id__in=list(session_ids),
+        closed_at__isnull=True,
+        last_seen_at__gte=timezone.now() - idle,
+    ).values_list("id", "subscriptions")
+    return {session_id: frozenset(uris or ()) for session_id, uris in rows}
+
+
 def session_purge(*, idle_for: timedelta) -> int:
     """Delete sessions closed, or last used, more than ``idle_for`` ago; return how many.
 
@@ -336,6 +349,7 @@ asession_open = _in_thread(session_open)
 asession_close = _in_thread(session_close)
 asession_is_live = _in_thread(session_is_live)
 asession_subscriptions = _in_thread(session_subscriptions)
+asessions_subscriptions = _in_thread(sessions_subscriptions)
 
 
 @dataclass(frozen=True)

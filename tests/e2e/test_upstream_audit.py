@@ -30,13 +30,12 @@ from mcp_app.models import (
     PromptArgument,
     Resource,
     ResourceTemplate,
-    Tool,
-    Upstream,
 )
 from mcp_app.protocol import errors
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import flush_database, free_port, wait_until_idle
-from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
+from tests.support.mcp_upstream import upstream_process, upstream_row, upstream_tool
+from tests.support.mcp_upstream_server import RunningUpstream
 
 pytestmark = pytest.mark.django_db
 SLUG = "e2e-up-audit"
@@ -44,21 +43,7 @@ SLUG = "e2e-up-audit"
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: Any) -> Iterator[RunningUpstream]:
-    with run_mcp_upstream(tmp_path_factory.mktemp("e2e-up-audit")) as running:
-        yield running
-
-
-def _upstream_tool(name: str, upstream: str, remote: str) -> Tool:
-    tool = Tool(
-        name=name,
-        description=f"The upstream's {remote}.",
-        kind=Tool.Kind.MCP_UPSTREAM,
-        config={"upstream": upstream, "tool": remote},
-        input_schema={"type": "object"},
-    )
-    tool.full_clean()
-    tool.save()
-    return tool
+    yield from upstream_process(tmp_path_factory, "e2e-up-audit")
 
 
 @pytest.fixture(scope="module")
@@ -66,23 +51,20 @@ def server(
     live_server_url: str, upstream: RunningUpstream, django_db_blocker: Any
 ) -> Iterator[str]:
     with django_db_blocker.unblock():
-        up = Upstream.objects.create(
-            name="audit-up", url=upstream.url, allow_networks="127.0.0.1/32"
-        )
+        up = upstream_row("audit-up", upstream.url)
         # Nothing listens there: every request is a refused connection. Two failures open
         # its breaker.
-        dead = Upstream.objects.create(
-            name="audit-dead",
-            url=f"http://127.0.0.1:{free_port()}/mcp",
-            allow_networks="127.0.0.1/32",
+        dead = upstream_row(
+            "audit-dead",
+            f"http://127.0.0.1:{free_port()}/mcp",
             failure_threshold=2,
             cooldown_seconds=600,
         )
         endpoint = make_endpoint(SLUG)
         endpoint.tools.add(
-            _upstream_tool("up_echo", up.name, "echo"),
-            _upstream_tool("up_fails", up.name, "fails"),
-            _upstream_tool("dead_echo", dead.name, "echo"),
+            upstream_tool("up_echo", up.name, "echo"),
+            upstream_tool("up_fails", up.name, "fails"),
+            upstream_tool("dead_echo", dead.name, "echo"),
             make_python_tool("local_echo", "echo"),
         )
         for uri, source in (("ours://audit-readme", up), ("ours://audit-dead", dead)):

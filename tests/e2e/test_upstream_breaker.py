@@ -16,10 +16,11 @@ import pytest
 from django.db import connections
 from mcp import Client
 
-from mcp_app.models import CallLog, Tool, Upstream
+from mcp_app.models import CallLog, Upstream
 from tests.support.catalog import make_endpoint
 from tests.support.live import flush_database, wait_until_idle
-from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
+from tests.support.mcp_upstream import upstream_process, upstream_row, upstream_tool
+from tests.support.mcp_upstream_server import RunningUpstream
 from tests.support.upstream import Upstream as HttpUpstream
 from tests.support.upstream import run_upstream
 
@@ -31,8 +32,7 @@ CALL_TIMEOUT = 2.0
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: Any) -> Iterator[RunningUpstream]:
-    with run_mcp_upstream(tmp_path_factory.mktemp("e2e-up-breaker")) as running:
-        yield running
+    yield from upstream_process(tmp_path_factory, "e2e-up-breaker")
 
 
 @pytest.fixture(scope="module")
@@ -42,38 +42,24 @@ def hung() -> Iterator[HttpUpstream]:
         yield running
 
 
-def _tool(name: str, upstream: str, remote: str) -> Tool:
-    tool = Tool(
-        name=name,
-        description=f"The upstream's {remote}.",
-        kind=Tool.Kind.MCP_UPSTREAM,
-        config={"upstream": upstream, "tool": remote},
-        input_schema={"type": "object"},
-    )
-    tool.full_clean()
-    tool.save()
-    return tool
-
-
 @pytest.fixture(scope="module")
 def server(
     live_server_url: str, upstream: RunningUpstream, hung: HttpUpstream, django_db_blocker: Any
 ) -> Iterator[str]:
     with django_db_blocker.unblock():
         for name, url in (("breaker-up", upstream.url), ("breaker-hung", hung.url("/slow"))):
-            Upstream.objects.create(
-                name=name,
-                url=url,
-                allow_networks="127.0.0.1/32",
+            upstream_row(
+                name,
+                url,
                 call_timeout=CALL_TIMEOUT,
                 failure_threshold=2,
                 cooldown_seconds=600,
             )
         endpoint = make_endpoint(SLUG)
         endpoint.tools.add(
-            _tool("up_slow", "breaker-up", "slow"),
-            _tool("up_echo", "breaker-up", "echo"),
-            _tool("hung_echo", "breaker-hung", "echo"),
+            upstream_tool("up_slow", "breaker-up", "slow"),
+            upstream_tool("up_echo", "breaker-up", "echo"),
+            upstream_tool("hung_echo", "breaker-hung", "echo"),
         )
     yield live_server_url
     flush_database(django_db_blocker)

@@ -454,3 +454,43 @@ async def test_a_restarted_upstream_gets_a_new_session(tmp_path: Path, ctx):
         result = await call("echo", {"text": "after"}, ctx)
     assert result.content == [{"type": "text", "text": "after"}]
     assert session.session_id and session.session_id != old_id
+
+
+async def _listening(session: mcp_upstream._Session, deadline: float) -> None:
+    while not session.listening:  # the upstream's own stream (GET) is open
+        assert time.monotonic() < deadline, "the notification stream never opened"
+        await asyncio.sleep(0.02)
+
+
+async def test_requests_on_the_upstreams_own_stream_are_answered_at_once(tmp_path: Path, ctx):
+    with run_mcp_upstream(tmp_path) as running:
+        upstream = await database_sync_to_async(make_upstream)(running.url)
+        await call("echo", {"text": "open the session"}, ctx)
+        (session,) = mcp_upstream._sessions[asyncio.get_running_loop()].values()
+        await _listening(session, time.monotonic() + 10)
+        result = await call("ask_unrelated", {}, ctx)
+    assert result.content == [{"type": "text", "text": "asked"}]
+    seen = json.loads((tmp_path / "unrelated").read_text())
+    # A ping is answered; a question related to no call is refused with a reason, at once
+    # (the upstream waits up to 5 s for each, and records "no answer" after that).
+    assert seen["ping"] == "answered"
+    assert seen["sampling"].startswith("error -32600: sampling/createMessage is relayed")
+    assert "related to no call" in seen["sampling"]
+    row = await reload(upstream)
+    assert (row.consecutive_failures, row.last_error) == (0, "")
+
+
+async def test_a_list_changed_right_after_an_upstream_restart_is_heard(tmp_path: Path, ctx):
+    with run_mcp_upstream(tmp_path) as first:
+        upstream = await database_sync_to_async(make_upstream)(first.url)
+        await call("echo", {"text": "open the session"}, ctx)
+        (session,) = mcp_upstream._sessions[asyncio.get_running_loop()].values()
+        await _listening(session, time.monotonic() + 10)
+        port, old_id = first.port, session.session_id
+    # Restarted, and no call comes: only the listener can notice that its session is gone.
+    with run_mcp_upstream(tmp_path, port=port, announce=True):
+        deadline = time.monotonic() + 30
+        while (await reload(upstream)).tools_changed_at is None:
+            assert time.monotonic() < deadline, "the list_changed after the restart was lost"
+            await asyncio.sleep(0.05)
+    assert session.session_id != old_id

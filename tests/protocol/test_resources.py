@@ -9,6 +9,7 @@ import mcp_types._v2026_07_28 as v2026
 import pytest
 
 from mcp_app.protocol import errors
+from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.dispatch import handle_request
 from mcp_app.protocol.errors import InvalidParams, InvalidRequest, MethodNotFound, ResourceNotFound
@@ -120,3 +121,55 @@ async def test_subscribe_without_a_session_is_an_invalid_request(make_ctx: MakeC
 async def test_subscribe_does_not_exist_in_the_modern_era(make_ctx: MakeContext) -> None:
     with pytest.raises(MethodNotFound):
         await handle_request(make_ctx("2026-07-28"), "resources/subscribe", {"uri": "x"})
+
+
+class InMemoryWatcher:
+    """A ``ResourceWatcher`` recording what it relays; ``refuse`` makes ``watch`` fail."""
+
+    def __init__(self, refuse: bool = False) -> None:
+        self.refuse = refuse
+        self.relayed: list[tuple[str, str, str, str]] = []
+
+    async def watch(
+        self, subscriber: str, uri: str, source: ResourceDef | ResourceTemplateDef
+    ) -> None:
+        if self.refuse:
+            raise errors.InternalError("The upstream 'up' could not be reached.")
+        self.relayed.append(("watch", subscriber, uri, _name(source)))
+
+    async def unwatch(
+        self, subscriber: str, uri: str, source: ResourceDef | ResourceTemplateDef
+    ) -> None:
+        self.relayed.append(("unwatch", subscriber, uri, _name(source)))
+
+
+def _name(source: ResourceDef | ResourceTemplateDef) -> str:
+    return source.uri if isinstance(source, ResourceDef) else source.uri_template
+
+
+async def test_subscriptions_are_relayed_to_where_the_resource_is_served(
+    make_ctx: MakeContext, session_store: InMemorySessionStore
+) -> None:
+    """Our choice: the watcher learns the source (resource, else the first matching
+    template), so a resource of an upstream is subscribed to there."""
+    watcher = InMemoryWatcher()
+    ctx = make_ctx("2025-11-25", watcher=watcher)
+    for uri in ("file:///readme.txt", "users://7/profile"):
+        await handle_request(ctx, "resources/subscribe", {"uri": uri})
+    await handle_request(ctx, "resources/unsubscribe", {"uri": "users://7/profile"})
+    await handle_request(ctx, "resources/subscribe", {"uri": "nothing://here"})
+    assert watcher.relayed == [
+        ("watch", "s-1", "file:///readme.txt", "file:///readme.txt"),
+        ("watch", "s-1", "users://7/profile", "users://{id}/profile"),
+        ("unwatch", "s-1", "users://7/profile", "users://{id}/profile"),
+    ]
+
+
+async def test_a_subscription_its_source_refuses_is_an_error_and_not_kept(
+    make_ctx: MakeContext, session_store: InMemorySessionStore
+) -> None:
+    ctx = make_ctx("2025-11-25", watcher=InMemoryWatcher(refuse=True))
+    with pytest.raises(errors.InternalError):
+        await handle_request(ctx, "resources/subscribe", {"uri": "file:///readme.txt"})
+    assert session_store.subscriptions == {"s-1": set()}
+    assert ctx.session is not None and ctx.session.subscriptions == frozenset()

@@ -22,6 +22,11 @@ cancellation seen, the headers a call carried). Tools:
 * ``leak_error()``: a JSON-RPC error whose message echoes the credential
 * ``remember(value)``: keeps ``value`` (when not empty) in this MCP session and answers
   ``holds:<what the session holds>``, so tests can tell sessions apart
+* ``ask_unrelated()``: sends a ping and a sampling request on the session's own stream
+  (GET), related to no call, and writes what each got back to ``unrelated`` (JSON: "answered",
+  "error <code>: <message>" or "no answer" after 5 s)
+* ``tick()``: the resource ``up://ticker`` changed: tells every session subscribed to it
+  (``--subscriptions``) on its own stream, and answers how many it told
 
 Resources: ``up://readme`` (markdown text), ``up://pixel.png`` (a PNG, served as a blob).
 Resource templates: ``up://notes/{topic}``: "Notes on <topic>".
@@ -29,6 +34,12 @@ With ``--extras`` (not listed otherwise, so tests of discovery see the usual off
 template ``up://leak/{part}`` and prompt ``leak_prompt()`` echo the credential too, and
 resource template ``up://remembered/{name}`` answers what ``remember`` keeps in the session.
 With ``--more-tools`` (the same server after an upgrade): the tool ``added_later()`` too.
+With ``--subscriptions``: the resource ``up://ticker`` ("tick <n>"), which clients may
+subscribe to; each subscribe and unsubscribe is appended to ``subscriptions`` as
+"<method> <uri>".
+With ``--announce``: every session is told its tool list changed, five times a second for
+ten seconds after it is initialized (on its own stream, so those sent before it is open are
+lost), as an upstream restarted with other tools would.
 Prompts: ``review(code, language="python")``: one user message naming both.
 Completions: ``topic`` of ``up://notes/{topic}`` and ``language`` of ``review``, by prefix.
 """
@@ -36,8 +47,10 @@ Completions: ``topic`` of ``up://notes/{topic}`` and ``language`` of ``review``,
 from __future__ import annotations
 
 import argparse
+import asyncio
 import base64
 import contextlib
+import json
 import os
 import subprocess
 import sys
@@ -49,19 +62,25 @@ from typing import Any
 
 import anyio
 import uvicorn
+from mcp.server.context import ServerRequestContext
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.session import ServerSession
 from mcp.shared.exceptions import MCPError
 from mcp.types import (
     CallToolResult,
     Completion,
     EmbeddedResource,
+    EmptyResult,
     Icon,
     ImageContent,
+    NotificationParams,
     SamplingMessage,
+    SubscribeRequestParams,
     TextContent,
     TextResourceContents,
     Tool,
     ToolExecution,
+    UnsubscribeRequestParams,
 )
 from pydantic import BaseModel
 
@@ -288,6 +307,117 @@ def added_later() -> str:
     return "new"
 
 
+@server.tool(description="Pings and samples the client on the session's own stream.")
+async def ask_unrelated(ctx: Context) -> str:
+    session = ctx.request_context.session
+    seen: dict[str, str] = {}
+    for name, ask in (
+        ("ping", session.send_ping),
+        ("sampling", lambda: _sample_unrelated(session)),
+    ):
+        try:
+            with anyio.fail_after(5):
+                await ask()
+            seen[name] = "answered"
+        except MCPError as exc:
+            seen[name] = f"error {exc.error.code}: {exc.error.message}"
+        except TimeoutError:
+            seen[name] = "no answer"
+    (MARKERS / "unrelated").write_text(json.dumps(seen))
+    return "asked"
+
+
+async def _sample_unrelated(session: ServerSession) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # sampling is deprecated as of 2026-07-28, not before
+        await session.create_message(
+            [SamplingMessage(role="user", content=TextContent(type="text", text="unrelated"))],
+            max_tokens=20,
+        )
+
+
+TICKER = "up://ticker"
+# The sessions subscribed to the ticker, by MCP session id, and how often it ticked.
+_ticker_subscribers: dict[str | None, ServerSession] = {}
+_ticks = [0]
+
+
+@server.tool(description="Changes up://ticker and tells its subscribers.")
+async def tick() -> int:
+    _ticks[0] += 1
+    told = 0
+    for session_id, session in list(_ticker_subscribers.items()):
+        try:
+            await session.send_resource_updated(TICKER)
+            told += 1
+        except Exception:  # noqa: BLE001  (a session gone: it hears no more)
+            _ticker_subscribers.pop(session_id, None)
+    return told
+
+
+def ticker() -> str:
+    return f"tick {_ticks[0]}"
+
+
+def _record_subscription(line: str) -> None:
+    with (MARKERS / "subscriptions").open("a") as marker:
+        marker.write(line + "\n")
+
+
+async def on_subscribe(
+    ctx: ServerRequestContext[Any], params: SubscribeRequestParams
+) -> EmptyResult:
+    _record_subscription(f"subscribe {params.uri}")
+    if params.uri == TICKER:
+        _ticker_subscribers[_session_id(ctx)] = ctx.session
+    return EmptyResult()
+
+
+async def on_unsubscribe(
+    ctx: ServerRequestContext[Any], params: UnsubscribeRequestParams
+) -> EmptyResult:
+    _record_subscription(f"unsubscribe {params.uri}")
+    if params.uri == TICKER:
+        _ticker_subscribers.pop(_session_id(ctx), None)
+    return EmptyResult()
+
+
+def _session_id(ctx: ServerRequestContext[Any]) -> str | None:
+    request = ctx.request
+    return request.headers.get("mcp-session-id") if request is not None else None
+
+
+def offer_subscriptions() -> None:
+    """Serve ``up://ticker`` and resource subscriptions (``--subscriptions``)."""
+    server.resource(TICKER, name="ticker", mime_type="text/plain")(ticker)
+    lowlevel = server._lowlevel_server
+    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, on_subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, on_unsubscribe)
+
+
+_announcing: set[asyncio.Task[None]] = set()
+
+
+async def on_initialized(ctx: ServerRequestContext[Any], params: NotificationParams) -> None:
+    task = asyncio.get_running_loop().create_task(_announce(ctx.session))
+    _announcing.add(task)
+    task.add_done_callback(_announcing.discard)
+
+
+async def _announce(session: ServerSession) -> None:
+    for _ in range(50):
+        with contextlib.suppress(Exception):  # no stream of its own yet: this one is lost
+            await session.send_tool_list_changed()
+        await asyncio.sleep(0.2)
+
+
+def offer_announcements() -> None:
+    """Tell every session its tools changed, shortly after it opens (``--announce``)."""
+    server._lowlevel_server.add_notification_handler(
+        "notifications/initialized", NotificationParams, on_initialized
+    )
+
+
 @server.resource(
     "up://readme", name="readme", description="The upstream's readme.", mime_type="text/markdown"
 )
@@ -343,6 +473,8 @@ def run_mcp_upstream(
     json: bool = False,
     extras: bool = False,
     more_tools: bool = False,
+    subscriptions: bool = False,
+    announce: bool = False,
 ) -> Iterator[RunningUpstream]:
     """Run this server as a subprocess on 127.0.0.1 until the block ends."""
     from tests.support.live import ROOT, free_port, wait_for_port
@@ -350,7 +482,8 @@ def run_mcp_upstream(
     port = port or free_port()
     args = [sys.executable, "-m", "tests.support.mcp_upstream_server", str(port)]
     args += ["--stateless"] * stateless + ["--json"] * json + ["--extras"] * extras
-    args += ["--more-tools"] * more_tools
+    args += ["--more-tools"] * more_tools + ["--subscriptions"] * subscriptions
+    args += ["--announce"] * announce
     env = {**os.environ, "UPSTREAM_MARKER_DIR": str(markers)}
     process = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
@@ -372,11 +505,17 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--extras", action="store_true")
     parser.add_argument("--more-tools", action="store_true")
+    parser.add_argument("--subscriptions", action="store_true")
+    parser.add_argument("--announce", action="store_true")
     args = parser.parse_args()
     if args.extras:
         offer_extras()
     if args.more_tools:
         offer_more_tools()
+    if args.subscriptions:
+        offer_subscriptions()
+    if args.announce:
+        offer_announcements()
     app = server.streamable_http_app(stateless_http=args.stateless, json_response=args.json)
     uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 

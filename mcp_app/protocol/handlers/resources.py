@@ -1,5 +1,6 @@
 """``resources/list``, ``resources/templates/list``, ``resources/read`` (every revision) and
-``resources/subscribe``/``resources/unsubscribe`` (legacy sessions only).
+``resources/subscribe``/``resources/unsubscribe`` (legacy sessions only; a resource served
+from an upstream is subscribed to there too, through ``RequestContext.watcher``).
 
 A read resolves the URI against the concrete resources first, then against the templates in
 snapshot order; the first template that matches *and* has something at that URI wins. A miss
@@ -13,6 +14,7 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from mcp_app.protocol.catalog import CatalogSnapshot, ResourceDef, ResourceTemplateDef
 from mcp_app.protocol.context import LegacySession, RequestContext
 from mcp_app.protocol.errors import (
     INVALID_PARAMS,
@@ -137,21 +139,55 @@ def _session(ctx: RequestContext) -> tuple[LegacySession, SessionStore]:
     return ctx.session, ctx.sessions
 
 
+def subscription_source(
+    catalog: CatalogSnapshot, uri: str
+) -> ResourceDef | ResourceTemplateDef | None:
+    """Where a subscription to ``uri`` is served from: the concrete resource at that URI,
+    else the first template that matches it (a read would try it first), else None."""
+    resource = catalog.resource(uri)
+    if resource is not None:
+        return resource
+    for template in catalog.resource_templates:
+        try:
+            if match(template.uri_template, uri) is not None:
+                return template
+        except ValueError:
+            continue  # an invalid template, skipped as a read skips it
+    return None
+
+
 async def handle_resources_subscribe(ctx: RequestContext, params: UriParams) -> dict[str, Any]:
-    """Subscribe this session to ``notifications/resources/updated`` for ``params.uri``."""
+    """Subscribe this session to ``notifications/resources/updated`` for ``params.uri``.
+
+    A resource served from elsewhere (an upstream's) is subscribed to there too, after the
+    session row has it (an update arriving at once finds the subscriber). If that fails the
+    client gets the error and the session is left as it was.
+    """
     session, sessions = _session(ctx)
     # The session row keeps its subscriptions.
     require_storable(params.uri, "params.uri")
     await sessions.subscribe(session.id, params.uri)
+    source = subscription_source(ctx.catalog, params.uri)
+    if source is not None and ctx.watcher is not None:
+        try:
+            await ctx.watcher.watch(session.id, params.uri, source)
+        except BaseException:
+            if params.uri not in session.subscriptions:
+                await sessions.unsubscribe(session.id, params.uri)
+            raise
     session.subscriptions = session.subscriptions | {params.uri}
     return {}
 
 
 async def handle_resources_unsubscribe(ctx: RequestContext, params: UriParams) -> dict[str, Any]:
-    """Cancel this session's subscription to ``params.uri`` (a no-op when absent)."""
+    """Cancel this session's subscription to ``params.uri`` (a no-op when absent), at the
+    resource's source too."""
     session, sessions = _session(ctx)
     if not is_storable_text(params.uri):
         return {}  # never subscribed: a subscription with this URI cannot be stored
     await sessions.unsubscribe(session.id, params.uri)
     session.subscriptions = session.subscriptions - {params.uri}
+    source = subscription_source(ctx.catalog, params.uri)
+    if source is not None and ctx.watcher is not None:
+        await ctx.watcher.unwatch(session.id, params.uri, source)
     return {}

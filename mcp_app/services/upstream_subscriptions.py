@@ -1,0 +1,154 @@
+"""Subscriptions to resources of upstream MCP servers: relayed there, updates delivered here.
+
+A client subscribing to one of our URIs that an upstream serves (a resource or a template of
+kind upstream) is subscribed there too, in the upstream session its reads use (the caller's,
+``port_caller``; the upstream's one session when it is ``stateless``), by this process, which
+then holds that subscription (``mcp_upstream.subscribe_resource``). Each subscriber is a
+``Watch``: a legacy session (its id) or a 2026-07-28 listen stream (``LISTEN_PREFIX`` and its
+token) and our URI. When the upstream says the resource changed, the subscribers still
+subscribed (the session row says so; the listen stream is still open in this process) are
+told on their own stream only (``notify.apublish_session_resource_updated``), wherever that
+stream is held.
+
+Unsubscribing, closing or expiring a session ends its part at once when this process holds
+the subscription, and otherwise at the holder's next look (the sweep of upstream sessions,
+at least every ``mcp_upstream.SWEEP_SECONDS``, or the next update); the upstream is told
+when no subscriber is left.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Final
+
+import uritemplate
+
+from mcp_app.executors import mcp_upstream
+from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef
+from mcp_app.protocol.errors import McpError
+from mcp_app.protocol.uritemplate import match
+from mcp_app.services import notify
+from mcp_app.services.catalog import ResourceKey, ResourceTemplateKey
+from mcp_app.services.sessions import asessions_subscriptions
+from mcp_app.services.upstreams import _forward, port_caller
+
+logger = logging.getLogger(__name__)
+
+LISTEN_PREFIX: Final = "listen:"
+# The listen streams open in this process (their subscriber names): only they want updates.
+_listening: set[str] = set()
+
+
+@dataclass(frozen=True, slots=True)
+class Watch:
+    """One subscriber of one of our URIs."""
+
+    subscriber: str
+    uri: str
+
+
+def upstream_source(source: ResourceDef | ResourceTemplateDef, uri: str) -> tuple[str, str] | None:
+    """The upstream serving our ``uri`` (through ``source``) and the URI there; None when
+    the catalog serves it itself."""
+    key = source.key
+    if isinstance(source, ResourceDef):
+        if isinstance(key, ResourceKey) and key.upstream is not None:
+            return key.upstream, key.remote_uri
+        return None
+    if not isinstance(key, ResourceTemplateKey) or key.upstream is None:
+        return None
+    if key.remote_uri_template == source.uri_template:
+        return key.upstream, uri
+    variables = match(source.uri_template, uri) or {}
+    return key.upstream, uritemplate.expand(key.remote_uri_template, dict(variables))
+
+
+class UpstreamResourceWatcher:
+    """The ``ResourceWatcher`` port: subscriptions to upstreams' resources, in the upstream
+    session of ``caller`` (the request's ``RequestContext.caller``)."""
+
+    def __init__(self, caller: str = "") -> None:
+        self.caller = port_caller(caller)
+
+    async def watch(
+        self, subscriber: str, uri: str, source: ResourceDef | ResourceTemplateDef
+    ) -> None:
+        """Subscribe upstream for ``subscriber``.
+
+        Raises: as ``services.upstreams._forward`` (the upstream refused, or is unreachable).
+        """
+        remote = upstream_source(source, uri)
+        if remote is None:
+            return
+        name, remote_uri = remote
+        watch = Watch(subscriber, uri)
+        await _forward(
+            name,
+            lambda target: mcp_upstream.subscribe_resource(
+                target, remote_uri, watch, caller=self.caller
+            ),
+        )
+
+    async def unwatch(
+        self, subscriber: str, uri: str, source: ResourceDef | ResourceTemplateDef
+    ) -> None:
+        remote = upstream_source(source, uri)
+        if remote is None:
+            return
+        name, remote_uri = remote
+        watch = Watch(subscriber, uri)
+        try:
+            await _forward(
+                name,
+                lambda target: mcp_upstream.unsubscribe_resource(
+                    target, remote_uri, watch, caller=self.caller
+                ),
+            )
+        except McpError as exc:
+            # The holder's next look at its subscribers ends it upstream instead.
+            logger.info("Could not unsubscribe upstream %s now: %s", name, exc.message)
+
+
+def listen_opened(subscriber: str) -> None:
+    """A listen stream of this process, named ``subscriber``, wants updates from now on."""
+    _listening.add(subscriber)
+
+
+def listen_closed(subscriber: str) -> None:
+    """The listen stream ``subscriber`` ended: its subscriptions are dropped at the next look
+    (``unwatch`` ends them at once)."""
+    _listening.discard(subscriber)
+
+
+async def _live(subscribers: frozenset[Hashable]) -> frozenset[Hashable]:
+    """The subscribers that still want updates: a live session whose row lists the URI, or
+    a listen stream still open in this process."""
+    watches = [each for each in subscribers if isinstance(each, Watch)]
+    session_ids = {w.subscriber for w in watches if not w.subscriber.startswith(LISTEN_PREFIX)}
+    subscribed = await asessions_subscriptions(session_ids=session_ids) if session_ids else {}
+    return frozenset(
+        w
+        for w in watches
+        if (w.subscriber in _listening if w.subscriber.startswith(LISTEN_PREFIX)
+            else w.uri in subscribed.get(w.subscriber, ()))
+    )  # fmt: skip
+
+
+async def _deliver(subscribers: frozenset[Hashable]) -> None:
+    """Tell each subscriber, on its own stream, that its URI changed."""
+    for watch in subscribers:
+        if not isinstance(watch, Watch):
+            continue
+        if watch.subscriber.startswith(LISTEN_PREFIX):
+            token = watch.subscriber.removeprefix(LISTEN_PREFIX)
+            await notify.apublish_listen_resource_updated(token=token, uri=watch.uri)
+        else:
+            await notify.apublish_session_resource_updated(
+                session_id=watch.subscriber, uri=watch.uri
+            )
+
+
+mcp_upstream.resource_updated_handlers.append(_deliver)
+mcp_upstream.subscribers_live_handlers.append(_live)
