@@ -190,6 +190,8 @@ class _Session:
     # Whether the upstream's own stream (GET) is open right now.
     listening: bool = False
     target: UpstreamTarget | None = None
+    # notifications/cancelled on their way: the session is closed only after them.
+    notices: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 # Per event loop (a web process has one; tests and workers may run several in turn), per
@@ -303,6 +305,10 @@ def _close_later(loop: asyncio.AbstractEventLoop, session: _Session) -> None:
     async def close() -> None:
         if session.listener is not None:
             session.listener.cancel()
+        if session.notices:
+            # A call cancelled just now (a one-call session closes as its call ends): its
+            # cancellation must reach the upstream before the session and client go.
+            await asyncio.wait(set(session.notices), timeout=CANCEL_NOTICE_SECONDS)
         try:
             if session.session_id and session.target is not None:
                 async with (
@@ -929,6 +935,8 @@ def _notify_cancelled(target: UpstreamTarget, session: _Session, request_id: int
     task = asyncio.get_running_loop().create_task(send())
     _pending_notices.add(task)
     task.add_done_callback(_pending_notices.discard)
+    session.notices.add(task)
+    task.add_done_callback(session.notices.discard)
 
 
 async def _bounded_lines(response: httpx.Response) -> AsyncIterator[str]:
