@@ -334,6 +334,8 @@ class McpUpstreamExecutor(Executor[UpstreamConfig]):
     kind = "mcp_upstream"
     label = "MCP upstream tool"
     config_form = UpstreamConfigForm
+    # The upstream's question is answered within its one tools/call request.
+    holds_questions = True
 
     def prepare(self, config: Mapping[str, Any]) -> UpstreamConfig:
         unknown = set(config) - _CONFIG_KEYS
@@ -1087,8 +1089,10 @@ async def _answer_server_request(
     """Answer a request the upstream sent on the call's stream.
 
     ``ping`` is answered here. Elicitation and sampling go to our caller through ``ctx.ask``
-    (its stream in a legacy call; ``input_required`` in a 2026 call, which then runs again
-    and finds the answer under the same key: a digest of the question). Anything else, or a
+    (its stream in a legacy call; in a 2026 call, ``input_required`` while this request stays
+    open, the run held between rounds (``holds_questions``), so the answer returns here
+    whatever the question's wording). A 2026 run that cannot be held (on a worker) runs again
+    and finds the answer under the same key, a digest of the question. Anything else, or a
     caller that cannot answer, gets an error the upstream reports as it sees fit.
     """
     method = message.get("method")
