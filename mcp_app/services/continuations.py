@@ -40,7 +40,7 @@ from mcp_app.conf import get_conf
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
 from mcp_app.protocol.results import InputRequired, Outcome, ToolError, ToolResult
-from mcp_app.services import notify
+from mcp_app.services import metrics, notify
 from mcp_app.services.background.calls import result_from_json, result_to_json
 
 logger = logging.getLogger(__name__)
@@ -269,6 +269,7 @@ class _HeldRun:
                 "This call cannot wait for its client's answer now: try again later."
             ) from None
         _held[self.id] = self
+        metrics.HELD_CALLS.inc()
         self._park()
         server = asyncio.create_task(self._serve(listener), name="mcp-held-serve")
         _servers.add(server)
@@ -340,7 +341,8 @@ class _HeldRun:
             for task in (events, inbox):
                 if task is not None:
                     task.cancel()
-            _held.pop(self.id, None)
+            if _held.pop(self.id, None) is not None:
+                metrics.HELD_CALLS.dec()
             await self.stop()
             with contextlib.suppress(Exception):
                 await listener.__aexit__(None, None, None)
