@@ -5,8 +5,10 @@ request with the answers. Most tools simply run again and find the answers
 (``ToolCallContext.ask``). A tool relaying another MCP server's question cannot: that server
 asks inside one ``tools/call`` request, may word the question differently each run, and
 would run its tool (and its side effects) once per round. Executors that say so
-(``Executor.holds_questions``) run here instead, held open by the process that received the
-first round (the owner) until the last answer, wherever the balancer sends the retries:
+(``Executor.holds_questions``) run here instead, held open by the process running the first
+round (the owner: the web process that received the call, or the worker of a plain
+background call, whose Celery task waits for it, ``await_released``) until the last answer,
+wherever the balancer sends the retries:
 
 - The first round (``arun_held``) starts the run in a task of its own. When the run asks,
   the owner registers it under a random id, joins ``notify.held_group(id)`` and answers
@@ -22,7 +24,8 @@ first round (the owner) until the last answer, wherever the balancer sends the r
 - The owner waits ``MCP_CONTINUATION_SECONDS`` for each round's answer, then cancels the run
   (an upstream request gets ``notifications/cancelled``) and forgets it. At most
   ``MCP_CONTINUATIONS_MAX`` runs wait in one process; past it the call ends with an error
-  result. The run's own limit (the inline timeout) covers all its rounds.
+  result. The run's own limit (the inline timeout, a background call's soft limit) covers all
+  its rounds.
 """
 
 from __future__ import annotations
@@ -30,18 +33,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import math
 import secrets
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import replace
 from typing import Any, NoReturn
 
 from mcp_app.conf import get_conf
+from mcp_app.executors import get_executor
+from mcp_app.executors.base import ConfigError
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
 from mcp_app.protocol.results import InputRequired, Outcome, ToolError, ToolResult
+from mcp_app.protocol.versions import Feature
 from mcp_app.services import metrics, notify
-from mcp_app.services.background.calls import result_from_json, result_to_json
+from mcp_app.services.background.calls import result_from_json, result_to_json, state_ttl
+from mcp_app.services.catalog import ToolKey
 
 logger = logging.getLogger(__name__)
 
@@ -70,9 +76,22 @@ def held_count() -> int:
     return len(_held)
 
 
-def _state_ttl() -> int:
-    """Seconds a held run's requestState stays valid: a little past the owner's own wait."""
-    return math.ceil(get_conf().MCP_CONTINUATION_SECONDS) + 1
+def holds_questions(key: ToolKey, ctx: ToolCallContext) -> bool:
+    """Whether a call's questions are answered within one run held open between rounds."""
+    if not ctx.request.supports(Feature.INPUT_REQUIRED) or isinstance(key.prepared, ConfigError):
+        return False
+    return get_executor(key.kind).holds_questions
+
+
+async def await_released(continuation: str) -> None:
+    """Wait until the held run ``continuation`` names has ended or stopped waiting.
+
+    A worker runs each call in an event loop of its own, which must outlive the call's held
+    run (the retries answer it there).
+    """
+    held = _held.get(continuation.partition("/")[0])
+    if held is not None and held.server is not None:
+        await asyncio.shield(held.server)
 
 
 async def arun_held(run: Run, ctx: ToolCallContext, seconds: float) -> ToolResult:
@@ -142,7 +161,7 @@ async def aresume(ctx: ToolCallContext) -> ToolResult:
                     raise InputRequired(
                         message["requests"],
                         continuation=f"{held_id}/{message['round']}",
-                        ttl_seconds=_state_ttl(),
+                        ttl_seconds=state_ttl(),
                     )
                 elif kind == notify.HELD_OUTCOME:
                     settled = True
@@ -228,6 +247,7 @@ class _HeldRun:
         self.parked_until: float | None = None
         self.ended = False
         self.task: asyncio.Task[ToolResult] | None = None
+        self.server: asyncio.Task[None] | None = None
         self.run_ctx = ToolCallContext(replace(request, send=self.send), ctx.tool_name)
         self.run_ctx.held = self
 
@@ -271,14 +291,14 @@ class _HeldRun:
         _held[self.id] = self
         metrics.HELD_CALLS.inc()
         self._park()
-        server = asyncio.create_task(self._serve(listener), name="mcp-held-serve")
+        server = self.server = asyncio.create_task(self._serve(listener), name="mcp-held-serve")
         _servers.add(server)
         server.add_done_callback(_servers.discard)
         raise self._input_required(requests)
 
     def _input_required(self, requests: Mapping[str, Any]) -> InputRequired:
         return InputRequired(
-            requests, continuation=f"{self.id}/{self.round}", ttl_seconds=_state_ttl()
+            requests, continuation=f"{self.id}/{self.round}", ttl_seconds=state_ttl()
         )
 
     def _park(self) -> None:

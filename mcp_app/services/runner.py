@@ -13,12 +13,9 @@ from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from mcp_app.conf import get_conf
-from mcp_app.executors import get_executor
-from mcp_app.executors.base import ConfigError
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult
-from mcp_app.protocol.versions import Feature
 from mcp_app.services import continuations
 from mcp_app.services.background.web import arun_on_worker
 from mcp_app.services.catalog import ToolKey
@@ -50,17 +47,10 @@ class CatalogToolRunner:
         if key.execution == "background":
             return await arun_on_worker(tool, arguments, ctx)
         seconds = get_conf().MCP_INLINE_TOOL_TIMEOUT
-        if _holds_questions(key, ctx):
+        if continuations.holds_questions(key, ctx):
 
             def run(held_ctx: ToolCallContext) -> Coroutine[Any, Any, ToolResult]:
                 return execute_tool(tool, arguments, held_ctx, seconds)
 
             return await continuations.arun_held(run, ctx, seconds)
         return await execute_tool(tool, arguments, ctx, seconds)
-
-
-def _holds_questions(key: ToolKey, ctx: ToolCallContext) -> bool:
-    """Whether a call's questions are answered within one run held open between rounds."""
-    if not ctx.request.supports(Feature.INPUT_REQUIRED) or isinstance(key.prepared, ConfigError):
-        return False
-    return get_executor(key.kind).holds_questions

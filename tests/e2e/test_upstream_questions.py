@@ -33,6 +33,7 @@ from tests.support.catalog import make_endpoint
 from tests.support.live import asgi_server, flush_database, wait_until_idle
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 from tests.support.oauth import issue_token
+from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
 MODERN = "2026-07-28"
@@ -93,6 +94,27 @@ def site(catalog: None, upstream: RunningUpstream, django_db_blocker: Any) -> It
             }
         yield Site(url=url, tokens=tokens, markers=upstream.markers)
         wait_until_idle(url)
+
+
+@pytest.fixture(scope="module")
+def background_url(catalog: None, django_db_blocker: Any) -> Iterator[str]:
+    """A web process and a Celery worker; the endpoint's upstream tool runs on the worker."""
+    with django_db_blocker.unblock():
+        endpoint = make_endpoint("e2e-ask-up-bg")
+        tool = Tool(
+            name="ask_fresh_bg",
+            description="The upstream's ask_fresh, on a worker.",
+            kind=Tool.Kind.MCP_UPSTREAM,
+            config={"upstream": "asker", "tool": "ask_fresh"},
+            input_schema={"type": "object"},
+            execution_mode=Tool.Execution.BACKGROUND,
+        )
+        tool.full_clean()
+        tool.save()
+        endpoint.tools.add(tool)
+    with celery_worker(), asgi_server("daphne", BACKGROUND_ENV) as web:
+        yield f"{web}/mcp/e2e-ask-up-bg"
+        wait_until_idle(web)
 
 
 @asynccontextmanager
@@ -261,3 +283,22 @@ async def test_a_process_holds_at_most_its_cap_of_waiting_calls(site):
     assert isinstance(result, types.CallToolResult), result
     assert result.content[0].text == "answers: Ann"
     assert (runs(site.markers, "capped"), runs(site.markers, "past-cap")) == (1, 1)
+
+
+async def test_a_background_call_is_held_open_by_its_worker(background_url, upstream):
+    asked: list[str] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return name(f"Ada{len(asked)}")
+
+    async with (
+        asyncio.timeout(60),
+        connect(background_url, elicitation_callback=answer) as client,
+    ):
+        result = await client.call_tool("ask_fresh_bg", {"tag": "worker", "rounds": 2})
+    assert not result.is_error, result.content
+    assert result.content[0].text == "answers: Ada1, Ada2"
+    assert len(asked) == 2
+    # The worker that took the call kept the upstream request open for both answers.
+    assert runs(upstream.markers, "worker") == 1
