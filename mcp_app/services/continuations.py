@@ -219,6 +219,14 @@ def _result_of(outcome: Mapping[str, Any]) -> ToolResult:
     raise relayed
 
 
+async def astop(continuation: str) -> None:
+    """Cancel the held run ``continuation`` names, if this process holds it."""
+    held = _held.get(continuation.partition("/")[0])
+    if held is not None and held.server is not None:
+        held.server.cancel()
+        await asyncio.wait({held.server})
+
+
 _QUESTIONS = "questions"
 _DONE = "done"
 

@@ -175,17 +175,26 @@ async def test_questions_that_change_every_run_are_answered_in_one_upstream_run(
         asked.append(params.message)
         return name(f"Ada{len(asked)}")
 
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
     tag = f"once-{mode}"
     async with (
         asyncio.timeout(30),
         connect(f"{site.url}/mcp/e2e-ask-up", mode, elicitation_callback=answer) as client,
     ):
-        result = await client.call_tool("ask_fresh", {"tag": tag, "rounds": 2})
+        result = await client.call_tool(
+            "ask_fresh", {"tag": tag, "rounds": 2}, progress_callback=on_progress
+        )
     assert not result.is_error, result.content
     assert result.content[0].text == "answers: Ada1, Ada2"
     # Each question once (each with its own fresh id), and the upstream tool ran once.
     assert len(asked) == 2 and len(set(asked)) == 2
     assert runs(site.markers, tag) == 1
+    # The upstream's progress after each answer reached the round that was waiting for it.
+    assert seen == [1, 2]
 
 
 async def test_the_rounds_of_a_held_call_may_land_on_different_processes(

@@ -14,8 +14,9 @@ cancellation seen, the headers a call carried). Tools:
 * ``ask_name()``: elicits a name from the client and greets it
 * ``ask_model(prompt)``: samples the client's model and returns its answer
 * ``ask_fresh(tag, rounds)``: asks ``rounds`` names, each question with a fresh id in it (as
-  the everything server's ``trigger-url-elicitation`` does), and answers with them; each run
-  adds a line to ``runs-<tag>``, and a cancelled run writes ``cancelled-<tag>``
+  the everything server's ``trigger-url-elicitation`` does), reports progress after each
+  answer, and answers with them; each run adds a line to ``runs-<tag>``, and a cancelled run
+  writes ``cancelled-<tag>``
 * ``grow()``: adds the tool ``grown`` and sends ``notifications/tools/list_changed``
 * ``die()``: the process exits mid-call
 * ``headers()``: the Authorization and X-Api-Key headers it received, as structuredContent
@@ -181,6 +182,7 @@ async def ask_fresh(tag: str, rounds: int, ctx: Context) -> str:
             answer = await ctx.elicit(f"Name {number}, question {uuid.uuid4().hex}?", Name)
             accepted = answer.action == "accept" and answer.data is not None
             names.append(answer.data.name if accepted and answer.data else answer.action)
+            await ctx.report_progress(number, rounds, f"answer {number}")
     except anyio.get_cancelled_exc_class():
         (MARKERS / f"cancelled-{tag}").write_text("yes")
         raise

@@ -179,13 +179,17 @@ class _WorkerRun:
                     return
                 except InputRequired as needed:
                     if not call.is_task:
-                        self.continuation = needed.continuation
-                        await self._finish(
+                        written = await self._finish(
                             Status.COMPLETED,
                             Outcome.INPUT_REQUIRED,
                             requests=needed.requests,
                             continuation=needed.continuation,
                         )
+                        if written:
+                            self.continuation = needed.continuation
+                        elif needed.continuation:
+                            # Cancelled meanwhile: no retry will come for the held run.
+                            await continuations.astop(needed.continuation)
                         return
                     answers = await self._wait_for_input(control, needed.requests)
                     if answers is None:
@@ -362,8 +366,9 @@ class _WorkerRun:
         error: McpError | None = None,
         requests: Mapping[str, Any] | None = None,
         continuation: str = "",
-    ) -> None:
-        """Write the final status, unless the call was cancelled or settled meanwhile."""
+    ) -> bool:
+        """Write the final status, unless the call was cancelled or settled meanwhile (then
+        return False)."""
         fields: dict[str, Any] = {
             **self._progress_fields(),
             "status": status,
@@ -381,13 +386,14 @@ class _WorkerRun:
         if requests is not None:
             fields["input_requests"] = dict(requests)
             fields["continuation"] = continuation
-        await self._write_through_outage(
+        written = await self._write_through_outage(
             "Outcome",
             lambda: BackgroundCall.objects.filter(id=self.call.id, status__in=ACTIVE).aupdate(
                 **fields
             ),
         )
         await _announce_done(self.call.id)
+        return bool(written)
 
 
 @contextlib.asynccontextmanager
