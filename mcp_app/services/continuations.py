@@ -71,11 +71,6 @@ _held: dict[str, _HeldRun] = {}
 _servers: set[asyncio.Task[None]] = set()
 
 
-def held_count() -> int:
-    """How many runs this process holds open now."""
-    return len(_held)
-
-
 def holds_questions(key: ToolKey, ctx: ToolCallContext) -> bool:
     """Whether a call's questions are answered within one run held open between rounds."""
     if not ctx.request.supports(Feature.INPUT_REQUIRED) or isinstance(key.prepared, ConfigError):
