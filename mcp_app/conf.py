@@ -60,6 +60,11 @@ class McpConf:
     # Seconds a legacy call waits for the client to answer its question (elicitation,
     # sampling, roots) before it ends with an error result.
     MCP_CLIENT_REQUEST_TIMEOUT_SECONDS: float = 120.0
+    # 2026-07-28 calls whose run is held open between rounds (an upstream MCP server's
+    # question, services/continuations.py): seconds the run waits for the client's retry
+    # before it is cancelled, and the most runs one process holds waiting at once.
+    MCP_CONTINUATION_SECONDS: float = 120.0
+    MCP_CONTINUATIONS_MAX: int = 1000
     # Seconds an inline tool call may run before it is stopped with an error result.
     MCP_INLINE_TOOL_TIMEOUT: float = 300.0
     # Largest resource blob an operator may upload, in bytes.

@@ -405,7 +405,8 @@ class BackgroundCallSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = BackgroundCall
-        exclude = ["tool", "input_responses", "client_capabilities"]
+        # continuation: plumbing between a worker and the retries of its held run.
+        exclude = ["tool", "input_responses", "client_capabilities", "continuation"]
 
 
 class SessionSerializer(serializers.ModelSerializer):

@@ -107,6 +107,10 @@ class Executor(Generic[PreparedT]):
     label: ClassVar[str] = ""
     # The admin fields of this kind's config; their names must be unique across kinds.
     config_form: ClassVar[type[forms.Form] | None] = None
+    # Whether a 2026-07-28 call's questions must be answered within one run (a question
+    # relayed from another server, which may ask differently each run): the services then
+    # hold the run open between rounds instead of running it again with the answers.
+    holds_questions: ClassVar[bool] = False
 
     def prepare(self, config: Mapping[str, Any]) -> PreparedT:
         """Check and parse ``config`` into what ``run`` takes.

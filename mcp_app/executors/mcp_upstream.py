@@ -196,6 +196,8 @@ class _Session:
     # Resources subscribed to upstream in this session: URI there -> who wants its updates
     # (the services' subscribers, opaque here). A session with any is never closed as idle.
     subscriptions: dict[str, set[Hashable]] = field(default_factory=dict)
+    # notifications/cancelled on their way: the session is closed only after them.
+    notices: set[asyncio.Task[None]] = field(default_factory=set)
 
 
 # Per event loop (a web process has one; tests and workers may run several in turn), per
@@ -329,6 +331,10 @@ def _close_later(loop: asyncio.AbstractEventLoop, session: _Session) -> None:
     async def close() -> None:
         if session.listener is not None:
             session.listener.cancel()
+        if session.notices:
+            # A call cancelled just now (a one-call session closes as its call ends): its
+            # cancellation must reach the upstream before the session and client go.
+            await asyncio.wait(set(session.notices), timeout=CANCEL_NOTICE_SECONDS)
         try:
             if session.session_id and session.target is not None:
                 async with (
@@ -354,6 +360,8 @@ class McpUpstreamExecutor(Executor[UpstreamConfig]):
     kind = "mcp_upstream"
     label = "MCP upstream tool"
     config_form = UpstreamConfigForm
+    # The upstream's question is answered within its one tools/call request.
+    holds_questions = True
 
     def prepare(self, config: Mapping[str, Any]) -> UpstreamConfig:
         unknown = set(config) - _CONFIG_KEYS
@@ -1110,6 +1118,8 @@ def _notify_cancelled(target: UpstreamTarget, session: _Session, request_id: int
     task = asyncio.get_running_loop().create_task(send())
     _pending_notices.add(task)
     task.add_done_callback(_pending_notices.discard)
+    session.notices.add(task)
+    task.add_done_callback(session.notices.discard)
 
 
 async def _bounded_lines(response: httpx.Response) -> AsyncIterator[str]:
@@ -1260,8 +1270,10 @@ async def _answer_server_request(
     """Answer a request the upstream sent on the call's stream.
 
     ``ping`` is answered here. Elicitation and sampling go to our caller through ``ctx.ask``
-    (its stream in a legacy call; ``input_required`` in a 2026 call, which then runs again
-    and finds the answer under the same key: a digest of the question). Anything else, or a
+    (its stream in a legacy call; in a 2026 call, ``input_required`` while this request stays
+    open, the run held between rounds (``holds_questions``), so the answer returns here
+    whatever the question's wording). A 2026 run that is not held (an MCP task's) runs again
+    and finds the answer under the same key, a digest of the question. Anything else, or a
     caller that cannot answer, gets an error the upstream reports as it sees fit.
     """
     method = message.get("method")

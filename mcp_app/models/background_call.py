@@ -82,6 +82,9 @@ class BackgroundCall(models.Model):
     # MCP tasks: the questions the call waits on, and the answers given so far.
     input_requests = models.JSONField(null=True, blank=True)
     input_responses = models.JSONField(default=dict, blank=True)
+    # A plain 2026-07-28 call that asked while its worker holds it open between rounds
+    # (services/continuations.py): the held run the client's retry resumes ("<id>/<round>").
+    continuation = models.CharField(max_length=80, blank=True, default="", db_default="")
     is_task = models.BooleanField(default=False, help_text="A task handle went to the client.")
     ttl_ms = models.PositiveBigIntegerField(null=True, blank=True)
     poll_interval_ms = models.PositiveIntegerField(default=1000)

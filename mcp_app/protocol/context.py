@@ -18,6 +18,7 @@ from mcp_app.protocol.errors import MissingClientCapability
 from mcp_app.protocol.ports import (
     ClientRequester,
     Completer,
+    HeldQuestions,
     PromptSource,
     ResourceReader,
     ResourceWatcher,
@@ -88,6 +89,9 @@ class RequestContext:
     input_responses: Mapping[str, Any] = field(default_factory=dict)
     state_secret: bytes = b""
     principal: str = ""
+    # A 2026-07-28 retry of a call whose run is held open between rounds: that run's name,
+    # from requestState (services/continuations.py resumes it instead of running the tool).
+    continuation: str = ""
     # Who the call is for, as sessions with upstream MCP servers are kept (services/contexts:
     # "user:<id>", "session:<id>", or "once:<random>" for a caller known for one call only);
     # "" is no one in particular and shares the upstream's one session.
@@ -113,6 +117,8 @@ class ToolCallContext:
     stream and waits for the answer; a 2026-07-28 call raises ``InputRequired`` for the first
     unanswered question, and the client retries the whole call with the answers, so a tool
     that asks should ask before it changes anything (each round runs it again from the start).
+    A run held open between rounds (``held``, for executors that relay another server's
+    questions) waits for the retry's answers instead, and runs once.
     """
 
     def __init__(self, request: RequestContext, tool_name: str) -> None:
@@ -120,6 +126,7 @@ class ToolCallContext:
         self.tool_name = tool_name
         self._last_progress: float | None = None
         self._asked = 0
+        self.held: HeldQuestions | None = None
 
     @property
     def can_stream(self) -> bool:
@@ -267,8 +274,17 @@ class ToolCallContext:
                 for key, q in questions.items()
                 if key not in answers
             }
-            if missing:
+            held = self.held
+            if missing and held is None:
                 raise InputRequired(missing)
+            while missing and held is not None:
+                # Held open: the next round's answers come back here; unusable ones are
+                # asked again (basic/patterns/mrtr: SHOULD re-request).
+                responses = await held.ask(missing)
+                for key in list(missing):
+                    if valid_answer(questions[key].method, responses.get(key)):
+                        answers[key] = dict(responses[key])
+                        del missing[key]
             return answers
         if req.client_requests is None:
             raise ToolError("This call cannot ask the client: it needs an event-stream response.")

@@ -4,8 +4,9 @@ An ``input_required`` result hands the client an opaque state it must echo on th
 client is not trusted with it (2026-07-28 basic/patterns/mrtr: treat it as attacker-controlled),
 so it is sealed: an HMAC-SHA256 over a small JSON payload binding the endpoint, the
 principal, the method, a digest of the original request (tool and arguments), an expiry, and
-the answers gathered in earlier rounds. ``unseal`` rejects anything tampered with, expired, or
-presented for another request.
+the answers gathered in earlier rounds, or, for a run the server keeps open between rounds
+(services/continuations.py), the name of that run instead. ``unseal`` rejects anything
+tampered with, expired, or presented for another request.
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ class Binding:
     request_digest: str
 
 
+@dataclass(frozen=True, slots=True)
+class Unsealed:
+    """What a valid state carries: earlier answers, or the run held open for the request."""
+
+    answers: dict[str, Any]
+    continuation: str = ""
+
+
 def request_digest(name: str, arguments: Mapping[str, Any]) -> str:
     """A stable digest of the call a state belongs to (same tool, same arguments)."""
     canonical = orjson.dumps({"name": name, "arguments": arguments}, option=orjson.OPT_SORT_KEYS)
@@ -61,9 +70,13 @@ def seal(
     answers: Mapping[str, Any],
     now: float,
     ttl_seconds: int = DEFAULT_TTL_SECONDS,
+    continuation: str = "",
 ) -> str:
-    """Return the sealed state carrying ``answers`` for ``binding``, valid ``ttl_seconds``."""
-    payload = {
+    """Return the sealed state carrying ``answers`` for ``binding``, valid ``ttl_seconds``.
+
+    ``continuation`` names the run the server holds open for this request, if any.
+    """
+    payload: dict[str, Any] = {
         "e": binding.endpoint,
         "p": binding.principal,
         "m": binding.method,
@@ -71,12 +84,23 @@ def seal(
         "x": int(now) + ttl_seconds,
         "a": dict(answers),
     }
+    if continuation:
+        payload["c"] = continuation
     body = _b64(orjson.dumps(payload))
     return f"{VERSION}.{body}.{_mac(secret, body)}"
 
 
 def unseal(state: str, *, secret: bytes, binding: Binding, now: float) -> dict[str, Any]:
     """Return the answers a valid state carries.
+
+    Raises:
+        InvalidParams: as ``unseal_state``.
+    """
+    return unseal_state(state, secret=secret, binding=binding, now=now).answers
+
+
+def unseal_state(state: str, *, secret: bytes, binding: Binding, now: float) -> Unsealed:
+    """Return what a valid state carries.
 
     Raises:
         InvalidParams: the state is malformed, tampered with, expired, or belongs to another
@@ -92,12 +116,16 @@ def unseal(state: str, *, secret: bytes, binding: Binding, now: float) -> dict[s
         payload = orjson.loads(_unb64(body))
     except (ValueError, orjson.JSONDecodeError):
         raise InvalidParams("requestState is not a state this server issued") from None
-    if not isinstance(payload, dict) or not isinstance(payload.get("a"), dict):
+    if (
+        not isinstance(payload, dict)
+        or not isinstance(payload.get("a"), dict)
+        or not isinstance(payload.get("c", ""), str)
+    ):
         raise InvalidParams("requestState is not a state this server issued")
     if payload.get("x", 0) < now:
         raise InvalidParams("requestState has expired: call the tool again without it")
     issued_for = (payload.get("e"), payload.get("p"), payload.get("m"), payload.get("d"))
     if issued_for != (binding.endpoint, binding.principal, binding.method, binding.request_digest):
         raise InvalidParams("requestState belongs to another request")
-    arguments: dict[str, Any] = payload["a"]  # checked to be a dict above
-    return arguments
+    answers: dict[str, Any] = payload["a"]  # checked to be a dict above
+    return Unsealed(answers, payload.get("c", ""))

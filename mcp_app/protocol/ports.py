@@ -117,6 +117,17 @@ class ClientRequester(Protocol):
     async def request(self, method: str, params: Mapping[str, Any]) -> Mapping[str, Any]: ...
 
 
+class HeldQuestions(Protocol):
+    """Asks the client of a 2026-07-28 call whose run is held open between rounds.
+
+    ``ask`` answers the current round with ``input_required`` for ``requests`` and returns
+    the ``inputResponses`` of the retry, in whichever process it arrives; the run goes on
+    meanwhile (services/continuations.py). Cancels the run when no retry comes in time.
+    """
+
+    async def ask(self, requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]: ...
+
+
 class TaskStore(Protocol):
     """Creates MCP tasks (tool calls run on a worker) and reads, answers and cancels them.
 

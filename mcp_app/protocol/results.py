@@ -116,12 +116,22 @@ class InputRequired(Exception):
     Raised by ``ToolCallContext`` when a question has no answer yet in the request's
     ``inputResponses``; the tools/call handler turns it into an ``input_required`` result
     with a sealed ``requestState`` (2026-07-28 basic/patterns/mrtr). ``requests`` maps each
-    question's key to ``{"method": ..., "params": ...}``.
+    question's key to ``{"method": ..., "params": ...}``. ``continuation`` names the run the
+    server holds open until the answers come (services/continuations.py), which the state
+    then carries, valid ``ttl_seconds``; "" when the tool runs again on the retry.
     """
 
-    def __init__(self, requests: Mapping[str, Mapping[str, Any]]) -> None:
+    def __init__(
+        self,
+        requests: Mapping[str, Mapping[str, Any]],
+        *,
+        continuation: str = "",
+        ttl_seconds: int | None = None,
+    ) -> None:
         super().__init__("input required")
         self.requests = dict(requests)
+        self.continuation = continuation
+        self.ttl_seconds = ttl_seconds
 
 
 class CallCancelled(Exception):

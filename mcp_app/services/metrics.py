@@ -67,6 +67,11 @@ SSE_STREAMS = Gauge(
     "SSE response streams currently open.",
     multiprocess_mode="livesum",
 )
+HELD_CALLS = Gauge(
+    "mcphost_held_calls",
+    "2026-07-28 calls held open waiting for their client's next round (upstream questions).",
+    multiprocess_mode="livesum",
+)
 TOKEN_CACHE = Counter(
     "mcphost_token_cache_lookups",
     "Bearer-token lookups by whether this process's cache answered (hit) or the database did.",

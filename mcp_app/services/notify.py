@@ -50,6 +50,16 @@ CALL_DONE: Final = "mcp.call_done"
 CALL_ANSWER: Final = "mcp.call_answer"
 CALL_CANCEL: Final = "mcp.call_cancel"
 CALL_INPUT: Final = "mcp.call_input"
+# A run held open between the rounds of a 2026-07-28 request: a retry -> the process
+# holding the run ...
+HELD_ANSWER: Final = "mcp.held_answer"
+HELD_CANCEL: Final = "mcp.held_cancel"
+# ... and that process -> the retry waiting on its reply group.
+HELD_ACK: Final = "mcp.held_ack"
+HELD_REFUSED: Final = "mcp.held_refused"
+HELD_FRAME: Final = "mcp.held_frame"
+HELD_QUESTIONS: Final = "mcp.held_questions"
+HELD_OUTCOME: Final = "mcp.held_outcome"
 # Every message names its group: a process receives all its groups on one channel
 # (``GroupListener``) and routes by this key, which it removes before a listener sees it.
 GROUP_KEY: Final = "mcp_group"
@@ -174,6 +184,50 @@ async def apublish_call_cancel(*, call_id: str) -> None:
 async def apublish_call_input(*, call_id: str) -> None:
     """New answers for a task waiting in input_required are in its row."""
     await _asend(call_control_group(call_id), {"type": CALL_INPUT})
+
+
+def held_group(held_id: str) -> str:
+    """The group of the process holding a run open between rounds (services/continuations)."""
+    return f"mcp.held.{held_id}"
+
+
+def held_reply_group(token: str) -> str:
+    """The group one retry of a held run waits on for what the run does next."""
+    return f"mcp.heldreply.{token}"
+
+
+async def apublish_held_answer(
+    *,
+    held_id: str,
+    round_number: int,
+    answers: dict[str, Any],
+    reply: str,
+    endpoint: str,
+    principal: str,
+) -> None:
+    """A retry's answers (``inputResponses``) for round ``round_number`` of a held run."""
+    message = {
+        "type": HELD_ANSWER,
+        "round": round_number,
+        "answers": answers,
+        "reply": reply,
+        "endpoint": endpoint,
+        "principal": principal,
+    }
+    await _asend(held_group(held_id), message)
+
+
+async def apublish_held_cancel(*, held_id: str, reply: str) -> None:
+    """The retry waiting on ``reply`` is gone (its client disconnected): stop the run."""
+    await _asend(held_group(held_id), {"type": HELD_CANCEL, "reply": reply})
+
+
+async def apublish_held_event(*, reply: str, kind: str, **fields: Any) -> None:
+    """What a held run does next, for the retry waiting on ``reply``: ``HELD_ACK``
+    (``seconds`` it may still run), ``HELD_REFUSED`` (``reason``), ``HELD_FRAME``
+    (``frame``), ``HELD_QUESTIONS`` (``requests``, ``round``), ``HELD_OUTCOME``
+    (``outcome``)."""
+    await _asend(reply, {"type": kind, **fields})
 
 
 def _send(endpoint_ids: Iterable[int], message: dict[str, Any]) -> None:

@@ -1,19 +1,22 @@
 """The catalog's implementation of the protocol port ToolRunner.
 
 ``CatalogToolRunner`` runs a tool through the executor of its kind, inline under the inline
-timeout, or on a Celery worker (``services.background.web``) for a background tool. The
+timeout, or on a Celery worker (``services.background.web``) for a background tool. A
+2026-07-28 inline call of an executor that relays another server's questions is held open
+between rounds (``services.continuations``), and a retry naming such a run resumes it. The
 resource reader is ``services.resources``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 from mcp_app.conf import get_conf
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult
+from mcp_app.services import continuations
 from mcp_app.services.background.web import arun_on_worker
 from mcp_app.services.catalog import ToolKey
 from mcp_app.services.execution import execute_tool
@@ -35,9 +38,19 @@ class CatalogToolRunner:
             ToolTimeout: the tool ran past its time limit.
             CallCancelled: a background call was cancelled from another process.
             InputRequired, McpError: a background call's tool asked the client, or failed
-                with a protocol error.
+                with a protocol error; a held run asked (again) or failed so.
+            InvalidParams: the held run a retry names no longer waits for it.
         """
         key: ToolKey = tool.key
+        if ctx.request.continuation:
+            return await continuations.aresume(ctx)
         if key.execution == "background":
             return await arun_on_worker(tool, arguments, ctx)
-        return await execute_tool(tool, arguments, ctx, get_conf().MCP_INLINE_TOOL_TIMEOUT)
+        seconds = get_conf().MCP_INLINE_TOOL_TIMEOUT
+        if continuations.holds_questions(key, ctx):
+
+            def run(held_ctx: ToolCallContext) -> Coroutine[Any, Any, ToolResult]:
+                return execute_tool(tool, arguments, held_ctx, seconds)
+
+            return await continuations.arun_held(run, ctx, seconds)
+        return await execute_tool(tool, arguments, ctx, seconds)

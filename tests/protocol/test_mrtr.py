@@ -401,3 +401,35 @@ async def test_a_form_only_client_cannot_be_sent_to_a_url(make_ctx: MakeContext)
     with pytest.raises(errors.MissingClientCapability) as excinfo:
         await handle_request(ctx, "tools/call", {"name": "ask", "arguments": {}})
     assert excinfo.value.data == {"requiredCapabilities": {"elicitation": {"url": {}}}}
+
+
+def test_a_state_names_the_held_run_it_resumes_instead_of_answers() -> None:
+    state = mrtr.seal(secret=SECRET, binding=BINDING, answers={}, now=1000, continuation="h/2")
+    assert mrtr.unseal_state(state, secret=SECRET, binding=BINDING, now=1001) == mrtr.Unsealed(
+        {}, "h/2"
+    )
+    plain = mrtr.seal(secret=SECRET, binding=BINDING, answers={}, now=1000)
+    assert mrtr.unseal_state(plain, secret=SECRET, binding=BINDING, now=1001).continuation == ""
+
+
+class HeldRounds:
+    """A held run's rounds, as services/continuations would bring them back (in memory)."""
+
+    def __init__(self, *rounds: Mapping[str, Any]) -> None:
+        self.rounds = list(rounds)
+        self.asked: list[dict[str, Any]] = []
+
+    async def ask(self, requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        self.asked.append(dict(requests))
+        return self.rounds.pop(0)
+
+
+async def test_a_held_run_waits_for_its_answers_and_asks_again_for_unusable_ones(
+    make_ctx: MakeContext,
+) -> None:
+    ctx = ToolCallContext(make_ctx(MODERN, client_capabilities=ELICITING), "ask")
+    held = ctx.held = HeldRounds({"q": {"content": {}}}, {"q": {"action": "accept"}})
+    answer = await ctx.elicit("Sure?", FORM, key="q")
+    # Neither InputRequired nor a second run: the answer came back to the same call.
+    assert answer == {"action": "accept"}
+    assert [list(round_) for round_ in held.asked] == [["q"], ["q"]]

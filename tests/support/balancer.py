@@ -29,8 +29,11 @@ async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> N
 
 
 @contextlib.contextmanager
-def round_robin(backends: Sequence[str]) -> Iterator[str]:
-    """Serve ``http://127.0.0.1:<port>`` spreading connections over ``backends`` (base URLs)."""
+def round_robin(backends: Sequence[str], log: list[str] | None = None) -> Iterator[str]:
+    """Serve ``http://127.0.0.1:<port>`` spreading connections over ``backends`` (base URLs).
+
+    ``log``, when given, gets the ``host:port`` of the backend each connection went to.
+    """
     targets = cycle(
         [(urlsplit(b).hostname or "127.0.0.1", urlsplit(b).port or 80) for b in backends]
     )
@@ -43,6 +46,8 @@ def round_robin(backends: Sequence[str]) -> Iterator[str]:
         client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter
     ) -> None:
         host, backend_port = next(targets)
+        if log is not None:
+            log.append(f"{host}:{backend_port}")
         try:
             backend_reader, backend_writer = await asyncio.open_connection(host, backend_port)
         except OSError:

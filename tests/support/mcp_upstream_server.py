@@ -13,6 +13,10 @@ cancellation seen, the headers a call carried). Tools:
 * ``report()``: "done"; listed with icons, ``_meta`` and ``execution.taskSupport: optional``
 * ``ask_name()``: elicits a name from the client and greets it
 * ``ask_model(prompt)``: samples the client's model and returns its answer
+* ``ask_fresh(tag, rounds)``: asks ``rounds`` names, each question with a fresh id in it (as
+  the everything server's ``trigger-url-elicitation`` does), reports progress after each
+  answer, and answers with them; each run adds a line to ``runs-<tag>``, and a cancelled run
+  writes ``cancelled-<tag>``
 * ``grow()``: adds the tool ``grown`` and sends ``notifications/tools/list_changed``
 * ``die()``: the process exits mid-call
 * ``headers()``: the Authorization and X-Api-Key headers it received, as structuredContent
@@ -54,6 +58,7 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -184,6 +189,23 @@ async def ask_name(ctx: Context) -> str:
     if answer.action == "accept" and answer.data is not None:
         return f"Hello {answer.data.name}!"
     return f"No name ({answer.action})"
+
+
+@server.tool(description="Asks names, each question new (a fresh id); counts its runs.")
+async def ask_fresh(tag: str, rounds: int, ctx: Context) -> str:
+    with (MARKERS / f"runs-{tag}").open("a") as runs:
+        runs.write("run\n")
+    names = []
+    try:
+        for number in range(1, rounds + 1):
+            answer = await ctx.elicit(f"Name {number}, question {uuid.uuid4().hex}?", Name)
+            accepted = answer.action == "accept" and answer.data is not None
+            names.append(answer.data.name if accepted and answer.data else answer.action)
+            await ctx.report_progress(number, rounds, f"answer {number}")
+    except anyio.get_cancelled_exc_class():
+        (MARKERS / f"cancelled-{tag}").write_text("yes")
+        raise
+    return "answers: " + ", ".join(names)
 
 
 @server.tool(description="Asks the client's model (sampling) and returns its answer.")

@@ -99,14 +99,17 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
         if binding is None:
             raise InternalError("Tool failed") from None
         # 2026-07-28 basic/patterns/mrtr: the client answers and retries with this state.
+        # A held run keeps its answers itself: the state names it instead.
         return {
             "resultType": "input_required",
             "inputRequests": needed.requests,
             "requestState": mrtr.seal(
                 secret=ctx.state_secret,
                 binding=binding,
-                answers=ctx.input_responses,
+                answers={} if needed.continuation else ctx.input_responses,
                 now=time.time(),
+                ttl_seconds=needed.ttl_seconds or mrtr.DEFAULT_TTL_SECONDS,
+                continuation=needed.continuation,
             ),
         }
     return Answer(shape_call_result(result, ctx.version), result.ended, result.detail)
@@ -160,16 +163,19 @@ def finish_tool_result(tool: ToolDef, result: ToolResult) -> ToolResult:
 
 
 def _answers(ctx: RequestContext, binding: mrtr.Binding, params: CallToolParams) -> dict[str, Any]:
-    """The answers of earlier rounds (from the sealed state) plus this retry's.
+    """The answers of earlier rounds (from the sealed state) plus this retry's; a state
+    naming a held run sets ``ctx.continuation`` (the runner resumes that run).
 
     Raises:
         InvalidParams: the state is tampered with, expired, or from another request.
     """
     answers: dict[str, Any] = {}
     if params.request_state is not None:
-        answers = mrtr.unseal(
+        unsealed = mrtr.unseal_state(
             params.request_state, secret=ctx.state_secret, binding=binding, now=time.time()
         )
+        answers = unsealed.answers
+        ctx.continuation = unsealed.continuation
     answers.update(params.input_responses)
     return answers
 

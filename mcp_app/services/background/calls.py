@@ -15,6 +15,7 @@ the call ended (``outcome``, ``protocol.results.Outcome``); ``call_result`` read
 from __future__ import annotations
 
 import logging
+import math
 import os
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -91,6 +92,12 @@ def _database_started_at() -> datetime | None:
         return cursor.fetchone()[0]
 
 
+def state_ttl() -> int:
+    """Seconds the requestState of a held run stays valid: a little past its owner's wait
+    for the answer (MCP_CONTINUATION_SECONDS; services/continuations.py)."""
+    return math.ceil(get_conf().MCP_CONTINUATION_SECONDS) + 1
+
+
 # -- results as stored in the row ---------------------------------------------------------------
 
 
@@ -140,6 +147,13 @@ def call_result(call: BackgroundCall) -> ToolResult:
     if call.status == Status.CANCELLED:
         raise CallCancelled()
     if call.outcome == Outcome.INPUT_REQUIRED:
+        if call.continuation:
+            # Its worker holds the run open for the retry (services/continuations.py).
+            raise InputRequired(
+                call.input_requests or {},
+                continuation=call.continuation,
+                ttl_seconds=state_ttl(),
+            )
         raise InputRequired(call.input_requests or {})
     where = {"task_id": call.id, "worker": call.worker}
     if call.outcome == Outcome.PROTOCOL_ERROR:

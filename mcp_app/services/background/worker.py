@@ -15,7 +15,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -29,7 +29,7 @@ from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.errors import InternalError, McpError
 from mcp_app.protocol.handlers.tools import run_tool
 from mcp_app.protocol.results import InputRequired, Outcome, ToolError, ToolResult
-from mcp_app.services import notify
+from mcp_app.services import continuations, notify
 from mcp_app.services.background.calls import (
     ACTIVE,
     DB_OUTAGE_TOLERANCE_SECONDS,
@@ -65,8 +65,12 @@ async def arun_call(call_id: str, *, worker: str) -> None:
         raise ClaimDeferred(call_id) from exc
     if call is None:
         return
+    run = _WorkerRun(call)
     try:
-        await _WorkerRun(call).run()
+        await run.run()
+        if run.continuation:
+            # The row is final (input_required), but its run waits here for the retry.
+            await continuations.await_released(run.continuation)
     finally:
         await sync_to_async(close_old_connections)()
 
@@ -74,15 +78,24 @@ async def arun_call(call_id: str, *, worker: str) -> None:
 class _RunHere:
     """protocol.ports.ToolRunner on a worker: the executor, here, under the call's soft limit.
 
-    (The catalog's runner would send a background tool to a worker: this is that worker.)
+    (The catalog's runner would send a background tool to a worker: this is that worker.) A
+    plain 2026-07-28 call whose questions must be answered within one run (an upstream's) is
+    held open here between rounds, as the web process holds an inline one.
     """
 
-    def __init__(self, seconds: float) -> None:
+    def __init__(self, seconds: float, *, may_hold: bool) -> None:
         self.seconds = seconds
+        self.may_hold = may_hold
 
     async def run_tool(
         self, tool: ToolDef, arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
+        if self.may_hold and continuations.holds_questions(tool.key, ctx):
+
+            def run(held_ctx: ToolCallContext) -> Coroutine[Any, Any, ToolResult]:
+                return execute_tool(tool, arguments, held_ctx, self.seconds)
+
+            return await continuations.arun_held(run, ctx, self.seconds)
         return await execute_tool(tool, arguments, ctx, self.seconds)
 
 
@@ -130,6 +143,8 @@ class _WorkerRun:
         # A little longer than the follower's own wait, so its error reaches the client.
         self.asker = _WorkerClientRequester(call.id, conf.MCP_CLIENT_REQUEST_TIMEOUT_SECONDS + 5)
         self.stopped = False  # cancelled or settled elsewhere: write nothing more
+        # The held run a plain 2026-07-28 call's retry resumes here, once it asked.
+        self.continuation = ""
         self.progress: dict[str, Any] | None = None  # the latest, not yet on the row
 
     def _progress_fields(self) -> dict[str, Any]:
@@ -164,9 +179,17 @@ class _WorkerRun:
                     return
                 except InputRequired as needed:
                     if not call.is_task:
-                        await self._finish(
-                            Status.COMPLETED, Outcome.INPUT_REQUIRED, requests=needed.requests
+                        written = await self._finish(
+                            Status.COMPLETED,
+                            Outcome.INPUT_REQUIRED,
+                            requests=needed.requests,
+                            continuation=needed.continuation,
                         )
+                        if written:
+                            self.continuation = needed.continuation
+                        elif needed.continuation:
+                            # Cancelled meanwhile: no retry will come for the held run.
+                            await continuations.astop(needed.continuation)
                         return
                     answers = await self._wait_for_input(control, needed.requests)
                     if answers is None:
@@ -197,7 +220,8 @@ class _WorkerRun:
         return request_context(
             snapshot,
             version=call.protocol_version,
-            tools=_RunHere(call.soft_time_limit),
+            # A task's questions are settled through its row (tasks/update), not held here.
+            tools=_RunHere(call.soft_time_limit, may_hold=not call.is_task),
             client_capabilities=call.client_capabilities,
             request_id=call.request_id,
             progress_token=call.progress_token,
@@ -341,8 +365,10 @@ class _WorkerRun:
         *,
         error: McpError | None = None,
         requests: Mapping[str, Any] | None = None,
-    ) -> None:
-        """Write the final status, unless the call was cancelled or settled meanwhile."""
+        continuation: str = "",
+    ) -> bool:
+        """Write the final status, unless the call was cancelled or settled meanwhile (then
+        return False)."""
         fields: dict[str, Any] = {
             **self._progress_fields(),
             "status": status,
@@ -359,13 +385,15 @@ class _WorkerRun:
             fields["status_message"] = error.message[:500]
         if requests is not None:
             fields["input_requests"] = dict(requests)
-        await self._write_through_outage(
+            fields["continuation"] = continuation
+        written = await self._write_through_outage(
             "Outcome",
             lambda: BackgroundCall.objects.filter(id=self.call.id, status__in=ACTIVE).aupdate(
                 **fields
             ),
         )
         await _announce_done(self.call.id)
+        return bool(written)
 
 
 @contextlib.asynccontextmanager
