@@ -582,11 +582,17 @@ def _synced_values(remote: Mapping[str, Any]) -> dict[str, Any]:
     return {name: values[name] for name in SYNCED_FIELDS}
 
 
-def _tool_changes(upstream: Upstream, row: Tool, remote: Mapping[str, Any]) -> dict[str, Any]:
+def _tool_changes(
+    upstream: Upstream, row: Tool, remote: Mapping[str, Any], *, cautious: bool
+) -> dict[str, Any]:
     name = _remote_name(row)
     new = _synced_values(remote)
     baseline = upstream.synced_tools.get(name) if isinstance(upstream.synced_tools, dict) else None
     old = _synced_values(baseline) if isinstance(baseline, Mapping) else None
+    if old is None and cautious:
+        # Nothing says which of its fields are an operator's: only the schemas, which must
+        # match whatever the last sync took.
+        old = new
     changes = {
         field_name: (getattr(row, field_name), value)
         for field_name, value in new.items()
@@ -598,8 +604,14 @@ def _tool_changes(upstream: Upstream, row: Tool, remote: Mapping[str, Any]) -> d
     return changes
 
 
-def upstream_sync_plan(upstream: Upstream, remote_tools: list[dict[str, Any]]) -> SyncPlan:
-    """Compare the upstream's tools (as listed) with the rows calling it."""
+def upstream_sync_plan(
+    upstream: Upstream, remote_tools: list[dict[str, Any]], *, cautious: bool = False
+) -> SyncPlan:
+    """Compare the upstream's tools (as listed) with the rows calling it.
+
+    ``cautious`` (the sync policy's): a row synced before definitions were kept has changed
+    only when its schemas differ, so no operator's edit is overwritten unseen.
+    """
     rows = {_remote_name(tool): tool for tool in upstream_tool_rows(upstream)}
     plan = SyncPlan()
     seen: set[str] = set()
@@ -611,7 +623,7 @@ def upstream_sync_plan(upstream: Upstream, remote_tools: list[dict[str, Any]]) -
         row = rows.get(name)
         if row is None:
             plan.added.append(remote)
-        elif changes := _tool_changes(upstream, row, remote):
+        elif changes := _tool_changes(upstream, row, remote, cautious=cautious):
             plan.changed.append((row, remote))
             plan.fields[name] = changes
         else:
@@ -637,6 +649,7 @@ def upstream_sync_apply(
     remove: set[str],
     endpoints: Sequence[Endpoint] = (),
     enabled: bool = False,
+    cautious: bool = False,
 ) -> SyncOutcome:
     """Apply the ticked parts of the plan: create tools, take the upstream's changes, disable.
 
@@ -648,7 +661,7 @@ def upstream_sync_apply(
     deleted, so the operator's settings stay. A tool whose schema this host cannot serve is
     skipped and named in ``skipped``.
     """
-    plan = upstream_sync_plan(upstream, remote_tools)
+    plan = upstream_sync_plan(upstream, remote_tools, cautious=cautious)
     outcome = SyncOutcome()
     taken = tool_names_on_endpoints(endpoints=endpoints)
     synced = dict(upstream.synced_tools) if isinstance(upstream.synced_tools, dict) else {}
@@ -1111,10 +1124,12 @@ class OfferPlan:
         return any(row.enabled for row in removed)
 
 
-def upstream_offer_plan(upstream: Upstream, offer: UpstreamOffer) -> OfferPlan:
+def upstream_offer_plan(
+    upstream: Upstream, offer: UpstreamOffer, *, cautious: bool = False
+) -> OfferPlan:
     """Compare everything the upstream offers with the rows got from it."""
     return OfferPlan(
-        tools=upstream_sync_plan(upstream, offer.tools),
+        tools=upstream_sync_plan(upstream, offer.tools, cautious=cautious),
         resources=upstream_resources_plan(upstream, offer.resources),
         templates=upstream_templates_plan(upstream, offer.resource_templates),
         prompts=upstream_prompts_plan(upstream, offer.prompts),
@@ -1128,10 +1143,12 @@ def upstream_offer_apply(
     choice: SyncChoice,
     endpoints: Sequence[Endpoint] = (),
     enabled: bool = False,
+    cautious: bool = False,
 ) -> tuple[SyncOutcome, SyncOutcome]:
     """Apply ``choice`` to the tools, then the resources, templates and prompts, in one
     transaction (so connected clients get one list_changed per endpoint); return both
-    outcomes. Recorded in the history as "upstream sync"."""
+    outcomes. Recorded in the history as "upstream sync". ``cautious``: as for
+    ``upstream_sync_plan``."""
     with transaction.atomic():
         tools = upstream_sync_apply(
             upstream,
@@ -1141,6 +1158,7 @@ def upstream_offer_apply(
             remove=set(choice.remove),
             endpoints=endpoints,
             enabled=enabled,
+            cautious=cautious,
         )
         items = upstream_items_apply(
             upstream,
@@ -1163,8 +1181,10 @@ def _apply_by_policy(pk: int, offer: UpstreamOffer) -> tuple[SyncOutcome, SyncOu
         upstream = Upstream.objects.select_for_update().filter(pk=pk).first()
         if upstream is None or upstream.sync_policy != Upstream.SyncPolicy.APPLY:
             return None
-        plan = upstream_offer_plan(upstream, offer)
-        outcomes = upstream_offer_apply(upstream, offer, choice=plan.additions_and_changes())
+        plan = upstream_offer_plan(upstream, offer, cautious=True)
+        outcomes = upstream_offer_apply(
+            upstream, offer, choice=plan.additions_and_changes(), cautious=True
+        )
         if plan.enabled_removals():
             # Removals wait for an operator: the upstream stays out of sync until then.
             Upstream.objects.filter(pk=pk).update(tools_changed_at=timezone.now())
@@ -1198,11 +1218,14 @@ async def upstream_sync_by_policy(name: str) -> tuple[SyncOutcome, SyncOutcome] 
 
 
 async def _sync_by_policy_logged(name: str) -> None:
+    # A boundary: the probe job's and the list_changed task's. The upstream stays marked out
+    # of sync, so the next drift, announcement or an operator tries again.
     try:
         await upstream_sync_by_policy(name)
     except ToolError:
-        # Still marked out of sync: the next probe or an operator tries again.
         logger.warning("Upstream %s: could not apply its changes by its sync policy", name)
+    except Exception:
+        logger.exception("Upstream %s: applying its changes by its sync policy failed", name)
 
 
 # Automatic syncs running in this process, by upstream pk; a change announced while one runs

@@ -199,3 +199,29 @@ def test_an_imported_prompts_arguments_are_recorded_in_its_history(upstream: Ups
         ("language", "-"),
         ("code", "+"),
     }
+
+
+def test_a_row_synced_before_definitions_were_kept_is_offered_whole_but_never_auto_applied(
+    upstream: Upstream,
+) -> None:
+    [tool] = imported(upstream, ECHO)
+    tool.description = "Our own words."
+    tool.save()
+    # As an upstream synced before this version left it: no definition kept.
+    Upstream.objects.filter(pk=upstream.pk).update(synced_tools={})
+    upstream.refresh_from_db()
+    schema = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 9}}}
+    upgraded = {**ECHO, "inputSchema": schema}
+
+    offered = upstream_sync_plan(upstream, [upgraded])
+    cautious = upstream_sync_plan(upstream, [upgraded], cautious=True)
+    upstream_sync_apply(
+        upstream, [upgraded], add=set(), update={"echo"}, remove=set(), cautious=True
+    )
+
+    # By hand the operator sees every difference (and may untick it)...
+    assert set(offered.fields["echo"]) == {"description", "input_schema"}
+    # ...the sync policy takes only the schema.
+    assert set(cautious.fields["echo"]) == {"input_schema"}
+    tool.refresh_from_db()
+    assert (tool.description, tool.input_schema) == ("Our own words.", schema)
