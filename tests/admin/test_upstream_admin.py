@@ -313,3 +313,28 @@ def test_import_keeps_meta_icons_and_task_support_and_tools_list_serves_them(
     assert listed["_meta"] == {"com.example/owner": "reports"}
     assert listed["icons"] == icons
     assert listed["execution"] == {"taskSupport": "optional"}
+
+
+def test_a_resync_offers_what_the_upstream_changed_field_by_field(
+    admin_client: Client, server: RunningUpstream, tmp_path: Any
+) -> None:
+    upstream = make_upstream(server.url)
+    admin_client.post(sync_url(upstream), {"add": ["echo"]})
+    with run_mcp_upstream(tmp_path, upgraded=True) as upgraded:
+        Upstream.objects.filter(pk=upstream.pk).update(url=upgraded.url)
+        page = admin_client.get(sync_url(upstream))
+        text = page.content.decode()
+        admin_client.post(sync_url(upstream), {"update": ["echo"]})
+
+    [(row, _remote)] = page.context["plan"].changed
+    assert set(page.context["plan"].fields["echo"]) == {
+        "title", "description", "destructive_hint", "read_only_hint", "meta",
+    }  # fmt: skip
+    assert "destructive_hint" in text and "Returns the text, unchanged." in text
+    row.refresh_from_db()
+    assert (row.description, row.destructive_hint, row.read_only_hint) == (
+        "Returns the text, unchanged.",
+        False,
+        True,
+    )
+    assert row.history.latest().history_change_reason == "upstream sync"

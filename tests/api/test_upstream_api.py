@@ -192,6 +192,12 @@ def test_a_tools_description_is_reverted_with_a_version_of_its_own(
     first = tool.history.latest().history_id
     api.patch(f"/api/v1/tools/{tool.pk}/", {"description": "Second."}, format="json")
 
+    stale = api.post(
+        f"/api/v1/tools/{tool.pk}/revert/", {"history_id": first}, format="json",
+        HTTP_IF_MATCH='"stale"',
+    )  # fmt: skip
+    assert stale.status_code == 412
+    assert Tool.objects.get(pk=tool.pk).description == "Second."
     reverted = api.post(f"/api/v1/tools/{tool.pk}/revert/", {"history_id": first}, format="json")
 
     assert reverted.status_code == 200, reverted.content
