@@ -1,10 +1,10 @@
 """API views: one viewset per model, plus actions (enable/disable, try-it, OpenAPI import,
-catalog import/export, session close).
+catalog import/export, session close, a row's history/diff/revert, an upstream's sync).
 
-Every write of one row (update, delete, enable/disable, reset-breaker) honours ``If-Match``
-against the row's ``ETag`` (a digest of its JSON) under a row lock, so of two automations
-editing one row with the same ETag exactly one succeeds; the other gets 412. A delete is
-refused with 409 while ``services.references`` finds rows that use the row.
+Every write of one row (update, delete, enable/disable, revert, reset-breaker, sync apply)
+honours ``If-Match`` against the row's ``ETag`` (a digest of its JSON) under a row lock, so
+of two automations editing one row with the same ETag exactly one succeeds; the other gets
+412. A delete is refused with 409 while ``services.references`` finds rows that use the row.
 """
 
 from __future__ import annotations
