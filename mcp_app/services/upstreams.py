@@ -661,12 +661,22 @@ def upstream_sync_apply(
     deleted, so the operator's settings stay. A tool whose schema this host cannot serve is
     skipped and named in ``skipped``.
     """
-    plan = upstream_sync_plan(upstream, remote_tools, cautious=cautious)
     outcome = SyncOutcome()
-    taken = tool_names_on_endpoints(endpoints=endpoints)
-    synced = dict(upstream.synced_tools) if isinstance(upstream.synced_tools, dict) else {}
-    gone = [name for name in upstream.tools_gone if isinstance(name, str)]
     with transaction.atomic(), history.catalog_change_source(history.UPSTREAM_SYNC):
+        # One sync of an upstream at a time (by hand, the API, its policy), each reading what
+        # the one before kept.
+        kept = (
+            Upstream.objects.select_for_update()
+            .filter(pk=upstream.pk)
+            .values_list("synced_tools", "tools_gone")
+            .first()
+        )
+        if kept is not None:
+            upstream.synced_tools, upstream.tools_gone = kept
+        plan = upstream_sync_plan(upstream, remote_tools, cautious=cautious)
+        taken = tool_names_on_endpoints(endpoints=endpoints)
+        synced = dict(upstream.synced_tools) if isinstance(upstream.synced_tools, dict) else {}
+        gone = [name for name in upstream.tools_gone if isinstance(name, str)]
         for remote in plan.added:
             if remote["name"] not in add:
                 continue
