@@ -1186,7 +1186,9 @@ def upstream_offer_apply(
     return tools, items
 
 
-def _apply_by_policy(pk: int, offer: UpstreamOffer) -> tuple[SyncOutcome, SyncOutcome] | None:
+def upstream_policy_apply(pk: int, offer: UpstreamOffer) -> tuple[SyncOutcome, SyncOutcome] | None:
+    """Apply ``offer``'s additions and changes to the upstream ``pk`` if its sync policy is
+    "apply" (None otherwise), leaving it out of sync while a row it dropped still serves."""
     with transaction.atomic():
         upstream = Upstream.objects.select_for_update().filter(pk=pk).first()
         if upstream is None or upstream.sync_policy != Upstream.SyncPolicy.APPLY:
@@ -1216,7 +1218,7 @@ async def upstream_sync_by_policy(name: str) -> tuple[SyncOutcome, SyncOutcome] 
     if upstream is None or upstream.sync_policy != Upstream.SyncPolicy.APPLY:
         return None
     offer = await upstream_list_offer(name)
-    outcomes = await in_thread(_apply_by_policy)(upstream.pk, offer)
+    outcomes = await in_thread(upstream_policy_apply)(upstream.pk, offer)
     if outcomes is not None:
         tools, items = outcomes
         logger.info(

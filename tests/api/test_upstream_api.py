@@ -89,7 +89,10 @@ def test_a_sync_is_previewed_then_applied_onto_endpoints_under_if_match(
     assert list(echo.endpoints.all()) == [main]
     assert echo.history.latest().history_change_reason == "upstream sync"
     assert list(Prompt.objects.get(name="review").endpoints.all()) == [main]
+    # The credential by name, never its secret, whatever the route.
+    assert after.json()["credential"] == "peer-key"
     assert SECRET not in preview.content.decode() + applied.content.decode()
+    assert SECRET not in after.content.decode() + api.get("/api/v1/upstreams/").content.decode()
     assert api.get(f"{url}sync/").json()["tools"]["unchanged"][0]["name"] in {"echo", "up_add"}
 
 

@@ -17,6 +17,7 @@ from mcp_app.services.catalog import endpoint_create, tool_create
 from mcp_app.services.upstreams import (
     UpstreamOffer,
     upstream_items_apply,
+    upstream_policy_apply,
     upstream_sync_apply,
     upstream_sync_plan,
 )
@@ -225,3 +226,29 @@ def test_a_row_synced_before_definitions_were_kept_is_offered_whole_but_never_au
     assert set(cautious.fields["echo"]) == {"input_schema"}
     tool.refresh_from_db()
     assert (tool.description, tool.input_schema) == ("Our own words.", schema)
+
+
+@pytest.mark.parametrize("policy", ["mark", "apply"])
+def test_the_apply_policy_takes_additions_and_changes_and_leaves_removals(
+    upstream: Upstream, policy: str
+) -> None:
+    add = {**ECHO, "name": "add"}
+    echo, adder = imported(upstream, ECHO, add, enabled=True)
+    Upstream.objects.filter(pk=upstream.pk).update(sync_policy=policy)
+    later = {**ECHO, "name": "later"}
+
+    outcomes = upstream_policy_apply(upstream.pk, UpstreamOffer(tools=[ECHO_V2, later]))
+
+    echo.refresh_from_db()
+    adder.refresh_from_db()
+    upstream.refresh_from_db()
+    if policy == "mark":
+        assert outcomes is None
+        assert echo.description == "Returns the text." and not upstream.tools_out_of_sync
+        assert not Tool.objects.filter(name="later").exists()
+        return
+    assert outcomes is not None
+    assert echo.description == "Returns the text, unchanged."
+    assert not Tool.objects.get(name="later").enabled  # a draft, as by hand
+    # "add" is gone upstream: still enabled, and the upstream out of sync until reviewed.
+    assert adder.enabled and upstream.tools_out_of_sync
