@@ -3,17 +3,19 @@ site-wide "recent changes" page (``services/history.py`` reads the history table
 
 Reverting is simple-history's version page: the admin form filled with that version's values,
 saved like any edit, so it runs the form's and the model's validation and the catalog signals
-(invalidation and list_changed). Everything saved from the admin is recorded as "admin".
+(invalidation and list_changed); a version naming a row that no longer exists (a tool's
+upstream) is refused first (``services.history.version_check``). Everything saved from the
+admin is recorded as "admin".
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from simple_history.admin import SimpleHistoryAdmin
@@ -40,9 +42,23 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
         with history.catalog_change_source(history.ADMIN):
             return super().delete_view(request, *args, **kwargs)
 
-    def history_form_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+    def history_form_view(
+        self, request: HttpRequest, object_id: str, version_id: str, extra_context: Any = None
+    ) -> Any:
+        record = self.model.history.filter(id=object_id, history_id=version_id).first()
+        if record is not None and self.has_change_permission(request, record.instance):
+            try:
+                history.version_check(record)
+            except ValidationError as exc:
+                # Refused before the form is shown or saved: nothing changes.
+                for message in exc.messages:
+                    messages.error(request, message)
+                opts = self.model._meta
+                return HttpResponseRedirect(
+                    reverse(f"admin:{opts.app_label}_{opts.model_name}_history", args=[object_id])
+                )
         with history.catalog_change_source(history.ADMIN):
-            return super().history_form_view(request, *args, **kwargs)
+            return super().history_form_view(request, object_id, version_id, extra_context)
 
     def get_urls(self) -> list[URLPattern]:
         opts = self.model._meta

@@ -1,9 +1,11 @@
 """Upstream MCP servers in the admin: settings, health and breaker, and the tool sync page.
 
 The sync page ("Import tools") lists what the upstream offers now against the tools that call
-it: new tools, tools whose schema changed, tools the upstream no longer has. The operator ticks
-what to apply; ``services.upstreams.upstream_sync_apply`` does it (new tools as disabled drafts).
-The list is fetched again on apply, so the server keeps no state between the two steps.
+it: new tools, tools the upstream changed (each field, ours against theirs), tools the upstream
+no longer has, and the same for its resources, templates and prompts. The operator ticks what
+to apply, the endpoints that publish new rows and whether they start enabled;
+``services.upstreams.upstream_offer_apply`` does it. The list is fetched again on apply, so the
+server keeps no state between the two steps.
 """
 
 from __future__ import annotations
@@ -22,25 +24,26 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from mcp_app.admin.history import CatalogHistoryAdmin
 from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.executors.mcp_upstream import close_sessions
-from mcp_app.models import Tool, Upstream
+from mcp_app.models import Endpoint, Tool, Upstream
 from mcp_app.protocol.results import ToolError
 from mcp_app.services.upstreams import (
+    SyncChoice,
     UpstreamOffer,
-    upstream_items_apply,
     upstream_list_offer,
+    upstream_offer_apply,
     upstream_prompts_plan,
     upstream_reset_breaker,
     upstream_resources_plan,
-    upstream_sync_apply,
     upstream_sync_plan,
     upstream_templates_plan,
 )
 
 
 @admin.register(Upstream)
-class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
+class UpstreamAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
     list_display = [
         "name", "url", "enabled", "probe_state", "health", "tools_state", "last_probe_at",
         "last_success_at", "protocol_version",
@@ -58,7 +61,18 @@ class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
     actions = ["reset_breaker"]
     fieldsets = [
         (None, {"fields": ["name", "description", "url", "credential", "enabled"]}),
-        ("Tools", {"fields": ["sync_link", "tools_state", "tools_changed_at", "tools_synced_at"]}),
+        (
+            "Tools",
+            {
+                "fields": [
+                    "sync_link",
+                    "sync_policy",
+                    "tools_state",
+                    "tools_changed_at",
+                    "tools_synced_at",
+                ]
+            },
+        ),
         ("Limits", {"fields": ["connect_timeout", "call_timeout", "allow_networks"]}),
         ("Sessions", {"fields": ["stateless", "session_idle_seconds", "max_sessions"]}),
         ("Circuit breaker", {"fields": ["failure_threshold", "cooldown_seconds"]}),
@@ -154,37 +168,42 @@ class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
             for kind in ("resource", "resourcetemplate", "prompt")
         }
         if request.method == "POST" and not error:
-            ticked = {key: set(request.POST.getlist(key)) for key in request.POST}
-            outcome = upstream_sync_apply(
-                upstream,
-                offer.tools,
-                add=ticked.get("add", set()),
-                update=ticked.get("update", set()),
-                remove=ticked.get("remove", set()),
+            ticked = {key: frozenset(request.POST.getlist(key)) for key in request.POST}
+
+            def chosen(key: str, kind: str | None = None) -> frozenset[str]:
+                # Resources and prompts only for whoever may add and change them.
+                return ticked.get(key, frozenset()) if kind is None or items[kind] else frozenset()
+
+            choice = SyncChoice(
+                add=chosen("add"),
+                update=chosen("update"),
+                remove=chosen("remove"),
+                add_resources=chosen("add_resource", "resource"),
+                remove_resources=chosen("remove_resource", "resource"),
+                add_templates=chosen("add_template", "resourcetemplate"),
+                remove_templates=chosen("remove_template", "resourcetemplate"),
+                add_prompts=chosen("add_prompt", "prompt"),
+                update_prompts=chosen("update_prompt", "prompt"),
+                remove_prompts=chosen("remove_prompt", "prompt"),
             )
-            items_outcome = upstream_items_apply(
+            endpoints = list(
+                Endpoint.objects.filter(
+                    pk__in=[v for v in ticked.get("endpoint", ()) if v.isdigit()]
+                )
+            )
+            outcome, items_outcome = upstream_offer_apply(
                 upstream,
                 offer,
-                add_resources=ticked.get("add_resource", set()) if items["resource"] else set(),
-                remove_resources=ticked.get("remove_resource", set())
-                if items["resource"]
-                else set(),
-                add_templates=ticked.get("add_template", set())
-                if items["resourcetemplate"]
-                else set(),
-                remove_templates=ticked.get("remove_template", set())
-                if items["resourcetemplate"]
-                else set(),
-                add_prompts=ticked.get("add_prompt", set()) if items["prompt"] else set(),
-                update_prompts=ticked.get("update_prompt", set()) if items["prompt"] else set(),
-                remove_prompts=ticked.get("remove_prompt", set()) if items["prompt"] else set(),
+                choice=choice,
+                endpoints=endpoints,
+                enabled=request.POST.get("enable") == "on",
             )
             for label, done in (
                 ("tools", outcome),
                 ("resources, templates and prompts", items_outcome),
             ):
                 parts = [
-                    f"{len(done.created)} created (disabled)",
+                    f"{len(done.created)} created",
                     f"{len(done.updated)} updated",
                     f"{len(done.disabled)} disabled",
                 ]
@@ -192,13 +211,19 @@ class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
                 for skipped in done.skipped:
                     messages.warning(request, f"Skipped {skipped}")
             return HttpResponseRedirect(request.path)
+        plan = upstream_sync_plan(upstream, offer.tools) if not error else None
         context: dict[str, Any] = {
             **self.admin_site.each_context(request),
             "title": f"What upstream {upstream.name} offers",
             "opts": self.opts,
             "upstream": upstream,
             "error": error,
-            "plan": upstream_sync_plan(upstream, offer.tools) if not error else None,
+            "plan": plan,
+            "changed_tools": [
+                (row, remote, plan.fields[str(remote["name"])]) for row, remote in plan.changed
+            ]
+            if plan is not None
+            else [],
             "resources": upstream_resources_plan(upstream, offer.resources)
             if not error and items["resource"]
             else None,
@@ -209,6 +234,7 @@ class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
             if not error and items["prompt"]
             else None,
             "tool_opts": Tool._meta,
+            "endpoints": Endpoint.objects.order_by("slug"),
         }
         return TemplateResponse(request, "admin/mcp_app/upstream/sync.html", context)
 

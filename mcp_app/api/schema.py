@@ -125,6 +125,7 @@ ERRORS: Final = {
     "413": "The request body is larger than the server accepts (docs/api.md, Limits).",
     "415": "The request body's Content-Type is not one this operation reads.",
     "429": "Throttled: too many requests; Retry-After says when to try again.",
+    "502": "The upstream MCP server could not be reached or listed (detail says why).",
 }
 ETAG_HEADER: Final = {
     "ETag": {
@@ -213,13 +214,18 @@ def _json_bodies(path: str, request_body: dict[str, Any]) -> None:
 def _conditional(action: str, operation: dict[str, Any], codes: list[str]) -> None:
     responses = operation["responses"]
     parameters = operation.setdefault("parameters", [])
-    if action in ("update", "partial_update", "destroy"):
+    if action in ("update", "partial_update", "destroy", "revert", "sync_apply"):
         parameters.append(IF_MATCH)
         codes.append("412")
+    if action in ("sync", "sync_apply"):
+        codes.append("502")  # they list the upstream
     if action == "retrieve":
         parameters.append(IF_NONE_MATCH)
         responses.setdefault("304", {"description": "Not modified: If-None-Match matched."})
-    if action in ("retrieve", "create", "update", "partial_update", "enable", "disable"):
+    if action in (
+        "retrieve", "create", "update", "partial_update", "enable", "disable", "revert",
+        "sync_apply",
+    ):  # fmt: skip
         for code, response in responses.items():
             if code in ("200", "201"):
                 response.setdefault("headers", {}).update(ETAG_HEADER)

@@ -368,14 +368,14 @@ class UpstreamSerializer(ModelCheckedSerializer):
             "last_success_at", "last_error", "last_error_at", "protocol_version",
             "consecutive_failures", "circuit_open_until", "tools_changed_at", "tools_synced_at",
             "tools_out_of_sync", "probe_state", "last_probe_at", "probe_failures",
-            "created_at", "updated_at",
+            "sync_policy", "tools_fingerprint", "created_at", "updated_at",
         ]  # fmt: skip
         # Health and breaker state are the site's observations, not settings.
         read_only_fields = [
             "last_success_at", "last_error", "last_error_at", "protocol_version",
             "consecutive_failures", "circuit_open_until", "tools_changed_at", "tools_synced_at",
             "tools_out_of_sync", "probe_state", "last_probe_at", "probe_failures",
-            "created_at", "updated_at",
+            "tools_fingerprint", "created_at", "updated_at",
         ]  # fmt: skip
 
 
@@ -481,3 +481,72 @@ def _json_object(value: Any) -> Any:
     if not isinstance(value, dict):
         raise serializers.ValidationError("Expected a JSON object.")
     return value
+
+
+class HistoryVersionSerializer(serializers.Serializer):
+    """One version of a row: when, by whom, from where (admin, api, import, upstream sync)."""
+
+    history_id = serializers.IntegerField()
+    history_date = serializers.DateTimeField()
+    history_type = serializers.ChoiceField(
+        choices=["+", "~", "-"], help_text="+ created, ~ changed, - deleted."
+    )
+    user = serializers.SerializerMethodField()
+    source = serializers.SerializerMethodField()
+
+    def get_user(self, record: Any) -> str | None:
+        return record.history_user.get_username() if record.history_user else None
+
+    def get_source(self, record: Any) -> str:
+        return str(record.history_change_reason or "")
+
+
+class FieldChangeSerializer(serializers.Serializer):
+    field = serializers.CharField()
+    label = serializers.CharField()
+    old = serializers.CharField(help_text="The older version's value, as text.")
+    new = serializers.CharField()
+    lines = serializers.ListField(
+        child=serializers.CharField(), help_text="A unified diff of multi-line values."
+    )
+
+
+class VersionDiffSerializer(serializers.Serializer):
+    older = serializers.IntegerField(help_text="The older version's history_id.")
+    newer = serializers.IntegerField()
+    changes = FieldChangeSerializer(many=True)
+
+
+class RevertSerializer(serializers.Serializer):
+    history_id = serializers.IntegerField(
+        min_value=1, help_text="The version to give the row back (from its history)."
+    )
+
+
+def _names(help_text: str) -> serializers.ListField:
+    return serializers.ListField(
+        child=serializers.CharField(max_length=2048), required=False, default=list,
+        help_text=help_text,
+    )  # fmt: skip
+
+
+class UpstreamSyncSerializer(serializers.Serializer):
+    """What to apply of what the upstream offers (names as the sync preview lists them)."""
+
+    add_tools = _names("Upstream tool names to create.")
+    update_tools = _names("Upstream tool names whose changes to take (or to enable again).")
+    remove_tools = _names("Upstream tool names gone from the upstream to disable.")
+    add_resources = _names("Upstream resource URIs to create.")
+    remove_resources = _names("Upstream resource URIs gone from the upstream to disable.")
+    add_templates = _names("Upstream URI templates to create.")
+    remove_templates = _names("Upstream URI templates gone from the upstream to disable.")
+    add_prompts = _names("Upstream prompt names to create.")
+    update_prompts = _names("Upstream prompt names whose arguments to take.")
+    remove_prompts = _names("Upstream prompt names gone from the upstream to disable.")
+    endpoints = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Endpoint.objects.all(), many=True, required=False,
+        default=list, help_text="Endpoints (slugs) publishing the rows created.",
+    )  # fmt: skip
+    enabled = serializers.BooleanField(
+        default=False, help_text="Create rows enabled (default: disabled, for review)."
+    )

@@ -1,10 +1,10 @@
 """API views: one viewset per model, plus actions (enable/disable, try-it, OpenAPI import,
-catalog import/export, session close).
+catalog import/export, session close, a row's history/diff/revert, an upstream's sync).
 
-Every write of one row (update, delete, enable/disable, reset-breaker) honours ``If-Match``
-against the row's ``ETag`` (a digest of its JSON) under a row lock, so of two automations
-editing one row with the same ETag exactly one succeeds; the other gets 412. A delete is
-refused with 409 while ``services.references`` finds rows that use the row.
+Every write of one row (update, delete, enable/disable, revert, reset-breaker, sync apply)
+honours ``If-Match`` against the row's ``ETag`` (a digest of its JSON) under a row lock, so
+of two automations editing one row with the same ETag exactly one succeeds; the other gets
+412. A delete is refused with 409 while ``services.references`` finds rows that use the row.
 """
 
 from __future__ import annotations
@@ -14,6 +14,8 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+from asgiref.sync import async_to_sync
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
@@ -22,7 +24,13 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ParseError, PermissionDenied, ValidationError
+from rest_framework.exceptions import (
+    APIException,
+    NotFound,
+    ParseError,
+    PermissionDenied,
+    ValidationError,
+)
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
@@ -31,11 +39,13 @@ from mcp_app.api import parsers
 from mcp_app.api import serializers as s
 from mcp_app.api.errors import InUse, PreconditionFailed
 from mcp_app.api.parsers import check_query
+from mcp_app.api.permissions import denied_message, missing_permissions
 from mcp_app.audit.exports import FORMATS as CALL_LOG_FORMATS
 from mcp_app.audit.exports import PAYLOAD_PERMISSION, call_log_export
 from mcp_app.audit.forms import CallFilterForm
 from mcp_app.audit.selectors import call_log_search
 from mcp_app.conf import get_conf
+from mcp_app.executors.mcp_upstream import close_sessions
 from mcp_app.models import (
     BackgroundCall,
     CallLog,
@@ -48,6 +58,7 @@ from mcp_app.models import (
     Tool,
     Upstream,
 )
+from mcp_app.protocol.results import ToolError
 from mcp_app.services import history, openapi
 from mcp_app.services.catalog_io import (
     CatalogFormatError,
@@ -65,7 +76,16 @@ from mcp_app.services.catalog_io import (
 from mcp_app.services.references import RowInUseError, ensure_unused
 from mcp_app.services.sessions import session_close
 from mcp_app.services.try_it import tool_try
-from mcp_app.services.upstreams import upstream_reset_breaker
+from mcp_app.services.upstreams import (
+    OfferPlan,
+    SyncChoice,
+    SyncOutcome,
+    UpstreamOffer,
+    upstream_list_offer,
+    upstream_offer_apply,
+    upstream_offer_plan,
+    upstream_reset_breaker,
+)
 
 EXPORT_RESPONSES = {
     (200, "application/yaml"): OpenApiTypes.OBJECT,
@@ -218,10 +238,83 @@ def _set_enabled(row: Any, enabled: bool) -> None:
         row.save(update_fields=["enabled", "updated_at"])
 
 
-class CatalogItemViewSet(ApiViewMixin, EnableMixin, viewsets.ModelViewSet):
+# Versions a history list answers, newest first.
+HISTORY_LIMIT = 200
+
+
+class HistoryMixin(ConditionalMixin):
+    """A row's history as the admin shows it: ``GET .../history/`` (its versions, newest
+    first), ``GET .../diff/?a=&b=`` (two versions compared, field by field) and
+    ``POST .../revert/`` (``services.history.history_revert``, under ``If-Match`` like any
+    write; a version naming a row that is gone is refused, 400)."""
+
+    action_permissions = {"versions": ["view"], "diff": ["view"], "revert": ["change"]}
+
+    @extend_schema(responses=s.HistoryVersionSerializer(many=True))
+    @action(detail=True, methods=["get"], url_path="history")
+    def versions(self, request: Request, pk: str | None = None) -> Response:
+        """The row's versions, newest first (at most 200)."""
+        row = self.get_object()  # type: ignore[attr-defined]
+        records = (
+            type(row)
+            .history.filter(id=row.pk)
+            .select_related("history_user")
+            .order_by("-history_id")[:HISTORY_LIMIT]
+        )
+        return Response(s.HistoryVersionSerializer(records, many=True).data)
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter("a", int, required=True, description="A version's history_id."),
+            OpenApiParameter("b", int, required=True, description="Another one's."),
+        ],
+        responses=s.VersionDiffSerializer,
+    )
+    @action(detail=True, methods=["get"])
+    def diff(self, request: Request, pk: str | None = None) -> Response:
+        """Two versions of the row compared, the older first whatever the order asked."""
+        row = self.get_object()  # type: ignore[attr-defined]
+        ids = []
+        for name in ("a", "b"):
+            value = request.query_params.get(name, "")
+            if not value.isdigit():
+                raise ValidationError({"query": {name: ["Expected a version's history_id."]}})
+            ids.append(int(value))
+        ids.sort()
+        records = type(row).history.filter(id=row.pk)
+        found = {record.history_id: record for record in records.filter(history_id__in=ids)}
+        if any(pk not in found for pk in ids):
+            raise NotFound("No such version of this row.")
+        older, newer = found[ids[0]], found[ids[1]]
+        changes = [
+            {"field": c.field, "label": c.label, "old": c.old, "new": c.new, "lines": c.lines}
+            for c in history.version_diff(older, newer)
+        ]
+        return Response({"older": ids[0], "newer": ids[1], "changes": changes})
+
+    @extend_schema(request=s.RevertSerializer)
+    @action(detail=True, methods=["post"])
+    def revert(self, request: Request, pk: str | None = None) -> Response:
+        """Give the row back its values of one version, saved as an edit (validation, catalog
+        signals, a new version of its own recorded as "api")."""
+        payload = s.RevertSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        history_id = payload.validated_data["history_id"]
+
+        def write(row: Any) -> None:
+            try:
+                history.history_revert(row=row, history_id=history_id)
+            except ObjectDoesNotExist:
+                raise ValidationError({"history_id": ["No such version of this row."]}) from None
+
+        return self.conditional_write(request, write)
+
+
+class CatalogItemViewSet(ApiViewMixin, EnableMixin, HistoryMixin, viewsets.ModelViewSet):
     search_fields: list[str] = []
     ordering_fields: list[str] = []
     boolean_filters = ("enabled",)
+    action_permissions = {**EnableMixin.action_permissions, **HistoryMixin.action_permissions}
 
 
 class EndpointViewSet(CatalogItemViewSet):
@@ -233,7 +326,11 @@ class EndpointViewSet(CatalogItemViewSet):
     search_fields = ["slug", "title", "description"]
     ordering_fields = ["slug", "created_at", "updated_at"]
     ordering = ["slug"]
-    action_permissions = {**EnableMixin.action_permissions, "export": ["view"]}
+    action_permissions = {
+        **EnableMixin.action_permissions,
+        **HistoryMixin.action_permissions,
+        "export": ["view"],
+    }
 
     @extend_schema(
         parameters=[OpenApiParameter("format", enum=["yaml", "json"], required=False)],
@@ -260,6 +357,7 @@ class ToolViewSet(CatalogItemViewSet):
     ordering = ["name", "id"]
     action_permissions = {
         **EnableMixin.action_permissions,
+        **HistoryMixin.action_permissions,
         # As the admin's try-it page, which sits on the tool's change page.
         "try_it": ["change"],
         "openapi_import": ["add"],
@@ -376,17 +474,57 @@ class PromptViewSet(CatalogItemViewSet):
     ordering = ["name"]
 
 
-class CredentialViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):
+class CredentialViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):
     queryset = Credential.objects.all()
     serializer_class = s.CredentialSerializer
     filter_fields = {"kind": "kind", "name": "name"}
     search_fields = ["name", "description"]
     ordering_fields = ["name", "created_at", "updated_at"]
     ordering = ["name"]
+    action_permissions = HistoryMixin.action_permissions
 
 
-class UpstreamViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):
-    """Upstream MCP servers: their settings (health and breaker state read-only)."""
+# The models a sync lists and writes, by permission codename.
+SYNC_MODELS = ("tool", "resource", "resourcetemplate", "prompt")
+# The sync body's fields, by SyncChoice's.
+SYNC_TICKS = {
+    "add_tools": "add",
+    "update_tools": "update",
+    "remove_tools": "remove",
+    "add_resources": "add_resources",
+    "remove_resources": "remove_resources",
+    "add_templates": "add_templates",
+    "remove_templates": "remove_templates",
+    "add_prompts": "add_prompts",
+    "update_prompts": "update_prompts",
+    "remove_prompts": "remove_prompts",
+}
+SYNC_PREVIEW = inline_serializer(
+    "UpstreamSyncPreview",
+    {
+        "upstream": serializers.CharField(),
+        "tools_out_of_sync": serializers.BooleanField(),
+        "tools": serializers.JSONField(help_text="added, changed, removed, unchanged"),
+        "resources": serializers.JSONField(help_text="added, removed, unchanged"),
+        "resource_templates": serializers.JSONField(help_text="added, removed, unchanged"),
+        "prompts": serializers.JSONField(help_text="added, changed, removed, unchanged"),
+    },
+)
+SYNC_RESULT = inline_serializer(
+    "UpstreamSyncResult",
+    {
+        "created": serializers.ListField(child=serializers.JSONField()),
+        "updated": serializers.ListField(child=serializers.JSONField()),
+        "disabled": serializers.ListField(child=serializers.JSONField()),
+        "skipped": serializers.ListField(child=serializers.CharField()),
+        "upstream": s.UpstreamSerializer(),
+    },
+)
+
+
+class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):
+    """Upstream MCP servers: their settings (health, breaker and probe state read-only), their
+    history, and the sync of what they offer (preview, then apply the chosen changes)."""
 
     queryset = Upstream.objects.select_related("credential")
     serializer_class = s.UpstreamSerializer
@@ -395,12 +533,209 @@ class UpstreamViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):
     search_fields = ["name", "description", "url"]
     ordering_fields = ["name", "created_at", "updated_at"]
     ordering = ["name"]
+    # What the sync needs of the other models is checked in the actions (``_sync_needs``).
+    action_permissions = {
+        **HistoryMixin.action_permissions,
+        "sync": ["view"],
+        "sync_apply": ["view", "change"],
+    }
 
     @extend_schema(request=None)
     @action(detail=True, methods=["post"], url_path="reset-breaker")
     def reset_breaker(self, request: Request, pk: str | None = None) -> Response:
         """Close the circuit breaker now: the next call tries the upstream again."""
         return self.conditional_write(request, upstream_reset_breaker)
+
+    @extend_schema(responses=SYNC_PREVIEW)
+    @action(detail=True, methods=["get"])
+    def sync(self, request: Request, pk: str | None = None) -> Response:
+        """What the upstream offers now against the rows got from it: what a sync would
+        create, change (field by field, ours and the upstream's) and disable. Reads only.
+        Needs view on tools, resources, resource templates and prompts (it lists them)."""
+        _require(request, [f"mcp_app.view_{model}" for model in SYNC_MODELS])
+        upstream = self.get_object()
+        plan = upstream_offer_plan(upstream, _offer(upstream))
+        return Response(_sync_preview(upstream, plan))
+
+    @extend_schema(request=s.UpstreamSyncSerializer, responses=SYNC_RESULT)
+    @sync.mapping.post
+    def sync_apply(self, request: Request, pk: str | None = None) -> Response:
+        """Apply the chosen changes of the preview, as the admin's sync page does: new rows
+        on ``endpoints``, disabled unless ``enabled``; recorded as "upstream sync". Needs
+        ``add_<model>`` for what it creates and ``change_<model>`` for what it changes or
+        disables; a name the preview does not list there is refused (400), nothing applied."""
+        payload = s.UpstreamSyncSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        _require(request, _sync_needs(data))
+        offer = _offer(self.get_object())
+        choice = SyncChoice(**{field: frozenset(data[key]) for key, field in SYNC_TICKS.items()})
+        done: dict[str, Any] = {}
+
+        def write(upstream: Upstream) -> None:
+            _check_ticks(upstream_offer_plan(upstream, offer), data)
+            tools, items = upstream_offer_apply(
+                upstream, offer, choice=choice, endpoints=data["endpoints"],
+                enabled=data["enabled"],
+            )  # fmt: skip
+            done.update(_sync_outcome(tools, items))
+
+        response = self.conditional_write(request, write)
+        return Response({**done, "upstream": response.data}, headers={"ETag": response["ETag"]})
+
+
+def _require(request: Request, names: list[str]) -> None:
+    missing = missing_permissions(request, names)
+    if missing:
+        raise PermissionDenied(denied_message(missing))
+
+
+def _sync_needs(data: dict[str, Any]) -> list[str]:
+    """The permissions applying ``data`` needs besides the upstream's own."""
+    needs: list[str] = []
+    for model, adds, changes in (
+        ("tool", ["add_tools"], ["update_tools", "remove_tools"]),
+        ("resource", ["add_resources"], ["remove_resources"]),
+        ("resourcetemplate", ["add_templates"], ["remove_templates"]),
+        ("prompt", ["add_prompts"], ["update_prompts", "remove_prompts"]),
+    ):
+        if any(data[key] for key in adds):
+            needs.append(f"mcp_app.add_{model}")
+        if any(data[key] for key in changes):
+            needs.append(f"mcp_app.change_{model}")
+    return needs
+
+
+class UpstreamUnavailableError(APIException):
+    status_code = status.HTTP_502_BAD_GATEWAY
+    default_detail = "The upstream could not be listed."
+    default_code = "upstream_unavailable"
+
+
+def _offer(upstream: Upstream) -> UpstreamOffer:
+    try:
+        return async_to_sync(_list_offer)(upstream.name)
+    except ToolError as exc:
+        # The upstream's name and what failed; never its URL or credential (as a call's).
+        raise UpstreamUnavailableError(exc.message) from None
+
+
+async def _list_offer(name: str) -> UpstreamOffer:
+    # async_to_sync runs this on a loop of its own: close its upstream clients before leaving.
+    try:
+        return await upstream_list_offer(name)
+    finally:
+        await close_sessions()
+
+
+def _sync_preview(upstream: Upstream, plan: OfferPlan) -> dict[str, Any]:
+    def tool(row: Tool) -> dict[str, Any]:
+        return {"id": row.pk, "name": row.name, "remote_name": _remote(row), "enabled": row.enabled}
+
+    def item(row: Any, key: str) -> dict[str, Any]:
+        return {
+            "id": row.pk,
+            key: getattr(row, key),
+            "remote": _remote(row),
+            "enabled": row.enabled,
+        }
+
+    def offered(remote: dict[str, Any], key: str) -> dict[str, Any]:
+        return {
+            key: remote.get(key), "name": remote.get("name"), "title": remote.get("title"),
+            "description": remote.get("description"),
+        }  # fmt: skip
+
+    tools = plan.tools
+    return {
+        "upstream": upstream.name,
+        "tools_out_of_sync": upstream.tools_out_of_sync,
+        "tools": {
+            "added": [offered(remote, "name") for remote in tools.added],
+            "changed": [
+                {
+                    **tool(row),
+                    "fields": {
+                        name: {"ours": ours, "theirs": theirs}
+                        for name, (ours, theirs) in tools.fields[_remote(row)].items()
+                    },
+                }
+                for row, _remote_tool in tools.changed
+            ],
+            "removed": [tool(row) for row in tools.removed],
+            "unchanged": [tool(row) for row in tools.unchanged],
+        },
+        "resources": {
+            "added": [offered(remote, "uri") for remote in plan.resources.added],
+            "removed": [item(row, "uri") for row in plan.resources.removed],
+            "unchanged": [item(row, "uri") for row in plan.resources.unchanged],
+        },
+        "resource_templates": {
+            "added": [offered(remote, "uriTemplate") for remote in plan.templates.added],
+            "removed": [item(row, "uri_template") for row in plan.templates.removed],
+            "unchanged": [item(row, "uri_template") for row in plan.templates.unchanged],
+        },
+        "prompts": {
+            "added": [offered(remote, "name") for remote in plan.prompts.added],
+            "changed": [
+                {**item(row, "name"), "arguments": remote.get("arguments") or []}
+                for row, remote in plan.prompts.changed
+            ],
+            "removed": [item(row, "name") for row in plan.prompts.removed],
+            "unchanged": [item(row, "name") for row in plan.prompts.unchanged],
+        },
+    }
+
+
+def _remote(row: Any) -> str:
+    """What the upstream calls a row got from it."""
+    if isinstance(row, Tool):
+        return str(row.config.get("tool") or row.name)
+    if isinstance(row, Resource):
+        return row.upstream_uri
+    if isinstance(row, ResourceTemplate):
+        return row.upstream_uri_template
+    return str(row.upstream_name)
+
+
+def _check_ticks(plan: OfferPlan, data: dict[str, Any]) -> None:
+    """Refuse a name the preview does not list under the change it is ticked for."""
+    offered = {
+        "add_tools": {remote["name"] for remote in plan.tools.added},
+        "update_tools": set(plan.tools.fields),
+        "remove_tools": {_remote(row) for row in plan.tools.removed},
+        "add_resources": {remote["uri"] for remote in plan.resources.added},
+        "remove_resources": {_remote(row) for row in plan.resources.removed},
+        "add_templates": {remote["uriTemplate"] for remote in plan.templates.added},
+        "remove_templates": {_remote(row) for row in plan.templates.removed},
+        "add_prompts": {remote["name"] for remote in plan.prompts.added},
+        "update_prompts": {_remote(row) for row, _remote_item in plan.prompts.changed},
+        "remove_prompts": {_remote(row) for row in plan.prompts.removed},
+    }
+    errors = {
+        key: {
+            str(index): [f"{name!r} is not among what the preview lists there."]
+            for index, name in enumerate(data[key])
+            if name not in names
+        }
+        for key, names in offered.items()
+    }
+    errors = {key: value for key, value in errors.items() if value}
+    if errors:
+        raise ValidationError(errors)
+
+
+def _sync_outcome(tools: SyncOutcome, items: SyncOutcome) -> dict[str, Any]:
+    def named(row: Any) -> dict[str, Any]:
+        kind = {Tool: "tool", Resource: "resource", ResourceTemplate: "resource_template"}.get(
+            type(row), "prompt"
+        )
+        return {"kind": kind, "id": row.pk, "name": str(row), "enabled": row.enabled}
+
+    return {
+        key: [named(row) for row in (*getattr(tools, key), *getattr(items, key))]
+        for key in ("created", "updated", "disabled")
+    } | {"skipped": [*tools.skipped, *items.skipped]}
 
 
 class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):

@@ -14,11 +14,12 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator
 from django.db import models
 from django.utils import timezone
+from simple_history.models import HistoricalRecords
 
 from mcp_app.executors.netguard import parse_network
 from mcp_app.models.base import TimestampedModel
 from mcp_app.models.credential import Credential
-from mcp_app.models.fields import validate_mcp_name
+from mcp_app.models.fields import empty_dict, empty_list, validate_mcp_name
 
 
 def split_networks(value: str) -> list[str]:
@@ -27,6 +28,12 @@ def split_networks(value: str) -> list[str]:
 
 
 class Upstream(TimestampedModel):
+    class SyncPolicy(models.TextChoices):
+        # A changed tool list only marks the upstream out of sync; an operator reviews it.
+        MARK = "mark", "mark out of sync"
+        # Additions and changes are applied as a manual sync would (new tools disabled).
+        APPLY = "apply", "apply additions and changes"
+
     class ProbeState(models.TextChoices):
         # Not probed yet (new, probes off, or disabled since before its first probe).
         UNKNOWN = "unknown", "not probed yet"
@@ -126,6 +133,17 @@ class Upstream(TimestampedModel):
         validators=[MinValueValidator(1), MaxValueValidator(1000)],
         help_text="Failed probes in a row that make the upstream offline (fewer: degraded).",
     )
+    sync_policy = models.CharField(
+        max_length=16,
+        choices=SyncPolicy.choices,
+        default=SyncPolicy.MARK,
+        help_text=(
+            "What a changed tool list (seen by the probe or announced by the upstream) does: "
+            "mark the upstream out of sync for review, or apply new and changed tools, "
+            "resources, templates and prompts at once (new ones disabled; removals are "
+            "always left for review)."
+        ),
+    )
     # Health, written by services.upstreams.
     last_success_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
@@ -148,6 +166,33 @@ class Upstream(TimestampedModel):
     last_probe_at = models.DateTimeField(null=True, blank=True, editable=False)
     probe_failures = models.PositiveIntegerField(default=0, editable=False)
     tools_fingerprint = models.CharField(max_length=64, blank=True, editable=False)
+    # What a sync took from the upstream, per tool (its name there -> its definition as
+    # listed then), so a re-sync offers only what the upstream changed since, not an
+    # operator's own edits; and the tools a sync disabled because the upstream no longer
+    # listed them while they were enabled (enabled again when they come back).
+    synced_tools = models.JSONField(default=empty_dict, blank=True, editable=False)
+    tools_gone = models.JSONField(default=empty_list, blank=True, editable=False)
+
+    # Settings only: what the site observes (health, probe, sync state) moves without an
+    # edit and is not a version. The credential is a reference by name (never its secret).
+    history = HistoricalRecords(
+        excluded_fields=[
+            "last_success_at",
+            "last_error",
+            "last_error_at",
+            "protocol_version",
+            "consecutive_failures",
+            "circuit_open_until",
+            "tools_changed_at",
+            "tools_synced_at",
+            "probe_state",
+            "last_probe_at",
+            "probe_failures",
+            "tools_fingerprint",
+            "synced_tools",
+            "tools_gone",
+        ]
+    )
 
     class Meta:
         ordering = ["name"]

@@ -2,15 +2,18 @@
 
 django-simple-history writes one history row per save or delete of every tracked model
 (Endpoint, Tool, Resource, ResourceTemplate, Prompt with its arguments and messages,
-Credential without its secret; the access rules travel with their row, groups included).
+Credential without its secret, Upstream without its health; the access rules travel with
+their row, groups included).
 What an endpoint publishes is recorded here instead, as attach/detach deltas
 (``MembershipChange``, see its module for why). This module also adds what the library does
 not know: *from where* a change came. Interfaces wrap their writes in
 ``catalog_change_source("admin")`` (or "api", "import", "upstream sync"), and every history
 row (and membership change) written inside is stamped with it.
 
-Reverting is not here on purpose: a revert is an ordinary edit through the admin form (same
-validation, same signals, so the same catalog invalidation and list_changed).
+In the admin a revert is an ordinary edit through the admin form (same validation, same
+signals, so the same catalog invalidation and list_changed); the API's is ``history_revert``
+below, which saves through the model the same way. Both refuse a version naming a row that no
+longer exists (``version_check``).
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.models import Group
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Max, Q
 from django.utils import timezone
@@ -39,6 +44,7 @@ from mcp_app.models import (
     Resource,
     ResourceTemplate,
     Tool,
+    Upstream,
 )
 
 # Where a change came from (stored in history_change_reason, at most 100 characters).
@@ -57,6 +63,7 @@ TRACKED: tuple[type[models.Model], ...] = (
     PromptArgument,
     PromptMessage,
     Credential,
+    Upstream,
 )
 
 # Columns a diff never shows: bookkeeping that moves on every save.
@@ -313,6 +320,13 @@ def _fields(model: type[models.Model]) -> list[models.Field]:
     ]
 
 
+def _related_name(field: models.Field, pk: Any) -> str:
+    if pk is None:
+        return ""
+    row = field.related_model._default_manager.filter(pk=pk).first()  # type: ignore[union-attr]
+    return str(row) if row is not None else f"#{pk} (deleted)"
+
+
 def _groups(record: Any) -> str:
     m2m = getattr(record, "allowed_groups", None)
     if m2m is None:
@@ -329,6 +343,9 @@ def version_diff(older: Any, newer: Any) -> list[FieldChange]:
         if old == new:
             continue
         old_text, new_text = _shown(old), _shown(new)
+        if field.is_relation:
+            # A reference (an upstream's credential) is shown by what names it, not its id.
+            old_text, new_text = _related_name(field, old), _related_name(field, new)
         lines: tuple[str, ...] = ()
         if "\n" in old_text or "\n" in new_text:
             lines = tuple(
@@ -527,3 +544,68 @@ def revert_prompt_parts(prompt: Prompt, history_id: int) -> None:
         PromptMessage.objects.create(
             prompt=prompt, **{name: getattr(old, name) for name in _MESSAGE_COPIED}
         )
+
+
+# -- reverting outside the admin form (the API) ----------------------------------------------
+
+
+def version_check(record: Any) -> None:
+    """Refuse a version that names a row that no longer exists: reverting to it would leave
+    the catalog pointing at nothing (a tool calling an upstream that is gone).
+
+    Raises:
+        ValidationError: naming the field and the missing row.
+    """
+    version = record.instance
+    missing: dict[str, str] = {}
+    if isinstance(version, Tool) and version.kind == Tool.Kind.MCP_UPSTREAM:
+        name = version.config.get("upstream") if isinstance(version.config, dict) else None
+        if not Upstream.objects.filter(name=name).exists():
+            missing["config"] = f"the upstream {name!r} it calls no longer exists"
+    for field in type(version)._meta.concrete_fields:
+        if not field.is_relation or field.name == "history_user":
+            continue
+        value = getattr(version, field.attname, None)
+        related = field.related_model._default_manager
+        if value is not None and not related.filter(pk=value).exists():
+            missing[field.name] = f"the {field.name} #{value} it names no longer exists"
+    if missing:
+        raise ValidationError(
+            {
+                name: f"Cannot revert to this version: {reason}. Nothing was changed."
+                for name, reason in missing.items()
+            }
+        )
+
+
+def history_revert(*, row: models.Model, history_id: int) -> None:
+    """Give ``row`` the values of its version ``history_id``, saved as any edit (the model's
+    validation, the catalog signals), with its groups, a prompt's arguments and messages and
+    an endpoint's membership as of that version; fields the history leaves out (a
+    credential's secret, an upstream's health) keep their current values. Call it in a
+    transaction: a refusal half-way leaves nothing.
+
+    Raises:
+        ObjectDoesNotExist: the row has no such version.
+        ValidationError: the version names a row that is gone, or fails validation now.
+    """
+    model = type(row)
+    record = model.history.get(id=row.pk, history_id=history_id)  # type: ignore[attr-defined]
+    version_check(record)
+    version = record.instance
+    for field in _fields(model):
+        if field.primary_key or not field.editable:
+            continue
+        setattr(row, field.attname, getattr(version, field.attname))
+    row.full_clean()
+    row.save()
+    if "allowed_groups" in {field.name for field in model._meta.many_to_many}:
+        groups = [part.group_id for part in record.allowed_groups.all()]
+        row.allowed_groups.set(  # type: ignore[attr-defined]
+            Group.objects.filter(pk__in=groups)
+        )
+    if isinstance(row, Prompt):
+        revert_prompt_parts(row, history_id)
+    if isinstance(row, Endpoint):
+        for form_field, ids in membership_at(row.pk, version_end(record)).items():
+            getattr(row, form_field).set(ids)

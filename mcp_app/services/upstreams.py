@@ -21,7 +21,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
@@ -41,7 +41,15 @@ from mcp_app.executors.mcp_upstream import (
     negotiated_revision,
 )
 from mcp_app.executors.netguard import NetworkPolicy
-from mcp_app.models import Prompt, PromptArgument, Resource, ResourceTemplate, Tool, Upstream
+from mcp_app.models import (
+    Endpoint,
+    Prompt,
+    PromptArgument,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    Upstream,
+)
 from mcp_app.models.fields import validate_icons
 from mcp_app.models.upstream import split_networks
 from mcp_app.protocol.catalog import PromptDef, ResourceTemplateDef
@@ -52,6 +60,7 @@ from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
 from mcp_app.services.credentials import _load as load_credential
 from mcp_app.services.credentials import credential_resolve
 from mcp_app.services.database import in_thread
+from mcp_app.services.openapi import tool_names_on_endpoints
 
 logger = logging.getLogger(__name__)
 # A healthy upstream's last_success_at is rewritten at most this often per process.
@@ -185,15 +194,25 @@ async def upstream_record_success(pk: int, revision: str | None) -> None:
     await in_thread(_record_success)(pk, revision)
 
 
-def _record_tools_changed(pk: int) -> None:
+def _record_tools_changed(pk: int) -> str | None:
+    """Mark the upstream out of sync; return its name when its policy applies changes."""
     Upstream.objects.filter(pk=pk).update(tools_changed_at=timezone.now())
+    return (
+        Upstream.objects.filter(pk=pk, sync_policy=Upstream.SyncPolicy.APPLY)
+        .values_list("name", flat=True)
+        .first()
+    )
 
 
 async def upstream_tools_changed(key: str) -> None:
-    """Note that the upstream of session ``key`` said its tool list changed."""
+    """Note that the upstream of session ``key`` said its tool list changed; with the sync
+    policy "apply", apply its changes soon (in a task: this runs in the upstream's stream
+    reader, which the listing must not wait for)."""
     pk = int(key.split(":", 1)[0])
     logger.info("Upstream %s: its tool list changed; its tools are out of sync", pk)
-    await in_thread(_record_tools_changed)(pk)
+    name = await in_thread(_record_tools_changed)(pk)
+    if name is not None:
+        _policy_sync_soon(pk, name)
 
 
 mcp_upstream.tools_changed_handlers.append(upstream_tools_changed)
@@ -313,7 +332,11 @@ async def upstream_probe(name: str) -> str:
         if upstream is None:
             return Upstream.ProbeState.UNKNOWN
         return await in_thread(_record_probe)(upstream.pk, ProbeOutcome(failure=exc.message))
-    limit = (await Upstream.objects.filter(pk=loaded.pk).values_list("probe_timeout").aget())[0]
+    limit, fingerprint, policy = (
+        await Upstream.objects.filter(pk=loaded.pk)
+        .values_list("probe_timeout", "tools_fingerprint", "sync_policy")
+        .aget()
+    )
     target = replace(
         loaded.target,
         call_timeout=limit,
@@ -338,7 +361,11 @@ async def upstream_probe(name: str) -> str:
         )
     if outcome.failure is not None:
         logger.warning("Upstream %s: probe failed", loaded.pk)
-    return await in_thread(_record_probe)(loaded.pk, outcome)
+    state = await in_thread(_record_probe)(loaded.pk, outcome)
+    drifted = outcome.failure is None and fingerprint and outcome.fingerprint != fingerprint
+    if drifted and policy == Upstream.SyncPolicy.APPLY:
+        await _sync_by_policy_logged(name)
+    return state
 
 
 def _due_upstreams() -> list[str]:
@@ -500,19 +527,38 @@ class UpstreamCompleter:
 
 # --- discovery: importing and re-syncing an upstream's tools --------------------------------
 
+# The fields a sync takes from the upstream's definition of a tool (``_synced_values``).
+SYNCED_FIELDS = (
+    "title", "description", "input_schema", "output_schema", "read_only_hint",
+    "destructive_hint", "idempotent_hint", "open_world_hint", "meta", "icons",
+    "execution_mode", "task_support",
+)  # fmt: skip
+
+
+# Compared with the row whatever the last sync took: arguments are checked against our copy of
+# the schemas, so one that differs from the upstream's refuses or passes the wrong calls.
+_ALWAYS_COMPARED = frozenset({"input_schema", "output_schema"})
+
 
 @dataclass(slots=True)
 class SyncPlan:
     """How an upstream's tool list compares with the catalog rows that call it.
 
-    Rows are matched by the upstream tool name in their config; "changed" means the input or
-    output schema differs (an operator's own title or description is not a difference).
+    Rows are matched by the upstream tool name in their config. A row has "changed" when the
+    upstream changed a field of its definition (``SYNCED_FIELDS``: title, description,
+    annotations, icons, ``_meta``, task support) since the sync that last took it, and the
+    row does not hold the new value already: an operator's own edit of a field the upstream
+    left alone is not a difference. Schemas differ whenever ours is not the upstream's. A row
+    synced before definitions were kept is compared field by field. A tool a sync disabled
+    because the upstream no longer had it has changed when it is back (``enabled``: restored).
+    ``fields`` holds, per upstream tool name, each changed field as (ours, the upstream's).
     """
 
     added: list[dict[str, Any]] = field(default_factory=list)
     changed: list[tuple[Tool, dict[str, Any]]] = field(default_factory=list)
     removed: list[Tool] = field(default_factory=list)
     unchanged: list[Tool] = field(default_factory=list)
+    fields: dict[str, dict[str, tuple[Any, Any]]] = field(default_factory=dict)
 
 
 def _remote_name(tool: Tool) -> str:
@@ -528,8 +574,44 @@ def upstream_tool_rows(upstream: Upstream) -> list[Tool]:
     )
 
 
-def upstream_sync_plan(upstream: Upstream, remote_tools: list[dict[str, Any]]) -> SyncPlan:
-    """Compare the upstream's tools (as listed) with the rows calling it."""
+def _synced_values(remote: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's values for the upstream's definition ``remote``, every synced field set."""
+    values = _definition_fields(remote)
+    values.setdefault("execution_mode", Tool.Execution.INLINE)
+    values.setdefault("task_support", Tool.TaskSupport.OPTIONAL)
+    return {name: values[name] for name in SYNCED_FIELDS}
+
+
+def _tool_changes(
+    upstream: Upstream, row: Tool, remote: Mapping[str, Any], *, cautious: bool
+) -> dict[str, Any]:
+    name = _remote_name(row)
+    new = _synced_values(remote)
+    baseline = upstream.synced_tools.get(name) if isinstance(upstream.synced_tools, dict) else None
+    old = _synced_values(baseline) if isinstance(baseline, Mapping) else None
+    if old is None and cautious:
+        # Nothing says which of its fields are an operator's: only the schemas, which must
+        # match whatever the last sync took.
+        old = new
+    changes = {
+        field_name: (getattr(row, field_name), value)
+        for field_name, value in new.items()
+        if getattr(row, field_name) != value
+        and (old is None or old[field_name] != value or field_name in _ALWAYS_COMPARED)
+    }
+    if name in upstream.tools_gone and not row.enabled:
+        changes["enabled"] = (False, True)
+    return changes
+
+
+def upstream_sync_plan(
+    upstream: Upstream, remote_tools: list[dict[str, Any]], *, cautious: bool = False
+) -> SyncPlan:
+    """Compare the upstream's tools (as listed) with the rows calling it.
+
+    ``cautious`` (the sync policy's): a row synced before definitions were kept has changed
+    only when its schemas differ, so no operator's edit is overwritten unseen.
+    """
     rows = {_remote_name(tool): tool for tool in upstream_tool_rows(upstream)}
     plan = SyncPlan()
     seen: set[str] = set()
@@ -541,10 +623,9 @@ def upstream_sync_plan(upstream: Upstream, remote_tools: list[dict[str, Any]]) -
         row = rows.get(name)
         if row is None:
             plan.added.append(remote)
-        elif row.input_schema != remote.get("inputSchema") or (row.output_schema or None) != (
-            remote.get("outputSchema") or None
-        ):
+        elif changes := _tool_changes(upstream, row, remote, cautious=cautious):
             plan.changed.append((row, remote))
+            plan.fields[name] = changes
         else:
             plan.unchanged.append(row)
     plan.removed = [row for name, row in rows.items() if name not in seen]
@@ -566,18 +647,36 @@ def upstream_sync_apply(
     add: set[str],
     update: set[str],
     remove: set[str],
+    endpoints: Sequence[Endpoint] = (),
+    enabled: bool = False,
+    cautious: bool = False,
 ) -> SyncOutcome:
-    """Apply the ticked parts of the plan: create disabled drafts, take new schemas, disable.
+    """Apply the ticked parts of the plan: create tools, take the upstream's changes, disable.
 
-    New rows are disabled until an operator reviews them, and renamed when the upstream's
-    name is taken (``<upstream>_<name>``, then a number). Removed tools are disabled, not
+    New rows are published on ``endpoints`` and disabled unless ``enabled`` (an operator
+    reviews them first), and renamed only when the upstream's name is taken by a tool on
+    one of those endpoints (``<upstream>_<name>``, then a number): tool names are unique
+    per endpoint, not in the catalog. A changed row takes the fields the plan names; one a
+    sync disabled because it was gone is enabled again. Removed tools are disabled, not
     deleted, so the operator's settings stay. A tool whose schema this host cannot serve is
     skipped and named in ``skipped``.
     """
-    plan = upstream_sync_plan(upstream, remote_tools)
     outcome = SyncOutcome()
-    taken = set(Tool.objects.values_list("name", flat=True))
     with transaction.atomic(), history.catalog_change_source(history.UPSTREAM_SYNC):
+        # One sync of an upstream at a time (by hand, the API, its policy), each reading what
+        # the one before kept.
+        kept = (
+            Upstream.objects.select_for_update()
+            .filter(pk=upstream.pk)
+            .values_list("synced_tools", "tools_gone")
+            .first()
+        )
+        if kept is not None:
+            upstream.synced_tools, upstream.tools_gone = kept
+        plan = upstream_sync_plan(upstream, remote_tools, cautious=cautious)
+        taken = tool_names_on_endpoints(endpoints=endpoints)
+        synced = dict(upstream.synced_tools) if isinstance(upstream.synced_tools, dict) else {}
+        gone = [name for name in upstream.tools_gone if isinstance(name, str)]
         for remote in plan.added:
             if remote["name"] not in add:
                 continue
@@ -585,29 +684,45 @@ def upstream_sync_apply(
                 name=_free_name(upstream.name, remote["name"], taken),
                 kind=Tool.Kind.MCP_UPSTREAM,
                 config={"upstream": upstream.name, "tool": remote["name"]},
-                enabled=False,
+                enabled=enabled,
                 **_definition_fields(remote),
             )
             if not _saved(tool, outcome):
                 continue
+            tool.endpoints.add(*endpoints)
             taken.add(tool.name)
+            synced[remote["name"]] = remote
             outcome.created.append(tool)
         for row, remote in plan.changed:
-            if _remote_name(row) not in update:
+            name = _remote_name(row)
+            if name not in update:
                 continue
-            row.input_schema = remote.get("inputSchema")
-            row.output_schema = remote.get("outputSchema") or None
+            for field_name, (_ours, theirs) in plan.fields[name].items():
+                setattr(row, field_name, theirs)
             if _saved(row, outcome):
+                synced[name] = remote
                 outcome.updated.append(row)
+        listed = _distinct(remote_tools, "name")
+        for row in plan.unchanged:
+            synced[_remote_name(row)] = listed[_remote_name(row)]
         for row in plan.removed:
             if _remote_name(row) in remove and row.enabled:
                 row.enabled = False
                 row.save(update_fields=["enabled", "updated_at"])
+                gone.append(_remote_name(row))
                 outcome.disabled.append(row)
+        # Back and enabled again (by this sync or by an operator): no longer "gone".
+        enabled_now = {_remote_name(row) for row in upstream_tool_rows(upstream) if row.enabled} & {
+            str(remote.get("name")) for remote in remote_tools
+        }
         # What the operator reviewed: the probe compares later lists with it.
         Upstream.objects.filter(pk=upstream.pk).update(
-            tools_synced_at=timezone.now(), tools_fingerprint=tools_fingerprint(remote_tools)
+            tools_synced_at=timezone.now(),
+            tools_fingerprint=tools_fingerprint(remote_tools),
+            synced_tools=synced,
+            tools_gone=sorted(set(gone) - enabled_now),
         )
+        upstream.synced_tools, upstream.tools_gone = synced, sorted(set(gone) - enabled_now)
     return outcome
 
 
@@ -819,11 +934,15 @@ def upstream_items_apply(
     add_prompts: set[str],
     update_prompts: set[str],
     remove_prompts: set[str],
+    endpoints: Sequence[Endpoint] = (),
+    enabled: bool = False,
 ) -> SyncOutcome:
     """Apply the ticked resource, template and prompt changes, as ``upstream_sync_apply`` does
     for tools.
 
-    New rows are disabled drafts; a resource whose URI is taken here gets
+    New rows are published on ``endpoints``, disabled unless ``enabled``. URIs, URI templates
+    and prompt names are unique in the whole catalog (database constraints), unlike tool
+    names, so any row here holding one is a conflict: a resource whose URI is taken gets
     ``mcp-upstream://<upstream>/<its URI, quoted>``, a template whose URI template is taken
     gets ``mcp-upstream://<upstream>/<scheme>/<the rest>`` (same variables), a prompt whose
     name is taken gets ``<upstream>_<name>``. A changed prompt takes the upstream's arguments;
@@ -851,16 +970,19 @@ def upstream_items_apply(
                 mime_type=str(item.get("mimeType") or "")[:200],
                 upstream=upstream,
                 remote_uri=item["uri"] if uri != item["uri"] else "",
-                enabled=False,
+                enabled=enabled,
             )
             if _saved_row(resource, item["uri"], outcome):
+                resource.endpoints.add(*endpoints)
                 taken_uris.add(uri)
                 outcome.created.append(resource)
         for item in templates.added:
             if item["uriTemplate"] not in add_templates:
                 continue
             template = _template_row(upstream, item, taken_templates)
+            template.enabled = enabled
             if _saved_row(template, item["uriTemplate"], outcome):
+                template.endpoints.add(*endpoints)
                 taken_templates.add(template.uri_template)
                 outcome.created.append(template)
         for item in prompts.added:
@@ -874,17 +996,20 @@ def upstream_items_apply(
                 title=str(item.get("title") or "")[:200],
                 description=description,
                 upstream=upstream,
-                enabled=False,
+                enabled=enabled,
             )
             prompt.remote_name = item["name"] if prompt.name != item["name"] else ""
             if _saved_row(prompt, item["name"], outcome):
                 _take_arguments(prompt, item)
+                prompt.endpoints.add(*endpoints)
                 taken_names.add(prompt.name)
                 outcome.created.append(prompt)
         for row, item in prompts.changed:
             if row.upstream_name in update_prompts:
-                _take_arguments(row, item)
+                # The prompt first, then its parts, as an admin save: a version's parts are
+                # those written after it (services.history.revert_prompt_parts).
                 row.save(update_fields=["updated_at"])  # a new version, and list_changed
+                _take_arguments(row, item)
                 outcome.updated.append(row)
         for plan, ticked in (
             (resources, remove_resources),
@@ -931,9 +1056,12 @@ def _template_row(upstream: Upstream, item: Mapping[str, Any], taken: set[str]) 
 
 
 def _take_arguments(prompt: Prompt, remote: Mapping[str, Any]) -> None:
-    prompt.arguments.all().delete()
-    PromptArgument.objects.bulk_create(
-        PromptArgument(
+    # One save per row, never bulk_create: each argument gets its history row, so reverting
+    # the prompt to this version finds its arguments.
+    for old in prompt.arguments.all():
+        old.delete()
+    for position, argument in enumerate(_arguments_of(remote)):
+        PromptArgument.objects.create(
             prompt=prompt,
             position=position,
             name=str(argument["name"])[:128],
@@ -941,8 +1069,6 @@ def _take_arguments(prompt: Prompt, remote: Mapping[str, Any]) -> None:
             description=str(argument.get("description") or ""),
             required=argument.get("required") is True,
         )
-        for position, argument in enumerate(_arguments_of(remote))
-    )
 
 
 def _saved_row(
@@ -955,3 +1081,186 @@ def _saved_row(
         return False
     row.save()
     return True
+
+
+# --- one sync of everything an upstream offers, by hand or by its sync policy -----------------
+
+
+@dataclass(frozen=True, slots=True)
+class SyncChoice:
+    """What to apply of an upstream's offer: the upstream's names (tools, prompts), URIs
+    (resources) and URI templates ticked for each change."""
+
+    add: frozenset[str] = frozenset()
+    update: frozenset[str] = frozenset()
+    remove: frozenset[str] = frozenset()
+    add_resources: frozenset[str] = frozenset()
+    remove_resources: frozenset[str] = frozenset()
+    add_templates: frozenset[str] = frozenset()
+    remove_templates: frozenset[str] = frozenset()
+    add_prompts: frozenset[str] = frozenset()
+    update_prompts: frozenset[str] = frozenset()
+    remove_prompts: frozenset[str] = frozenset()
+
+
+@dataclass(slots=True)
+class OfferPlan:
+    """The plans of every kind an upstream offers (``upstream_offer_plan``)."""
+
+    tools: SyncPlan
+    resources: ItemPlan
+    templates: ItemPlan
+    prompts: ItemPlan
+
+    def additions_and_changes(self) -> SyncChoice:
+        """Everything added or changed ticked, nothing removed (the sync policy "apply")."""
+        return SyncChoice(
+            add=frozenset(remote["name"] for remote in self.tools.added),
+            update=frozenset(self.tools.fields),
+            add_resources=frozenset(item["uri"] for item in self.resources.added),
+            add_templates=frozenset(item["uriTemplate"] for item in self.templates.added),
+            add_prompts=frozenset(item["name"] for item in self.prompts.added),
+            update_prompts=frozenset(row.upstream_name for row, _item in self.prompts.changed),
+        )
+
+    def enabled_removals(self) -> bool:
+        """Whether a row the upstream no longer offers still serves (left for review)."""
+        removed = (
+            *self.tools.removed,
+            *self.resources.removed,
+            *self.templates.removed,
+            *self.prompts.removed,
+        )
+        return any(row.enabled for row in removed)
+
+
+def upstream_offer_plan(
+    upstream: Upstream, offer: UpstreamOffer, *, cautious: bool = False
+) -> OfferPlan:
+    """Compare everything the upstream offers with the rows got from it."""
+    return OfferPlan(
+        tools=upstream_sync_plan(upstream, offer.tools, cautious=cautious),
+        resources=upstream_resources_plan(upstream, offer.resources),
+        templates=upstream_templates_plan(upstream, offer.resource_templates),
+        prompts=upstream_prompts_plan(upstream, offer.prompts),
+    )
+
+
+def upstream_offer_apply(
+    upstream: Upstream,
+    offer: UpstreamOffer,
+    *,
+    choice: SyncChoice,
+    endpoints: Sequence[Endpoint] = (),
+    enabled: bool = False,
+    cautious: bool = False,
+) -> tuple[SyncOutcome, SyncOutcome]:
+    """Apply ``choice`` to the tools, then the resources, templates and prompts, in one
+    transaction (so connected clients get one list_changed per endpoint); return both
+    outcomes. Recorded in the history as "upstream sync". ``cautious``: as for
+    ``upstream_sync_plan``."""
+    with transaction.atomic():
+        tools = upstream_sync_apply(
+            upstream,
+            offer.tools,
+            add=set(choice.add),
+            update=set(choice.update),
+            remove=set(choice.remove),
+            endpoints=endpoints,
+            enabled=enabled,
+            cautious=cautious,
+        )
+        items = upstream_items_apply(
+            upstream,
+            offer,
+            add_resources=set(choice.add_resources),
+            remove_resources=set(choice.remove_resources),
+            add_templates=set(choice.add_templates),
+            remove_templates=set(choice.remove_templates),
+            add_prompts=set(choice.add_prompts),
+            update_prompts=set(choice.update_prompts),
+            remove_prompts=set(choice.remove_prompts),
+            endpoints=endpoints,
+            enabled=enabled,
+        )
+    return tools, items
+
+
+def upstream_policy_apply(pk: int, offer: UpstreamOffer) -> tuple[SyncOutcome, SyncOutcome] | None:
+    """Apply ``offer``'s additions and changes to the upstream ``pk`` if its sync policy is
+    "apply" (None otherwise), leaving it out of sync while a row it dropped still serves."""
+    with transaction.atomic():
+        upstream = Upstream.objects.select_for_update().filter(pk=pk).first()
+        if upstream is None or upstream.sync_policy != Upstream.SyncPolicy.APPLY:
+            return None
+        plan = upstream_offer_plan(upstream, offer, cautious=True)
+        outcomes = upstream_offer_apply(
+            upstream, offer, choice=plan.additions_and_changes(), cautious=True
+        )
+        if plan.enabled_removals():
+            # Removals wait for an operator: the upstream stays out of sync until then.
+            Upstream.objects.filter(pk=pk).update(tools_changed_at=timezone.now())
+    return outcomes
+
+
+async def upstream_sync_by_policy(name: str) -> tuple[SyncOutcome, SyncOutcome] | None:
+    """Apply what the upstream ``name`` added and changed, when its sync policy is "apply".
+
+    The same code as a sync by hand with every addition and change ticked: new rows are
+    disabled, changes are recorded as "upstream sync", connected clients get one
+    list_changed. Rows the upstream no longer offers are left alone, and the upstream out of
+    sync, for an operator to review. Returns None when the policy is "mark".
+
+    Raises:
+        ToolError: the upstream could not be listed.
+    """
+    upstream = await Upstream.objects.filter(name=name).only("pk", "sync_policy").afirst()
+    if upstream is None or upstream.sync_policy != Upstream.SyncPolicy.APPLY:
+        return None
+    offer = await upstream_list_offer(name)
+    outcomes = await in_thread(upstream_policy_apply)(upstream.pk, offer)
+    if outcomes is not None:
+        tools, items = outcomes
+        logger.info(
+            "Upstream %s: applied by its sync policy: %d created, %d updated",
+            upstream.pk, len(tools.created) + len(items.created),
+            len(tools.updated) + len(items.updated),
+        )  # fmt: skip
+    return outcomes
+
+
+async def _sync_by_policy_logged(name: str) -> None:
+    # A boundary: the probe job's and the list_changed task's. The upstream stays marked out
+    # of sync, so the next drift, announcement or an operator tries again.
+    try:
+        await upstream_sync_by_policy(name)
+    except ToolError:
+        logger.warning("Upstream %s: could not apply its changes by its sync policy", name)
+    except Exception:
+        logger.exception("Upstream %s: applying its changes by its sync policy failed", name)
+
+
+# Automatic syncs running in this process, by upstream pk; a change announced while one runs
+# makes it run once more when done (its listing may predate the change).
+_policy_syncs: dict[int, asyncio.Task[None]] = {}
+_policy_again: set[int] = set()
+
+
+def _policy_sync_soon(pk: int, name: str) -> None:
+    running = _policy_syncs.get(pk)
+    if running is not None and not running.done():
+        _policy_again.add(pk)
+        return
+
+    async def run() -> None:
+        while True:
+            _policy_again.discard(pk)
+            await _sync_by_policy_logged(name)
+            if pk not in _policy_again:
+                return
+
+    task = asyncio.get_running_loop().create_task(run())
+    _policy_syncs[pk] = task
+    task.add_done_callback(
+        lambda done: _policy_syncs.pop(pk, None) if _policy_syncs.get(pk) is done else None
+    )

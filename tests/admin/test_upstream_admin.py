@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from mcp_app.models import Prompt, Resource, ResourceTemplate, Tool, Upstream
 from mcp_app.protocol.shaping import shape_tool
-from mcp_app.services.catalog import tool_def
+from mcp_app.services.catalog import endpoint_create, tool_create, tool_def
 from tests.admin.conftest import tool_payload
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 
@@ -68,20 +68,43 @@ def test_import_creates_disabled_drafts_renamed_on_collision(
     admin_client: Client, server: RunningUpstream
 ) -> None:
     upstream = make_upstream(server.url)
-    Tool.objects.create(name="echo", description="Ours.", kind="template", config={"template": "x"})
+    main = endpoint_create(slug="main")
+    tool_create(
+        name="echo", description="Ours.", kind="template", config={"template": "x"},
+        endpoints=[main],
+    )  # fmt: skip
     page = admin_client.get(sync_url(upstream))
     assert page.status_code == 200
     added = [remote["name"] for remote in page.context["plan"].added]
     assert {"echo", "add", "mixed"} <= set(added)
 
-    admin_client.post(sync_url(upstream), {"add": ["echo", "add"]})
+    admin_client.post(sync_url(upstream), {"add": ["echo", "add"], "endpoint": [str(main.pk)]})
 
     drafts = {tool.name: tool for tool in Tool.objects.filter(kind=Tool.Kind.MCP_UPSTREAM)}
-    assert set(drafts) == {"up_echo", "add"}  # "echo" was taken
+    assert set(drafts) == {"up_echo", "add"}  # "echo" was taken on the endpoint
     assert drafts["up_echo"].config == {"upstream": "up", "tool": "echo"}
     assert not any(tool.enabled for tool in drafts.values())
+    assert all(list(tool.endpoints.all()) == [main] for tool in drafts.values())
     assert drafts["add"].input_schema["required"] == ["a", "b"]
     assert drafts["add"].description == "Adds two integers."
+
+
+def test_import_onto_other_endpoints_keeps_the_name_and_may_enable(
+    admin_client: Client, server: RunningUpstream
+) -> None:
+    upstream = make_upstream(server.url)
+    main, other = endpoint_create(slug="main"), endpoint_create(slug="other")
+    tool_create(
+        name="echo", description="Ours.", kind="template", config={"template": "x"},
+        endpoints=[main],
+    )  # fmt: skip
+
+    admin_client.post(
+        sync_url(upstream), {"add": ["echo"], "endpoint": [str(other.pk)], "enable": "on"}
+    )
+
+    draft = Tool.objects.get(kind=Tool.Kind.MCP_UPSTREAM)
+    assert (draft.name, draft.enabled, list(draft.endpoints.all())) == ("echo", True, [other])
 
 
 def test_resync_shows_changed_and_removed_and_applies_the_ticked(
@@ -290,3 +313,28 @@ def test_import_keeps_meta_icons_and_task_support_and_tools_list_serves_them(
     assert listed["_meta"] == {"com.example/owner": "reports"}
     assert listed["icons"] == icons
     assert listed["execution"] == {"taskSupport": "optional"}
+
+
+def test_a_resync_offers_what_the_upstream_changed_field_by_field(
+    admin_client: Client, server: RunningUpstream, tmp_path: Any
+) -> None:
+    upstream = make_upstream(server.url)
+    admin_client.post(sync_url(upstream), {"add": ["echo"]})
+    with run_mcp_upstream(tmp_path, upgraded=True) as upgraded:
+        Upstream.objects.filter(pk=upstream.pk).update(url=upgraded.url)
+        page = admin_client.get(sync_url(upstream))
+        text = page.content.decode()
+        admin_client.post(sync_url(upstream), {"update": ["echo"]})
+
+    [(row, _remote)] = page.context["plan"].changed
+    assert set(page.context["plan"].fields["echo"]) == {
+        "title", "description", "destructive_hint", "read_only_hint", "meta",
+    }  # fmt: skip
+    assert "destructive_hint" in text and "Returns the text, unchanged." in text
+    row.refresh_from_db()
+    assert (row.description, row.destructive_hint, row.read_only_hint) == (
+        "Returns the text, unchanged.",
+        False,
+        True,
+    )
+    assert row.history.latest().history_change_reason == "upstream sync"

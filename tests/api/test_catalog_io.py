@@ -333,6 +333,7 @@ def with_peer(catalog: dict[str, Any]) -> dict[str, Any]:
         call_timeout=20,
         failure_threshold=3,
         probe_interval_seconds=60,
+        sync_policy=Upstream.SyncPolicy.APPLY,
         consecutive_failures=2,  # health: never exported
         probe_state=Upstream.ProbeState.OFFLINE,  # likewise
     )
@@ -377,6 +378,7 @@ def test_upstreams_and_what_uses_them_survive_a_round_trip(with_peer: dict[str, 
     peer = Upstream.objects.get()
     assert (peer.credential.name, peer.call_timeout, peer.consecutive_failures) == ("github", 20, 0)
     assert (peer.probe_interval_seconds, peer.probe_state) == (60, Upstream.ProbeState.UNKNOWN)
+    assert peer.sync_policy == Upstream.SyncPolicy.APPLY
     assert Tool.objects.get(name="peer_echo").config == {"upstream": "peer", "tool": "echo"}
     assert Resource.objects.get(uri="peer://readme").upstream_uri == "up://readme"
     notes = ResourceTemplate.objects.get(uri_template="peer://notes/{topic}")
@@ -394,7 +396,8 @@ def test_export_carries_the_upstreams_of_what_it_exports_never_their_health(
     assert peer["name"] == "peer" and peer["credential"] == "github"
     assert not {"consecutive_failures", "last_error", "circuit_open_until"} & set(peer)
     assert not {"probe_state", "last_probe_at", "tools_fingerprint"} & set(peer)
-    assert peer["probe_interval_seconds"] == 60
+    assert not {"synced_tools", "tools_gone"} & set(peer)  # sync state, not settings
+    assert (peer["probe_interval_seconds"], peer["sync_policy"]) == (60, "apply")
     readme = next(row for row in document["resources"] if row["uri"] == "peer://readme")
     assert (readme["upstream"], readme["remote_uri"]) == ("peer", "up://readme")
     assert catalog_export(endpoint_slugs=["main"])["upstreams"] == []

@@ -44,6 +44,8 @@ subscribe to; each subscribe and unsubscribe is appended to ``subscriptions`` as
 With ``--announce``: every session is told its tool list changed, five times a second for
 ten seconds after it is initialized (on its own stream, so those sent before it is open are
 lost), as an upstream restarted with other tools would.
+With ``--upgraded``: ``echo`` listed with a title, a new description, annotations
+(``destructiveHint: false``, ``readOnlyHint: true``) and ``_meta`` (``UPGRADED_ECHO``).
 Prompts: ``review(code, language="python")``: one user message naming both.
 Completions: ``topic`` of ``up://notes/{topic}`` and ``language`` of ``review``, by prefix.
 """
@@ -84,6 +86,7 @@ from mcp.types import (
     TextContent,
     TextResourceContents,
     Tool,
+    ToolAnnotations,
     ToolExecution,
     UnsubscribeRequestParams,
 )
@@ -165,15 +168,25 @@ def report() -> str:
 
 # The decorator has no ``execution``: the listing adds report's task support.
 _list_tools = server.list_tools
+# What --upgraded changes in echo's definition (the same server after an upgrade).
+UPGRADED_ECHO = {
+    "title": "Echo",
+    "description": "Returns the text, unchanged.",
+    "annotations": ToolAnnotations(destructive_hint=False, read_only_hint=True),
+    "meta": {"com.example/version": "2"},
+}
+_upgraded = False
 
 
 async def _list_tools_with_tasks() -> list[Tool]:
-    return [
-        tool.model_copy(update={"execution": ToolExecution(task_support="optional")})
-        if tool.name == "report"
-        else tool
-        for tool in await _list_tools()
-    ]
+    tools = []
+    for tool in await _list_tools():
+        if tool.name == "report":
+            tool = tool.model_copy(update={"execution": ToolExecution(task_support="optional")})
+        if tool.name == "echo" and _upgraded:
+            tool = tool.model_copy(update=UPGRADED_ECHO)
+        tools.append(tool)
+    return tools
 
 
 server.list_tools = _list_tools_with_tasks  # type: ignore[method-assign]
@@ -497,6 +510,7 @@ def run_mcp_upstream(
     more_tools: bool = False,
     subscriptions: bool = False,
     announce: bool = False,
+    upgraded: bool = False,
 ) -> Iterator[RunningUpstream]:
     """Run this server as a subprocess on 127.0.0.1 until the block ends."""
     from tests.support.live import ROOT, free_port, wait_for_port
@@ -505,7 +519,7 @@ def run_mcp_upstream(
     args = [sys.executable, "-m", "tests.support.mcp_upstream_server", str(port)]
     args += ["--stateless"] * stateless + ["--json"] * json + ["--extras"] * extras
     args += ["--more-tools"] * more_tools + ["--subscriptions"] * subscriptions
-    args += ["--announce"] * announce
+    args += ["--announce"] * announce + ["--upgraded"] * upgraded
     env = {**os.environ, "UPSTREAM_MARKER_DIR": str(markers)}
     process = subprocess.Popen(args, cwd=ROOT, env=env, stderr=subprocess.DEVNULL)
     try:
@@ -529,7 +543,10 @@ def main() -> None:
     parser.add_argument("--more-tools", action="store_true")
     parser.add_argument("--subscriptions", action="store_true")
     parser.add_argument("--announce", action="store_true")
+    parser.add_argument("--upgraded", action="store_true")
     args = parser.parse_args()
+    global _upgraded
+    _upgraded = args.upgraded
     if args.extras:
         offer_extras()
     if args.more_tools:
