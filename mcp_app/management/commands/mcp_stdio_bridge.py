@@ -1,0 +1,45 @@
+"""``manage.py mcp_stdio_bridge``: serve the allow-listed stdio MCP servers over HTTP.
+
+The web and worker processes reach it at ``MCP_STDIO_BRIDGE_URL`` (mcp_app/bridge/app.py
+says what it serves). It binds to the host and port of that URL unless ``--host``/``--port``
+say otherwise (a container binds 0.0.0.0 while others call it by its service name). Run it
+under a supervisor that restarts it (compose: ``restart: unless-stopped``); its children end
+with it.
+"""
+
+from __future__ import annotations
+
+from urllib.parse import urlsplit
+
+import uvicorn
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+
+from mcp_app.bridge.app import Bridge
+from mcp_app.bridge.servers import AllowListError
+from mcp_app.conf import get_conf
+from mcp_app.services.stdio import stdio_bridge_secret, stdio_launch, stdio_servers
+
+
+class Command(BaseCommand):
+    help = "Run the stdio bridge: each allow-listed stdio MCP server as an HTTP upstream."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("--host", help="default: the host of MCP_STDIO_BRIDGE_URL")
+        parser.add_argument("--port", type=int, help="default: the port of MCP_STDIO_BRIDGE_URL")
+
+    def handle(self, *args: object, **options: object) -> None:
+        try:
+            servers = stdio_servers()
+        except AllowListError as exc:
+            raise CommandError(str(exc)) from None
+        url = urlsplit(get_conf().MCP_STDIO_BRIDGE_URL.strip())
+        host = options["host"] or url.hostname or "127.0.0.1"
+        port = options["port"] or url.port or 8765
+        assert isinstance(host, str) and isinstance(port, int)
+        app = Bridge(secret=stdio_bridge_secret(), launcher=stdio_launch)
+        self.stdout.write(
+            f"stdio bridge on http://{host}:{port}/<upstream>/mcp; "
+            f"allowed servers: {', '.join(sorted(servers)) or 'none (MCP_STDIO_SERVERS)'}",
+        )
+        # log_config None: the records go through Django's LOGGING (redacted console).
+        uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
