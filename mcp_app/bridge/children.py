@@ -4,9 +4,9 @@ The child runs in a session of its own (its own process group), with only the en
 the launch names, in its working directory, under its limits (``launch.py`` sets them, then
 becomes the program). Messages are newline-delimited JSON on stdin and stdout (MCP
 2025-11-25, "Transports", stdio), the launch's secrets redacted from each as it is read
-(an OAuth access token fetched for the child is known to the bridge alone). Its stderr goes to the bridge's log line by line, with the
-launch's secrets redacted. ``stop`` closes stdin, then signals the whole group (TERM, then
-KILL), so nothing the program started outlives it.
+(an OAuth access token fetched for the child is known to the bridge alone). Its stderr goes
+to the bridge's log line by line, with the launch's secrets redacted. ``stop`` closes stdin,
+then signals the whole group (TERM, then KILL), so nothing the program started outlives it.
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ tool of ``mcp_upstream_server`` (``progress``, ``ask_name``, ``ask_model``, ``di
 * ``environment()``: the names of the variables the process has, its working directory, its
   arguments, and a SHA-256 of ``UPSTREAM_TOKEN`` (proof of the injected credential without the
   secret itself in the result)
-* ``leak_env()``: ``UPSTREAM_TOKEN`` itself, in the result text (the redaction must catch it)
+* ``leak_env()``: ``UPSTREAM_TOKEN`` itself, in a log notification, on stderr and in the
+  result text (the redaction must catch it everywhere)
 * ``limits()``: the soft address-space, CPU and open-files limits it runs under
 * ``pid()``: its process id
 
@@ -26,6 +27,8 @@ from pathlib import Path
 # Run by path from any working directory: the repository must be importable.
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from mcp.server.mcpserver import Context  # noqa: E402
+
 from tests.support.mcp_upstream_server import server  # noqa: E402
 
 
@@ -41,9 +44,13 @@ def environment() -> dict[str, object]:
     }
 
 
-@server.tool(description="Echoes the credential of its environment.")
-def leak_env() -> str:
-    return f"token={os.environ.get('UPSTREAM_TOKEN', '')}"
+@server.tool(description="Echoes the credential of its environment, on stderr too.")
+async def leak_env(ctx: Context) -> str:
+    token = os.environ.get("UPSTREAM_TOKEN", "")
+    sys.stderr.write(f"leaking token={token}\n")
+    sys.stderr.flush()
+    await ctx.info(f"log token={token}")
+    return f"token={token}"
 
 
 @server.tool(description="The resource limits the process runs under.")
