@@ -4,6 +4,8 @@ The sync page ("Import tools") lists what the upstream offers now against the to
 it: new tools, tools whose schema changed, tools the upstream no longer has. The operator ticks
 what to apply; ``services.upstreams.upstream_sync_apply`` does it (new tools as disabled drafts).
 The list is fetched again on apply, so the server keeps no state between the two steps.
+A stdio upstream's fields are checked against the administrator's allow-list by the model
+(``Upstream.clean``), so the form shows what is not allowed next to the field.
 """
 
 from __future__ import annotations
@@ -42,10 +44,10 @@ from mcp_app.services.upstreams import (
 @admin.register(Upstream)
 class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
     list_display = [
-        "name", "url", "enabled", "probe_state", "health", "tools_state", "last_probe_at",
-        "last_success_at", "protocol_version",
+        "name", "transport", "url", "enabled", "probe_state", "health", "tools_state",
+        "last_probe_at", "last_success_at", "protocol_version",
     ]  # fmt: skip
-    list_filter = ["enabled", "probe_state"]
+    list_filter = ["enabled", "transport", "probe_state"]
     # Django 5.2 warns that a scheme-less URL will mean https in 6.0: say so now.
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     search_fields = ["name", "url", "description"]
@@ -57,7 +59,11 @@ class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
     ]  # fmt: skip
     actions = ["reset_breaker"]
     fieldsets = [
-        (None, {"fields": ["name", "description", "url", "credential", "enabled"]}),
+        (None, {"fields": ["name", "description", "transport", "url", "credential", "enabled"]}),
+        (
+            "stdio (an allow-listed program, run by the stdio bridge)",
+            {"fields": ["stdio_server", "stdio_args", "stdio_cwd", "stdio_env"]},
+        ),
         ("Tools", {"fields": ["sync_link", "tools_state", "tools_changed_at", "tools_synced_at"]}),
         ("Limits", {"fields": ["connect_timeout", "call_timeout", "allow_networks"]}),
         ("Sessions", {"fields": ["stateless", "session_idle_seconds", "max_sessions"]}),
