@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
-import subprocess
 import sys
 import warnings
 from collections.abc import AsyncIterator, Iterator
@@ -48,13 +46,12 @@ from tests.support.live import (
     ROOT,
     SECRET_KEY,
     asgi_server,
-    database_url,
     flush_database,
     free_port,
-    wait_for_port,
     wait_until_idle,
 )
 from tests.support.oauth import issue_token
+from tests.support.stdio_bridge import run_bridge
 
 pytestmark = pytest.mark.django_db
 TOKEN = "stdio-child-token-value"
@@ -127,39 +124,21 @@ def site(tmp_path_factory: Any, django_db_setup: None, django_db_blocker: Any) -
             tool.save()
             public.tools.add(tool)
             secured.tools.add(tool)
-        log_path = workdir.parent / "bridge.log"
-        env = {
-            **os.environ,
-            **stdio_env,
-            "DATABASE_URL": database_url(),
-            "SECRET_KEY": SECRET_KEY,
-            "PYTHONUNBUFFERED": "1",
-        }
-        with open(log_path, "wb") as log:
-            bridge = subprocess.Popen(
-                [sys.executable, "manage.py", "mcp_stdio_bridge", "--port", str(port)],
-                cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        try:
-            wait_for_port(port, bridge)
-            with asgi_server("daphne", {**stdio_env, "CELERY_BROKER_URL": "memory://"}) as url:
-                tokens = {
-                    name: issue_token(
-                        User.objects.create_user(name), resource=[f"{url}/mcp/e2e-stdio-oauth"]
-                    )
-                    for name in ("alice", "bob")
-                }
-                yield Site(
-                    url=url,
-                    bridge=bridge_url,
-                    bridge_log=log_path,
-                    workdir=str(workdir),
-                    tokens=tokens,
+        with (
+            run_bridge(servers, workdir.parent / "bridge.log", port) as bridge,
+            asgi_server("daphne", {**stdio_env, "CELERY_BROKER_URL": "memory://"}) as url,
+        ):
+            tokens = {
+                name: issue_token(
+                    User.objects.create_user(name), resource=[f"{url}/mcp/e2e-stdio-oauth"]
                 )
-                wait_until_idle(url)
-        finally:
-            bridge.terminate()
-            bridge.wait(20)
+                for name in ("alice", "bob")
+            }
+            yield Site(
+                url=url, bridge=bridge.url, bridge_log=bridge.log, workdir=str(workdir),
+                tokens=tokens,
+            )  # fmt: skip
+            wait_until_idle(url)
         flush_database(django_db_blocker)
 
 
