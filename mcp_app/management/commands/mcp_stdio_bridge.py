@@ -4,11 +4,15 @@ The web and worker processes reach it at ``MCP_STDIO_BRIDGE_URL`` (mcp_app/bridg
 says what it serves). It binds to the host and port of that URL unless ``--host``/``--port``
 say otherwise (a container binds 0.0.0.0 while others call it by its service name). Run it
 under a supervisor that restarts it (compose: ``restart: unless-stopped``); its children end
-with it.
+with it. ``dev.py run`` starts it with ``--exit-with-parent`` when stdio servers are allowed.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import threading
+import time
 from urllib.parse import urlsplit
 
 import uvicorn
@@ -19,6 +23,9 @@ from mcp_app.bridge.servers import AllowListError
 from mcp_app.conf import get_conf
 from mcp_app.services.stdio import stdio_bridge_secret, stdio_launch, stdio_servers
 
+# Seconds between two looks at whether the parent is still there (--exit-with-parent).
+PARENT_CHECK_SECONDS = 1.0
+
 
 class Command(BaseCommand):
     help = "Run the stdio bridge: each allow-listed stdio MCP server as an HTTP upstream."
@@ -26,6 +33,11 @@ class Command(BaseCommand):
     def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--host", help="default: the host of MCP_STDIO_BRIDGE_URL")
         parser.add_argument("--port", type=int, help="default: the port of MCP_STDIO_BRIDGE_URL")
+        parser.add_argument(
+            "--exit-with-parent",
+            action="store_true",
+            help="stop (children too) once the process that started this one ends (dev.py run)",
+        )
 
     def handle(self, *args: object, **options: object) -> None:
         try:
@@ -41,5 +53,20 @@ class Command(BaseCommand):
             f"stdio bridge on http://{host}:{port}/<upstream>/mcp; "
             f"allowed servers: {', '.join(sorted(servers)) or 'none (MCP_STDIO_SERVERS)'}",
         )
+        if options["exit_with_parent"]:
+            _exit_with_parent()
         # log_config None: the records go through Django's LOGGING (redacted console).
         uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+
+
+def _exit_with_parent() -> None:
+    """Send this process SIGTERM (uvicorn's clean shutdown, which stops every child) once its
+    parent has gone: an orphan is adopted by another process, so its parent id changes."""
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(PARENT_CHECK_SECONDS)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="mcp-stdio-bridge-parent", daemon=True).start()
