@@ -15,7 +15,9 @@ upstream's MCP endpoint (MCP 2025-11-25, "Transports", Streamable HTTP):
   gave its token; list_changed and resources/updated to the standalone stream; anything
   else the child sends (log messages, elicitation and sampling requests) to the request
   started last in the session, else the standalone stream. A request of the child that no
-  stream can carry is answered at once with an error the child can read.
+  stream can carry is answered at once with an error the child can read; a notification is
+  kept (the newest 100) until the standalone stream opens, except a list_changed, which goes
+  to another session's open standalone stream of the same upstream first.
 * POST of a notification or of a response (an answer to the child's request): 202.
 * GET: the session's standalone SSE stream (one at a time). DELETE: the child is stopped.
 
@@ -50,14 +52,16 @@ Send = Callable[[Message], Awaitable[None]]
 
 MAX_BODY_BYTES = 16 * 1024 * 1024
 KEEPALIVE_SECONDS = 15.0
-# Longest pause between two looks for idle sessions.
+# Longest pause between two looks for idle sessions (a shorter idle time looks more often).
 SWEEP_SECONDS = 10.0
 BACKOFF_SECONDS = (0.5, 60.0)
 # Messages of the child that belong on the standalone stream whatever runs.
-_STANDALONE = frozenset({
+_LIST_CHANGED = frozenset({
     "notifications/tools/list_changed", "notifications/resources/list_changed",
-    "notifications/prompts/list_changed", "notifications/resources/updated",
+    "notifications/prompts/list_changed",
 })  # fmt: skip
+_STANDALONE = _LIST_CHANGED | {"notifications/resources/updated"}
+BACKLOG = 100
 INTERNAL_ERROR = -32603
 INVALID_REQUEST = -32600
 
@@ -97,6 +101,12 @@ class Session:
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     reader: asyncio.Task[None] | None = None
     ended: bool = False
+    # Notifications meant for the standalone stream while none is open (the newest BACKLOG).
+    backlog: list[Any] = field(default_factory=list)
+    # Hands a list_changed to another session of the same upstream whose standalone stream is
+    # open (True: taken): a client follows one session's stream per upstream, and a change of
+    # the program's lists is the same in every child.
+    elsewhere: Callable[[Any], bool] | None = None
 
     @property
     def upstream(self) -> str:
@@ -125,13 +135,17 @@ class Session:
         if target is not None:
             target.put_nowait(message)
             return None
-        if "id" in message:
-            return {
-                "jsonrpc": "2.0",
-                "id": message["id"],
-                "error": {"code": INTERNAL_ERROR, "message": "No client stream is open now."},
-            }
-        return None
+        if method in _LIST_CHANGED and self.elsewhere is not None and self.elsewhere(message):
+            return None
+        if "id" not in message:
+            # Kept for the standalone stream, which a client opens just after initialize.
+            self.backlog = [*self.backlog[-(BACKLOG - 1) :], message]
+            return None
+        return {
+            "jsonrpc": "2.0",
+            "id": message["id"],
+            "error": {"code": INTERNAL_ERROR, "message": "No client stream is open now."},
+        }
 
     def close_streams(self) -> None:
         for queue in [*self.pending.values(), self.standalone]:
@@ -246,6 +260,7 @@ class Bridge:
             )))  # fmt: skip
             return
         session = Session(id=secrets.token_urlsafe(24), child=child)
+        session.elsewhere = lambda message: self._to_another_stream(session, message)
         queue: asyncio.Queue[Any] = asyncio.Queue()
         key = orjson.dumps(request_id)
         session.pending[key] = queue
@@ -270,6 +285,13 @@ class Bridge:
             return
         starts.failures, starts.not_before = 0, 0.0
         await _json(send, 200, answer, session_id=session.id)
+
+    def _to_another_stream(self, session: Session, message: Any) -> bool:
+        for other in self.sessions.values():
+            if other is not session and other.upstream == session.upstream and other.standalone:
+                other.standalone.put_nowait(message)
+                return True
+        return False
 
     def _failed_start(self, upstream: str, starts: _Starts) -> None:
         starts.failures += 1
@@ -315,6 +337,9 @@ class Bridge:
             await _plain(send, 409, "This session's stream is open already.")
             return
         queue: asyncio.Queue[Any] = asyncio.Queue()
+        for message in session.backlog:
+            queue.put_nowait(message)
+        session.backlog = []
         session.standalone = queue
         try:
             await _start_stream(send)
@@ -377,7 +402,8 @@ class Bridge:
     async def _sweep(self) -> None:
         """End sessions idle past their upstream's idle time; stop once none is left."""
         while self.sessions:
-            await asyncio.sleep(SWEEP_SECONDS)
+            halves = [s.child.launch.idle_seconds / 2 for s in self.sessions.values()]
+            await asyncio.sleep(min([SWEEP_SECONDS, *halves]))
             now = time.monotonic()
             for session in list(self.sessions.values()):
                 idle = now - session.last_used > session.child.launch.idle_seconds

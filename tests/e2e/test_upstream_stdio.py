@@ -13,6 +13,7 @@ import asyncio
 import hashlib
 import json
 import sys
+import time
 import warnings
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -34,10 +35,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_app.bridge.servers import SECRET_HEADER, bridge_secret
 from mcp_app.executors import mcp_upstream
 from mcp_app.models import CallLog, Endpoint, Tool, Upstream
+from mcp_app.protocol.results import ToolError
 from mcp_app.services.credentials import credential_create
 from mcp_app.services.upstreams import (
     upstream_list_offer,
+    upstream_list_tools,
     upstream_probe,
+    upstream_resolve,
     upstream_sync_apply,
     upstream_sync_plan,
 )
@@ -52,6 +56,7 @@ from tests.support.live import (
 )
 from tests.support.oauth import issue_token
 from tests.support.stdio_bridge import run_bridge
+from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
 TOKEN = "stdio-child-token-value"
@@ -61,7 +66,7 @@ VERBATIM_ARGS = ["--tag=a b;$(id)|`x`>y", "--verbose"]
 MEMORY_MB = 2048
 OPEN_FILES = 300
 TOOLS = ("progress", "ask_name", "ask_model", "remember", "pid", "die", "environment",
-         "leak_env", "limits")  # fmt: skip
+         "leak_env", "limits", "grow")  # fmt: skip
 
 
 @dataclass
@@ -71,6 +76,8 @@ class Site:
     bridge_log: Path
     workdir: str
     tokens: dict[str, str]
+    servers: str
+    stdio_env: dict[str, str]
 
 
 def allow_list(workdir: Path) -> str:
@@ -105,10 +112,13 @@ def site(tmp_path_factory: Any, django_db_setup: None, django_db_blocker: Any) -
                             "stdio_env": {"UPSTREAM_TOKEN": credential.name}}),
             ("capped", "sdk", {"max_sessions": 1}),
             ("broken", "broken", {}),
+            ("brief", "sdk", {"session_idle_seconds": 1}),
         ):  # fmt: skip
             upstream = Upstream(name=name, transport="stdio", stdio_server=server, **fields)
             upstream.full_clean()
             upstream.save()
+        # An HTTP upstream at the bridge's address: the guard opens it for stdio rows only.
+        Upstream.objects.create(name="at-bridge", url=f"{bridge_url}/sdk/mcp")
         public = make_endpoint("e2e-stdio")
         secured = make_endpoint("e2e-stdio-oauth", auth_mode=Endpoint.AuthMode.OAUTH)
         for upstream_name, remote in [*(("sdk", t) for t in TOOLS), ("broken", "pid")]:
@@ -136,7 +146,7 @@ def site(tmp_path_factory: Any, django_db_setup: None, django_db_blocker: Any) -
             }
             yield Site(
                 url=url, bridge=bridge.url, bridge_log=bridge.log, workdir=str(workdir),
-                tokens=tokens,
+                tokens=tokens, servers=servers, stdio_env=stdio_env,
             )  # fmt: skip
             wait_until_idle(url)
         flush_database(django_db_blocker)
@@ -375,3 +385,118 @@ async def test_the_child_limit_of_an_upstream_holds(site: Site) -> None:
     assert "1 sessions open, its limit" in refused.json()["error"]["message"]
     assert (ended.status_code, gone.status_code) == (200, 404)
     assert "result" in again.json()
+
+
+def test_a_stdio_target_lets_the_network_guard_open_only_the_bridge(site: Site) -> None:
+    with override_settings(SECRET_KEY=SECRET_KEY, MCP_SECRET_KEYS=""):
+        target = async_to_sync(upstream_resolve)("sdk").target
+        with pytest.raises(ToolError) as refused:
+            async_to_sync(_tools)("at-bridge")
+    assert target.url == f"{site.bridge}/sdk/mcp"
+    assert (target.allow_hosts, target.allow_networks) == (("127.0.0.1",), ())
+    assert "its address is not public" in refused.value.message
+
+
+async def _tools(name: str) -> Any:
+    try:
+        return await upstream_list_tools(name)
+    finally:
+        await mcp_upstream.close_sessions()
+
+
+def test_a_tool_list_change_of_the_program_marks_the_upstream_out_of_sync(site: Site) -> None:
+    async def grow() -> None:
+        async with asyncio.timeout(60), connect(f"{site.url}/mcp/e2e-stdio", "legacy") as client:
+            assert (await client.call_tool("sdk_grow", {})).content[0].text == "grown"
+
+    asyncio.run(grow())
+    deadline = time.monotonic() + 20
+    while not Upstream.objects.get(name="sdk").tools_out_of_sync:
+        assert time.monotonic() < deadline, "the list change never reached the web side"
+        time.sleep(0.1)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state != "Z"
+
+
+def _wait_gone(pid: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while _alive(pid):
+        assert time.monotonic() < deadline, f"process {pid} still runs"
+        time.sleep(0.05)
+
+
+async def _open_child(http: httpx.AsyncClient, upstream: str) -> tuple[str, int]:
+    """Initialize a session of ``upstream`` on the bridge; return its id and child's pid."""
+    opened = await http.post(f"/{upstream}/mcp", json=INITIALIZE)
+    session = {"Mcp-Session-Id": opened.headers["mcp-session-id"]}
+    notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    await http.post(f"/{upstream}/mcp", json=notice, headers=session)
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+            "params": {"name": "pid", "arguments": {}}}  # fmt: skip
+    answer = await http.post(f"/{upstream}/mcp", json=call, headers=session)
+    data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")]
+    return session["Mcp-Session-Id"], json.loads(data[-1])["result"]["structuredContent"]["result"]
+
+
+async def test_the_bridge_ends_an_idle_session_and_its_child(site: Site) -> None:
+    headers = {SECRET_HEADER: bridge_secret("", SECRET_KEY)}
+    async with httpx.AsyncClient(base_url=site.bridge, timeout=30, headers=headers) as http:
+        session, pid = await _open_child(http, "brief")
+        await asyncio.to_thread(_wait_gone, pid, 20.0)
+        ping = {"jsonrpc": "2.0", "id": 3, "method": "ping"}
+        gone = await http.post("/brief/mcp", json=ping, headers={"Mcp-Session-Id": session})
+    assert gone.status_code == 404
+
+
+def test_the_bridge_stops_its_children_when_it_stops(site: Site, tmp_path: Path) -> None:
+    headers = {SECRET_HEADER: bridge_secret("", SECRET_KEY)}
+
+    async def open_one(url: str) -> int:
+        async with httpx.AsyncClient(base_url=url, timeout=30, headers=headers) as http:
+            return (await _open_child(http, "sdk"))[1]
+
+    with run_bridge(site.servers, tmp_path / "bridge.log", free_port()) as bridge:
+        pid = asyncio.run(open_one(bridge.url))
+        assert _alive(pid)
+    _wait_gone(pid, 20.0)
+
+
+@pytest.fixture(scope="module")
+def background_url(site: Site, django_db_blocker: Any) -> Iterator[str]:
+    """A web process and a Celery worker; the stdio upstream's tool runs on the worker."""
+    with django_db_blocker.unblock():
+        endpoint = make_endpoint("e2e-stdio-bg")
+        tool = Tool(
+            name="bg_progress",
+            description="The stdio server's progress, on a worker.",
+            kind=Tool.Kind.MCP_UPSTREAM,
+            config={"upstream": "sdk", "tool": "progress"},
+            input_schema={"type": "object"},
+            execution_mode=Tool.Execution.BACKGROUND,
+        )
+        tool.full_clean()
+        tool.save()
+        endpoint.tools.add(tool)
+    with (
+        celery_worker(extra_env=site.stdio_env),
+        asgi_server("daphne", {**BACKGROUND_ENV, **site.stdio_env}) as web,
+    ):
+        yield f"{web}/mcp/e2e-stdio-bg"
+
+
+async def test_a_call_on_a_celery_worker_reaches_the_bridge(background_url: str) -> None:
+    seen: list[float] = []
+
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        seen.append(progress)
+
+    async with asyncio.timeout(60), connect(background_url, "legacy") as client:
+        result = await client.call_tool("bg_progress", {"steps": 2}, progress_callback=on_progress)
+    assert result.content[0].text == "done"
+    assert seen == [1, 2]
