@@ -55,6 +55,8 @@ KEEPALIVE_SECONDS = 15.0
 # Longest pause between two looks for idle sessions (a shorter idle time looks more often).
 SWEEP_SECONDS = 10.0
 BACKOFF_SECONDS = (0.5, 60.0)
+# Longest a new child may take to answer initialize (npx may fetch its package first).
+START_SECONDS = 120.0
 # Messages of the child that belong on the standalone stream whatever runs.
 _LIST_CHANGED = frozenset({
     "notifications/tools/list_changed", "notifications/resources/list_changed",
@@ -156,11 +158,14 @@ class Session:
 class Bridge:
     """The ASGI app (see the module docstring)."""
 
-    def __init__(self, *, secret: str, launcher: Launcher) -> None:
+    def __init__(
+        self, *, secret: str, launcher: Launcher, start_seconds: float = START_SECONDS
+    ) -> None:
         if not secret:
             raise ValueError("The bridge needs a shared secret.")
         self._secret = secret.encode()
         self._launcher = launcher
+        self._start_seconds = start_seconds
         self.sessions: dict[str, Session] = {}
         self._starts: dict[str, _Starts] = {}
         self._sweeper: asyncio.Task[None] | None = None
@@ -268,19 +273,28 @@ class Bridge:
         session.reader = asyncio.get_running_loop().create_task(self._read(session))
         self._sweep_later()
         answer: Any = None
-        if await self._write(session, message):
-            while (item := await queue.get()) is not None:
-                if "method" not in item:
-                    answer = item
-                    break
+        hung = False
+        try:
+            async with asyncio.timeout(self._start_seconds):
+                if await self._write(session, message):
+                    while (item := await queue.get()) is not None:
+                        if "method" not in item:
+                            answer = item
+                            break
+        except TimeoutError:
+            hung = True
         session.pending.pop(key, None)
         if answer is None:
-            status = await _exit_status(child)
-            self._failed_start(upstream, starts)
+            status = None if hung else await _exit_status(child)
             await self._end(session)
+            self._failed_start(upstream, starts)
+            why = (
+                f"did not answer initialize within {self._start_seconds:g} s"
+                if hung
+                else f"exited before it answered initialize (exit status {status})"
+            )
             await _json(send, 200, _error(request_id, INTERNAL_ERROR, (
-                f"The stdio server of upstream {upstream!r} exited before it answered "
-                f"initialize (exit status {status})."
+                f"The stdio server of upstream {upstream!r} {why}."
             )))  # fmt: skip
             return
         starts.failures, starts.not_before = 0, 0.0

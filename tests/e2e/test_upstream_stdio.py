@@ -454,17 +454,20 @@ async def test_the_bridge_ends_an_idle_session_and_its_child(site: Site) -> None
     assert gone.status_code == 404
 
 
-def test_the_bridge_stops_its_children_when_it_stops(site: Site, tmp_path: Path) -> None:
+async def test_the_bridge_stops_its_children_when_it_stops_streams_open(
+    site: Site, tmp_path: Path
+) -> None:
     headers = {SECRET_HEADER: bridge_secret("", SECRET_KEY)}
-
-    async def open_one(url: str) -> int:
-        async with httpx.AsyncClient(base_url=url, timeout=30, headers=headers) as http:
-            return (await _open_child(http, "sdk"))[1]
-
     with run_bridge(site.servers, tmp_path / "bridge.log", free_port()) as bridge:
-        pid = asyncio.run(open_one(bridge.url))
-        assert _alive(pid)
-    _wait_gone(pid, 20.0)
+        async with httpx.AsyncClient(base_url=bridge.url, timeout=30, headers=headers) as http:
+            session, pid = await _open_child(http, "sdk")
+            # The web side keeps a session's standalone stream open, and it never ends itself.
+            session_header = {"Mcp-Session-Id": session}
+            async with http.stream("GET", "/sdk/mcp", headers=session_header) as stream:
+                assert stream.status_code == 200 and _alive(pid)
+                bridge.process.terminate()
+                await asyncio.to_thread(bridge.process.wait, 20)
+    await asyncio.to_thread(_wait_gone, pid, 5.0)
 
 
 @pytest.fixture(scope="module")

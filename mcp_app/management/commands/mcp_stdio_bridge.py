@@ -23,6 +23,7 @@ from mcp_app.bridge.servers import AllowListError
 from mcp_app.conf import get_conf
 from mcp_app.services.stdio import stdio_bridge_secret, stdio_launch, stdio_servers
 
+SHUTDOWN_GRACE_SECONDS = 3
 # Seconds between two looks at whether the parent is still there (--exit-with-parent).
 PARENT_CHECK_SECONDS = 1.0
 
@@ -56,7 +57,12 @@ class Command(BaseCommand):
         if options["exit_with_parent"]:
             _exit_with_parent()
         # log_config None: the records go through Django's LOGGING (redacted console).
-        uvicorn.run(app, host=host, port=port, log_config=None, access_log=False, lifespan="on")
+        # Streams the web side keeps open never end by themselves: past the grace period they
+        # are cut, and the lifespan shutdown stops every child.
+        uvicorn.run(
+            app, host=host, port=port, log_config=None, access_log=False, lifespan="on",
+            timeout_graceful_shutdown=SHUTDOWN_GRACE_SECONDS,
+        )  # fmt: skip
 
 
 def _exit_with_parent() -> None:
