@@ -434,14 +434,31 @@ def _wait_gone(pid: int, timeout: float) -> None:
 async def _open_child(http: httpx.AsyncClient, upstream: str) -> tuple[str, int]:
     """Initialize a session of ``upstream`` on the bridge; return its id and child's pid."""
     opened = await http.post(f"/{upstream}/mcp", json=INITIALIZE)
-    session = {"Mcp-Session-Id": opened.headers["mcp-session-id"]}
+    session = opened.headers["mcp-session-id"]
     notice = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-    await http.post(f"/{upstream}/mcp", json=notice, headers=session)
+    await http.post(f"/{upstream}/mcp", json=notice, headers={"Mcp-Session-Id": session})
+    return session, await _call(http, upstream, session, "pid")
+
+
+async def _call(http: httpx.AsyncClient, upstream: str, session: str, tool: str) -> Any:
+    """Call ``tool`` in the bridge session; return its structured result."""
     call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-            "params": {"name": "pid", "arguments": {}}}  # fmt: skip
-    answer = await http.post(f"/{upstream}/mcp", json=call, headers=session)
+            "params": {"name": tool, "arguments": {}}}  # fmt: skip
+    answer = await http.post(f"/{upstream}/mcp", json=call, headers={"Mcp-Session-Id": session})
     data = [line[5:] for line in answer.text.splitlines() if line.startswith("data:")]
-    return session["Mcp-Session-Id"], json.loads(data[-1])["result"]["structuredContent"]["result"]
+    return json.loads(data[-1])["result"]["structuredContent"]["result"]
+
+
+async def test_ending_a_session_stops_everything_its_child_started(site: Site) -> None:
+    headers = {SECRET_HEADER: bridge_secret("", SECRET_KEY)}
+    async with httpx.AsyncClient(base_url=site.bridge, timeout=30, headers=headers) as http:
+        session, pid = await _open_child(http, "sdk")
+        sleeper = await _call(http, "sdk", session, "spawn_sleeper")
+        assert _alive(sleeper)
+        ended = await http.delete("/sdk/mcp", headers={"Mcp-Session-Id": session})
+    assert ended.status_code == 200
+    await asyncio.to_thread(_wait_gone, pid, 10.0)
+    await asyncio.to_thread(_wait_gone, sleeper, 10.0)
 
 
 async def test_the_bridge_ends_an_idle_session_and_its_child(site: Site) -> None:

@@ -11,7 +11,8 @@ tool of ``mcp_upstream_server`` (``progress``, ``ask_name``, ``ask_model``, ``di
 * ``leak_env()``: ``UPSTREAM_TOKEN`` itself, in a log notification, on stderr and in the
   result text (the redaction must catch it everywhere)
 * ``limits()``: the soft address-space, CPU and open-files limits it runs under
-* ``pid()``: its process id
+* ``pid()``: its process id; ``spawn_sleeper()``: starts ``sleep 120`` (in its process group)
+  and returns that process's id
 
 With ``--fail-start`` it exits at once with status 4, before reading anything.
 """
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import resource
+import subprocess
 import sys
 from pathlib import Path
 
@@ -65,6 +67,12 @@ def limits() -> dict[str, int]:
 @server.tool(description="The process id.")
 def pid() -> int:
     return os.getpid()
+
+
+@server.tool(description="Starts a long sleep in the background; returns its process id.")
+def spawn_sleeper() -> int:
+    sleeper = subprocess.Popen(["sleep", "120"], stdin=subprocess.DEVNULL)
+    return sleeper.pid
 
 
 def main() -> None:
