@@ -113,6 +113,7 @@ def site(tmp_path_factory: Any, django_db_setup: None, django_db_blocker: Any) -
             ("capped", "sdk", {"max_sessions": 1}),
             ("broken", "broken", {}),
             ("brief", "sdk", {"session_idle_seconds": 1}),
+            ("shared", "sdk", {"stateless": True}),
         ):  # fmt: skip
             upstream = Upstream(name=name, transport="stdio", stdio_server=server, **fields)
             upstream.full_clean()
@@ -121,7 +122,8 @@ def site(tmp_path_factory: Any, django_db_setup: None, django_db_blocker: Any) -
         Upstream.objects.create(name="at-bridge", url=f"{bridge_url}/sdk/mcp")
         public = make_endpoint("e2e-stdio")
         secured = make_endpoint("e2e-stdio-oauth", auth_mode=Endpoint.AuthMode.OAUTH)
-        for upstream_name, remote in [*(("sdk", t) for t in TOOLS), ("broken", "pid")]:
+        extra = [("broken", "pid"), ("shared", "pid")]
+        for upstream_name, remote in [*(("sdk", t) for t in TOOLS), *extra]:
             tool = Tool(
                 name=f"{upstream_name}_{remote}",
                 description=f"The stdio server's {remote}.",
@@ -255,7 +257,7 @@ async def test_a_sampling_question_is_relayed_to_the_clients_model(site: Site) -
     assert result.content[0].text == "model said: echo hi"
 
 
-async def test_two_users_get_two_children_and_never_see_each_others_state(site: Site) -> None:
+async def test_two_users_get_two_children_unless_the_upstream_is_stateless(site: Site) -> None:
     url = f"{site.url}/mcp/e2e-stdio-oauth"
     async with (
         asyncio.timeout(60),
@@ -272,7 +274,10 @@ async def test_two_users_get_two_children_and_never_see_each_others_state(site: 
             "holds:alice's"
         )
         assert await structured(alice, "sdk_pid") == alice_pid
+        # An upstream the operator marked stateless: one session, one child for everyone.
+        shared = [await structured(client, "shared_pid") for client in (alice, bob)]
     assert alice_pid["result"] != bob_pid["result"]
+    assert shared[0] == shared[1]
 
 
 async def test_the_child_has_its_credential_and_nothing_of_the_bridges_environment(
