@@ -34,6 +34,7 @@ import hmac
 import logging
 import secrets
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,7 +58,8 @@ SWEEP_SECONDS = 10.0
 BACKOFF_SECONDS = (0.5, 60.0)
 # Longest a new child may take to answer initialize (npx may fetch its package first).
 START_SECONDS = 120.0
-# Messages of the child that belong on the standalone stream whatever runs.
+# Messages of the child that belong on the standalone stream whatever runs; list changes are
+# the same in every child of a program.
 _LIST_CHANGED = frozenset({
     "notifications/tools/list_changed", "notifications/resources/list_changed",
     "notifications/prompts/list_changed",
@@ -168,6 +170,7 @@ class Bridge:
         self._start_seconds = start_seconds
         self.sessions: dict[str, Session] = {}
         self._starts: dict[str, _Starts] = {}
+        self._starting: Counter[str] = Counter()
         self._sweeper: asyncio.Task[None] | None = None
         self._stopping: set[asyncio.Task[Any]] = set()
 
@@ -248,13 +251,23 @@ class Bridge:
         except LaunchRefused as exc:
             await _json(send, 200, _error(request_id, INVALID_REQUEST, exc.message))
             return
-        open_now = sum(1 for s in self.sessions.values() if s.upstream == upstream)
+        except Exception:  # noqa: BLE001  (the boundary: the database may be down, say)
+            logger.exception("stdio %s: could not read what to start", upstream)
+            await _json(send, 200, _error(request_id, INTERNAL_ERROR, (
+                f"The stdio bridge could not read upstream {upstream!r}; see its log."
+            )))  # fmt: skip
+            return
+        open_now = self._starting[upstream] + sum(
+            1 for s in self.sessions.values() if s.upstream == upstream
+        )
         if open_now >= launch.max_children:
             await _json(send, 200, _error(request_id, INTERNAL_ERROR, (
                 f"The upstream {upstream!r} has {open_now} sessions open, its limit; "
                 "try again once one ends."
             )))  # fmt: skip
             return
+        # Counted from here, so concurrent initializes cannot pass the limit together.
+        self._starting[upstream] += 1
         try:
             child = await Child.start(launch)
         except OSError as exc:
@@ -264,6 +277,8 @@ class Bridge:
                 f"The stdio server of upstream {upstream!r} could not be started."
             )))  # fmt: skip
             return
+        finally:
+            self._starting[upstream] -= 1
         session = Session(id=secrets.token_urlsafe(24), child=child)
         session.elsewhere = lambda message: self._to_another_stream(session, message)
         queue: asyncio.Queue[Any] = asyncio.Queue()

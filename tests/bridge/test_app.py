@@ -23,11 +23,11 @@ INITIALIZE = {
 SILENT = (sys.executable, "-c", "import sys; sys.stdin.read()")
 
 
-def bridge(argv: tuple[str, ...], tmp_path: Path, **kwargs: float) -> Bridge:
+def bridge(argv: tuple[str, ...], tmp_path: Path, children: int = 100, **kwargs: float) -> Bridge:
     async def launcher(name: str) -> Launch:
         if name != "up":
             raise LaunchRefused(f"There is no stdio upstream named {name!r}.")
-        return Launch(upstream=name, argv=argv, env={}, cwd=str(tmp_path))
+        return Launch(upstream=name, argv=argv, env={}, cwd=str(tmp_path), max_children=children)
 
     return Bridge(secret="s", launcher=launcher, **kwargs)
 
@@ -68,3 +68,13 @@ async def test_an_unknown_upstream_is_refused_with_the_launchers_reason(tmp_path
         response = await post(app, "/other/mcp")
     assert response.json()["error"]["message"] == "There is no stdio upstream named 'other'."
     assert "mcp-session-id" not in response.headers
+
+
+async def test_concurrent_starts_never_pass_the_child_limit(tmp_path: Path) -> None:
+    app = bridge(SILENT, tmp_path, children=1, start_seconds=1.0)
+    async with asyncio.timeout(30):
+        answers = await asyncio.gather(*(post(app) for _ in range(3)))
+    messages = sorted(answer.json()["error"]["message"] for answer in answers)
+    assert messages[0] == "The stdio server of upstream 'up' did not answer initialize within 1 s."
+    assert messages[1:] == ["The upstream 'up' has 1 sessions open, its limit; try again once "
+                            "one ends."] * 2  # fmt: skip
