@@ -10,12 +10,13 @@ the bridge. Both processes share SECRET_KEY, so the bridge secret is derived the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import sys
 import time
 import warnings
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -78,6 +79,7 @@ class Site:
     tokens: dict[str, str]
     servers: str
     stdio_env: dict[str, str]
+    restart_bridge: Callable[[], None]
 
 
 def allow_list(workdir: Path) -> str:
@@ -136,10 +138,19 @@ def site(tmp_path_factory: Any, django_db_setup: None, django_db_blocker: Any) -
             tool.save()
             public.tools.add(tool)
             secured.tools.add(tool)
+        log = workdir.parent / "bridge.log"
         with (
-            run_bridge(servers, workdir.parent / "bridge.log", port) as bridge,
+            contextlib.ExitStack() as bridges,
             asgi_server("daphne", {**stdio_env, "CELERY_BROKER_URL": "memory://"}) as url,
         ):
+            bridge = bridges.enter_context(run_bridge(servers, log, port))
+
+            def restart_bridge() -> None:
+                """Stop the bridge (its children with it) and start another on its port."""
+                bridge.process.terminate()
+                bridge.process.wait(20)
+                bridges.enter_context(run_bridge(servers, log, port))
+
             tokens = {
                 name: issue_token(
                     User.objects.create_user(name), resource=[f"{url}/mcp/e2e-stdio-oauth"]
@@ -149,6 +160,7 @@ def site(tmp_path_factory: Any, django_db_setup: None, django_db_blocker: Any) -
             yield Site(
                 url=url, bridge=bridge.url, bridge_log=bridge.log, workdir=str(workdir),
                 tokens=tokens, servers=servers, stdio_env=stdio_env,
+                restart_bridge=restart_bridge,
             )  # fmt: skip
             wait_until_idle(url)
         flush_database(django_db_blocker)
@@ -525,3 +537,16 @@ async def test_a_call_on_a_celery_worker_reaches_the_bridge(background_url: str)
         result = await client.call_tool("bg_progress", {"steps": 2}, progress_callback=on_progress)
     assert result.content[0].text == "done"
     assert seen == [1, 2]
+
+
+# Last in the module: the web side follows list changes on a session the old bridge held, and
+# notices the new bridge forgot it only when that session idles out (executors/mcp_upstream.py
+# _listen), so a list-change test after this one would wait for that.
+async def test_calls_recover_once_the_bridge_restarts(site: Site) -> None:
+    async with asyncio.timeout(90), connect(f"{site.url}/mcp/e2e-stdio", "legacy") as client:
+        before = await structured(client, "sdk_pid")
+        await asyncio.to_thread(site.restart_bridge)
+        # The web side's session is unknown to the new bridge (404): it starts a new one.
+        after = await structured(client, "sdk_pid")
+        assert await structured(client, "sdk_pid") == after
+    assert not _alive(before["result"]) and after != before

@@ -42,7 +42,7 @@ def run_bridge(servers: str, log: Path, port: int) -> Iterator[RunningBridge]:
         "SECRET_KEY": SECRET_KEY,
         "PYTHONUNBUFFERED": "1",
     }
-    with open(log, "wb") as output:
+    with open(log, "ab") as output:  # a restarted bridge goes on in the same file
         process = subprocess.Popen(
             [sys.executable, "manage.py", "mcp_stdio_bridge", "--port", str(port)],
             cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT,
