@@ -66,6 +66,7 @@ SERVER = str(ROOT / "tests" / "support" / "stdio_upstream_server.py")
 VERBATIM_ARGS = ["--tag=a b;$(id)|`x`>y", "--verbose"]
 MEMORY_MB = 2048
 OPEN_FILES = 300
+CPU_SECONDS = 600
 TOOLS = ("progress", "ask_name", "ask_model", "remember", "pid", "die", "environment",
          "leak_env", "limits", "grow")  # fmt: skip
 
@@ -91,6 +92,7 @@ def allow_list(workdir: Path) -> str:
             "credential_env": ["UPSTREAM_TOKEN"],
             "cwd_allowed": [str(workdir)],
             "memory_mb": MEMORY_MB,
+            "cpu_seconds": CPU_SECONDS,
             "open_files": OPEN_FILES,
         },
         "broken": {"command": [sys.executable, SERVER, "--fail-start"]},
@@ -307,7 +309,9 @@ async def test_the_child_has_its_credential_and_nothing_of_the_bridges_environme
                                   "UPSTREAM_TOKEN"}  # fmt: skip
     assert seen["argv"] == VERBATIM_ARGS
     assert seen["cwd"] == site.workdir
-    assert limits == {"memory": MEMORY_MB * 1024 * 1024, "cpu": -1, "open_files": OPEN_FILES}
+    assert limits == {
+        "memory": MEMORY_MB * 1024 * 1024, "cpu": CPU_SECONDS, "open_files": OPEN_FILES,
+    }  # fmt: skip
 
 
 async def test_the_credential_reaches_no_client_call_log_or_log_line(site: Site) -> None:
