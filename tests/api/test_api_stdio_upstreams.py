@@ -10,7 +10,7 @@ import pytest
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
-from mcp_app.models import Upstream
+from mcp_app.models import Credential, Upstream
 from tests.api.conftest import CATALOG_PERMISSIONS
 
 SERVERS = {
@@ -58,3 +58,19 @@ def test_what_the_allow_list_does_not_offer_is_refused(
     assert response.status_code == 400, response.json()
     assert path in {error["path"] for error in response.json()["errors"]}
     assert not Upstream.objects.exists()
+
+
+def test_a_credential_a_stdio_upstream_uses_is_not_deleted(api: APIClient) -> None:
+    made = api.post(
+        "/api/v1/credentials/", {"name": "files-token", "kind": "bearer", "secret": "k"}
+    )
+    api.post(
+        "/api/v1/upstreams/",
+        {"name": "files", "transport": "stdio", "stdio_server": "files",
+         "stdio_env": {"TOKEN": "files-token"}},
+        format="json",
+    )  # fmt: skip
+    response = api.delete(f"/api/v1/credentials/{made.json()['id']}/")
+    assert response.status_code == 409
+    assert "upstream 'files' (stdio_env.TOKEN)" in response.json()["detail"]
+    assert Credential.objects.filter(name="files-token").exists()
