@@ -270,6 +270,27 @@ def manage(env: dict[str, str], *args: str) -> None:
         raise StepFailed(f"`python manage.py {' '.join(args)}` failed (exit {code})")
 
 
+def choose_stdio_bridge_url(env: dict[str, str]) -> None:
+    """Give the stdio bridge a free loopback port in ``env`` (unless MCP_STDIO_BRIDGE_URL names
+    one), before anything reads the settings: the web process and the checks see it too."""
+    if env.get("MCP_STDIO_SERVERS", "").strip() and not env.get("MCP_STDIO_BRIDGE_URL"):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            sock.bind(("127.0.0.1", 0))
+            env["MCP_STDIO_BRIDGE_URL"] = f"http://127.0.0.1:{sock.getsockname()[1]}"
+
+
+def start_stdio_bridge(env: dict[str, str]) -> str:
+    """Start ``manage.py mcp_stdio_bridge`` beside the web process; return its URL.
+
+    Only when MCP_STDIO_SERVERS allows some stdio server. It listens at MCP_STDIO_BRIDGE_URL
+    (``choose_stdio_bridge_url``) and ends with the web process (``--exit-with-parent``:
+    Daphne takes over this process, its parent).
+    """
+    cmd = [str(venv_bin("python")), str(ROOT / "manage.py"), "mcp_stdio_bridge"]
+    subprocess.Popen([*cmd, "--exit-with-parent", "--skip-checks"], cwd=ROOT, env=env)
+    return env["MCP_STDIO_BRIDGE_URL"]
+
+
 def cmd_run(port: int) -> NoReturn:
     timer = PhaseTimer()
     bootstrap(timer)
@@ -287,6 +308,7 @@ def cmd_run(port: int) -> NoReturn:
         data = "the database at DATABASE_URL (from your environment)"
     else:
         data = f"embedded SQLite in {env.get('MCPHOST_VAR_DIR') or ROOT / 'var'}"
+    choose_stdio_bridge_url(env)
     with timer.phase("migrate"):
         manage(env, "migrate", "--noinput", "--verbosity", "0")
     # migrate ran the system checks; running them again would repeat their warnings.
@@ -294,6 +316,7 @@ def cmd_run(port: int) -> NoReturn:
         manage(env, "seed_demo", "--skip-checks")
     with timer.phase("ensure_admin"):
         manage(env, "ensure_admin", "--skip-checks")
+    bridge = start_stdio_bridge(env) if env.get("MCP_STDIO_SERVERS", "").strip() else ""
     print(
         "\n"
         f"  Admin:         {local}/admin/\n"
@@ -302,7 +325,8 @@ def cmd_run(port: int) -> NoReturn:
         f"  Public base:   {env['PUBLIC_BASE_URL']}\n"
         f"  Data:          {data}"
         f" (channel layer: {'Redis' if env.get('REDIS_URL') else 'in-memory'})\n"
-        "\n  Serving with Daphne; press Ctrl-C to stop.\n",
+        + (f"  stdio bridge:  {bridge} (MCP_STDIO_SERVERS)\n" if bridge else "")
+        + "\n  Serving with Daphne; press Ctrl-C to stop.\n",
         flush=True,
     )
     daphne = [

@@ -1,4 +1,5 @@
-"""System checks: misconfigured executors, python tool modules or secret keys fail ``check``.
+"""System checks: misconfigured executors, python tool modules, secret keys or stdio allow-list
+fail ``check``.
 
 With a database (``check --database default``, ``migrate``), the catalog rows are also checked
 against the executors, as a warning: a row whose function went away fails only that tool.
@@ -14,6 +15,8 @@ from django.core.checks import CheckMessage, Error, Warning, register
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DatabaseError
 
+from mcp_app.bridge.servers import AllowListError
+from mcp_app.conf import get_conf
 from mcp_app.executors import get_executors
 from mcp_app.executors.base import ConfigError
 from mcp_app.executors.http import global_policy
@@ -21,6 +24,7 @@ from mcp_app.executors.python import resource_functions, tool_functions
 from mcp_app.models import ResourceTemplate, Tool
 from mcp_app.protocol.results import ToolError
 from mcp_app.services.credentials import configured_keys, secret_keys_configured
+from mcp_app.services.stdio import stdio_servers
 
 
 @register("mcp")
@@ -126,3 +130,25 @@ def check_credential_keys(
             )
         )
     return messages
+
+
+@register("mcp")
+def check_stdio_servers(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    """An invalid stdio allow-list is an error; allowed servers with no bridge, a warning."""
+    try:
+        servers = stdio_servers()
+    except AllowListError as exc:
+        return [Error(str(exc), id="mcp_app.E020")]
+    if servers and not get_conf().MCP_STDIO_BRIDGE_URL.strip():
+        return [
+            Warning(
+                "MCP_STDIO_SERVERS allows stdio servers, but MCP_STDIO_BRIDGE_URL is not set: "
+                "their upstreams fail until it names the stdio bridge.",
+                hint="Run manage.py mcp_stdio_bridge and set MCP_STDIO_BRIDGE_URL to its URL "
+                "(python3 dev.py run does both).",
+                id="mcp_app.W020",
+            )
+        ]
+    return []

@@ -107,6 +107,13 @@ class McpConf:
     # Fernet keys (comma separated) for credential secrets: the first encrypts, all decrypt.
     # Empty: a key derived from SECRET_KEY (a system check warns).
     MCP_SECRET_KEYS: str = field(default="", repr=False)
+    # stdio upstreams (mcp_app/bridge/, docs/operations.md "stdio upstreams"): the
+    # administrator's allow-list (JSON, mcp_app/bridge/servers.py), where the web and worker
+    # processes reach the bridge (empty: stdio upstreams fail with a clear error), and the
+    # secret every request to it carries (empty: derived from SECRET_KEY).
+    MCP_STDIO_SERVERS: str = ""
+    MCP_STDIO_BRIDGE_URL: str = ""
+    MCP_STDIO_BRIDGE_SECRET: str = field(default="", repr=False)
 
 
 def redis_key(name: str) -> str:

@@ -534,6 +534,17 @@ route_stray_output()
 # says when a redirect goes to a loopback address (mcp_app/auth/views.py).
 SILENCED_SYSTEM_CHECKS = ["oauth2_provider.W008"]
 
+# stdio upstreams (docs/operations.md, "stdio upstreams"). MCP_STDIO_SERVERS is the
+# administrator's allow-list, a JSON object (mcp_app/bridge/servers.py): the only programs an
+# operator may register, with the arguments, variables and directories they may add.
+# MCP_STDIO_BRIDGE_URL is where web and worker processes reach `manage.py mcp_stdio_bridge`
+# (e.g. http://bridge:8765); MCP_STDIO_BRIDGE_SECRET the secret its every request carries
+# (empty: derived from SECRET_KEY, so processes sharing SECRET_KEY agree). Read through
+# mcp_app.conf.get_conf() like every MCP_* knob; named here so the section documents itself.
+MCP_STDIO_SERVERS = os.environ.get("MCP_STDIO_SERVERS", "")
+MCP_STDIO_BRIDGE_URL = os.environ.get("MCP_STDIO_BRIDGE_URL", "")
+MCP_STDIO_BRIDGE_SECRET = os.environ.get("MCP_STDIO_BRIDGE_SECRET", "")
+
 # App knobs (MCP_*) are read through mcp_app.conf.get_conf(); their defaults live there.
 for _name, _value in os.environ.items():
     if _name.startswith("MCP_") and _name != "MCP_LOG_LEVEL":

@@ -6,6 +6,8 @@ no longer has, and the same for its resources, templates and prompts. The operat
 to apply, the endpoints that publish new rows and whether they start enabled;
 ``services.upstreams.upstream_offer_apply`` does it. The list is fetched again on apply, so the
 server keeps no state between the two steps.
+A stdio upstream's fields are checked against the administrator's allow-list by the model
+(``Upstream.clean``), so the form shows what is not allowed next to the field.
 """
 
 from __future__ import annotations
@@ -45,10 +47,10 @@ from mcp_app.services.upstreams import (
 @admin.register(Upstream)
 class UpstreamAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
     list_display = [
-        "name", "url", "enabled", "probe_state", "health", "tools_state", "last_probe_at",
-        "last_success_at", "protocol_version",
+        "name", "transport", "url", "enabled", "probe_state", "health", "tools_state",
+        "last_probe_at", "last_success_at", "protocol_version",
     ]  # fmt: skip
-    list_filter = ["enabled", "probe_state"]
+    list_filter = ["enabled", "transport", "probe_state"]
     # Django 5.2 warns that a scheme-less URL will mean https in 6.0: say so now.
     formfield_overrides = {models.URLField: {"assume_scheme": "https"}}
     search_fields = ["name", "url", "description"]
@@ -60,7 +62,11 @@ class UpstreamAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
     ]  # fmt: skip
     actions = ["reset_breaker"]
     fieldsets = [
-        (None, {"fields": ["name", "description", "url", "credential", "enabled"]}),
+        (None, {"fields": ["name", "description", "transport", "url", "credential", "enabled"]}),
+        (
+            "stdio (an allow-listed program, run by the stdio bridge)",
+            {"fields": ["stdio_server", "stdio_args", "stdio_cwd", "stdio_env"]},
+        ),
         (
             "Tools",
             {

@@ -361,7 +361,8 @@ class UpstreamSerializer(ModelCheckedSerializer):
     class Meta:
         model = Upstream
         fields = [
-            "id", "name", "description", "url", "credential", "connect_timeout", "call_timeout",
+            "id", "name", "description", "transport", "url", "credential", "stdio_server",
+            "stdio_args", "stdio_cwd", "stdio_env", "connect_timeout", "call_timeout",
             "allow_networks", "enabled", "failure_threshold", "cooldown_seconds",
             "stateless", "session_idle_seconds", "max_sessions",
             "probe_interval_seconds", "probe_timeout", "unhealthy_threshold",

@@ -142,6 +142,8 @@ class UpstreamTarget:
     connect_timeout: float = 5.0
     call_timeout: float = 60.0
     allow_networks: tuple[str, ...] = ()
+    # Hosts let through by name: only the stdio bridge's, for a stdio upstream.
+    allow_hosts: tuple[str, ...] = ()
     # One session shared by every caller (the operator says the upstream keeps no per-session
     # state); else one per caller, closed after ``session_idle_seconds`` unused, at most
     # ``max_sessions`` (the least recently used idle one closed to make room).
@@ -1015,7 +1017,7 @@ async def _send(
             f"Only http and https URLs are allowed, not {safe_url(target.url)}."
         )
     port = url.port or (443 if url.scheme == "https" else 80)
-    policy = NetworkPolicy.build(networks=target.allow_networks)
+    policy = NetworkPolicy.build(hosts=target.allow_hosts, networks=target.allow_networks)
     addresses = await resolve_checked(url.host, port, policy)
     headers = {
         **target.headers,

@@ -6,6 +6,12 @@ health as the runner saw it (``services.upstreams`` writes those fields; operato
 in the admin): last success, last error, the revision negotiated, and the circuit breaker's
 state; and what the scheduled probe (``services.upstreams.upstream_probe``) last found: its
 state (active, degraded, offline) and whether the tool list still matches the last sync.
+
+A ``stdio`` upstream is a program the administrator allow-listed (``MCP_STDIO_SERVERS``,
+``bridge.servers``), run by the stdio bridge: the row names the server, the extra arguments,
+the working directory and which credential fills which environment variable (credential
+names only; their secrets stay encrypted on the Credential rows). ``clean`` checks all of it
+against the allow-list.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from django.db import models
 from django.utils import timezone
 from simple_history.models import HistoricalRecords
 
+from mcp_app.bridge.servers import AllowListError, NotAllowed, check_request, parse_allow_list
+from mcp_app.conf import get_conf
 from mcp_app.executors.netguard import parse_network
 from mcp_app.models.base import TimestampedModel
 from mcp_app.models.credential import Credential
@@ -42,6 +50,10 @@ class Upstream(TimestampedModel):
         DEGRADED = "degraded", "degraded"
         OFFLINE = "offline", "offline"
 
+    class Transport(models.TextChoices):
+        HTTP = "http", "Streamable HTTP (a URL)"
+        STDIO = "stdio", "stdio (an allow-listed program, run by the stdio bridge)"
+
     name = models.CharField(
         max_length=128,
         unique=True,
@@ -49,8 +61,41 @@ class Upstream(TimestampedModel):
         help_text='Upstream tools name it in their config ("upstream": "<name>").',
     )
     description = models.TextField(blank=True)
+    transport = models.CharField(max_length=8, choices=Transport.choices, default=Transport.HTTP)
     url = models.URLField(
-        max_length=500, help_text="The upstream's Streamable HTTP endpoint, e.g. https://host/mcp."
+        max_length=500,
+        blank=True,
+        help_text="Streamable HTTP: the upstream's endpoint, e.g. https://host/mcp.",
+    )
+    stdio_server = models.CharField(
+        max_length=128,
+        blank=True,
+        verbose_name="stdio server",
+        help_text="stdio: the server's name in the administrator's allow-list (MCP_STDIO_SERVERS).",
+    )
+    stdio_args = models.JSONField(
+        default=list,
+        blank=True,
+        verbose_name="extra arguments",
+        help_text=(
+            "stdio: arguments appended to the allow-listed command, a JSON list such as "
+            '["--root=/data"]; each must be one the allow-list offers. Passed verbatim (no shell).'
+        ),
+    )
+    stdio_cwd = models.CharField(
+        max_length=500,
+        blank=True,
+        verbose_name="working directory",
+        help_text="stdio: one of the directories the allow-list offers (empty: its default).",
+    )
+    stdio_env = models.JSONField(
+        default=dict,
+        blank=True,
+        verbose_name="credential variables",
+        help_text=(
+            "stdio: environment variables filled from credentials, a JSON object such as "
+            '{"API_TOKEN": "<credential name>"}; only the variables the allow-list names.'
+        ),
     )
     credential = models.ForeignKey(
         Credential,
@@ -201,6 +246,10 @@ class Upstream(TimestampedModel):
         return self.name
 
     def clean(self) -> None:
+        if self.transport == self.Transport.STDIO:
+            self._clean_stdio()
+        elif not self.url:
+            raise ValidationError({"url": "A Streamable HTTP upstream needs its URL."})
         for network in split_networks(self.allow_networks):
             try:
                 parse_network(network)
@@ -208,6 +257,43 @@ class Upstream(TimestampedModel):
                 raise ValidationError(
                     {"allow_networks": f"{network!r} is not a network in CIDR notation."}
                 ) from None
+
+    def _clean_stdio(self) -> None:
+        try:
+            servers = parse_allow_list(get_conf().MCP_STDIO_SERVERS)
+        except AllowListError as exc:
+            raise ValidationError({"stdio_server": str(exc)}) from None
+        server = servers.get(self.stdio_server)
+        if server is None:
+            offered = ", ".join(sorted(servers)) or "none: MCP_STDIO_SERVERS is empty"
+            raise ValidationError(
+                {"stdio_server": f"{self.stdio_server!r} is not an allowed stdio server "
+                                 f"(allowed: {offered})."}
+            )  # fmt: skip
+        if self.url:
+            raise ValidationError({"url": "A stdio upstream has no URL; leave it empty."})
+        if self.credential_id is not None:
+            raise ValidationError(
+                {"credential": "A stdio upstream takes credentials as environment variables "
+                               "(credential variables), not as a header."}
+            )  # fmt: skip
+        args = self.stdio_args
+        if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+            raise ValidationError({"stdio_args": "A JSON list of strings."})
+        env = self.stdio_env
+        if not isinstance(env, dict) or not all(
+            isinstance(name, str) and isinstance(value, str) for name, value in env.items()
+        ):
+            raise ValidationError({"stdio_env": "A JSON object of variable -> credential name."})
+        missing = sorted(set(env.values()) - set(
+            Credential.objects.filter(name__in=env.values()).values_list("name", flat=True)
+        ))  # fmt: skip
+        if missing:
+            raise ValidationError({"stdio_env": f"No credential named {missing[0]!r}."})
+        try:
+            check_request(server, args=args, cwd=self.stdio_cwd, env_names=list(env))
+        except NotAllowed as exc:
+            raise ValidationError({f"stdio_{exc.part}": str(exc)}) from None
 
     @property
     def tools_out_of_sync(self) -> bool:

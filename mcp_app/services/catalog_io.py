@@ -75,6 +75,9 @@ UPSTREAM_FIELDS = (
     "failure_threshold", "cooldown_seconds", "stateless", "session_idle_seconds", "max_sessions",
     "probe_interval_seconds", "probe_timeout", "unhealthy_threshold",
     "sync_policy",
+    # A stdio upstream: its allow-listed server and what the operator added (credentials by
+    # name, as everywhere in a document).
+    "transport", "stdio_server", "stdio_args", "stdio_cwd", "stdio_env",
 )  # fmt: skip
 ARGUMENT_FIELDS = ("name", "title", "description", "required", "completion_values")
 MESSAGE_FIELDS = ("role", "kind", "text", "mime_type", "uri", "name")

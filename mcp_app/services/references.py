@@ -3,8 +3,8 @@
 The API (409), the admin (its delete page and "delete selected" action) and catalog import
 with ``prune`` all ask ``references_to`` before deleting, so the three agree. What counts:
 
-- a credential: upstreams whose ``credential`` it is, and HTTP tools naming it in
-  ``config.credential``;
+- a credential: upstreams whose ``credential`` it is or whose ``stdio_env`` names it, and
+  HTTP tools naming it in ``config.credential``;
 - an upstream: ``mcp_upstream`` tools naming it in ``config.upstream``, and resources,
   resource templates and prompts whose ``upstream`` it is;
 - a group: tools, resources, resource templates and prompts listing it in
@@ -13,7 +13,8 @@ with ``prune`` all ask ``references_to`` before deleting, so the three agree. Wh
   (clients are connected to it). A disabled endpoint serves nobody, so disabling it first is
   how an operator deletes it anyway.
 
-Tools name credentials and upstreams inside their JSON config, which no foreign key protects:
+Tools name credentials and upstreams inside their JSON config, and stdio upstreams name
+credentials in ``stdio_env``, which no foreign key protects:
 that is why this module exists. Other rows (tools, resources, ...) are never "in use".
 """
 
@@ -80,8 +81,16 @@ def credential_references(*, credential: Credential) -> list[Reference]:
     """Return the upstreams and HTTP tools that use ``credential``."""
     upstreams = Upstream.objects.filter(credential=credential).order_by("name")
     tools = Tool.objects.filter(kind=Tool.Kind.HTTP, config__credential=credential.name)
+    # A stdio upstream names credentials as the values of its stdio_env (few rows: checked here).
+    stdio = [
+        (row, variable)
+        for row in Upstream.objects.filter(transport=Upstream.Transport.STDIO).order_by("name")
+        for variable, name in sorted(row.stdio_env.items())
+        if name == credential.name
+    ]
     return [
         *(Reference(Upstream, row.pk, row.name, "credential") for row in upstreams),
+        *(Reference(Upstream, row.pk, row.name, f"stdio_env.{var}") for row, var in stdio),
         *(
             Reference(Tool, row.pk, row.name, "config.credential")
             for row in tools.order_by("name", "pk")

@@ -61,6 +61,7 @@ from mcp_app.services.credentials import _load as load_credential
 from mcp_app.services.credentials import credential_resolve
 from mcp_app.services.database import in_thread
 from mcp_app.services.openapi import tool_names_on_endpoints
+from mcp_app.services.stdio import stdio_bridge, stdio_credentials
 
 logger = logging.getLogger(__name__)
 # A healthy upstream's last_success_at is rewritten at most this often per process.
@@ -99,6 +100,8 @@ async def upstream_resolve(name: str, *, breaker: bool = True) -> _Loaded:
         ToolError: unknown, disabled, breaker open, or the credential cannot be resolved.
     """
     upstream, loaded = await in_thread(_load)(name, breaker=breaker)
+    if upstream.transport == Upstream.Transport.STDIO:
+        return await _stdio_resolve(upstream)
     networks = tuple(split_networks(upstream.allow_networks))
     headers: Mapping[str, str] = {}
     query: Mapping[str, str] = {}
@@ -118,6 +121,32 @@ async def upstream_resolve(name: str, *, breaker: bool = True) -> _Loaded:
         connect_timeout=upstream.connect_timeout,
         call_timeout=upstream.call_timeout,
         allow_networks=networks + global_networks,
+        stateless=upstream.stateless,
+        session_idle_seconds=upstream.session_idle_seconds,
+        max_sessions=upstream.max_sessions,
+    )
+    return _Loaded(pk=upstream.pk, target=target)
+
+
+async def _stdio_resolve(upstream: Upstream) -> _Loaded:
+    """A stdio upstream's target: its endpoint on the bridge, and that host alone allowed.
+
+    The credentials of its environment are read here too: their secrets are redacted from
+    what the upstream sends, and their versions are part of the key, so a rotated secret
+    starts new sessions (new children with the new environment).
+    """
+    bridge = stdio_bridge(upstream.name)
+    loaded = await in_thread(stdio_credentials)(upstream.stdio_env)
+    versions = ",".join(f"{variable}={c.version}" for variable, c in sorted(loaded.items()))
+    target = UpstreamTarget(
+        key=f"{upstream.pk}:{upstream.updated_at.isoformat()}:{versions}",
+        name=upstream.name,
+        url=bridge.url,
+        headers=bridge.headers,
+        secrets=(bridge.secret, *(c.secret for c in loaded.values() if c.secret)),
+        connect_timeout=upstream.connect_timeout,
+        call_timeout=upstream.call_timeout,
+        allow_hosts=(bridge.host,),
         stateless=upstream.stateless,
         session_idle_seconds=upstream.session_idle_seconds,
         max_sessions=upstream.max_sessions,

@@ -6,10 +6,15 @@ This is the one place SQLite is used on purpose: it is what a first-time user ru
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
@@ -89,3 +94,52 @@ async def test_run_command_serves_the_demo_endpoint(tmp_path: Path) -> None:
     assert output.count("MCP_SECRET_KEYS is not set") == 1, output
     # A background call that succeeds leaves no traceback behind.
     assert "Traceback" not in output and "No hostname was supplied" not in output, output
+
+
+async def test_run_command_runs_the_stdio_bridge_beside_the_web_process(tmp_path: Path) -> None:
+    """With stdio servers allowed, ``dev.py run`` starts the bridge too, and it ends with
+    the web process (which takes over dev.py's process) without being told."""
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if k not in DROPPED}
+    env["MCPHOST_VAR_DIR"] = str(tmp_path)
+    env["MCP_STDIO_SERVERS"] = json.dumps({"sdk": {"command": [sys.executable, "-c", "pass"]}})
+    for name in ("MCP_STDIO_BRIDGE_URL", "MCP_STDIO_BRIDGE_SECRET"):
+        env.pop(name, None)
+    log_path = tmp_path / "run.log"
+    with open(log_path, "wb") as log:
+        process = subprocess.Popen(
+            [sys.executable, "dev.py", "run", "--port", str(port)],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )  # fmt: skip
+        try:
+            await asyncio.to_thread(wait_for_port, port, process, 180.0)
+            # dev.py picked a free port for it and printed where, before Daphne started.
+            bridge = re.search(r"stdio bridge:  (http://127\.0\.0\.1:(\d+))", log_path.read_text())
+            assert bridge, log_path.read_text()
+            bridge_port = int(bridge[2])
+            await asyncio.to_thread(wait_for_port, bridge_port, process, 60.0)
+            async with httpx.AsyncClient(base_url=bridge[1]) as http:
+                health = await http.get("/healthz")
+                refused = await http.post("/sdk/mcp", json={})
+            # Only the web process (dev.py's own pid) is stopped; the bridge follows it.
+            process.send_signal(signal.SIGINT)
+            await asyncio.to_thread(process.wait, 20)
+            await asyncio.to_thread(wait_for_free_port, bridge_port, 20.0)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    output = log_path.read_text()
+    assert health.text == "ok" and refused.status_code == 401
+    # The checks ran with the bridge's URL already chosen: no warning that it is missing.
+    assert "MCP_STDIO_BRIDGE_URL is not set" not in output, output
+
+
+def wait_for_free_port(port: int, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.2).close()
+        except OSError:
+            return
+        time.sleep(0.1)
+    raise TimeoutError(f"127.0.0.1:{port} still accepts connections after {timeout} s")
