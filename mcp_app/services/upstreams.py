@@ -389,7 +389,7 @@ async def upstream_probe(name: str) -> str:
             fingerprint=tools_fingerprint(tools),
         )
     if outcome.failure is not None:
-        logger.warning("Upstream %s: probe failed", loaded.pk)
+        logger.warning("Upstream %s: probe failed: %s", loaded.pk, outcome.failure)
     state = await in_thread(_record_probe)(loaded.pk, outcome)
     drifted = outcome.failure is None and fingerprint and outcome.fingerprint != fingerprint
     if drifted and policy == Upstream.SyncPolicy.APPLY:

@@ -18,6 +18,7 @@ from mcp_app.services.credentials import credential_create
 from mcp_app.services.upstreams import UpstreamOffer, upstream_items_apply
 from tests.admin.conftest import tool_payload
 from tests.admin.test_history_admin import dump_history_tables
+from tests.support.admin_forms import upstream_form
 
 pytestmark = pytest.mark.django_db
 SECRETS = ("first-s3cret-8841", "second-s3cret-8842")
@@ -25,26 +26,7 @@ SECRETS = ("first-s3cret-8841", "second-s3cret-8842")
 
 def upstream_payload(**overrides: Any) -> dict[str, Any]:
     """The upstream change form as a browser posts it."""
-    data: dict[str, Any] = {
-        "name": "peer",
-        "description": "",
-        "url": "https://peer.example.com/mcp",
-        "credential": "",
-        "enabled": "on",
-        "sync_policy": "mark",
-        "connect_timeout": "5",
-        "call_timeout": "60",
-        "allow_networks": "",
-        "session_idle_seconds": "600",
-        "max_sessions": "100",
-        "failure_threshold": "5",
-        "cooldown_seconds": "30",
-        "probe_interval_seconds": "300",
-        "probe_timeout": "10",
-        "unhealthy_threshold": "3",
-    }
-    data.update(overrides)
-    return data
+    return upstream_form(**overrides)
 
 
 def test_url_and_credential_changes_are_versioned_compared_and_reverted(

@@ -19,6 +19,7 @@ from pytest_django.fixtures import Settings
 
 from mcp_app.models import Upstream
 from mcp_app.services.credentials import credential_create
+from tests.support.admin_forms import upstream_form
 
 pytestmark = pytest.mark.django_db
 ALLOWED = {
@@ -38,30 +39,9 @@ def _allow_list(settings: Settings) -> None:
 
 
 def form(**overrides: Any) -> dict[str, Any]:
-    data: dict[str, Any] = {
-        "name": "files",
-        "description": "",
-        "transport": "stdio",
-        "url": "",
-        "credential": "",
-        "enabled": "on",
-        "stdio_server": "files",
-        "stdio_args": "[]",
-        "stdio_cwd": "",
-        "stdio_env": "{}",
-        "connect_timeout": "5",
-        "call_timeout": "60",
-        "allow_networks": "",
-        "session_idle_seconds": "600",
-        "max_sessions": "100",
-        "failure_threshold": "5",
-        "cooldown_seconds": "30",
-        "probe_interval_seconds": "300",
-        "probe_timeout": "10",
-        "unhealthy_threshold": "3",
-    }
-    data.update(overrides)
-    return data
+    """The add form of the stdio upstream "files"."""
+    stdio = {"name": "files", "transport": "stdio", "url": "", "stdio_server": "files"}
+    return upstream_form(**{**stdio, **overrides})
 
 
 def add(admin_client: Client, **overrides: Any) -> dict[str, list[str]]:

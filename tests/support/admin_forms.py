@@ -33,3 +33,32 @@ def tool_form(endpoint_id: int, **overrides: str) -> dict[str, Any]:
     }
     data.update(overrides)
     return data
+
+
+def upstream_form(**overrides: Any) -> dict[str, Any]:
+    """The add/change form of a Streamable HTTP upstream "peer", every field as posted."""
+    data: dict[str, Any] = {
+        "name": "peer",
+        "description": "",
+        "transport": "http",
+        "url": "https://peer.example.com/mcp",
+        "credential": "",
+        "enabled": "on",
+        "stdio_server": "",
+        "stdio_args": "[]",
+        "stdio_cwd": "",
+        "stdio_env": "{}",
+        "sync_policy": "mark",
+        "connect_timeout": "5",
+        "call_timeout": "60",
+        "allow_networks": "",
+        "session_idle_seconds": "600",
+        "max_sessions": "100",
+        "failure_threshold": "5",
+        "cooldown_seconds": "30",
+        "probe_interval_seconds": "300",
+        "probe_timeout": "10",
+        "unhealthy_threshold": "3",
+    }
+    data.update(overrides)
+    return data
