@@ -2,7 +2,7 @@
 forms, and the JSON text field setting for models' JSON columns.
 
 Forms parse and check input; anything spanning rows (tool names unique per endpoint) is asked of
-``services.catalog``. Nothing here writes except the ModelForm's own save.
+``services.catalog_writes``. Nothing here writes except the ModelForm's own save.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from mcp_app.models.fields import (
     validate_output_schema,
 )
 from mcp_app.protocol.storable import is_storable_text, unstorable_path
-from mcp_app.services.catalog import check_unique_tool_names
+from mcp_app.services.catalog_writes import check_unique_tool_names
 from mcp_app.services.credentials import credential_set_secret
 
 _HINT_FIELDS = ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")

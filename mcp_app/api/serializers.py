@@ -37,8 +37,8 @@ from mcp_app.models import (
     Tool,
     Upstream,
 )
-from mcp_app.services.catalog import check_unique_tool_names, tool_field_defaults
 from mcp_app.services.catalog_io import CatalogFormatError, catalog_parse
+from mcp_app.services.catalog_writes import check_unique_tool_names, tool_field_defaults
 from mcp_app.services.credentials import credential_set_secret
 
 ACCESS_FIELDS = ["required_scope", "allowed_groups"]

@@ -45,7 +45,7 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.services import history
-from mcp_app.services.catalog import python_tool_defaults
+from mcp_app.services.catalog_writes import python_tool_defaults
 from mcp_app.services.references import in_use_message, references_to
 
 FORMAT = "mcphost-catalog/1"

@@ -7,7 +7,7 @@ HTTP tool needs: an input schema (path, query and header parameters plus the JSO
 body, ``$ref`` resolved within the document) and the URL, query, header and body mappings of
 ``executors/http.py``. ``openapi_tool_drafts`` names the chosen operations and fixes their base
 URL; reading and naming are pure (no I/O, no rows). ``openapi_tools_create`` is the one
-writer: it creates the drafts, disabled, through ``services.catalog.tool_create``.
+writer: it creates the drafts, disabled, through ``services.catalog_writes.tool_create``.
 
 Nothing here fetches a remote ``$ref``: only references inside the document (``#/...``)
 resolve.
@@ -41,7 +41,7 @@ from mcp_app.executors.netguard import (
 )
 from mcp_app.models import Endpoint, Tool
 from mcp_app.protocol.results import ToolError
-from mcp_app.services.catalog import tool_create
+from mcp_app.services.catalog_writes import tool_create
 
 # The HTTP methods an OpenAPI path item may hold (3.1 section 4.8.9); TRACE has no HTTP tool.
 OPERATION_METHODS = ("get", "put", "post", "delete", "options", "head", "patch")

@@ -8,7 +8,7 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from mcp_app.models import Tool
-from mcp_app.services.catalog import (
+from mcp_app.services.catalog_writes import (
     endpoint_create,
     prompt_create,
     resource_template_create,

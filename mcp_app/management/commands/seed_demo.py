@@ -12,7 +12,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from mcp_app.models import Endpoint, Prompt, Resource, ResourceTemplate, Tool
-from mcp_app.services.catalog import (
+from mcp_app.services.catalog_writes import (
     endpoint_create,
     prompt_create,
     resource_create,
