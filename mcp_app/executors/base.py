@@ -92,6 +92,15 @@ class Resolvers(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class ConfigReference:
+    """A row a config names by its natural key: ``target`` "credential" or "upstream"."""
+
+    key: str  # the config key holding the name
+    target: str
+    name: str
+
+
 class CredentialChoiceField(forms.ChoiceField):
     """A config form field naming a credential; the admin fills in the choices (rows)."""
 
@@ -163,5 +172,23 @@ class Executor(Generic[PreparedT]):
         return []
 
     def tool_defaults(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
-        """Return Tool field values this config declares (title, schemas, hints), if any."""
+        """Return Tool field values this config declares (title, schemas, hints), if any.
+
+        ``services.catalog_writes`` fills every such field a write leaves empty from them.
+        """
         return {}
+
+    def config_references(self, config: Mapping[str, Any]) -> Sequence[ConfigReference]:
+        """Return the rows a (valid) ``config`` names; the services check that they exist."""
+        return ()
+
+    def config_problems(
+        self, config: Mapping[str, Any], input_schema: Mapping[str, Any] | None
+    ) -> dict[str, str]:
+        """Return, by config key, what is wrong with a valid ``config`` given the tool's
+        ``input_schema`` (rules tying the two); empty when nothing is."""
+        return {}
+
+    def form_field_of(self, key: str) -> str | None:
+        """Return the ``config_form`` field that edits config ``key``, if one does."""
+        return None

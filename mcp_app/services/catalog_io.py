@@ -31,8 +31,6 @@ from django.db import transaction
 from django.db.models import Field, Model
 
 from mcp_app.conf import get_conf
-from mcp_app.executors.http import undeclared_placeholders
-from mcp_app.executors.python import tool_functions
 from mcp_app.models import (
     Credential,
     Endpoint,
@@ -45,7 +43,14 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.services import history
-from mcp_app.services.catalog_writes import python_tool_defaults
+from mcp_app.services.catalog_writes import (
+    catalog_row_attach,
+    catalog_row_check,
+    catalog_row_detach,
+    catalog_row_save,
+    config_references,
+    tool_values,
+)
 from mcp_app.services.references import in_use_message, references_to
 
 FORMAT = "mcphost-catalog/1"
@@ -340,9 +345,10 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
     templates = document["resource_templates"]
     prompts = document["prompts"]
     upstream_names = {
-        str(tool.config.get("upstream"))
+        reference.name
         for tool in tools
-        if tool.kind == Tool.Kind.MCP_UPSTREAM and tool.config.get("upstream")
+        for reference in config_references(tool)
+        if reference.target == "upstream"
     } | {entry["upstream"] for entry in (*resources, *templates, *prompts) if entry.get("upstream")}
     upstreams = Upstream.objects.select_related("credential").order_by("name")
     if endpoint_slugs is not None:
@@ -357,7 +363,12 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
     ]
     names = sorted(
         (
-            {tool.config.get("credential") for tool in tools}
+            {
+                reference.name
+                for tool in tools
+                for reference in config_references(tool)
+                if reference.target == "credential"
+            }
             | {entry["credential"] for entry in document["upstreams"]}
         )
         - {None}
@@ -626,7 +637,7 @@ def catalog_import(
             raise CatalogPermissionError(missing)
     report = ImportReport(dry_run=dry_run)
     with transaction.atomic(), history.catalog_change_source(history.IMPORT):
-        importer = _Importer(document, report, prune=prune)
+        importer = _Importer(document, report, prune=prune, user=user)
         importer.run()
         if user is not None:
             changes = catalog_permissions(document=document, prune=prune, changes=report.changes)
@@ -641,8 +652,11 @@ def catalog_import(
 
 
 class _Importer:
-    def __init__(self, document: Mapping[str, Any], report: ImportReport, *, prune: bool) -> None:
+    def __init__(
+        self, document: Mapping[str, Any], report: ImportReport, *, prune: bool, user: Any
+    ) -> None:
         self.document = document
+        self.user = user
         self.report = report
         self.prune = prune
         self.errors: list[EntryError] = []
@@ -747,14 +761,13 @@ class _Importer:
             plan = _Plan(section, index, entry[key_name], entry, row, created=row.pk is None)
             if row.pk is None:
                 setattr(row, key_name, entry[key_name])
-                if section == "tools":
-                    self._python_defaults(row, entry)
-            for name in names:
-                if name in entry:
-                    value = entry[name]
-                    if row.pk is not None and getattr(row, name) != value:
-                        plan.changed.append(name)
-                    setattr(row, name, value)
+            values = {name: entry[name] for name in names if name in entry}
+            if section == "tools":
+                values = tool_values(tool=row, data=values)
+            for name, value in values.items():
+                if row.pk is not None and getattr(row, name) != value:
+                    plan.changed.append(name)
+                setattr(row, name, value)
             if section != "endpoints":
                 plan.endpoint_slugs = list(entry.get("endpoints") or [])
                 plan.group_names = sorted(entry.get("allowed_groups") or [])
@@ -834,17 +847,6 @@ class _Importer:
                 plan.changed.append(key)
             setattr(plan.row, key, found)
 
-    def _python_defaults(self, tool: Tool, entry: Mapping[str, Any]) -> None:
-        # As tool_create: a python tool takes what the file omits from its function.
-        config = entry.get("config")
-        if (
-            entry.get("kind") == Tool.Kind.PYTHON
-            and isinstance(config, dict)
-            and config.get("function") in tool_functions()
-        ):
-            for name, value in python_tool_defaults(config["function"]).items():
-                setattr(tool, name, value)
-
     def _plan_file(self, plan: _Plan, key: str, current: Any) -> None:
         plan.current_file = current.name if current else ""
         if key not in plan.entry:
@@ -921,23 +923,17 @@ class _Importer:
         row = plan.row
         # Membership and groups are checked separately; file content was checked above.
         try:
-            row.full_clean(validate_unique=row.pk is None)
+            if plan.section in _WRITE_PATH:
+                catalog_row_check(row, upstreams=self._planned_upstreams())
+            else:
+                row.full_clean(validate_unique=row.pk is None)
         except ValidationError as exc:
             for name, messages in _message_dict(exc).items():
                 for message in messages:
                     self._error(plan, name, message)
-            return
-        if plan.section == "tools" and row.kind == Tool.Kind.MCP_UPSTREAM:
-            name = row.config.get("upstream")
-            planned = {p.key for p in self.plans.get("upstreams", [])}
-            if name not in planned and not Upstream.objects.filter(name=name).exists():
-                self._error(plan, "config.upstream", f"No upstream named {name!r} here.")
-        if plan.section == "tools" and row.kind == Tool.Kind.HTTP:
-            for key, message in undeclared_placeholders(row.config, row.input_schema).items():
-                self._error(plan, f"config.{key}", message)
-            name = row.config.get("credential")
-            if name is not None and not Credential.objects.filter(name=name).exists():
-                self._error(plan, "config.credential", f"No credential named {name!r} here.")
+
+    def _planned_upstreams(self) -> set[str]:
+        return {plan.key for plan in self.plans.get("upstreams", [])}
 
     def _error(self, plan: _Plan, name: str, message: str) -> None:
         path = plan.path if name == "__all__" else f"{plan.path}.{name}"
@@ -970,7 +966,9 @@ class _Importer:
                 # Only the document's endpoints are managed; others keep the row.
                 removed = (current & scope) - wanted
                 if removed:
-                    plan.row.endpoints.remove(*removed)
+                    catalog_row_detach(
+                        plan.row, endpoint_ids=removed, actor=self.user, source=history.IMPORT
+                    )
                     self._record(plan, "detach", _slugs(endpoints, removed))
                 attach.append((plan, wanted - current))
         # Attached after every detach, so a tool moving between endpoints never clashes with
@@ -978,7 +976,9 @@ class _Importer:
         for plan, added in attach:
             if added:
                 try:
-                    plan.row.endpoints.add(*added)
+                    catalog_row_attach(
+                        plan.row, endpoint_ids=added, actor=self.user, source=history.IMPORT
+                    )
                 except ValidationError as exc:
                     for message in exc.messages:
                         self._error(plan, "endpoints", message)
@@ -1012,7 +1012,12 @@ class _Importer:
                 else plan.current_file
             )
         if plan.created or plan.changed:
-            row.save()
+            if plan.section in _WRITE_PATH:
+                catalog_row_save(
+                    row, actor=self.user, source=history.IMPORT, upstreams=self._planned_upstreams()
+                )
+            else:
+                row.save()
             fields = () if plan.created else tuple(plan.changed)
             action = "create" if plan.created else "update"
             self.report.changes.append(Change(action, plan.section, plan.key, fields))
@@ -1089,6 +1094,10 @@ class _Importer:
                     continue
                 self.report.changes.append(Change("delete", section, _key(section, row)))
                 row.delete()
+
+
+# Sections whose rows are written through services.catalog_writes (upstreams have their own).
+_WRITE_PATH = frozenset({"tools"})
 
 
 def _key(section: str, row: Any) -> str:

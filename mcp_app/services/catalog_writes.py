@@ -1,17 +1,37 @@
-"""Catalog writes: creating endpoints, tools, resources, templates and prompts, and the rule
-that a tool name is unique per endpoint."""
+"""The one write path of catalog rows: endpoints, tools, resources, resource templates, prompts.
+
+Every interface writes these rows through here: the admin forms, the API serializers, catalog
+import, OpenAPI import and the demo seed. They parse their input and may check it early, to
+put errors beside their own fields, but the rules live only here, in three steps:
+
+- ``tool_values``: a tool write leaves a field empty, its config's declared value fills it
+  (the kind's executor says what it declares: ``Executor.tool_defaults``).
+- ``catalog_row_check``: the model's own validation, what a tool's config names (credentials,
+  upstreams: ``Executor.config_references``) and ties to its input schema
+  (``Executor.config_problems``), and tool names unique per endpoint. Errors come as one
+  ``ValidationError`` keyed by field (``config.<key>`` for a config's).
+- ``catalog_row_save``: checks again (no interface can skip a rule), saves, sets the row's
+  relations (endpoints, groups, an endpoint's items), and stamps the history rows with who
+  acts and from where (``history.catalog_change``). The model signals then bump catalog
+  versions and send list_changed.
+
+``actor`` reaches every write here: a rule about who may change what (an endpoint's owners)
+belongs in ``catalog_row_check``. Upstreams and credentials are written by their own services
+(``services/upstreams.py``, ``services/credentials.py``); nothing here names a tool kind.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import models, transaction
 
 from mcp_app.executors import get_executors
-from mcp_app.executors.python import tool_defaults
+from mcp_app.executors.base import ConfigError, ConfigReference
 from mcp_app.models import (
+    Credential,
     Endpoint,
     Prompt,
     PromptArgument,
@@ -19,7 +39,222 @@ from mcp_app.models import (
     Resource,
     ResourceTemplate,
     Tool,
+    Upstream,
 )
+from mcp_app.models.fields import default_input_schema
+from mcp_app.services import history
+
+CatalogRow = Endpoint | Tool | Resource | ResourceTemplate | Prompt
+
+# The many-to-many fields ``catalog_row_save`` sets: an item's, then an endpoint's.
+RELATIONS = ("endpoints", "allowed_groups", "tools", "resources", "resource_templates", "prompts")
+
+# The rows a config reference may name, by ``ConfigReference.target``.
+_REFERENCE_MODELS: dict[str, type[models.Model]] = {
+    "credential": Credential,
+    "upstream": Upstream,
+}
+
+
+def tool_values(*, tool: Tool | None, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``data`` (Tool field values) with what it leaves empty filled from the config.
+
+    A field the config declares (a python function's title, description, schemas and hints)
+    takes the declared value when ``data`` holds it empty (None or blank text) or, for a new
+    tool (``tool`` None or unsaved), does not hold it; a saved tool keeps what ``data`` omits.
+    A tool left without an input schema takes the no-argument one.
+    """
+    current = tool if tool is not None and not tool._state.adding else None
+    kind = data.get("kind", current.kind if current is not None else "")
+    config = data.get("config", current.config if current is not None else {})
+    executor = get_executors().get(kind) if isinstance(kind, str) else None
+    declared = (
+        executor.tool_defaults(config)
+        if executor is not None and isinstance(config, Mapping)
+        else {}
+    )
+    values = dict(data)
+    for name, value in declared.items():
+        if name in data:
+            given = data[name]
+            if given is None or (isinstance(given, str) and not given.strip()):
+                values[name] = value
+        elif current is None:
+            values[name] = value
+    if values.get("input_schema", ...) is None or ("input_schema" not in values and not current):
+        values["input_schema"] = default_input_schema()
+    return values
+
+
+def catalog_row_check(
+    row: CatalogRow,
+    *,
+    relations: Mapping[str, Sequence[models.Model]] | None = None,
+    upstreams: Collection[str] = (),
+) -> None:
+    """Check that ``row``, with its values set and ``relations`` (None: those it has), may be
+    saved.
+
+    ``upstreams``: names of upstreams being created in the same write (catalog import), which
+    a tool's config may name before they exist.
+
+    Raises:
+        ValidationError: by field name; nothing was written.
+    """
+    errors: dict[str, list[str]] = {}
+    try:
+        row.full_clean()
+    except ValidationError as exc:
+        errors.update(_by_field(exc))
+    if isinstance(row, Tool) and not {"kind", "config", "input_schema"} & set(errors):
+        for key, message in _tool_config_problems(row, upstreams).items():
+            errors.setdefault(key, []).append(message)
+    if isinstance(row, Tool) and "name" not in errors:
+        endpoints = (relations or {}).get("endpoints")
+        endpoint_ids = (
+            [endpoint.pk for endpoint in endpoints]
+            if endpoints is not None
+            else list(row.endpoints.values_list("pk", flat=True))
+            if row.pk is not None
+            else []
+        )
+        try:
+            check_unique_tool_names(endpoint_ids=endpoint_ids, tools=[(row.pk, row.name)])
+        except ValidationError as exc:
+            errors.setdefault("name", []).extend(exc.messages)
+    if isinstance(row, Endpoint) and (tools := (relations or {}).get("tools")) is not None:
+        # The endpoint's whole new set: only names repeated within it can clash.
+        try:
+            check_unique_tool_names(
+                endpoint_ids=(),
+                tools=[(tool.pk, tool.name) for tool in tools if isinstance(tool, Tool)],
+            )
+        except ValidationError as exc:
+            errors.setdefault("tools", []).extend(exc.messages)
+    if errors:
+        raise ValidationError(errors)
+
+
+@transaction.atomic
+def catalog_row_save(
+    row: CatalogRow,
+    *,
+    actor: Any,
+    source: str | None,
+    relations: Mapping[str, Sequence[models.Model]] | None = None,
+    upstreams: Collection[str] = (),
+) -> None:
+    """Check ``row`` (``catalog_row_check``), save it and set the ``relations`` given.
+
+    ``relations``: many-to-many fields by name (an item's ``endpoints`` and
+    ``allowed_groups``, an endpoint's ``tools``, ``resources``, ...) to set to exactly these
+    rows; a field not given keeps its rows. History rows written name ``actor`` (a user, or
+    None: the request's) and ``source`` (``history.ADMIN``, ...; None: the surrounding one).
+
+    Raises:
+        ValidationError: by field name; nothing was written.
+    """
+    with history.catalog_change(source=source, actor=actor):
+        catalog_row_check(row, relations=relations, upstreams=upstreams)
+        row.save()
+        for name, rows in (relations or {}).items():
+            getattr(row, name).set(rows)
+
+
+def catalog_row_enable(row: CatalogRow, *, enabled: bool, actor: Any, source: str | None) -> None:
+    """Switch ``row`` on or off (saving that flag only).
+
+    Not checked: a flag makes no row invalid, and a row whose config stopped preparing (a
+    python function removed) must still be switched off.
+    """
+    if row.enabled == enabled:
+        return
+    row.enabled = enabled
+    with history.catalog_change(source=source, actor=actor):
+        row.save(update_fields=["enabled", "updated_at"])
+
+
+@transaction.atomic
+def catalog_row_attach(
+    row: Tool | Resource | ResourceTemplate | Prompt,
+    *,
+    endpoint_ids: Collection[int],
+    actor: Any,
+    source: str | None,
+) -> None:
+    """Publish ``row`` on the endpoints ``endpoint_ids`` too (it keeps its others).
+
+    Raises:
+        ValidationError: a tool's name is taken on one of them ("endpoints"); nothing changed.
+    """
+    if not endpoint_ids:
+        return
+    with history.catalog_change(source=source, actor=actor):
+        if isinstance(row, Tool):
+            try:
+                check_unique_tool_names(endpoint_ids=endpoint_ids, tools=[(row.pk, row.name)])
+            except ValidationError as exc:
+                raise ValidationError({"endpoints": exc.messages}) from None
+        row.endpoints.add(*endpoint_ids)
+
+
+@transaction.atomic
+def catalog_row_detach(
+    row: Tool | Resource | ResourceTemplate | Prompt,
+    *,
+    endpoint_ids: Collection[int],
+    actor: Any,
+    source: str | None,
+) -> None:
+    """Stop publishing ``row`` on the endpoints ``endpoint_ids``."""
+    if not endpoint_ids:
+        return
+    with history.catalog_change(source=source, actor=actor):
+        row.endpoints.remove(*endpoint_ids)
+
+
+def config_references(tool: Tool) -> Sequence[ConfigReference]:
+    """The rows ``tool``'s config names (its kind's executor says; none for an unknown kind)."""
+    executor = get_executors().get(tool.kind)
+    try:
+        return executor.config_references(tool.config or {}) if executor is not None else ()
+    except ConfigError:
+        return ()
+
+
+def _tool_config_problems(tool: Tool, upstreams: Collection[str]) -> dict[str, str]:
+    """What the tool's (valid) config names that does not exist, or ties wrongly to its
+    input schema, by ``config.<key>``."""
+    executor = get_executors().get(tool.kind)
+    if executor is None:
+        return {}
+    config = tool.config or {}
+    problems: dict[str, str] = {}
+    for reference in executor.config_references(config):
+        model = _REFERENCE_MODELS[reference.target]
+        if reference.target == "upstream" and reference.name in upstreams:
+            continue
+        if not model._default_manager.filter(name=reference.name).exists():
+            problems[f"config.{reference.key}"] = (
+                f"No {reference.target} named {reference.name!r} here."
+            )
+    try:
+        found = executor.config_problems(config, tool.input_schema)
+    except ConfigError as exc:  # prepare() refuses such a config first; kept for safety
+        found = {"": exc.message}
+    problems.update(
+        (f"config.{key}" if key else "config", message) for key, message in found.items()
+    )
+    return problems
+
+
+def _by_field(exc: ValidationError) -> dict[str, list[str]]:
+    if hasattr(exc, "error_dict"):
+        return {
+            name: [message for error in errors for message in error.messages]
+            for name, errors in exc.error_dict.items()
+        }
+    return {"__all__": list(exc.messages)}
 
 
 def check_unique_tool_names(
@@ -70,88 +305,72 @@ def check_tools_attachable(*, endpoint_id: int, tool_ids: Iterable[int]) -> None
     check_unique_tool_names(endpoint_ids=[endpoint_id], tools=tools)
 
 
-def tool_field_defaults(kind: str, config: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Tool field values a config declares (a python function's description, schemas, hints).
-
-    The kind's executor decides; an unknown kind declares nothing (validation says why).
-    """
-    executor = get_executors().get(kind)
-    return executor.tool_defaults(config) if executor is not None else {}
+# -- one call per row, for code holding plain values (the seed, OpenAPI import, the shell)
 
 
-def python_tool_defaults(function_name: str) -> dict[str, Any]:
-    """Return Tool field values declared by a registered python tool function.
-
-    Raises:
-        KeyError: no function of that name is registered.
-    """
-    return tool_defaults(function_name)
-
-
-@transaction.atomic
 def endpoint_create(
-    *, slug: str, title: str = "", description: str = "", instructions: str = "",
-    allowed_origins: str = "", auth_mode: str = Endpoint.AuthMode.OAUTH,
-) -> Endpoint:  # fmt: skip
-    """Create an endpoint after full validation (OAuth-protected unless ``auth_mode`` says).
+    *, slug: str, actor: Any = None, source: str | None = None, **fields: Any
+) -> Endpoint:
+    """Create an endpoint (OAuth-protected unless ``auth_mode`` says) from its field values.
 
     Raises:
         ValidationError: a field is invalid (e.g. the slug is taken).
     """
-    endpoint = Endpoint(
-        slug=slug,
-        title=title,
-        description=description,
-        instructions=instructions,
-        allowed_origins=allowed_origins,
-        auth_mode=auth_mode,
-    )
-    endpoint.full_clean()
-    endpoint.save()
+    endpoint = Endpoint(slug=slug, **fields)
+    catalog_row_save(endpoint, actor=actor, source=source)
     return endpoint
 
 
-@transaction.atomic
 def tool_create(
-    *, name: str, kind: str, config: Mapping[str, Any], endpoints: Iterable[Endpoint] = (),
-    **fields: Any,
+    *, endpoints: Iterable[Endpoint] = (), actor: Any = None, source: str | None = None,
+    **data: Any,
 ) -> Tool:  # fmt: skip
-    """Create a tool and publish it on ``endpoints``.
-
-    A tool takes what its config declares (a python function's description, schemas and
-    hints) unless given in ``fields``.
+    """Create a tool from its field values (``name``, ``kind``, ``config``, ...) and publish it
+    on ``endpoints``; what ``data`` omits comes from what the config declares (``tool_values``).
 
     Raises:
-        ValidationError: a field is invalid, or the name is taken on one of the endpoints.
+        ValidationError: a field is invalid, the config names a missing row, or the name is
+            taken on one of the endpoints.
     """
-    values: dict[str, Any] = {**tool_field_defaults(kind, config), **fields}
-    tool = Tool(name=name, kind=kind, config=dict(config), **values)
-    tool.full_clean()
-    tool.save()
-    tool.endpoints.add(*endpoints)
+    tool = Tool(**tool_values(tool=None, data=data))
+    catalog_row_save(tool, actor=actor, source=source, relations={"endpoints": list(endpoints)})
     return tool
 
 
-@transaction.atomic
+def tool_update(
+    *, tool: Tool, data: Mapping[str, Any], endpoints: Iterable[Endpoint] | None = None,
+    actor: Any = None, source: str | None = None,
+) -> Tool:  # fmt: skip
+    """Change the fields ``data`` gives (and, given, the endpoints) of ``tool``.
+
+    Raises:
+        ValidationError: as ``tool_create``; nothing was written.
+    """
+    for name, value in tool_values(tool=tool, data=data).items():
+        setattr(tool, name, value)
+    relations = {"endpoints": list(endpoints)} if endpoints is not None else None
+    catalog_row_save(tool, actor=actor, source=source, relations=relations)
+    return tool
+
+
 def resource_create(
-    *, uri: str, name: str, endpoints: Iterable[Endpoint] = (), **fields: Any
-) -> Resource:
+    *, uri: str, name: str, endpoints: Iterable[Endpoint] = (), actor: Any = None,
+    source: str | None = None, **fields: Any,
+) -> Resource:  # fmt: skip
     """Create a resource and publish it on ``endpoints``.
 
     Raises:
         ValidationError: a field is invalid (e.g. the URI is taken).
     """
     resource = Resource(uri=uri, name=name, **fields)
-    resource.full_clean()
-    resource.save()
-    resource.endpoints.add(*endpoints)
+    catalog_row_save(resource, actor=actor, source=source, relations={"endpoints": list(endpoints)})
     return resource
 
 
-@transaction.atomic
 def resource_template_create(
     *, uri_template: str, name: str, kind: str, config: Mapping[str, Any],
-    endpoints: Iterable[Endpoint] = (), **fields: Any,
+    endpoints: Iterable[Endpoint] = (), actor: Any = None, source: str | None = None,
+    **fields: Any,
 ) -> ResourceTemplate:  # fmt: skip
     """Create a resource template and publish it on ``endpoints``.
 
@@ -161,9 +380,7 @@ def resource_template_create(
     template = ResourceTemplate(
         uri_template=uri_template, name=name, kind=kind, config=dict(config), **fields
     )
-    template.full_clean()
-    template.save()
-    template.endpoints.add(*endpoints)
+    catalog_row_save(template, actor=actor, source=source, relations={"endpoints": list(endpoints)})
     return template
 
 
@@ -171,7 +388,7 @@ def resource_template_create(
 def prompt_create(
     *, name: str, description: str, arguments: Sequence[Mapping[str, Any]] = (),
     messages: Sequence[Mapping[str, Any]] = (), endpoints: Iterable[Endpoint] = (),
-    **fields: Any,
+    actor: Any = None, source: str | None = None, **fields: Any,
 ) -> Prompt:  # fmt: skip
     """Create a prompt with its ordered arguments and messages, published on ``endpoints``.
 
@@ -182,15 +399,47 @@ def prompt_create(
         ValidationError: a field is invalid.
     """
     prompt = Prompt(name=name, description=description, **fields)
-    prompt.full_clean()
-    prompt.save()
-    for position, values in enumerate(arguments):
-        argument = PromptArgument(prompt=prompt, position=position, **values)
-        argument.full_clean()
-        argument.save()
-    for position, values in enumerate(messages):
-        message = PromptMessage(prompt=prompt, position=position, **values)
-        message.full_clean()
-        message.save()
-    prompt.endpoints.add(*endpoints)
+    with history.catalog_change(source=source, actor=actor):
+        catalog_row_save(
+            prompt, actor=actor, source=source, relations={"endpoints": list(endpoints)}
+        )
+        prompt_parts_set(
+            prompt,
+            arguments=[PromptArgument(**values) for values in arguments],
+            messages=[PromptMessage(**values) for values in messages],
+            actor=actor,
+            source=source,
+        )
     return prompt
+
+
+@transaction.atomic
+def prompt_parts_set(
+    prompt: Prompt,
+    *,
+    arguments: Sequence[PromptArgument] | None,
+    messages: Sequence[PromptMessage] | None,
+    actor: Any,
+    source: str | None,
+) -> None:
+    """Replace the saved ``prompt``'s arguments and/or messages (None: keep them) by these
+    unsaved rows, in this order (their ``position``).
+
+    Raises:
+        ValidationError: a part is invalid; nothing was written.
+    """
+    with history.catalog_change(source=source, actor=actor):
+        if arguments is not None:
+            prompt.arguments.all().delete()
+            _parts_save(prompt, arguments)
+        if messages is not None:
+            prompt.messages.all().delete()
+            _parts_save(prompt, messages)
+
+
+def _parts_save(prompt: Prompt, parts: Sequence[PromptArgument | PromptMessage]) -> None:
+    for position, part in enumerate(parts):
+        part.prompt = prompt
+        part.position = position
+        part.full_clean()
+        part.save()

@@ -7,7 +7,7 @@ HTTP tool needs: an input schema (path, query and header parameters plus the JSO
 body, ``$ref`` resolved within the document) and the URL, query, header and body mappings of
 ``executors/http.py``. ``openapi_tool_drafts`` names the chosen operations and fixes their base
 URL; reading and naming are pure (no I/O, no rows). ``openapi_tools_create`` is the one
-writer: it creates the drafts, disabled, through ``services.catalog_writes.tool_create``.
+writer: it creates the drafts, disabled, through ``services.catalog.tool_create``.
 
 Nothing here fetches a remote ``$ref``: only references inside the document (``#/...``)
 resolve.
@@ -41,6 +41,7 @@ from mcp_app.executors.netguard import (
 )
 from mcp_app.models import Endpoint, Tool
 from mcp_app.protocol.results import ToolError
+from mcp_app.services import history
 from mcp_app.services.catalog_writes import tool_create
 
 # The HTTP methods an OpenAPI path item may hold (3.1 section 4.8.9); TRACE has no HTTP tool.
@@ -714,10 +715,12 @@ def openapi_tools_create(
     credential: str | None = None,
     allow_hosts: Sequence[str] = (),
     allow_networks: Sequence[str] = (),
+    actor: Any = None,
 ) -> list[Tool]:
     """Create a disabled HTTP tool per chosen operation, published on ``endpoints``.
 
-    Drafts stay disabled until an operator has reviewed them; all or none are created.
+    Drafts stay disabled until an operator has reviewed them; all or none are created, by
+    ``actor`` (the history names them "openapi import").
 
     Raises:
         OpenApiError: an operation key is unknown, or the base URL is not http(s).
@@ -744,6 +747,8 @@ def openapi_tools_create(
             read_only_hint=draft.read_only_hint,
             idempotent_hint=draft.idempotent_hint,
             enabled=False,
+            actor=actor,
+            source=history.OPENAPI,
         )
         for draft in drafts
     ]

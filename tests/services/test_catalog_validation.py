@@ -55,8 +55,9 @@ def test_python_tool_naming_an_unregistered_function_is_rejected(db: None) -> No
 
 
 def test_blank_descriptions_are_rejected(db: None) -> None:
+    # A kind whose config declares no description (a python function's fills a blank one).
     with pytest.raises(ValidationError) as caught:
-        make_tool(description="   ")
+        tool_create(name="t", kind="template", config={"template": "x"}, description="   ")
 
     assert caught.value.message_dict["description"] == ["A tool needs a description."]
 
