@@ -30,7 +30,7 @@ from mcp_app.executors.python import resource_functions
 from mcp_app.models import Credential, Endpoint, ResourceTemplate, Tool
 from mcp_app.models.fields import validate_input_schema, validate_output_schema
 from mcp_app.protocol.storable import is_storable_text, unstorable_path
-from mcp_app.services.catalog_writes import check_unique_tool_names, tool_values
+from mcp_app.services.catalog_writes import tool_values
 from mcp_app.services.credentials import credential_set_secret
 
 
@@ -280,7 +280,7 @@ def _credential_choices() -> list[tuple[str, str]]:
     ]
 
 
-class ResourceTemplateForm(StorableInputForm, forms.ModelForm):
+class ResourceTemplateForm(StorableInputForm, CatalogRowForm):
     """Edits a resource template; the resolver config comes from the function / template fields."""
 
     function = forms.ChoiceField(
@@ -336,7 +336,7 @@ class ResourceTemplateForm(StorableInputForm, forms.ModelForm):
         return data
 
 
-class EndpointForm(StorableInputForm, forms.ModelForm):
+class EndpointForm(StorableInputForm, CatalogRowForm):
     class Meta:
         model = Endpoint
         fields = [
@@ -344,12 +344,6 @@ class EndpointForm(StorableInputForm, forms.ModelForm):
             "tools", "resources", "resource_templates", "prompts",
             "auth_mode", "scopes", "base_scope",
         ]  # fmt: skip
-
-    def clean_tools(self) -> Any:
-        tools = self.cleaned_data["tools"]
-        # The full intended set: only names repeated within it can clash.
-        check_unique_tool_names(endpoint_ids=(), tools=[(tool.pk, tool.name) for tool in tools])
-        return tools
 
 
 class CredentialForm(StorableInputForm, forms.ModelForm):

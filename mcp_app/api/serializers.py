@@ -41,6 +41,7 @@ from mcp_app.services.catalog_io import CatalogFormatError, catalog_parse
 from mcp_app.services.catalog_writes import (
     catalog_row_check,
     catalog_row_save,
+    prompt_messages_check,
     prompt_parts_set,
     tool_values,
 )
@@ -283,14 +284,13 @@ class PromptSerializer(CatalogItemSerializer):
         attrs = super().validate(attrs)
         errors: dict[str, Any] = {}
         prompt: Prompt = self.checked
-        if prompt.upstream is not None:
-            messages = attrs.get("messages")
-            if messages is None and self.instance is not None:
-                messages = list(self.instance.messages.all())
-            if messages:
-                errors["messages"] = [
-                    "A prompt from an upstream gets its messages there: send an empty list."
-                ]
+        messages = attrs.get("messages")
+        if messages is None and self.instance is not None:
+            messages = list(self.instance.messages.all())
+        try:
+            prompt_messages_check(prompt, messages or [])
+        except DjangoValidationError as exc:
+            errors["messages"] = exc.messages
         for key, model in (("arguments", PromptArgument), ("messages", PromptMessage)):
             items = []
             for position, values in enumerate(attrs.get(key) or ()):

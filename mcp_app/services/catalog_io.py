@@ -47,8 +47,11 @@ from mcp_app.services.catalog_writes import (
     catalog_row_attach,
     catalog_row_check,
     catalog_row_detach,
+    catalog_row_relations_set,
     catalog_row_save,
     config_references,
+    prompt_messages_check,
+    prompt_parts_set,
     tool_values,
 )
 from mcp_app.services.references import in_use_message, references_to
@@ -876,6 +879,11 @@ class _Importer:
                     self._error(plan, f"{key}[{position}].{name}", "Unknown field.")
                 if not unknown:
                     self._plan_part(plan, key, position, item)
+            if key == "messages":
+                try:
+                    prompt_messages_check(prompt, wanted)
+                except ValidationError as exc:
+                    self._error(plan, key, exc.messages[0])
             if prompt.pk is None:
                 current: list[dict[str, Any]] = []
             else:
@@ -1004,17 +1012,22 @@ class _Importer:
 
     def _save(self, plan: _Plan) -> None:
         row = plan.row
+        stored: dict[str, str] = {}
         if plan.section == "resources":
-            # The file checked by clean() is replaced by the stored one, or the current one.
-            row.file = (
-                self._stored_file("resources", plan.file)
-                if plan.file_changed
-                else plan.current_file
-            )
+            # The file checked from the document is saved naming the stored one (stored once
+            # the import goes ahead), or the row keeps its current one.
+            if plan.file_changed:
+                stored["file"] = self._stored_file("resources", plan.file)
+            else:
+                row.file = plan.current_file
         if plan.created or plan.changed:
             if plan.section in _WRITE_PATH:
                 catalog_row_save(
-                    row, actor=self.user, source=history.IMPORT, upstreams=self._planned_upstreams()
+                    row,
+                    actor=self.user,
+                    source=history.IMPORT,
+                    upstreams=self._planned_upstreams(),
+                    stored_files=stored,
                 )
             else:
                 row.save()
@@ -1041,22 +1054,31 @@ class _Importer:
             return
         current = sorted(group.name for group in plan.row.allowed_groups.all())
         if current != plan.group_names:
-            plan.row.allowed_groups.set([groups[name] for name in plan.group_names])
+            catalog_row_relations_set(
+                plan.row,
+                relations={"allowed_groups": [groups[name] for name in plan.group_names]},
+                actor=self.user,
+                source=history.IMPORT,
+            )
             if not plan.created:
                 self.report.changes.append(
                     Change("update", plan.section, plan.key, ("allowed_groups",))
                 )
 
     def _write_prompt_parts(self, plan: _Plan) -> None:
-        prompt: Prompt = plan.row
-        prompt.arguments.all().delete()
-        prompt.messages.all().delete()
-        for part, file in plan.parts:
-            part.prompt = prompt
-            if file is not None:
-                assert isinstance(part, PromptMessage)  # only messages carry files
-                part.file = self._stored_file("prompts", file)
-            part.save()
+        arguments = [part for part, _file in plan.parts if isinstance(part, PromptArgument)]
+        messages = [(part, file) for part, file in plan.parts if isinstance(part, PromptMessage)]
+        prompt_parts_set(
+            plan.row,
+            arguments=arguments,
+            messages=[part for part, _file in messages],
+            message_files=[
+                self._stored_file("prompts", file) if file is not None else None
+                for _part, file in messages
+            ],
+            actor=self.user,
+            source=history.IMPORT,
+        )
 
     def _record(self, plan: _Plan, action: str, slugs: Sequence[str]) -> None:
         self.report.changes.append(
@@ -1072,8 +1094,13 @@ class _Importer:
                     manager = getattr(endpoint, relation)
                     extra = list(manager.exclude(pk__in=listed[section]))
                     if extra:
-                        manager.remove(*extra)
                         for row in extra:
+                            catalog_row_detach(
+                                row,
+                                endpoint_ids=[endpoint.pk],
+                                actor=self.user,
+                                source=history.IMPORT,
+                            )
                             self.report.changes.append(
                                 Change("detach", section, _key(section, row), detail=endpoint.slug)
                             )
@@ -1097,7 +1124,7 @@ class _Importer:
 
 
 # Sections whose rows are written through services.catalog_writes (upstreams have their own).
-_WRITE_PATH = frozenset({"tools"})
+_WRITE_PATH = frozenset({"endpoints", "tools", "resources", "resource_templates", "prompts"})
 
 
 def _key(section: str, row: Any) -> str:

@@ -4,8 +4,8 @@ Every interface writes these rows through here: the admin forms, the API seriali
 import, OpenAPI import and the demo seed. They parse their input and may check it early, to
 put errors beside their own fields, but the rules live only here, in three steps:
 
-- ``tool_values``: a tool write leaves a field empty, its config's declared value fills it
-  (the kind's executor says what it declares: ``Executor.tool_defaults``).
+- ``tool_values``: a field a tool write leaves empty takes the value its config declares (the
+  kind's executor says which: ``Executor.tool_defaults``).
 - ``catalog_row_check``: the model's own validation, what a tool's config names (credentials,
   upstreams: ``Executor.config_references``) and ties to its input schema
   (``Executor.config_problems``), and tool names unique per endpoint. Errors come as one
@@ -15,8 +15,9 @@ put errors beside their own fields, but the rules live only here, in three steps
   acts and from where (``history.catalog_change``). The model signals then bump catalog
   versions and send list_changed.
 
-``actor`` reaches every write here: a rule about who may change what (an endpoint's owners)
-belongs in ``catalog_row_check``. Upstreams and credentials are written by their own services
+Every write function here takes ``actor``, the user acting (None: the request's, or nobody):
+a rule about who may change which rows (an endpoint's owners) goes here, beside the checks,
+and no interface can go around it. Upstreams and credentials are written by their own services
 (``services/upstreams.py``, ``services/credentials.py``); nothing here names a tool kind.
 """
 
@@ -143,6 +144,7 @@ def catalog_row_save(
     source: str | None,
     relations: Mapping[str, Sequence[models.Model]] | None = None,
     upstreams: Collection[str] = (),
+    stored_files: Mapping[str, str] | None = None,
 ) -> None:
     """Check ``row`` (``catalog_row_check``), save it and set the ``relations`` given.
 
@@ -150,15 +152,42 @@ def catalog_row_save(
     ``allowed_groups``, an endpoint's ``tools``, ``resources``, ...) to set to exactly these
     rows; a field not given keeps its rows. History rows written name ``actor`` (a user, or
     None: the request's) and ``source`` (``history.ADMIN``, ...; None: the surrounding one).
+    ``stored_files``: file fields checked from content in hand (an import's) that are saved
+    naming these storage paths instead; the caller stores the content once the write stands.
 
     Raises:
         ValidationError: by field name; nothing was written.
     """
     with history.catalog_change(source=source, actor=actor):
         catalog_row_check(row, relations=relations, upstreams=upstreams)
+        for name, path in (stored_files or {}).items():
+            setattr(row, name, path)
         row.save()
-        for name, rows in (relations or {}).items():
-            getattr(row, name).set(rows)
+        _relations_set(row, relations)
+
+
+@transaction.atomic
+def catalog_row_relations_set(
+    row: CatalogRow,
+    *,
+    relations: Mapping[str, Sequence[models.Model]],
+    actor: Any,
+    source: str | None,
+) -> None:
+    """Set the many-to-many fields ``relations`` of the saved ``row`` alone (its values stay).
+
+    Raises:
+        ValidationError: a tool's name is taken on an endpoint it would join; nothing changed.
+    """
+    with history.catalog_change(source=source, actor=actor):
+        if isinstance(row, Tool) and (endpoints := relations.get("endpoints")) is not None:
+            _check_name_on(row, [endpoint.pk for endpoint in endpoints], "endpoints")
+        _relations_set(row, relations)
+
+
+def _relations_set(row: CatalogRow, relations: Mapping[str, Sequence[models.Model]] | None) -> None:
+    for name, rows in (relations or {}).items():
+        getattr(row, name).set(rows)
 
 
 def catalog_row_enable(row: CatalogRow, *, enabled: bool, actor: Any, source: str | None) -> None:
@@ -191,10 +220,7 @@ def catalog_row_attach(
         return
     with history.catalog_change(source=source, actor=actor):
         if isinstance(row, Tool):
-            try:
-                check_unique_tool_names(endpoint_ids=endpoint_ids, tools=[(row.pk, row.name)])
-            except ValidationError as exc:
-                raise ValidationError({"endpoints": exc.messages}) from None
+            _check_name_on(row, endpoint_ids, "endpoints")
         row.endpoints.add(*endpoint_ids)
 
 
@@ -211,6 +237,13 @@ def catalog_row_detach(
         return
     with history.catalog_change(source=source, actor=actor):
         row.endpoints.remove(*endpoint_ids)
+
+
+def _check_name_on(tool: Tool, endpoint_ids: Collection[int], field: str) -> None:
+    try:
+        check_unique_tool_names(endpoint_ids=endpoint_ids, tools=[(tool.pk, tool.name)])
+    except ValidationError as exc:
+        raise ValidationError({field: exc.messages}) from None
 
 
 def config_references(tool: Tool) -> Sequence[ConfigReference]:
@@ -413,6 +446,19 @@ def prompt_create(
     return prompt
 
 
+UPSTREAM_PROMPT_MESSAGES = "A prompt from an upstream gets its messages there: it has none here."
+
+
+def prompt_messages_check(prompt: Prompt, messages: Sequence[Any]) -> None:
+    """Check that ``prompt`` may have ``messages`` (those it will have after the write).
+
+    Raises:
+        ValidationError: "messages": a prompt read from an upstream has none of its own.
+    """
+    if prompt.upstream is not None and messages:
+        raise ValidationError({"messages": [UPSTREAM_PROMPT_MESSAGES]})
+
+
 @transaction.atomic
 def prompt_parts_set(
     prompt: Prompt,
@@ -421,25 +467,61 @@ def prompt_parts_set(
     messages: Sequence[PromptMessage] | None,
     actor: Any,
     source: str | None,
+    message_files: Sequence[str | None] = (),
 ) -> None:
     """Replace the saved ``prompt``'s arguments and/or messages (None: keep them) by these
     unsaved rows, in this order (their ``position``).
+
+    ``message_files``: by message, the storage path to save instead of the file content the
+    message was checked with (an import's, stored by the caller), or None.
 
     Raises:
         ValidationError: a part is invalid; nothing was written.
     """
     with history.catalog_change(source=source, actor=actor):
+        if messages is not None:
+            prompt_messages_check(prompt, messages)
         if arguments is not None:
             prompt.arguments.all().delete()
-            _parts_save(prompt, arguments)
+            _parts_save(prompt, arguments, ())
         if messages is not None:
             prompt.messages.all().delete()
-            _parts_save(prompt, messages)
+            _parts_save(prompt, messages, message_files)
 
 
-def _parts_save(prompt: Prompt, parts: Sequence[PromptArgument | PromptMessage]) -> None:
+def prompt_part_save(
+    part: PromptArgument | PromptMessage, *, actor: Any, source: str | None
+) -> None:
+    """Check and save one argument or message of a saved prompt (the admin's inline rows).
+
+    Raises:
+        ValidationError: the part is invalid, or a message of a prompt read from an upstream.
+    """
+    with history.catalog_change(source=source, actor=actor):
+        if isinstance(part, PromptMessage):
+            prompt_messages_check(part.prompt, [part])
+        part.full_clean()
+        part.save()
+
+
+def prompt_part_delete(
+    part: PromptArgument | PromptMessage, *, actor: Any, source: str | None
+) -> None:
+    """Delete one argument or message of a prompt."""
+    with history.catalog_change(source=source, actor=actor):
+        part.delete()
+
+
+def _parts_save(
+    prompt: Prompt,
+    parts: Sequence[PromptArgument | PromptMessage],
+    files: Sequence[str | None],
+) -> None:
     for position, part in enumerate(parts):
         part.prompt = prompt
         part.position = position
         part.full_clean()
+        path = files[position] if position < len(files) else None
+        if path is not None and isinstance(part, PromptMessage):
+            part.file = path  # a stored name, as Django allows
         part.save()
