@@ -93,6 +93,18 @@ class Resolvers(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class RenderedRequest:
+    """The request a tool sends for some arguments, its credential left out (try-it shows it;
+    the services mask secret-looking headers and shorten the body)."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    body: str | None
+    credential: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class ConfigReference:
     """A row a config names by its natural key: ``target`` "credential" or "upstream"."""
 
@@ -191,4 +203,11 @@ class Executor(Generic[PreparedT]):
 
     def form_field_of(self, key: str) -> str | None:
         """Return the ``config_form`` field that edits config ``key``, if one does."""
+        return None
+
+    def rendered_request(
+        self, config: Mapping[str, Any], arguments: Mapping[str, Any]
+    ) -> RenderedRequest | None:
+        """Return the request a call with ``arguments`` sends (no credential), if the kind
+        sends one and the config and arguments render; None otherwise."""
         return None

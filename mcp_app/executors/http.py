@@ -66,6 +66,7 @@ from mcp_app.executors.base import (
     Executor,
     HttpAuth,
     PreparedConfig,
+    RenderedRequest,
     Resolvers,
 )
 from mcp_app.executors.forms import JsonTextarea, JsonTextField
@@ -651,6 +652,23 @@ class HttpExecutor(Executor[HttpConfig]):
 
     def form_field_of(self, key: str) -> str | None:
         return f"http_{key}" if key in _FORM_KEYS else None
+
+    def rendered_request(
+        self, config: Mapping[str, Any], arguments: Mapping[str, Any]
+    ) -> RenderedRequest | None:
+        try:
+            prepared = prepare_http_config(config)
+            url = build_url(prepared, arguments, HttpAuth())
+            headers, content = build_headers_and_body(prepared, arguments, HttpAuth())
+        except (ConfigError, ToolError):
+            return None  # the run itself reports what is wrong
+        return RenderedRequest(
+            method=str(config.get("method", "GET")),
+            url=url,
+            headers=headers,
+            body=None if content is None else content.decode("utf-8", errors="replace"),
+            credential=config.get("credential") or None,
+        )
 
 
 def refused_address(config: Mapping[str, Any]) -> str | None:

@@ -318,6 +318,7 @@ INTERFACES = sorted(
         *(APP / "api").glob("*.py"),
         APP / "services" / "catalog_io.py",
         APP / "services" / "openapi.py",
+        APP / "services" / "try_it.py",
         APP / "management" / "commands" / "seed_demo.py",
     ]
 )
