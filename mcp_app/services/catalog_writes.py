@@ -15,15 +15,17 @@ put errors beside their own fields, but the rules live only here, in three steps
   acts and from where (``history.catalog_change``). The model signals then bump catalog
   versions and send list_changed.
 
-Every write function here takes ``actor``, the user acting (None: the request's, or nobody):
-a rule about who may change which rows (an endpoint's owners) goes here, beside the checks,
-and no interface can go around it. Upstreams and credentials are written by their own services
-(``services/upstreams.py``, ``services/credentials.py``); nothing here names a tool kind.
+Every write function here takes ``actor``, the user acting (None: the request's, or nobody),
+and runs inside ``_writing``: a rule about who may change which rows (an endpoint's owners)
+has that one place, and no interface can go around it. Upstreams and credentials are written
+by their own services (``services/upstreams.py``, ``services/credentials.py``); nothing here
+names a tool kind.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping, Sequence
+import contextlib
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -87,6 +89,18 @@ def tool_values(*, tool: Tool | None, data: Mapping[str, Any]) -> dict[str, Any]
     return values
 
 
+@contextlib.contextmanager
+def _writing(row: models.Model, *, actor: Any, source: str | None) -> Iterator[None]:
+    """Run one write of ``row`` (or of its parts) by ``actor``: in a transaction, with every
+    history row and membership change written stamped with ``actor`` and ``source``.
+
+    Every write of this module goes through here, so a rule about who may write which rows
+    (an endpoint's owners) has this one place.
+    """
+    with transaction.atomic(), history.catalog_change(source=source, actor=actor):
+        yield
+
+
 def catalog_row_check(
     row: CatalogRow,
     *,
@@ -136,7 +150,6 @@ def catalog_row_check(
         raise ValidationError(errors)
 
 
-@transaction.atomic
 def catalog_row_save(
     row: CatalogRow,
     *,
@@ -158,7 +171,7 @@ def catalog_row_save(
     Raises:
         ValidationError: by field name; nothing was written.
     """
-    with history.catalog_change(source=source, actor=actor):
+    with _writing(row, actor=actor, source=source):
         catalog_row_check(row, relations=relations, upstreams=upstreams)
         for name, path in (stored_files or {}).items():
             setattr(row, name, path)
@@ -166,7 +179,6 @@ def catalog_row_save(
         _relations_set(row, relations)
 
 
-@transaction.atomic
 def catalog_row_relations_set(
     row: CatalogRow,
     *,
@@ -179,7 +191,7 @@ def catalog_row_relations_set(
     Raises:
         ValidationError: a tool's name is taken on an endpoint it would join; nothing changed.
     """
-    with history.catalog_change(source=source, actor=actor):
+    with _writing(row, actor=actor, source=source):
         if isinstance(row, Tool) and (endpoints := relations.get("endpoints")) is not None:
             _check_name_on(row, [endpoint.pk for endpoint in endpoints], "endpoints")
         _relations_set(row, relations)
@@ -199,11 +211,10 @@ def catalog_row_enable(row: CatalogRow, *, enabled: bool, actor: Any, source: st
     if row.enabled == enabled:
         return
     row.enabled = enabled
-    with history.catalog_change(source=source, actor=actor):
+    with _writing(row, actor=actor, source=source):
         row.save(update_fields=["enabled", "updated_at"])
 
 
-@transaction.atomic
 def catalog_row_attach(
     row: Tool | Resource | ResourceTemplate | Prompt,
     *,
@@ -218,13 +229,12 @@ def catalog_row_attach(
     """
     if not endpoint_ids:
         return
-    with history.catalog_change(source=source, actor=actor):
+    with _writing(row, actor=actor, source=source):
         if isinstance(row, Tool):
             _check_name_on(row, endpoint_ids, "endpoints")
         row.endpoints.add(*endpoint_ids)
 
 
-@transaction.atomic
 def catalog_row_detach(
     row: Tool | Resource | ResourceTemplate | Prompt,
     *,
@@ -235,7 +245,7 @@ def catalog_row_detach(
     """Stop publishing ``row`` on the endpoints ``endpoint_ids``."""
     if not endpoint_ids:
         return
-    with history.catalog_change(source=source, actor=actor):
+    with _writing(row, actor=actor, source=source):
         row.endpoints.remove(*endpoint_ids)
 
 
@@ -417,7 +427,6 @@ def resource_template_create(
     return template
 
 
-@transaction.atomic
 def prompt_create(
     *, name: str, description: str, arguments: Sequence[Mapping[str, Any]] = (),
     messages: Sequence[Mapping[str, Any]] = (), endpoints: Iterable[Endpoint] = (),
@@ -432,7 +441,7 @@ def prompt_create(
         ValidationError: a field is invalid.
     """
     prompt = Prompt(name=name, description=description, **fields)
-    with history.catalog_change(source=source, actor=actor):
+    with _writing(prompt, actor=actor, source=source):  # all or nothing
         catalog_row_save(
             prompt, actor=actor, source=source, relations={"endpoints": list(endpoints)}
         )
@@ -459,7 +468,6 @@ def prompt_messages_check(prompt: Prompt, messages: Sequence[Any]) -> None:
         raise ValidationError({"messages": [UPSTREAM_PROMPT_MESSAGES]})
 
 
-@transaction.atomic
 def prompt_parts_set(
     prompt: Prompt,
     *,
@@ -478,7 +486,7 @@ def prompt_parts_set(
     Raises:
         ValidationError: a part is invalid; nothing was written.
     """
-    with history.catalog_change(source=source, actor=actor):
+    with _writing(prompt, actor=actor, source=source):
         if messages is not None:
             prompt_messages_check(prompt, messages)
         if arguments is not None:
@@ -497,7 +505,7 @@ def prompt_part_save(
     Raises:
         ValidationError: the part is invalid, or a message of a prompt read from an upstream.
     """
-    with history.catalog_change(source=source, actor=actor):
+    with _writing(part.prompt, actor=actor, source=source):
         if isinstance(part, PromptMessage):
             prompt_messages_check(part.prompt, [part])
         part.full_clean()
@@ -508,7 +516,7 @@ def prompt_part_delete(
     part: PromptArgument | PromptMessage, *, actor: Any, source: str | None
 ) -> None:
     """Delete one argument or message of a prompt."""
-    with history.catalog_change(source=source, actor=actor):
+    with _writing(part.prompt, actor=actor, source=source):
         part.delete()
 
 
