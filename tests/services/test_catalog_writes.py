@@ -5,20 +5,28 @@ user and source, and refuse bad input with the same words, saving nothing."""
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from django import forms
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.test import Client
+from django.test import Client, override_settings
 from django.urls import reverse
 from rest_framework.test import APIClient
 
 import mcp_app
+from mcp_app.executors import DEFAULT_EXECUTORS
+from mcp_app.executors.base import ConfigError, ConfigReference, Executor, PreparedConfig
 from mcp_app.models import Endpoint, MembershipChange, Prompt, Tool, Upstream
+from mcp_app.protocol.context import ToolCallContext
+from mcp_app.protocol.results import ToolResult
 from mcp_app.services import history
 from mcp_app.services.api_tokens import api_token_create
+from mcp_app.services.calllog.writer import call_log_flush
 from mcp_app.services.catalog_io import FORMAT
 from mcp_app.services.catalog_writes import (
     UPSTREAM_PROMPT_MESSAGES,
@@ -361,3 +369,107 @@ def test_interfaces_write_catalog_rows_only_through_the_write_path_and_name_no_k
         for where, fragment, _why in ALLOWED
         if not any(name == where and fragment in line for name, line in found)
     ] == []
+
+
+@dataclass(frozen=True, slots=True)
+class GreetingConfig(PreparedConfig):
+    greeting: str
+
+
+class GreetingConfigForm(forms.Form):
+    greeting_text = forms.CharField(required=False)
+
+
+class GreetingExecutor(Executor[GreetingConfig]):
+    """A kind defined here, in a test module: ``{"greeting": "Hello", "credential": name}``."""
+
+    kind = "greeting"
+    label = "Greeting"
+    config_form = GreetingConfigForm
+
+    def prepare(self, config: Mapping[str, Any]) -> GreetingConfig:
+        if set(config) - {"greeting", "credential"} or not config.get("greeting"):
+            raise ConfigError("A greeting needs its words.")
+        return GreetingConfig(greeting=str(config["greeting"]))
+
+    async def run(
+        self, prepared: GreetingConfig, arguments: Mapping[str, Any], ctx: ToolCallContext
+    ) -> ToolResult:
+        return ToolResult.text(f"{prepared.greeting}, {arguments['name']}!")
+
+    def form_initial(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        return {"greeting_text": config.get("greeting", "")}
+
+    def config_from_form(
+        self, data: Mapping[str, Any], input_schema: Mapping[str, Any] | None
+    ) -> dict[str, Any]:
+        return {"greeting": data.get("greeting_text", "")}
+
+    def tool_defaults(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
+        return {
+            "title": "Greeting",
+            "description": f"Says {config.get('greeting')} to someone.",
+            "input_schema": {
+                "type": "object",
+                "properties": {"name": {"type": "string"}},
+                "required": ["name"],
+            },
+        }
+
+    def config_references(self, config: Mapping[str, Any]) -> Sequence[ConfigReference]:
+        name = config.get("credential")
+        return (ConfigReference("credential", "credential", name),) if name else ()
+
+
+WITH_GREETING = override_settings(
+    MCP_EXECUTORS=[*DEFAULT_EXECUTORS, f"{__name__}.GreetingExecutor"]
+)
+HELLO = {"name": "hello", "kind": "greeting", "config": {"greeting": "Hello"}}
+
+
+# The try-it call is logged by the call log's writer thread, on its own connection.
+@pytest.mark.django_db(transaction=True)
+@WITH_GREETING
+def test_a_kind_from_a_test_module_is_written_by_every_interface_and_runs(
+    admin_client: Client, api: APIClient
+) -> None:
+    for slug in ("by-admin", "by-api"):
+        endpoint_create(slug=slug)
+    admin_form = tool_payload(
+        name="hello", kind="greeting", greeting_text="Hello", template="", title="",
+        description="", input_schema="", endpoints=[str(Endpoint.objects.get(slug="by-admin").pk)],
+    )  # fmt: skip
+
+    assert admin_client.post(reverse("admin:mcp_app_tool_add"), admin_form).status_code == 302
+    assert api.post("/api/v1/tools/", {**HELLO, "endpoints": ["by-api"]}).status_code == 201
+    document = {"format": FORMAT, "endpoints": [{"slug": "by-import"}],
+                "tools": [{**HELLO, "endpoints": ["by-import"]}]}  # fmt: skip
+    assert api.post("/api/v1/catalog/import/", {"document": document}).status_code == 200
+    tried = api.post(
+        f"/api/v1/tools/{Tool.objects.get(endpoints__slug='by-api').pk}/try/",
+        {"arguments": {"name": "Ada"}},
+    )
+
+    rows = [row_values(tool) for tool in Tool.objects.order_by("pk")]
+    assert rows[0]["description"] == "Says Hello to someone."
+    assert rows == [rows[0]] * 3
+    assert tried.json()["result"]["content"] == [{"type": "text", "text": "Hello, Ada!"}]
+    assert call_log_flush(timeout=10)
+
+
+@WITH_GREETING
+def test_a_kind_from_a_test_module_has_its_references_checked(api: APIClient) -> None:
+    words = "No credential named 'nowhere' here."
+    tool = {**HELLO, "config": {"greeting": "Hello", "credential": "nowhere"}}
+
+    posted = api.post("/api/v1/tools/", tool)
+    imported = api.post(
+        "/api/v1/catalog/import/", {"document": {"format": FORMAT, "tools": [tool]}}
+    )
+    with pytest.raises(ValidationError) as service:
+        tool_create(**tool)
+
+    assert [error["message"] for error in posted.json()["errors"]] == [words]
+    assert [error["message"] for error in imported.json()["errors"]] == [words]
+    assert service.value.message_dict == {"config.credential": [words]}
+    assert not Tool.objects.exists()
