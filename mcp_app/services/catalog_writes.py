@@ -28,6 +28,8 @@ import contextlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
 
@@ -48,6 +50,8 @@ from mcp_app.models.fields import default_input_schema
 from mcp_app.services import history
 
 CatalogRow = Endpoint | Tool | Resource | ResourceTemplate | Prompt
+# Who acts: a signed-in user; None (or an anonymous user): the request's user, if any.
+Actor = AbstractBaseUser | AnonymousUser | None
 
 # The many-to-many fields ``catalog_row_save`` sets: an item's, then an endpoint's.
 RELATIONS = ("endpoints", "allowed_groups", "tools", "resources", "resource_templates", "prompts")
@@ -90,7 +94,7 @@ def tool_values(*, tool: Tool | None, data: Mapping[str, Any]) -> dict[str, Any]
 
 
 @contextlib.contextmanager
-def _writing(row: models.Model, *, actor: Any, source: str | None) -> Iterator[None]:
+def _writing(row: models.Model, *, actor: Actor, source: str | None) -> Iterator[None]:
     """Run one write of ``row`` (or of its parts) by ``actor``: in a transaction, with every
     history row and membership change written stamped with ``actor`` and ``source``.
 
@@ -153,7 +157,7 @@ def catalog_row_check(
 def catalog_row_save(
     row: CatalogRow,
     *,
-    actor: Any,
+    actor: Actor,
     source: str | None,
     relations: Mapping[str, Sequence[models.Model]] | None = None,
     upstreams: Collection[str] = (),
@@ -183,7 +187,7 @@ def catalog_row_relations_set(
     row: CatalogRow,
     *,
     relations: Mapping[str, Sequence[models.Model]],
-    actor: Any,
+    actor: Actor,
     source: str | None,
 ) -> None:
     """Set the many-to-many fields ``relations`` of the saved ``row`` alone (its values stay).
@@ -202,7 +206,7 @@ def _relations_set(row: CatalogRow, relations: Mapping[str, Sequence[models.Mode
         getattr(row, name).set(rows)
 
 
-def catalog_row_enable(row: CatalogRow, *, enabled: bool, actor: Any, source: str | None) -> None:
+def catalog_row_enable(row: CatalogRow, *, enabled: bool, actor: Actor, source: str | None) -> None:
     """Switch ``row`` on or off (saving that flag only).
 
     Not checked: a flag makes no row invalid, and a row whose config stopped preparing (a
@@ -210,8 +214,8 @@ def catalog_row_enable(row: CatalogRow, *, enabled: bool, actor: Any, source: st
     """
     if row.enabled == enabled:
         return
-    row.enabled = enabled
     with _writing(row, actor=actor, source=source):
+        row.enabled = enabled
         row.save(update_fields=["enabled", "updated_at"])
 
 
@@ -219,7 +223,7 @@ def catalog_row_attach(
     row: Tool | Resource | ResourceTemplate | Prompt,
     *,
     endpoint_ids: Collection[int],
-    actor: Any,
+    actor: Actor,
     source: str | None,
 ) -> None:
     """Publish ``row`` on the endpoints ``endpoint_ids`` too (it keeps its others).
@@ -239,7 +243,7 @@ def catalog_row_detach(
     row: Tool | Resource | ResourceTemplate | Prompt,
     *,
     endpoint_ids: Collection[int],
-    actor: Any,
+    actor: Actor,
     source: str | None,
 ) -> None:
     """Stop publishing ``row`` on the endpoints ``endpoint_ids``."""
@@ -352,7 +356,7 @@ def check_tools_attachable(*, endpoint_id: int, tool_ids: Iterable[int]) -> None
 
 
 def endpoint_create(
-    *, slug: str, actor: Any = None, source: str | None = None, **fields: Any
+    *, slug: str, actor: Actor = None, source: str | None = None, **fields: Any
 ) -> Endpoint:
     """Create an endpoint (OAuth-protected unless ``auth_mode`` says) from its field values.
 
@@ -365,7 +369,7 @@ def endpoint_create(
 
 
 def tool_create(
-    *, endpoints: Iterable[Endpoint] = (), actor: Any = None, source: str | None = None,
+    *, endpoints: Iterable[Endpoint] = (), actor: Actor = None, source: str | None = None,
     **data: Any,
 ) -> Tool:  # fmt: skip
     """Create a tool from its field values (``name``, ``kind``, ``config``, ...) and publish it
@@ -382,7 +386,7 @@ def tool_create(
 
 def tool_update(
     *, tool: Tool, data: Mapping[str, Any], endpoints: Iterable[Endpoint] | None = None,
-    actor: Any = None, source: str | None = None,
+    actor: Actor = None, source: str | None = None,
 ) -> Tool:  # fmt: skip
     """Change the fields ``data`` gives (and, given, the endpoints) of ``tool``.
 
@@ -397,7 +401,7 @@ def tool_update(
 
 
 def resource_create(
-    *, uri: str, name: str, endpoints: Iterable[Endpoint] = (), actor: Any = None,
+    *, uri: str, name: str, endpoints: Iterable[Endpoint] = (), actor: Actor = None,
     source: str | None = None, **fields: Any,
 ) -> Resource:  # fmt: skip
     """Create a resource and publish it on ``endpoints``.
@@ -412,7 +416,7 @@ def resource_create(
 
 def resource_template_create(
     *, uri_template: str, name: str, kind: str, config: Mapping[str, Any],
-    endpoints: Iterable[Endpoint] = (), actor: Any = None, source: str | None = None,
+    endpoints: Iterable[Endpoint] = (), actor: Actor = None, source: str | None = None,
     **fields: Any,
 ) -> ResourceTemplate:  # fmt: skip
     """Create a resource template and publish it on ``endpoints``.
@@ -430,7 +434,7 @@ def resource_template_create(
 def prompt_create(
     *, name: str, description: str, arguments: Sequence[Mapping[str, Any]] = (),
     messages: Sequence[Mapping[str, Any]] = (), endpoints: Iterable[Endpoint] = (),
-    actor: Any = None, source: str | None = None, **fields: Any,
+    actor: Actor = None, source: str | None = None, **fields: Any,
 ) -> Prompt:  # fmt: skip
     """Create a prompt with its ordered arguments and messages, published on ``endpoints``.
 
@@ -473,7 +477,7 @@ def prompt_parts_set(
     *,
     arguments: Sequence[PromptArgument] | None,
     messages: Sequence[PromptMessage] | None,
-    actor: Any,
+    actor: Actor,
     source: str | None,
     message_files: Sequence[str | None] = (),
 ) -> None:
@@ -498,7 +502,7 @@ def prompt_parts_set(
 
 
 def prompt_part_save(
-    part: PromptArgument | PromptMessage, *, actor: Any, source: str | None
+    part: PromptArgument | PromptMessage, *, actor: Actor, source: str | None
 ) -> None:
     """Check and save one argument or message of a saved prompt (the admin's inline rows).
 
@@ -513,7 +517,7 @@ def prompt_part_save(
 
 
 def prompt_part_delete(
-    part: PromptArgument | PromptMessage, *, actor: Any, source: str | None
+    part: PromptArgument | PromptMessage, *, actor: Actor, source: str | None
 ) -> None:
     """Delete one argument or message of a prompt."""
     with _writing(part.prompt, actor=actor, source=source):

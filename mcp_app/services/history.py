@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
 from django.db import models
 from django.db.models import Max, Q
 from django.utils import timezone
@@ -66,7 +68,7 @@ _UNSHOWN = frozenset({"updated_at", "created_at"})
 
 _source: ContextVar[str] = ContextVar("mcp_catalog_change_source", default="")
 # Who acts, when the write path was told (``catalog_change``); else the request's user.
-_actor: ContextVar[Any] = ContextVar("mcp_catalog_actor", default=None)
+_actor: ContextVar[AbstractBaseUser | None] = ContextVar("mcp_catalog_actor", default=None)
 
 
 @contextlib.contextmanager
@@ -80,7 +82,9 @@ def catalog_change_source(source: str) -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def catalog_change(*, source: str | None, actor: Any) -> Iterator[None]:
+def catalog_change(
+    *, source: str | None, actor: AbstractBaseUser | AnonymousUser | None
+) -> Iterator[None]:
     """Stamp every history row (and membership change) written inside the block with
     ``source`` (None: the surrounding one) and, when ``actor`` is a signed-in user, with
     ``actor`` as who made it (else the request's user, as simple-history finds it)."""

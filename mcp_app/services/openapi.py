@@ -42,7 +42,7 @@ from mcp_app.executors.netguard import (
 from mcp_app.models import Endpoint, Tool
 from mcp_app.protocol.results import ToolError
 from mcp_app.services import history
-from mcp_app.services.catalog_writes import tool_create
+from mcp_app.services.catalog_writes import Actor, tool_create
 
 # The HTTP methods an OpenAPI path item may hold (3.1 section 4.8.9); TRACE has no HTTP tool.
 OPERATION_METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
@@ -715,7 +715,7 @@ def openapi_tools_create(
     credential: str | None = None,
     allow_hosts: Sequence[str] = (),
     allow_networks: Sequence[str] = (),
-    actor: Any = None,
+    actor: Actor = None,
 ) -> list[Tool]:
     """Create a disabled HTTP tool per chosen operation, published on ``endpoints``.
 
