@@ -332,6 +332,7 @@ INTERFACES = sorted(
 )
 WRITE = re.compile(
     r"\.save\(|\.delete\(\)|\.objects\.(create|bulk_create|get_or_create|update_or_create)\("
+    r"|\.objects\.\w+\(.*\)\.(update|delete)\("
     r"|\.(endpoints|allowed_groups|tools|resources|resource_templates|prompts|arguments"
     r"|messages)\.(add|set|remove|clear|create)\("
 )
