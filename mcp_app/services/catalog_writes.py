@@ -130,15 +130,12 @@ def catalog_row_check(
             errors.setdefault(key, []).append(message)
     if isinstance(row, Tool) and "name" not in errors:
         endpoints = (relations or {}).get("endpoints")
-        endpoint_ids = (
-            [endpoint.pk for endpoint in endpoints]
-            if endpoints is not None
-            else list(row.endpoints.values_list("pk", flat=True))
-            if row.pk is not None
-            else []
-        )
         try:
-            check_unique_tool_names(endpoint_ids=endpoint_ids, tools=[(row.pk, row.name)])
+            if endpoints is not None or row.pk is None:
+                endpoint_ids = [endpoint.pk for endpoint in endpoints or ()]
+                check_unique_tool_names(endpoint_ids=endpoint_ids, tools=[(row.pk, row.name)])
+            else:
+                _check_name_on_current_endpoints(row)
         except ValidationError as exc:
             errors.setdefault("name", []).extend(exc.messages)
     if isinstance(row, Endpoint) and (tools := (relations or {}).get("tools")) is not None:
@@ -251,6 +248,29 @@ def catalog_row_detach(
         return
     with _writing(row, actor=actor, source=source):
         row.endpoints.remove(*endpoint_ids)
+
+
+def _check_name_on_current_endpoints(tool: Tool) -> None:
+    """``check_unique_tool_names`` for a saved tool staying on its endpoints, in one query.
+
+    Raises:
+        ValidationError: another tool of its endpoints has its name.
+    """
+    through = Endpoint.tools.through
+    clashes = (
+        through.objects.filter(
+            endpoint_id__in=through.objects.filter(tool_id=tool.pk).values("endpoint_id"),
+            tool__name=tool.name,
+        )
+        .exclude(tool_id=tool.pk)
+        .values_list("endpoint__slug", flat=True)
+        .order_by("endpoint__slug")
+        .distinct()
+    )
+    if problems := [
+        f"Endpoint {slug!r} already has another tool named {tool.name!r}." for slug in clashes
+    ]:
+        raise ValidationError(problems)
 
 
 def _check_name_on(tool: Tool, endpoint_ids: Collection[int], field: str) -> None:

@@ -176,6 +176,24 @@ def test_a_taken_tool_name_is_refused_by_every_interface_in_the_same_words(
     assert Tool.objects.count() == 1
 
 
+def test_a_rename_into_a_taken_name_is_refused_on_the_tools_own_endpoints(
+    api: APIClient,
+) -> None:
+    main, other = endpoint_create(slug="main"), endpoint_create(slug="other")
+    tool_create(**CLOCK, endpoints=[main])
+    moving = tool_create(**{**CLOCK, "name": "time"}, endpoints=[main, other])
+    elsewhere = tool_create(**{**CLOCK, "name": "time"}, endpoints=[])
+
+    renamed = api.patch(f"/api/v1/tools/{moving.pk}/", {"name": "clock"})
+    lonely = api.patch(f"/api/v1/tools/{elsewhere.pk}/", {"name": "clock"})
+
+    assert [error["message"] for error in renamed.json()["errors"]] == [
+        "Endpoint 'main' already has another tool named 'clock'."
+    ]
+    assert lonely.status_code == 200
+    assert Tool.objects.get(pk=moving.pk).name == "time"
+
+
 HTTP_PLACEHOLDER = "{owner} names no property of the input schema."
 
 
