@@ -107,7 +107,7 @@ import json
 from django.contrib.auth import get_user_model
 from mcp_app.models import Endpoint
 from mcp_app.services.api_tokens import api_token_create
-from mcp_app.services.catalog import tool_create
+from mcp_app.services.catalog_writes import tool_create
 endpoint = Endpoint.objects.get(slug={slug!r})
 tools = [
     tool_create(name=f"managed{{i}}", kind="python", config={{"function": "echo"}},

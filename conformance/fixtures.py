@@ -15,7 +15,7 @@ from django.db import transaction
 from conformance.media import PNG
 from mcp_app.executors.python import tool_functions
 from mcp_app.models import Endpoint, Prompt, Resource, ResourceTemplate, Tool
-from mcp_app.services.catalog import (
+from mcp_app.services.catalog_writes import (
     endpoint_create,
     prompt_create,
     resource_create,

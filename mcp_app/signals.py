@@ -27,12 +27,8 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.services import history, invalidation, notify
-from mcp_app.services.catalog import (
-    catalog_changed,
-    check_tools_attachable,
-    check_unique_tool_names,
-    endpoint_ids_for,
-)
+from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
+from mcp_app.services.catalog_writes import check_tools_attachable, check_unique_tool_names
 from mcp_app.services.upstreams import upstream_renamed
 
 # Which endpoint_ids_for() keyword finds the endpoints of each catalog model.

@@ -24,8 +24,9 @@ from mcp_app.admin.figures import (
     window_start,
 )
 from mcp_app.admin.forms import EndpointForm
-from mcp_app.admin.history import CatalogHistoryAdmin, recent_changes_view
+from mcp_app.admin.history import recent_changes_view
 from mcp_app.admin.protection import InUseProtectedAdmin
+from mcp_app.admin.writes import CatalogRowAdmin
 from mcp_app.audit.selectors import Figures, endpoint_figures
 from mcp_app.models import BackgroundCall, Endpoint, Session
 from mcp_app.protocol.shaping import shape_tool
@@ -47,7 +48,7 @@ PREVIEW_VERSIONS = (LATEST_MODERN, LATEST_LEGACY)
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
+class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
     form = EndpointForm
     list_display = [
         "slug", "title", "enabled", "auth_mode", "tool_count", "calls_24h", "errors_24h",

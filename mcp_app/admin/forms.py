@@ -1,15 +1,16 @@
 """Admin forms: the tool (composed with its kind's fields), template, endpoint and credential
 forms, and the JSON text field setting for models' JSON columns.
 
-Forms parse and check input; anything spanning rows (tool names unique per endpoint) is asked of
-``services.catalog``. Nothing here writes except the ModelForm's own save.
+Forms parse and check input; the rules of catalog rows (a tool's defaults, what its config
+names, tool names unique per endpoint) are asked of ``services.catalog_writes``, through which
+the catalog admins save (``admin/writes.py``).
 """
 
 from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
@@ -21,21 +22,16 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from mcp_app.admin.access import ACCESS_FIELDS
+from mcp_app.admin.writes import CatalogRowForm
 from mcp_app.executors import get_executor, get_executors
 from mcp_app.executors.base import ConfigError, ConfigFormError, CredentialChoiceField, Executor
 from mcp_app.executors.forms import CodeTextarea, JsonTextarea, JsonTextField
 from mcp_app.executors.python import resource_functions
 from mcp_app.models import Credential, Endpoint, ResourceTemplate, Tool
-from mcp_app.models.fields import (
-    default_input_schema,
-    validate_input_schema,
-    validate_output_schema,
-)
+from mcp_app.models.fields import validate_input_schema, validate_output_schema
 from mcp_app.protocol.storable import is_storable_text, unstorable_path
-from mcp_app.services.catalog import check_unique_tool_names
+from mcp_app.services.catalog_writes import tool_values
 from mcp_app.services.credentials import credential_set_secret
-
-_HINT_FIELDS = ("read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint")
 
 
 class Picker(FilteredSelectMultiple):
@@ -151,7 +147,7 @@ def _shown_back(bound_data: Callable[[Any, Any], Any], data: Any, initial: Any) 
     return bound_data(data, initial)
 
 
-class ToolForm(StorableInputForm, forms.ModelForm):
+class ToolForm(StorableInputForm, CatalogRowForm):
     """Edits a tool; the kind's config is entered through the fields its executor supplies.
 
     Each executor's ``config_form`` fields are added to this form (``kind_config_fields``),
@@ -226,11 +222,10 @@ class ToolForm(StorableInputForm, forms.ModelForm):
         executor = get_executors().get(data.get("kind", ""))
         if executor is not None:
             self._clean_config(executor, data)
-        if "input_schema" in data and data["input_schema"] is None:
-            data["input_schema"] = default_input_schema()
-        if "description" in data and not data["description"].strip():
-            self.add_error("description", "A tool needs a description.")
-        self._check_name_unique(data)
+        # Fields left empty take what the config declares (a python function's).
+        given = {name: data[name] for name in self._meta.fields or () if name in data}
+        data.update(tool_values(tool=self.instance, data={**given, "config": self.instance.config}))
+        data.pop("config", None)
         return data
 
     def _add_kind_fields(self) -> None:
@@ -256,40 +251,6 @@ class ToolForm(StorableInputForm, forms.ModelForm):
                 self.add_error(name, message)
             return
         self.instance.config = config
-        self._fill_in_defaults(executor.tool_defaults(config), data)
-
-    @staticmethod
-    def _fill_in_defaults(defaults: Mapping[str, Any], data: dict[str, Any]) -> None:
-        """Fill the fields left empty with what the config declares (a python function's)."""
-        if not defaults:
-            return
-        if not data.get("description", "").strip():
-            data["description"] = defaults["description"]
-            if not data.get("title"):
-                data["title"] = defaults["title"]
-            if all(data.get(hint) is None for hint in _HINT_FIELDS):
-                data.update({hint: defaults[hint] for hint in _HINT_FIELDS if hint in defaults})
-        if data.get("input_schema", ...) is None:
-            data["input_schema"] = defaults["input_schema"]
-            if data.get("output_schema") is None:
-                data["output_schema"] = defaults["output_schema"]
-
-    def _check_name_unique(self, data: Mapping[str, Any]) -> None:
-        name, endpoints = data.get("name"), data.get("endpoints")
-        if not name or not endpoints:
-            return
-        try:
-            check_unique_tool_names(
-                endpoint_ids=[endpoint.pk for endpoint in endpoints],
-                tools=[(self.instance.pk, name)],
-            )
-        except ValidationError as exc:
-            self.add_error("name", exc)
-
-    def _save_m2m(self) -> None:
-        # ModelForm's private hook (save(commit=False) defers it), absent from django-stubs.
-        super()._save_m2m()  # type: ignore[misc]
-        self.instance.endpoints.set(self.cleaned_data["endpoints"])
 
 
 def kind_config_fields() -> dict[str, list[str]]:
@@ -319,7 +280,7 @@ def _credential_choices() -> list[tuple[str, str]]:
     ]
 
 
-class ResourceTemplateForm(StorableInputForm, forms.ModelForm):
+class ResourceTemplateForm(StorableInputForm, CatalogRowForm):
     """Edits a resource template; the resolver config comes from the function / template fields."""
 
     function = forms.ChoiceField(
@@ -375,7 +336,7 @@ class ResourceTemplateForm(StorableInputForm, forms.ModelForm):
         return data
 
 
-class EndpointForm(StorableInputForm, forms.ModelForm):
+class EndpointForm(StorableInputForm, CatalogRowForm):
     class Meta:
         model = Endpoint
         fields = [
@@ -383,12 +344,6 @@ class EndpointForm(StorableInputForm, forms.ModelForm):
             "tools", "resources", "resource_templates", "prompts",
             "auth_mode", "scopes", "base_scope",
         ]  # fmt: skip
-
-    def clean_tools(self) -> Any:
-        tools = self.cleaned_data["tools"]
-        # The full intended set: only names repeated within it can clash.
-        check_unique_tool_names(endpoint_ids=(), tools=[(tool.pk, tool.name) for tool in tools])
-        return tools
 
 
 class CredentialForm(StorableInputForm, forms.ModelForm):

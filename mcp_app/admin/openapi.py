@@ -157,7 +157,7 @@ def openapi_import_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
     )
     importing = request.method == "POST" and "_import" in request.POST
     if form.is_valid() and importing:
-        created = _import(form)
+        created = _import(form, request.user)
         if created is not None:
             messages.success(
                 request,
@@ -199,7 +199,7 @@ def _second_step(form: OpenApiImportForm, document: OpenApiDocument) -> OpenApiI
     return fresh
 
 
-def _import(form: OpenApiImportForm) -> list[Tool] | None:
+def _import(form: OpenApiImportForm, actor: Any) -> list[Tool] | None:
     """Create the drafts, or put the reason on the form and return None (nothing created)."""
     data = form.cleaned_data
     document = form.document
@@ -217,6 +217,7 @@ def _import(form: OpenApiImportForm) -> list[Tool] | None:
             credential=credential.name if credential is not None else None,
             allow_hosts=_split_list(data.get("allow_hosts", "")),
             allow_networks=_split_list(data.get("allow_networks", "")),
+            actor=actor,
         )
     except OpenApiError as exc:
         form.add_error(None, exc.message)

@@ -12,9 +12,14 @@ from django.http import HttpRequest
 
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.forms import JSON_FORMFIELD, CodeTextarea
-from mcp_app.admin.history import CatalogHistoryAdmin
+from mcp_app.admin.writes import CatalogRowAdmin, CatalogRowForm
 from mcp_app.models import Prompt, PromptArgument, PromptMessage
 from mcp_app.services import history
+from mcp_app.services.catalog_writes import (
+    prompt_messages_check,
+    prompt_part_delete,
+    prompt_part_save,
+)
 
 
 class PromptArgumentInline(admin.TabularInline):
@@ -28,18 +33,16 @@ class PromptArgumentInline(admin.TabularInline):
 class PromptMessageFormSet(BaseInlineFormSet):
     def clean(self) -> None:
         super().clean()
-        if self.instance.upstream_id is None:
-            return
         deleted = self.deleted_forms if self.can_delete else []
         kept = [
             form
             for form in self.forms
             if (form.has_changed() or form.instance.pk is not None) and form not in deleted
         ]
-        if kept:
-            raise ValidationError(
-                "A prompt from an upstream gets its messages there: delete the messages below."
-            )
+        try:
+            prompt_messages_check(self.instance, kept)
+        except ValidationError as exc:
+            raise ValidationError(exc.messages) from None
 
 
 class PromptMessageInline(admin.StackedInline):
@@ -52,7 +55,8 @@ class PromptMessageInline(admin.StackedInline):
 
 
 @admin.register(Prompt)
-class PromptAdmin(CatalogHistoryAdmin):
+class PromptAdmin(CatalogRowAdmin):
+    form = CatalogRowForm
     list_display = ["name", "title", "enabled", "updated_at"]
     list_filter = ["enabled", "endpoints"]
     search_fields = ["name", "title", "description"]
@@ -85,6 +89,14 @@ class PromptAdmin(CatalogHistoryAdmin):
         version = getattr(request, "mcp_revert_to", None)
         if version is not None and request.method == "POST":
             history.revert_prompt_parts(obj, version)
+
+    def save_formset(self, request: HttpRequest, form: Any, formset: Any, change: bool) -> None:
+        # The arguments and messages, each through the write path.
+        parts = formset.save(commit=False)
+        for part in formset.deleted_objects:
+            prompt_part_delete(part, actor=request.user, source=history.ADMIN)
+        for part in parts:
+            prompt_part_save(part, actor=request.user, source=history.ADMIN)
 
     class Media:
         css = {"all": ["mcp_app/admin.css"]}

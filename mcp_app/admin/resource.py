@@ -7,12 +7,13 @@ from django.db import models
 
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.forms import JSON_FORMFIELD
-from mcp_app.admin.history import CatalogHistoryAdmin
+from mcp_app.admin.writes import CatalogRowAdmin, CatalogRowForm
 from mcp_app.models import Resource
 
 
 @admin.register(Resource)
-class ResourceAdmin(CatalogHistoryAdmin):
+class ResourceAdmin(CatalogRowAdmin):
+    form = CatalogRowForm
     list_display = ["uri", "name", "mime_type", "size", "upstream", "enabled", "updated_at"]
     list_filter = ["enabled", "mime_type", "endpoints"]
     search_fields = ["uri", "name", "title", "description"]

@@ -26,9 +26,9 @@ from mcp_app.admin.figures import (
     window_start,
 )
 from mcp_app.admin.forms import ToolForm, kind_config_fields
-from mcp_app.admin.history import CatalogHistoryAdmin
 from mcp_app.admin.openapi import openapi_import_view
 from mcp_app.admin.try_it import try_it_view
+from mcp_app.admin.writes import CatalogRowAdmin
 from mcp_app.audit.selectors import Figures, tool_endpoint_figures, tool_figures
 from mcp_app.executors import get_executors
 from mcp_app.models import Endpoint, Tool
@@ -48,7 +48,7 @@ def tool_save_warnings(tool: Tool, endpoints: Sequence[Endpoint]) -> list[str]:
 
 
 @admin.register(Tool)
-class ToolAdmin(CatalogHistoryAdmin):
+class ToolAdmin(CatalogRowAdmin):
     form = ToolForm
     list_display = [
         "name", "title", "kind", "execution_mode", "enabled", "endpoint_list", "calls_24h",

@@ -1,9 +1,9 @@
 """Serializers: rows as JSON, validated by the models' own checks (``full_clean``).
 
-Catalog rows name their endpoints by slug and their groups by name. Each write serializer
-runs the model's ``full_clean()`` (the executor's config check included) and, for HTTP
-tools, the placeholder rule the admin form applies, so the API and the admin share one set
-of rules; the tool-name-per-endpoint guard runs in ``signals.py`` on every save.
+Catalog rows name their endpoints by slug and their groups by name. Catalog rows (endpoints,
+tools, resources, templates, prompts) are checked and written by the one write path,
+``services.catalog_writes``, which the admin and catalog import use too; the other rows run
+the model's ``full_clean()`` here.
 """
 
 from __future__ import annotations
@@ -22,7 +22,6 @@ from rest_framework.exceptions import ParseError
 
 from mcp_app.api.errors import django_errors
 from mcp_app.api.parsers import TOO_DEEP_MESSAGE, check_value, loads
-from mcp_app.executors.http import undeclared_placeholders
 from mcp_app.models import (
     BackgroundCall,
     CallLog,
@@ -37,8 +36,15 @@ from mcp_app.models import (
     Tool,
     Upstream,
 )
-from mcp_app.services.catalog import check_unique_tool_names, tool_field_defaults
+from mcp_app.services import history
 from mcp_app.services.catalog_io import CatalogFormatError, catalog_parse
+from mcp_app.services.catalog_writes import (
+    catalog_row_check,
+    catalog_row_save,
+    prompt_messages_check,
+    prompt_parts_set,
+    tool_values,
+)
 from mcp_app.services.credentials import credential_set_secret
 
 ACCESS_FIELDS = ["required_scope", "allowed_groups"]
@@ -120,7 +126,52 @@ class ModelCheckedSerializer(serializers.ModelSerializer):
         return attrs
 
 
-class CatalogItemSerializer(ModelCheckedSerializer):
+class CatalogRowSerializer(ModelCheckedSerializer):
+    """A catalog row, checked (``catalog_row_check``) and saved (``catalog_row_save``) by the
+    write path, as the API's user."""
+
+    def row_values(self, row: Any, attrs: Mapping[str, Any]) -> Mapping[str, Any]:
+        """The row's field values to set from ``attrs`` (a tool's are completed)."""
+        return attrs
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        model = self.Meta.model
+        row = model() if self.instance is None else model.objects.get(pk=self.instance.pk)
+        for name, value in self.row_values(row, attrs).items():
+            if name not in _M2M and name not in ("arguments", "messages"):
+                setattr(row, name, value)
+        try:
+            catalog_row_check(row, relations=_relations(attrs))
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(django_errors(exc)) from None
+        self.checked = row
+        return attrs
+
+    def create(self, validated_data: dict[str, Any]) -> Any:
+        return self._save(validated_data)
+
+    def update(self, instance: Any, validated_data: dict[str, Any]) -> Any:
+        return self._save(validated_data)
+
+    def _save(self, validated_data: Mapping[str, Any]) -> Any:
+        row = self.checked
+        try:
+            catalog_row_save(
+                row,
+                relations=_relations(validated_data),
+                actor=self.context["request"].user,
+                source=history.API,
+            )
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(django_errors(exc)) from None
+        return row
+
+
+def _relations(attrs: Mapping[str, Any]) -> dict[str, list[Any]]:
+    return {name: list(attrs[name]) for name in _M2M if name in attrs}
+
+
+class CatalogItemSerializer(CatalogRowSerializer):
     endpoints = serializers.SlugRelatedField(
         many=True, slug_field="slug", queryset=Endpoint.objects.all(), required=False
     )
@@ -128,16 +179,8 @@ class CatalogItemSerializer(ModelCheckedSerializer):
         many=True, slug_field="name", queryset=Group.objects.all(), required=False
     )
 
-    def create(self, validated_data: dict[str, Any]) -> Any:
-        with transaction.atomic():
-            return super().create(validated_data)
 
-    def update(self, instance: Any, validated_data: dict[str, Any]) -> Any:
-        with transaction.atomic():
-            return super().update(instance, validated_data)
-
-
-class EndpointSerializer(ModelCheckedSerializer):
+class EndpointSerializer(CatalogRowSerializer):
     tools = serializers.SlugRelatedField(many=True, slug_field="name", read_only=True)
     resources = serializers.SlugRelatedField(many=True, slug_field="uri", read_only=True)
     resource_templates = serializers.SlugRelatedField(
@@ -169,33 +212,8 @@ class ToolSerializer(CatalogItemSerializer):
         read_only_fields = ["created_at", "updated_at"]
         extra_kwargs = {"description": {"required": False}}
 
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if self.instance is None and isinstance(attrs.get("kind"), str):
-            # As the admin form and tool_create: a new tool takes what is omitted from what its
-            # config declares (a python tool's registered function).
-            declared = tool_field_defaults(attrs["kind"], attrs.get("config") or {})
-            attrs = {**declared, **attrs}
-        attrs = super().validate(attrs)
-        tool: Tool = self.checked
-        if tool.kind == Tool.Kind.HTTP:
-            unknown = undeclared_placeholders(tool.config, tool.input_schema)
-            credential = tool.config.get("credential")
-            errors = {f"config.{key}": [message] for key, message in unknown.items()}
-            if credential is not None and not Credential.objects.filter(name=credential).exists():
-                errors["config.credential"] = [f"No credential named {credential!r}."]
-            if errors:
-                raise serializers.ValidationError(errors)
-        endpoints = attrs.get("endpoints")
-        if endpoints is None and self.instance is not None:
-            endpoints = list(self.instance.endpoints.all())
-        try:
-            check_unique_tool_names(
-                endpoint_ids=[endpoint.pk for endpoint in endpoints or ()],
-                tools=[(tool.pk, tool.name)],
-            )
-        except DjangoValidationError as exc:
-            raise serializers.ValidationError({"name": exc.messages}) from None
-        return attrs
+    def row_values(self, row: Any, attrs: Mapping[str, Any]) -> Mapping[str, Any]:
+        return tool_values(tool=row, data=attrs)
 
 
 def _upstream_field() -> serializers.SlugRelatedField:
@@ -219,11 +237,6 @@ class ResourceSerializer(CatalogItemSerializer):
             "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = ["size", "created_at", "updated_at"]
-
-    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        attrs = super().validate(attrs)
-        attrs["size"] = self.checked.size  # set by Resource.clean()
-        return attrs
 
 
 class ResourceTemplateSerializer(CatalogItemSerializer):
@@ -271,14 +284,13 @@ class PromptSerializer(CatalogItemSerializer):
         attrs = super().validate(attrs)
         errors: dict[str, Any] = {}
         prompt: Prompt = self.checked
-        if prompt.upstream is not None:
-            messages = attrs.get("messages")
-            if messages is None and self.instance is not None:
-                messages = list(self.instance.messages.all())
-            if messages:
-                errors["messages"] = [
-                    "A prompt from an upstream gets its messages there: send an empty list."
-                ]
+        messages = attrs.get("messages")
+        if messages is None and self.instance is not None:
+            messages = list(self.instance.messages.all())
+        try:
+            prompt_messages_check(prompt, messages or [])
+        except DjangoValidationError as exc:
+            errors["messages"] = exc.messages
         for key, model in (("arguments", PromptArgument), ("messages", PromptMessage)):
             items = []
             for position, values in enumerate(attrs.get(key) or ()):
@@ -311,14 +323,17 @@ class PromptSerializer(CatalogItemSerializer):
 
     def _write_parts(self, prompt: Prompt, parts: Mapping[str, Any]) -> None:
         # A list given replaces the prompt's list; an omitted one is kept.
-        if parts["arguments"] is not None:
-            prompt.arguments.all().delete()
-            for position, values in enumerate(parts["arguments"]):
-                PromptArgument.objects.create(prompt=prompt, position=position, **values)
-        if parts["messages"] is not None:
-            prompt.messages.all().delete()
-            for position, values in enumerate(parts["messages"]):
-                PromptMessage.objects.create(prompt=prompt, position=position, **values)
+        prompt_parts_set(
+            prompt,
+            arguments=_parts(PromptArgument, parts["arguments"]),
+            messages=_parts(PromptMessage, parts["messages"]),
+            actor=self.context["request"].user,
+            source=history.API,
+        )
+
+
+def _parts(model: type[Any], items: Any) -> list[Any] | None:
+    return None if items is None else [model(**values) for values in items]
 
 
 class CredentialSerializer(ModelCheckedSerializer):

@@ -73,6 +73,7 @@ from mcp_app.services.catalog_io import (
     catalog_permissions,
     catalog_permissions_missing,
 )
+from mcp_app.services.catalog_writes import catalog_row_enable
 from mcp_app.services.references import RowInUseError, ensure_unused
 from mcp_app.services.sessions import session_close
 from mcp_app.services.try_it import tool_try
@@ -224,18 +225,16 @@ class EnableMixin(ConditionalMixin):
     @extend_schema(request=None)
     @action(detail=True, methods=["post"])
     def enable(self, request: Request, pk: str | None = None) -> Response:
-        return self.conditional_write(request, lambda row: _set_enabled(row, True))
+        return self.conditional_write(request, lambda row: _set_enabled(request, row, True))
 
     @extend_schema(request=None)
     @action(detail=True, methods=["post"])
     def disable(self, request: Request, pk: str | None = None) -> Response:
-        return self.conditional_write(request, lambda row: _set_enabled(row, False))
+        return self.conditional_write(request, lambda row: _set_enabled(request, row, False))
 
 
-def _set_enabled(row: Any, enabled: bool) -> None:
-    if row.enabled != enabled:
-        row.enabled = enabled
-        row.save(update_fields=["enabled", "updated_at"])
+def _set_enabled(request: Request, row: Any, enabled: bool) -> None:
+    catalog_row_enable(row, enabled=enabled, actor=request.user, source=history.API)
 
 
 # Versions a history list answers, newest first.
@@ -438,6 +437,7 @@ class ToolViewSet(CatalogItemViewSet):
                 endpoints=endpoints,
                 base_url=data["base_url"],
                 credential=credential,
+                actor=request.user,
             )
         except openapi.OpenApiError as exc:
             raise ValidationError({"document": [str(exc)]}) from None

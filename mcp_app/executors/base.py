@@ -92,6 +92,27 @@ class Resolvers(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class RenderedRequest:
+    """The request a tool sends for some arguments, its credential left out (try-it shows it;
+    the services mask secret-looking headers and shorten the body)."""
+
+    method: str
+    url: str
+    headers: Mapping[str, str]
+    body: str | None
+    credential: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigReference:
+    """A row a config names by its natural key: ``target`` "credential" or "upstream"."""
+
+    key: str  # the config key holding the name
+    target: str
+    name: str
+
+
 class CredentialChoiceField(forms.ChoiceField):
     """A config form field naming a credential; the admin fills in the choices (rows)."""
 
@@ -167,5 +188,30 @@ class Executor(Generic[PreparedT]):
         return []
 
     def tool_defaults(self, config: Mapping[str, Any]) -> Mapping[str, Any]:
-        """Return Tool field values this config declares (title, schemas, hints), if any."""
+        """Return Tool field values this config declares (title, schemas, hints), if any.
+
+        ``services.catalog_writes`` fills every such field a write leaves empty from them.
+        """
         return {}
+
+    def config_references(self, config: Mapping[str, Any]) -> Sequence[ConfigReference]:
+        """Return the rows a (valid) ``config`` names; the services check that they exist."""
+        return ()
+
+    def config_problems(
+        self, config: Mapping[str, Any], input_schema: Mapping[str, Any] | None
+    ) -> dict[str, str]:
+        """Return, by config key, what is wrong with a valid ``config`` given the tool's
+        ``input_schema`` (rules tying the two); empty when nothing is."""
+        return {}
+
+    def form_field_of(self, key: str) -> str | None:
+        """Return the ``config_form`` field that edits config ``key``, if one does."""
+        return None
+
+    def rendered_request(
+        self, config: Mapping[str, Any], arguments: Mapping[str, Any]
+    ) -> RenderedRequest | None:
+        """Return the request a call with ``arguments`` sends (no credential), if the kind
+        sends one and the config and arguments render; None otherwise."""
+        return None

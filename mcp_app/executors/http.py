@@ -61,10 +61,12 @@ from mcp_app.conf import get_conf
 from mcp_app.executors.base import (
     ConfigError,
     ConfigFormError,
+    ConfigReference,
     CredentialChoiceField,
     Executor,
     HttpAuth,
     PreparedConfig,
+    RenderedRequest,
     Resolvers,
 )
 from mcp_app.executors.forms import JsonTextarea, JsonTextField
@@ -635,9 +637,38 @@ class HttpExecutor(Executor[HttpConfig]):
         except ConfigError as exc:
             key = next((key for key in _FORM_KEYS if exc.message.startswith(key)), "url")
             raise ConfigFormError({f"http_{key}": exc.message}) from None
-        if unknown := undeclared_placeholders(config, input_schema):
-            raise ConfigFormError({f"http_{key}": message for key, message in unknown.items()})
         return config
+
+    def config_references(self, config: Mapping[str, Any]) -> Sequence[ConfigReference]:
+        credential = config.get("credential")
+        if not isinstance(credential, str):
+            return ()
+        return (ConfigReference("credential", "credential", credential),)
+
+    def config_problems(
+        self, config: Mapping[str, Any], input_schema: Mapping[str, Any] | None
+    ) -> dict[str, str]:
+        return undeclared_placeholders(config, input_schema)
+
+    def form_field_of(self, key: str) -> str | None:
+        return f"http_{key}" if key in _FORM_KEYS else None
+
+    def rendered_request(
+        self, config: Mapping[str, Any], arguments: Mapping[str, Any]
+    ) -> RenderedRequest | None:
+        try:
+            prepared = prepare_http_config(config)
+            url = build_url(prepared, arguments, HttpAuth())
+            headers, content = build_headers_and_body(prepared, arguments, HttpAuth())
+        except (ConfigError, ToolError):
+            return None  # the run itself reports what is wrong
+        return RenderedRequest(
+            method=str(config.get("method", "GET")),
+            url=url,
+            headers=headers,
+            body=None if content is None else content.decode("utf-8", errors="replace"),
+            credential=config.get("credential") or None,
+        )
 
 
 def refused_address(config: Mapping[str, Any]) -> str | None:

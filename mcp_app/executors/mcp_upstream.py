@@ -42,7 +42,15 @@ import hashlib
 import itertools
 import logging
 import weakref
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Hashable, Mapping
+from collections.abc import (
+    AsyncGenerator,
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Hashable,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -53,6 +61,7 @@ from django import forms
 from mcp_app.executors.base import (
     ConfigError,
     ConfigFormError,
+    ConfigReference,
     Executor,
     PreparedConfig,
     Resolvers,
@@ -411,6 +420,15 @@ class McpUpstreamExecutor(Executor[UpstreamConfig]):
 
     def form_initial(self, config: Mapping[str, Any]) -> dict[str, Any]:
         return {"upstream_name": config.get("upstream", ""), "upstream_tool": config.get("tool")}
+
+    def config_references(self, config: Mapping[str, Any]) -> Sequence[ConfigReference]:
+        upstream = config.get("upstream")
+        if not isinstance(upstream, str) or not upstream:
+            return ()
+        return (ConfigReference("upstream", "upstream", upstream),)
+
+    def form_field_of(self, key: str) -> str | None:
+        return {"upstream": "upstream_name", "tool": "upstream_tool"}.get(key)
 
     def config_from_form(
         self, data: Mapping[str, Any], input_schema: Mapping[str, Any] | None

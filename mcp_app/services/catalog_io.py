@@ -31,8 +31,6 @@ from django.db import transaction
 from django.db.models import Field, Model
 
 from mcp_app.conf import get_conf
-from mcp_app.executors.http import undeclared_placeholders
-from mcp_app.executors.python import tool_functions
 from mcp_app.models import (
     Credential,
     Endpoint,
@@ -45,7 +43,17 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.services import history
-from mcp_app.services.catalog import python_tool_defaults
+from mcp_app.services.catalog_writes import (
+    catalog_row_attach,
+    catalog_row_check,
+    catalog_row_detach,
+    catalog_row_relations_set,
+    catalog_row_save,
+    config_references,
+    prompt_messages_check,
+    prompt_parts_set,
+    tool_values,
+)
 from mcp_app.services.references import in_use_message, references_to
 
 FORMAT = "mcphost-catalog/1"
@@ -344,9 +352,10 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
     templates = document["resource_templates"]
     prompts = document["prompts"]
     upstream_names = {
-        str(tool.config.get("upstream"))
+        reference.name
         for tool in tools
-        if tool.kind == Tool.Kind.MCP_UPSTREAM and tool.config.get("upstream")
+        for reference in config_references(tool)
+        if reference.target == "upstream"
     } | {entry["upstream"] for entry in (*resources, *templates, *prompts) if entry.get("upstream")}
     upstreams = Upstream.objects.select_related("credential").order_by("name")
     if endpoint_slugs is not None:
@@ -361,7 +370,12 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
     ]
     names = sorted(
         (
-            {tool.config.get("credential") for tool in tools}
+            {
+                reference.name
+                for tool in tools
+                for reference in config_references(tool)
+                if reference.target == "credential"
+            }
             | {entry["credential"] for entry in document["upstreams"]}
         )
         - {None}
@@ -630,7 +644,7 @@ def catalog_import(
             raise CatalogPermissionError(missing)
     report = ImportReport(dry_run=dry_run)
     with transaction.atomic(), history.catalog_change_source(history.IMPORT):
-        importer = _Importer(document, report, prune=prune)
+        importer = _Importer(document, report, prune=prune, user=user)
         importer.run()
         if user is not None:
             changes = catalog_permissions(document=document, prune=prune, changes=report.changes)
@@ -645,8 +659,11 @@ def catalog_import(
 
 
 class _Importer:
-    def __init__(self, document: Mapping[str, Any], report: ImportReport, *, prune: bool) -> None:
+    def __init__(
+        self, document: Mapping[str, Any], report: ImportReport, *, prune: bool, user: Any
+    ) -> None:
         self.document = document
+        self.user = user
         self.report = report
         self.prune = prune
         self.errors: list[EntryError] = []
@@ -751,14 +768,13 @@ class _Importer:
             plan = _Plan(section, index, entry[key_name], entry, row, created=row.pk is None)
             if row.pk is None:
                 setattr(row, key_name, entry[key_name])
-                if section == "tools":
-                    self._python_defaults(row, entry)
-            for name in names:
-                if name in entry:
-                    value = entry[name]
-                    if row.pk is not None and getattr(row, name) != value:
-                        plan.changed.append(name)
-                    setattr(row, name, value)
+            values = {name: entry[name] for name in names if name in entry}
+            if section == "tools":
+                values = tool_values(tool=row, data=values)
+            for name, value in values.items():
+                if row.pk is not None and getattr(row, name) != value:
+                    plan.changed.append(name)
+                setattr(row, name, value)
             if section != "endpoints":
                 plan.endpoint_slugs = list(entry.get("endpoints") or [])
                 plan.group_names = sorted(entry.get("allowed_groups") or [])
@@ -838,17 +854,6 @@ class _Importer:
                 plan.changed.append(key)
             setattr(plan.row, key, found)
 
-    def _python_defaults(self, tool: Tool, entry: Mapping[str, Any]) -> None:
-        # As tool_create: a python tool takes what the file omits from its function.
-        config = entry.get("config")
-        if (
-            entry.get("kind") == Tool.Kind.PYTHON
-            and isinstance(config, dict)
-            and config.get("function") in tool_functions()
-        ):
-            for name, value in python_tool_defaults(config["function"]).items():
-                setattr(tool, name, value)
-
     def _plan_file(self, plan: _Plan, key: str, current: Any) -> None:
         plan.current_file = current.name if current else ""
         if key not in plan.entry:
@@ -878,6 +883,11 @@ class _Importer:
                     self._error(plan, f"{key}[{position}].{name}", "Unknown field.")
                 if not unknown:
                     self._plan_part(plan, key, position, item)
+            if key == "messages":
+                try:
+                    prompt_messages_check(prompt, wanted)
+                except ValidationError as exc:
+                    self._error(plan, key, exc.messages[0])
             if prompt.pk is None:
                 current: list[dict[str, Any]] = []
             else:
@@ -925,23 +935,17 @@ class _Importer:
         row = plan.row
         # Membership and groups are checked separately; file content was checked above.
         try:
-            row.full_clean(validate_unique=row.pk is None)
+            if plan.section in _WRITE_PATH:
+                catalog_row_check(row, upstreams=self._planned_upstreams())
+            else:
+                row.full_clean(validate_unique=row.pk is None)
         except ValidationError as exc:
             for name, messages in _message_dict(exc).items():
                 for message in messages:
                     self._error(plan, name, message)
-            return
-        if plan.section == "tools" and row.kind == Tool.Kind.MCP_UPSTREAM:
-            name = row.config.get("upstream")
-            planned = {p.key for p in self.plans.get("upstreams", [])}
-            if name not in planned and not Upstream.objects.filter(name=name).exists():
-                self._error(plan, "config.upstream", f"No upstream named {name!r} here.")
-        if plan.section == "tools" and row.kind == Tool.Kind.HTTP:
-            for key, message in undeclared_placeholders(row.config, row.input_schema).items():
-                self._error(plan, f"config.{key}", message)
-            name = row.config.get("credential")
-            if name is not None and not Credential.objects.filter(name=name).exists():
-                self._error(plan, "config.credential", f"No credential named {name!r} here.")
+
+    def _planned_upstreams(self) -> set[str]:
+        return {plan.key for plan in self.plans.get("upstreams", [])}
 
     def _error(self, plan: _Plan, name: str, message: str) -> None:
         path = plan.path if name == "__all__" else f"{plan.path}.{name}"
@@ -974,7 +978,9 @@ class _Importer:
                 # Only the document's endpoints are managed; others keep the row.
                 removed = (current & scope) - wanted
                 if removed:
-                    plan.row.endpoints.remove(*removed)
+                    catalog_row_detach(
+                        plan.row, endpoint_ids=removed, actor=self.user, source=history.IMPORT
+                    )
                     self._record(plan, "detach", _slugs(endpoints, removed))
                 attach.append((plan, wanted - current))
         # Attached after every detach, so a tool moving between endpoints never clashes with
@@ -982,7 +988,9 @@ class _Importer:
         for plan, added in attach:
             if added:
                 try:
-                    plan.row.endpoints.add(*added)
+                    catalog_row_attach(
+                        plan.row, endpoint_ids=added, actor=self.user, source=history.IMPORT
+                    )
                 except ValidationError as exc:
                     for message in exc.messages:
                         self._error(plan, "endpoints", message)
@@ -1008,15 +1016,25 @@ class _Importer:
 
     def _save(self, plan: _Plan) -> None:
         row = plan.row
+        stored: dict[str, str] = {}
         if plan.section == "resources":
-            # The file checked by clean() is replaced by the stored one, or the current one.
-            row.file = (
-                self._stored_file("resources", plan.file)
-                if plan.file_changed
-                else plan.current_file
-            )
+            # The file checked from the document is saved naming the stored one (stored once
+            # the import goes ahead), or the row keeps its current one.
+            if plan.file_changed:
+                stored["file"] = self._stored_file("resources", plan.file)
+            else:
+                row.file = plan.current_file
         if plan.created or plan.changed:
-            row.save()
+            if plan.section in _WRITE_PATH:
+                catalog_row_save(
+                    row,
+                    actor=self.user,
+                    source=history.IMPORT,
+                    upstreams=self._planned_upstreams(),
+                    stored_files=stored,
+                )
+            else:
+                row.save()
             fields = () if plan.created else tuple(plan.changed)
             action = "create" if plan.created else "update"
             self.report.changes.append(Change(action, plan.section, plan.key, fields))
@@ -1040,22 +1058,31 @@ class _Importer:
             return
         current = sorted(group.name for group in plan.row.allowed_groups.all())
         if current != plan.group_names:
-            plan.row.allowed_groups.set([groups[name] for name in plan.group_names])
+            catalog_row_relations_set(
+                plan.row,
+                relations={"allowed_groups": [groups[name] for name in plan.group_names]},
+                actor=self.user,
+                source=history.IMPORT,
+            )
             if not plan.created:
                 self.report.changes.append(
                     Change("update", plan.section, plan.key, ("allowed_groups",))
                 )
 
     def _write_prompt_parts(self, plan: _Plan) -> None:
-        prompt: Prompt = plan.row
-        prompt.arguments.all().delete()
-        prompt.messages.all().delete()
-        for part, file in plan.parts:
-            part.prompt = prompt
-            if file is not None:
-                assert isinstance(part, PromptMessage)  # only messages carry files
-                part.file = self._stored_file("prompts", file)
-            part.save()
+        arguments = [part for part, _file in plan.parts if isinstance(part, PromptArgument)]
+        messages = [(part, file) for part, file in plan.parts if isinstance(part, PromptMessage)]
+        prompt_parts_set(
+            plan.row,
+            arguments=arguments,
+            messages=[part for part, _file in messages],
+            message_files=[
+                self._stored_file("prompts", file) if file is not None else None
+                for _part, file in messages
+            ],
+            actor=self.user,
+            source=history.IMPORT,
+        )
 
     def _record(self, plan: _Plan, action: str, slugs: Sequence[str]) -> None:
         self.report.changes.append(
@@ -1071,8 +1098,13 @@ class _Importer:
                     manager = getattr(endpoint, relation)
                     extra = list(manager.exclude(pk__in=listed[section]))
                     if extra:
-                        manager.remove(*extra)
                         for row in extra:
+                            catalog_row_detach(
+                                row,
+                                endpoint_ids=[endpoint.pk],
+                                actor=self.user,
+                                source=history.IMPORT,
+                            )
                             self.report.changes.append(
                                 Change("detach", section, _key(section, row), detail=endpoint.slug)
                             )
@@ -1093,6 +1125,10 @@ class _Importer:
                     continue
                 self.report.changes.append(Change("delete", section, _key(section, row)))
                 row.delete()
+
+
+# Sections whose rows are written through services.catalog_writes (upstreams have their own).
+_WRITE_PATH = frozenset({"endpoints", "tools", "resources", "resource_templates", "prompts"})
 
 
 def _key(section: str, row: Any) -> str:

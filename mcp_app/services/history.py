@@ -7,8 +7,9 @@ their row, groups included).
 What an endpoint publishes is recorded here instead, as attach/detach deltas
 (``MembershipChange``, see its module for why). This module also adds what the library does
 not know: *from where* a change came. Interfaces wrap their writes in
-``catalog_change_source("admin")`` (or "api", "import", "upstream sync"), and every history
-row (and membership change) written inside is stamped with it.
+``catalog_change_source("admin")`` (or "api", "import", "upstream sync", "openapi import"),
+and every history row (and membership change) written inside is stamped with it; the catalog
+write path (``services/catalog_writes.py``) names the acting user too (``catalog_change``).
 
 In the admin a revert is an ordinary edit through the admin form (same validation, same
 signals, so the same catalog invalidation and list_changed); the API's is ``history_revert``
@@ -27,7 +28,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.contrib.auth.models import Group
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser, Group
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Max, Q
@@ -52,6 +54,7 @@ ADMIN = "admin"
 API = "api"
 IMPORT = "import"
 UPSTREAM_SYNC = "upstream sync"
+OPENAPI = "openapi import"
 
 # The models whose changes are recorded, in the order the recent-changes page names them.
 TRACKED: tuple[type[models.Model], ...] = (
@@ -70,6 +73,8 @@ TRACKED: tuple[type[models.Model], ...] = (
 _UNSHOWN = frozenset({"updated_at", "created_at"})
 
 _source: ContextVar[str] = ContextVar("mcp_catalog_change_source", default="")
+# Who acts, when the write path was told (``catalog_change``); else the request's user.
+_actor: ContextVar[AbstractBaseUser | None] = ContextVar("mcp_catalog_actor", default=None)
 
 
 @contextlib.contextmanager
@@ -82,14 +87,32 @@ def catalog_change_source(source: str) -> Iterator[None]:
         _source.reset(token)
 
 
+@contextlib.contextmanager
+def catalog_change(
+    *, source: str | None, actor: AbstractBaseUser | AnonymousUser | None
+) -> Iterator[None]:
+    """Stamp every history row (and membership change) written inside the block with
+    ``source`` (None: the surrounding one) and, when ``actor`` is a signed-in user, with
+    ``actor`` as who made it (else the request's user, as simple-history finds it)."""
+    token = _actor.set(actor if actor is not None and actor.is_authenticated else _actor.get())
+    try:
+        with catalog_change_source(_source.get() if source is None else source):
+            yield
+    finally:
+        _actor.reset(token)
+
+
 def current_change_source() -> str:
     return _source.get()
 
 
 def stamp_history_row(history_instance: Any) -> None:
-    """Name the change source on a history row about to be written (an explicit reason stays)."""
+    """Name the change source (an explicit reason stays) and the acting user, when the write
+    path was told one, on a history row about to be written."""
     if not history_instance.history_change_reason:
         history_instance.history_change_reason = _source.get() or None
+    if (actor := _actor.get()) is not None:
+        history_instance.history_user = actor
 
 
 def latest_history_ids(model: type[models.Model], pks: Sequence[int]) -> dict[int, int]:
@@ -151,10 +174,11 @@ def membership_pairs(
 
 
 def attached_pairs(instance: models.Model, reverse: bool, pk_set: set[int]) -> Pairs:
-    """The pairs an ``add()`` attached (Django's ``pk_set`` holds only the missing ones)."""
+    """The pairs an ``add()`` attached (Django's ``pk_set`` holds only the missing ones), in
+    id order (a set's order depends on the ids' hashes: the history would vary by run)."""
     if reverse:
-        return [(endpoint_id, instance.pk) for endpoint_id in pk_set]
-    return [(instance.pk, item_id) for item_id in pk_set]
+        return [(endpoint_id, instance.pk) for endpoint_id in sorted(pk_set)]
+    return [(instance.pk, item_id) for item_id in sorted(pk_set)]
 
 
 def through_of(model: type[models.Model]) -> type[models.Model]:
@@ -163,6 +187,8 @@ def through_of(model: type[models.Model]) -> type[models.Model]:
 
 
 def _acting_user() -> Any:
+    if (actor := _actor.get()) is not None:
+        return actor
     # The user simple-history's middleware saw: the same one its history rows name.
     request = getattr(HistoricalRecords.context, "request", None)
     user = getattr(request, "user", None)

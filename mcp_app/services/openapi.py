@@ -41,7 +41,8 @@ from mcp_app.executors.netguard import (
 )
 from mcp_app.models import Endpoint, Tool
 from mcp_app.protocol.results import ToolError
-from mcp_app.services.catalog import tool_create
+from mcp_app.services import history
+from mcp_app.services.catalog_writes import Actor, tool_create
 
 # The HTTP methods an OpenAPI path item may hold (3.1 section 4.8.9); TRACE has no HTTP tool.
 OPERATION_METHODS = ("get", "put", "post", "delete", "options", "head", "patch")
@@ -714,10 +715,12 @@ def openapi_tools_create(
     credential: str | None = None,
     allow_hosts: Sequence[str] = (),
     allow_networks: Sequence[str] = (),
+    actor: Actor = None,
 ) -> list[Tool]:
     """Create a disabled HTTP tool per chosen operation, published on ``endpoints``.
 
-    Drafts stay disabled until an operator has reviewed them; all or none are created.
+    Drafts stay disabled until an operator has reviewed them; all or none are created, by
+    ``actor`` (the history names them "openapi import").
 
     Raises:
         OpenApiError: an operation key is unknown, or the base URL is not http(s).
@@ -744,6 +747,8 @@ def openapi_tools_create(
             read_only_hint=draft.read_only_hint,
             idempotent_hint=draft.idempotent_hint,
             enabled=False,
+            actor=actor,
+            source=history.OPENAPI,
         )
         for draft in drafts
     ]

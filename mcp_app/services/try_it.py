@@ -7,26 +7,26 @@ before they are published), builds a ``RequestContext`` of the newest legacy rev
 output-schema check are the protocol layer's own, not a copy. The call is recorded in the call
 log as an admin test call (``services.calllog.recorder.record_admin_test_call``).
 
-For HTTP tools it also renders the request the executor sends, without the credential (whose
-headers or query are added on the way out and never shown).
+For a kind that sends a request (HTTP tools) it also shows the request its executor renders
+(``Executor.rendered_request``), without the credential (whose headers or query are added on
+the way out and never shown).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from asgiref.sync import async_to_sync
 
-from mcp_app.executors.base import ConfigError, HttpAuth
-from mcp_app.executors.http import build_headers_and_body, build_url, prepare_http_config
+from mcp_app.executors import get_executors
+from mcp_app.executors.base import RenderedRequest
 from mcp_app.models import Tool
 from mcp_app.protocol.catalog import CatalogSnapshot, EndpointInfo
 from mcp_app.protocol.dispatch import handle_request
 from mcp_app.protocol.errors import McpError
-from mcp_app.protocol.results import ToolError
 from mcp_app.protocol.versions import LATEST_LEGACY
 from mcp_app.services.calllog.capture import REDACTED, is_secret_name
 from mcp_app.services.calllog.recorder import record_admin_test_call
@@ -38,17 +38,6 @@ from mcp_app.services.runner import CatalogToolRunner
 TRY_SERVER_INFO = {"name": "mcphost-admin", "version": "try-it"}
 TRY_ENDPOINT_SLUG = "admin-try-it"
 BODY_PREVIEW_CHARS = 2000
-
-
-@dataclass(frozen=True, slots=True)
-class RenderedRequest:
-    """The HTTP request an HTTP tool sends for these arguments, credential left out."""
-
-    method: str
-    url: str
-    headers: Mapping[str, str]
-    body: str | None
-    credential: str | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,25 +102,16 @@ def tool_try(*, tool: Tool, arguments: Mapping[str, Any], user_id: int | None) -
 
 
 def _rendered_request(tool: Tool, arguments: Mapping[str, Any]) -> RenderedRequest | None:
-    """Render an HTTP tool's request with the executor's own functions (no credential)."""
-    if tool.kind != Tool.Kind.HTTP:
+    """The request the tool's executor sends (no credential), secret-looking headers masked."""
+    executor = get_executors().get(tool.kind)
+    rendered = executor.rendered_request(tool.config or {}, arguments) if executor else None
+    if rendered is None:
         return None
-    config = tool.config or {}
-    try:
-        prepared = prepare_http_config(config)
-        url = build_url(prepared, arguments, HttpAuth())
-        headers, content = build_headers_and_body(prepared, arguments, HttpAuth())
-    except (ConfigError, ToolError):
-        return None  # the run itself reports what is wrong
-    masked = {name: REDACTED if is_secret_name(name) else value for name, value in headers.items()}
-    body = None
-    if content is not None:
-        text = content.decode("utf-8", errors="replace")
-        body = text if len(text) <= BODY_PREVIEW_CHARS else text[:BODY_PREVIEW_CHARS] + "..."
-    return RenderedRequest(
-        method=str(config.get("method", "GET")),
-        url=url,
-        headers=masked,
-        body=body,
-        credential=config.get("credential") or None,
-    )
+    body = rendered.body
+    if body is not None and len(body) > BODY_PREVIEW_CHARS:
+        body = body[:BODY_PREVIEW_CHARS] + "..."
+    headers = {
+        name: REDACTED if is_secret_name(name) else value
+        for name, value in rendered.headers.items()
+    }
+    return replace(rendered, headers=headers, body=body)

@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 from mcp_app.models import Endpoint
-from mcp_app.services.catalog import tool_create
+from mcp_app.services.catalog_writes import tool_create
 
 pytestmark = pytest.mark.django_db
 

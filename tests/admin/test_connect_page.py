@@ -13,7 +13,7 @@ from mcp.client.auth import TokenStorage
 from pytest_django.fixtures import Settings
 
 from mcp_app.models import Endpoint
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 
 CONNECT = reverse("mcp_app:endpoint_connect", args=["test"])
 

@@ -10,7 +10,7 @@ from django.urls import reverse
 from django.utils.html import strip_tags
 
 from mcp_app.models import Credential, Endpoint, Upstream
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from mcp_app.services.credentials import credential_create
 from mcp_app.services.sessions import session_open
 

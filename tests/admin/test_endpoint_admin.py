@@ -10,8 +10,8 @@ from django.test import Client
 from django.urls import reverse
 
 from mcp_app.models import Endpoint, Tool
-from mcp_app.services.catalog import tool_create
 from mcp_app.services.catalog_io import catalog_dump, catalog_export, catalog_parse
+from mcp_app.services.catalog_writes import tool_create
 
 
 def endpoint_payload(**overrides: Any) -> dict[str, Any]:

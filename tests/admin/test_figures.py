@@ -12,7 +12,7 @@ from django.utils import timezone
 from pytest_django import DjangoAssertNumQueries
 
 from mcp_app.models import CallLog, Endpoint
-from mcp_app.services.catalog import tool_create
+from mcp_app.services.catalog_writes import tool_create
 from tests.audit.factories import make_call
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from django.test import Client
 from django.urls import reverse
 
 from mcp_app.models import Credential, Endpoint, ResourceTemplate, Tool
-from mcp_app.services.catalog import endpoint_create
+from mcp_app.services.catalog_writes import endpoint_create
 from tests.admin.conftest import tool_payload
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from mcp_app.models import Endpoint, MembershipChange, Prompt, Resource, Tool
 from mcp_app.services import history
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.admin.test_endpoint_admin import endpoint_payload
 
 pytestmark = pytest.mark.django_db

@@ -10,7 +10,7 @@ from django.test import Client
 from django.urls import reverse
 
 from mcp_app.models import Tool
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.support.openapi_docs import as_text, petstore
 
 IMPORT_URL = reverse("admin:mcp_app_tool_openapi_import")

@@ -12,7 +12,7 @@ from django.urls import reverse
 
 from mcp_app.executors.python import tool_functions
 from mcp_app.models import Endpoint, Tool
-from mcp_app.services.catalog import tool_create
+from mcp_app.services.catalog_writes import tool_create
 from tests.admin.conftest import tool_payload
 
 ADD_URL = reverse("admin:mcp_app_tool_add")

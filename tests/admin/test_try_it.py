@@ -17,7 +17,7 @@ from django.urls import reverse
 from mcp_app.models import CallLog, Tool
 from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
 from mcp_app.services.calllog.writer import call_log_flush
-from mcp_app.services.catalog import tool_create
+from mcp_app.services.catalog_writes import tool_create
 from tests.support.upstream import Upstream, run_upstream
 
 FLUSH_SECONDS = 5.0

@@ -22,7 +22,7 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.services.calllog.writer import call_log_flush
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from mcp_app.services.credentials import decrypt_secret
 from mcp_app.services.sessions import session_open
 from tests.api.conftest import CATALOG_PERMISSIONS

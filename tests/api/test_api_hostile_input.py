@@ -19,8 +19,8 @@ from rest_framework.test import APIClient
 
 from mcp_app.api import parsers
 from mcp_app.models import CallLog, Tool
-from mcp_app.services.catalog import endpoint_create, tool_create
 from mcp_app.services.catalog_io import catalog_dump, catalog_export
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.api.conftest import CATALOG_PERMISSIONS
 
 pytestmark = pytest.mark.django_db

@@ -42,7 +42,7 @@ from schemathesis.checks import (
 )
 
 from mcp_app.services.api_tokens import api_token_create
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.support.live import (  # noqa: F401  (fixture)
     asgi_server,
     flush_database,

@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from mcp_app.models import ApiToken
 from mcp_app.services.api_tokens import api_token_create
-from mcp_app.services.catalog import endpoint_create
+from mcp_app.services.catalog_writes import endpoint_create
 from tests.api.conftest import make_user
 from tests.support.oauth import issue_token
 

@@ -13,19 +13,19 @@ from django.core.management import CommandError, call_command
 from pytest_django.fixtures import Settings
 
 from mcp_app.models import Credential, Endpoint, Prompt, Resource, ResourceTemplate, Tool, Upstream
-from mcp_app.services.catalog import (
-    endpoint_create,
-    prompt_create,
-    resource_create,
-    resource_template_create,
-    tool_create,
-)
 from mcp_app.services.catalog_io import (
     CatalogImportError,
     catalog_dump,
     catalog_export,
     catalog_import,
     catalog_parse,
+)
+from mcp_app.services.catalog_writes import (
+    endpoint_create,
+    prompt_create,
+    resource_create,
+    resource_template_create,
+    tool_create,
 )
 from mcp_app.services.credentials import credential_create
 

@@ -21,13 +21,13 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from mcp_app.models import Endpoint, ResourceTemplate, Upstream
-from mcp_app.services.catalog import (
+from mcp_app.services.catalog_io import catalog_dump, catalog_export
+from mcp_app.services.catalog_writes import (
     endpoint_create,
     prompt_create,
     resource_create,
     tool_create,
 )
-from mcp_app.services.catalog_io import catalog_dump, catalog_export
 from mcp_app.services.credentials import credential_create
 from tests.api.conftest import make_user
 

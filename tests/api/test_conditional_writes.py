@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 
 from mcp_app.models import Endpoint, Tool, Upstream
 from mcp_app.services.api_tokens import api_token_create
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.api.conftest import CATALOG_PERMISSIONS, make_user
 from tests.support.live import asgi_server, flush_database
 

@@ -10,8 +10,8 @@ from rest_framework.test import APIClient
 
 from mcp_app.models import Credential, Tool
 from mcp_app.services import history
-from mcp_app.services.catalog import endpoint_create, tool_create
 from mcp_app.services.catalog_io import catalog_export, catalog_import
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from mcp_app.services.credentials import credential_create
 from tests.api.conftest import CATALOG_PERMISSIONS
 

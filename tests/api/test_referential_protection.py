@@ -11,8 +11,8 @@ import pytest
 from rest_framework.test import APIClient
 
 from mcp_app.models import BackgroundCall, Credential, Endpoint, Tool, Upstream
-from mcp_app.services.catalog import endpoint_create, resource_create, tool_create
 from mcp_app.services.catalog_io import catalog_export, catalog_import
+from mcp_app.services.catalog_writes import endpoint_create, resource_create, tool_create
 from mcp_app.services.credentials import credential_create
 from mcp_app.services.sessions import session_open
 from tests.api.conftest import CATALOG_PERMISSIONS

@@ -18,7 +18,7 @@ from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_app.protocol import errors
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.support.live import asgi_server, flush_database
 from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_messages
 

@@ -22,7 +22,7 @@ import pytest
 from mcp import Client
 
 from mcp_app.models import BackgroundCall, CallLog, Tool
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.support.live import asgi_server, flush_database
 from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_events, sse_messages
 from tests.support.worker import BACKGROUND_ENV, WorkerProcess, celery_worker

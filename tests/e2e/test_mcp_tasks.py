@@ -22,7 +22,7 @@ from django.test import override_settings
 
 from mcp_app.models import BackgroundCall, Tool
 from mcp_app.protocol import errors
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.support.live import asgi_server, flush_database
 from tests.support.oauth import issue_token
 from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_messages

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
-from mcp_app.services.catalog import endpoint_create
+from mcp_app.services.catalog_writes import endpoint_create
 from mcp_app.services.openapi import openapi_parse_text, openapi_read, openapi_tools_create
 from tests.support.live import flush_database
 from tests.support.openapi_docs import as_text, upstream_api

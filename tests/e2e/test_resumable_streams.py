@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import pytest
 
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.support.live import asgi_server, flush_database
 from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_events
 

@@ -43,7 +43,7 @@ FAULT_ENV = {
 }
 SEED = f"""
 from mcp_app.models import Tool
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 endpoint = endpoint_create(slug={SLUG!r}, auth_mode="public")
 tool_create(name="countdown", kind="python", config={{"function": "countdown"}},
             execution_mode=Tool.Execution.BACKGROUND, endpoints=[endpoint])

@@ -24,7 +24,7 @@ TOOL = "ask_when_told"
 MODULES = "mcp_app.builtin_tools,tests.support.long_tools"
 CREATE_TOOL = f"""
 from mcp_app.models import Endpoint, Tool
-from mcp_app.services.catalog import tool_create
+from mcp_app.services.catalog_writes import tool_create
 if not Tool.objects.filter(name={TOOL!r}).exists():
     tool_create(name={TOOL!r}, kind="python", config={{"function": "test_ask_when_told"}},
                 execution_mode=Tool.Execution.BACKGROUND, task_support="optional",

@@ -17,7 +17,7 @@ from prometheus_client import REGISTRY
 
 from mcp_app.models import Tool
 from mcp_app.ops.heartbeat import heartbeat_once, worker_heartbeats_key
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.support.inprocess import acall, encode_headers
 
 # A pod's address as a kubelet sends it: not in ALLOWED_HOSTS.

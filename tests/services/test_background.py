@@ -20,7 +20,7 @@ from mcp_app.models import BackgroundCall, Endpoint, Tool
 from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.results import NO_STRUCTURED, CallCancelled, Outcome, ToolResult
 from mcp_app.services.background import calls, web, worker
-from mcp_app.services.catalog import tool_create
+from mcp_app.services.catalog_writes import tool_create
 
 pytestmark = pytest.mark.django_db
 

@@ -16,10 +16,8 @@ from mcp_app.protocol.catalog import (
     ResourceDef,
     ToolDef,
 )
-from mcp_app.services.catalog import (
-    ResourceKey,
-    ToolKey,
-    build_snapshot,
+from mcp_app.services.catalog import ResourceKey, ToolKey, build_snapshot
+from mcp_app.services.catalog_writes import (
     endpoint_create,
     prompt_create,
     resource_create,

@@ -6,7 +6,7 @@ from django.test import override_settings
 
 from mcp_app.checks import check_catalog_rows, check_executors
 from mcp_app.models import Tool
-from mcp_app.services.catalog import tool_create
+from mcp_app.services.catalog_writes import tool_create
 
 
 def test_a_healthy_configuration_passes() -> None:

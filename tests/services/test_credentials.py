@@ -21,7 +21,8 @@ from mcp_app.checks import check_credential_keys
 from mcp_app.models import Credential, Endpoint
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.results import ToolError, ToolResult
-from mcp_app.services.catalog import build_snapshot, tool_create
+from mcp_app.services.catalog import build_snapshot
+from mcp_app.services.catalog_writes import tool_create
 from mcp_app.services.credentials import (
     CredentialError,
     clear_token_cache,

@@ -18,7 +18,12 @@ from django.db import transaction
 
 from mcp_app.models import Endpoint, PromptArgument
 from mcp_app.services import notify
-from mcp_app.services.catalog import endpoint_create, prompt_create, resource_create, tool_create
+from mcp_app.services.catalog_writes import (
+    endpoint_create,
+    prompt_create,
+    resource_create,
+    tool_create,
+)
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

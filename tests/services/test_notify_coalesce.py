@@ -21,7 +21,7 @@ from django.test import override_settings
 
 from mcp_app.models import Endpoint, Tool
 from mcp_app.services import invalidation, notify
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from mcp_app.executors import get_executor
 from mcp_app.models import Tool
 from mcp_app.models.fields import validate_input_schema
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from mcp_app.services.openapi import (
     MAX_REF_DEPTH,
     OpenApiDocument,

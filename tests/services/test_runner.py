@@ -24,12 +24,8 @@ from mcp_app.models import Endpoint, Tool
 from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.results import ToolError, ToolResult
-from mcp_app.services.catalog import (
-    build_snapshot,
-    resource_create,
-    resource_template_create,
-    tool_create,
-)
+from mcp_app.services.catalog import build_snapshot
+from mcp_app.services.catalog_writes import resource_create, resource_template_create, tool_create
 from mcp_app.services.resources import CatalogResourceReader
 from mcp_app.services.runner import CatalogToolRunner
 

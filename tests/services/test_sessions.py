@@ -13,7 +13,7 @@ from django.utils import timezone
 
 from mcp_app.models import Session
 from mcp_app.services import invalidation
-from mcp_app.services.catalog import endpoint_create
+from mcp_app.services.catalog_writes import endpoint_create
 from mcp_app.services.sessions import (
     DatabaseSessionStore,
     session_close,

@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 
 from mcp_app.models import Endpoint, Tool
-from mcp_app.services.catalog import check_unique_tool_names, endpoint_create, tool_create
+from mcp_app.services.catalog_writes import check_unique_tool_names, endpoint_create, tool_create
 
 
 def make_tool(name: str, *endpoints: Endpoint, function: str = "echo") -> Tool:

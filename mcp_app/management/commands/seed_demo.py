@@ -12,7 +12,8 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from mcp_app.models import Endpoint, Prompt, Resource, ResourceTemplate, Tool
-from mcp_app.services.catalog import (
+from mcp_app.services.catalog_writes import (
+    catalog_row_attach,
     endpoint_create,
     prompt_create,
     resource_create,
@@ -121,14 +122,15 @@ class Command(BaseCommand):
             description="The demo tools behind OAuth: clients sign a user in first.",
             instructions="Use echo, add and current_time for quick checks; countdown is long.",
         )
-        endpoint.tools.add(*demo.tools.filter(name__in=OAUTH_TOOLS))
+        for tool in demo.tools.filter(name__in=OAUTH_TOOLS):
+            catalog_row_attach(tool, endpoint_ids=[endpoint.pk], actor=None, source=None)
         self._created("endpoint", OAUTH_SLUG)
         return endpoint
 
     def _ensure_resource(self, endpoint: Endpoint) -> None:
         uri = "demo://readme"
         if resource := Resource.objects.filter(uri=uri).first():
-            resource.endpoints.add(endpoint)
+            catalog_row_attach(resource, endpoint_ids=[endpoint.pk], actor=None, source=None)
             self._exists("resource", uri)
             return
         resource_create(
@@ -140,7 +142,7 @@ class Command(BaseCommand):
     def _ensure_template(self, endpoint: Endpoint) -> None:
         uri_template = "demo://notes/{topic}"
         if template := ResourceTemplate.objects.filter(uri_template=uri_template).first():
-            template.endpoints.add(endpoint)
+            catalog_row_attach(template, endpoint_ids=[endpoint.pk], actor=None, source=None)
             self._exists("resource template", uri_template)
             return
         resource_template_create(
@@ -159,7 +161,7 @@ class Command(BaseCommand):
     def _ensure_prompt(self, endpoint: Endpoint) -> None:
         name = "code_review"
         if prompt := Prompt.objects.filter(name=name).first():
-            prompt.endpoints.add(endpoint)
+            catalog_row_attach(prompt, endpoint_ids=[endpoint.pk], actor=None, source=None)
             self._exists("prompt", name)
             return
         prompt_create(

@@ -1,0 +1,559 @@
+"""The one write path of catalog rows: endpoints, tools, resources, resource templates, prompts.
+
+Every interface writes these rows through here: the admin forms, the API serializers, catalog
+import, OpenAPI import and the demo seed. They parse their input and may check it early, to
+put errors beside their own fields, but the rules live only here, in three steps:
+
+- ``tool_values``: a field a tool write leaves empty takes the value its config declares (the
+  kind's executor says which: ``Executor.tool_defaults``).
+- ``catalog_row_check``: the model's own validation, what a tool's config names (credentials,
+  upstreams: ``Executor.config_references``) and ties to its input schema
+  (``Executor.config_problems``), and tool names unique per endpoint. Errors come as one
+  ``ValidationError`` keyed by field (``config.<key>`` for a config's).
+- ``catalog_row_save``: checks again (no interface can skip a rule), saves, sets the row's
+  relations (endpoints, groups, an endpoint's items), and stamps the history rows with who
+  acts and from where (``history.catalog_change``). The model signals then bump catalog
+  versions and send list_changed.
+
+Every write function here takes ``actor``, the user acting (None: the request's, or nobody),
+and runs inside ``_writing``: a rule about who may change which rows (an endpoint's owners)
+has that one place, and no interface can go around it. Upstreams and credentials are written
+by their own services (``services/upstreams.py``, ``services/credentials.py``); nothing here
+names a tool kind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+from django.contrib.auth.base_user import AbstractBaseUser
+from django.contrib.auth.models import AnonymousUser
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
+
+from mcp_app.executors import get_executors
+from mcp_app.executors.base import ConfigError, ConfigReference
+from mcp_app.models import (
+    Credential,
+    Endpoint,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    Upstream,
+)
+from mcp_app.models.fields import default_input_schema
+from mcp_app.services import history
+
+CatalogRow = Endpoint | Tool | Resource | ResourceTemplate | Prompt
+# Who acts: a signed-in user; None (or an anonymous user): the request's user, if any.
+Actor = AbstractBaseUser | AnonymousUser | None
+
+# The many-to-many fields ``catalog_row_save`` sets: an item's, then an endpoint's.
+RELATIONS = ("endpoints", "allowed_groups", "tools", "resources", "resource_templates", "prompts")
+
+# The rows a config reference may name, by ``ConfigReference.target``.
+_REFERENCE_MODELS: dict[str, type[models.Model]] = {
+    "credential": Credential,
+    "upstream": Upstream,
+}
+
+
+def tool_values(*, tool: Tool | None, data: Mapping[str, Any]) -> dict[str, Any]:
+    """Return ``data`` (Tool field values) with what it leaves empty filled from the config.
+
+    A field the config declares (a python function's title, description, schemas and hints)
+    takes the declared value when ``data`` holds it empty (None or blank text) or, for a new
+    tool (``tool`` None or unsaved), does not hold it; a saved tool keeps what ``data`` omits.
+    A tool left without an input schema takes the no-argument one.
+    """
+    current = tool if tool is not None and not tool._state.adding else None
+    kind = data.get("kind", current.kind if current is not None else "")
+    config = data.get("config", current.config if current is not None else {})
+    executor = get_executors().get(kind) if isinstance(kind, str) else None
+    declared = (
+        executor.tool_defaults(config)
+        if executor is not None and isinstance(config, Mapping)
+        else {}
+    )
+    values = dict(data)
+    for name, value in declared.items():
+        if name in data:
+            given = data[name]
+            if given is None or (isinstance(given, str) and not given.strip()):
+                values[name] = value
+        elif current is None:
+            values[name] = value
+    if values.get("input_schema", ...) is None or ("input_schema" not in values and not current):
+        values["input_schema"] = default_input_schema()
+    return values
+
+
+@contextlib.contextmanager
+def _writing(row: models.Model, *, actor: Actor, source: str | None) -> Iterator[None]:
+    """Run one write of ``row`` (or of its parts) by ``actor``: in a transaction, with every
+    history row and membership change written stamped with ``actor`` and ``source``.
+
+    Every write of this module goes through here, so a rule about who may write which rows
+    (an endpoint's owners) has this one place.
+    """
+    with transaction.atomic(), history.catalog_change(source=source, actor=actor):
+        yield
+
+
+def catalog_row_check(
+    row: CatalogRow,
+    *,
+    relations: Mapping[str, Sequence[models.Model]] | None = None,
+    upstreams: Collection[str] = (),
+) -> None:
+    """Check that ``row``, with its values set and ``relations`` (None: those it has), may be
+    saved.
+
+    ``upstreams``: names of upstreams being created in the same write (catalog import), which
+    a tool's config may name before they exist.
+
+    Raises:
+        ValidationError: by field name; nothing was written.
+    """
+    errors: dict[str, list[str]] = {}
+    try:
+        row.full_clean()
+    except ValidationError as exc:
+        errors.update(_by_field(exc))
+    if isinstance(row, Tool) and not {"kind", "config", "input_schema"} & set(errors):
+        for key, message in _tool_config_problems(row, upstreams).items():
+            errors.setdefault(key, []).append(message)
+    if isinstance(row, Tool) and "name" not in errors:
+        endpoints = (relations or {}).get("endpoints")
+        try:
+            if endpoints is not None or row.pk is None:
+                endpoint_ids = [endpoint.pk for endpoint in endpoints or ()]
+                check_unique_tool_names(endpoint_ids=endpoint_ids, tools=[(row.pk, row.name)])
+            else:
+                _check_name_on_current_endpoints(row)
+        except ValidationError as exc:
+            errors.setdefault("name", []).extend(exc.messages)
+    if isinstance(row, Endpoint) and (tools := (relations or {}).get("tools")) is not None:
+        # The endpoint's whole new set: only names repeated within it can clash.
+        try:
+            check_unique_tool_names(
+                endpoint_ids=(),
+                tools=[(tool.pk, tool.name) for tool in tools if isinstance(tool, Tool)],
+            )
+        except ValidationError as exc:
+            errors.setdefault("tools", []).extend(exc.messages)
+    if errors:
+        raise ValidationError(errors)
+
+
+def catalog_row_save(
+    row: CatalogRow,
+    *,
+    actor: Actor,
+    source: str | None,
+    relations: Mapping[str, Sequence[models.Model]] | None = None,
+    upstreams: Collection[str] = (),
+    stored_files: Mapping[str, str] | None = None,
+) -> None:
+    """Check ``row`` (``catalog_row_check``), save it and set the ``relations`` given.
+
+    ``relations``: many-to-many fields by name (an item's ``endpoints`` and
+    ``allowed_groups``, an endpoint's ``tools``, ``resources``, ...) to set to exactly these
+    rows; a field not given keeps its rows. History rows written name ``actor`` (a user, or
+    None: the request's) and ``source`` (``history.ADMIN``, ...; None: the surrounding one).
+    ``stored_files``: file fields checked from content in hand (an import's) that are saved
+    naming these storage paths instead; the caller stores the content once the write stands.
+
+    Raises:
+        ValidationError: by field name; nothing was written.
+    """
+    with _writing(row, actor=actor, source=source):
+        catalog_row_check(row, relations=relations, upstreams=upstreams)
+        for name, path in (stored_files or {}).items():
+            setattr(row, name, path)
+        row.save()
+        _relations_set(row, relations)
+
+
+def catalog_row_relations_set(
+    row: CatalogRow,
+    *,
+    relations: Mapping[str, Sequence[models.Model]],
+    actor: Actor,
+    source: str | None,
+) -> None:
+    """Set the many-to-many fields ``relations`` of the saved ``row`` alone (its values stay).
+
+    Raises:
+        ValidationError: a tool's name is taken on an endpoint it would join; nothing changed.
+    """
+    with _writing(row, actor=actor, source=source):
+        if isinstance(row, Tool) and (endpoints := relations.get("endpoints")) is not None:
+            _check_name_on(row, [endpoint.pk for endpoint in endpoints], "endpoints")
+        _relations_set(row, relations)
+
+
+def _relations_set(row: CatalogRow, relations: Mapping[str, Sequence[models.Model]] | None) -> None:
+    for name, rows in (relations or {}).items():
+        getattr(row, name).set(rows)
+
+
+def catalog_row_enable(row: CatalogRow, *, enabled: bool, actor: Actor, source: str | None) -> None:
+    """Switch ``row`` on or off (saving that flag only).
+
+    Not checked: a flag makes no row invalid, and a row whose config stopped preparing (a
+    python function removed) must still be switched off.
+    """
+    if row.enabled == enabled:
+        return
+    with _writing(row, actor=actor, source=source):
+        row.enabled = enabled
+        row.save(update_fields=["enabled", "updated_at"])
+
+
+def catalog_row_attach(
+    row: Tool | Resource | ResourceTemplate | Prompt,
+    *,
+    endpoint_ids: Collection[int],
+    actor: Actor,
+    source: str | None,
+) -> None:
+    """Publish ``row`` on the endpoints ``endpoint_ids`` too (it keeps its others).
+
+    Raises:
+        ValidationError: a tool's name is taken on one of them ("endpoints"); nothing changed.
+    """
+    if not endpoint_ids:
+        return
+    with _writing(row, actor=actor, source=source):
+        if isinstance(row, Tool):
+            _check_name_on(row, endpoint_ids, "endpoints")
+        row.endpoints.add(*endpoint_ids)
+
+
+def catalog_row_detach(
+    row: Tool | Resource | ResourceTemplate | Prompt,
+    *,
+    endpoint_ids: Collection[int],
+    actor: Actor,
+    source: str | None,
+) -> None:
+    """Stop publishing ``row`` on the endpoints ``endpoint_ids``."""
+    if not endpoint_ids:
+        return
+    with _writing(row, actor=actor, source=source):
+        row.endpoints.remove(*endpoint_ids)
+
+
+def _check_name_on_current_endpoints(tool: Tool) -> None:
+    """``check_unique_tool_names`` for a saved tool staying on its endpoints, in one query.
+
+    Raises:
+        ValidationError: another tool of its endpoints has its name.
+    """
+    through = Endpoint.tools.through
+    clashes = (
+        through.objects.filter(
+            endpoint_id__in=through.objects.filter(tool_id=tool.pk).values("endpoint_id"),
+            tool__name=tool.name,
+        )
+        .exclude(tool_id=tool.pk)
+        .values_list("endpoint__slug", flat=True)
+        .order_by("endpoint__slug")
+        .distinct()
+    )
+    if problems := [
+        f"Endpoint {slug!r} already has another tool named {tool.name!r}." for slug in clashes
+    ]:
+        raise ValidationError(problems)
+
+
+def _check_name_on(tool: Tool, endpoint_ids: Collection[int], field: str) -> None:
+    try:
+        check_unique_tool_names(endpoint_ids=endpoint_ids, tools=[(tool.pk, tool.name)])
+    except ValidationError as exc:
+        raise ValidationError({field: exc.messages}) from None
+
+
+def config_references(tool: Tool) -> Sequence[ConfigReference]:
+    """The rows ``tool``'s config names (its kind's executor says; none for an unknown kind)."""
+    executor = get_executors().get(tool.kind)
+    try:
+        return executor.config_references(tool.config or {}) if executor is not None else ()
+    except ConfigError:
+        return ()
+
+
+def _tool_config_problems(tool: Tool, upstreams: Collection[str]) -> dict[str, str]:
+    """What the tool's (valid) config names that does not exist, or ties wrongly to its
+    input schema, by ``config.<key>``."""
+    executor = get_executors().get(tool.kind)
+    if executor is None:
+        return {}
+    config = tool.config or {}
+    problems: dict[str, str] = {}
+    for reference in executor.config_references(config):
+        model = _REFERENCE_MODELS[reference.target]
+        if reference.target == "upstream" and reference.name in upstreams:
+            continue
+        if not model._default_manager.filter(name=reference.name).exists():
+            problems[f"config.{reference.key}"] = (
+                f"No {reference.target} named {reference.name!r} here."
+            )
+    try:
+        found = executor.config_problems(config, tool.input_schema)
+    except ConfigError as exc:  # prepare() refuses such a config first; kept for safety
+        found = {"": exc.message}
+    problems.update(
+        (f"config.{key}" if key else "config", message) for key, message in found.items()
+    )
+    return problems
+
+
+def _by_field(exc: ValidationError) -> dict[str, list[str]]:
+    if hasattr(exc, "error_dict"):
+        return {
+            name: [message for error in errors for message in error.messages]
+            for name, errors in exc.error_dict.items()
+        }
+    return {"__all__": list(exc.messages)}
+
+
+def check_unique_tool_names(
+    *, endpoint_ids: Iterable[int], tools: Sequence[tuple[int | None, str]]
+) -> None:
+    """Check that ``tools`` can join ``endpoint_ids`` without two tools sharing a name.
+
+    ``tools`` are ``(pk or None for an unsaved tool, name)`` pairs being attached (or renamed);
+    the endpoints' other tools are looked up in one query. A name must be unique per endpoint
+    (2025-11-25 server/tools "Tool names"), so ``tools/call`` always knows which row to run.
+
+    Raises:
+        ValidationError: the messages name each clash.
+    """
+    counts: dict[str, int] = {}
+    for _pk, name in tools:
+        counts[name] = counts.get(name, 0) + 1
+    problems = [
+        f"Two of the selected tools are named {name!r}."
+        for name, count in sorted(counts.items())
+        if count > 1
+    ]
+    ids = sorted(set(endpoint_ids))
+    if ids and tools:
+        clashes = (
+            Endpoint.tools.through.objects.filter(
+                endpoint_id__in=ids, tool__name__in={name for _pk, name in tools}
+            )
+            .exclude(tool_id__in=[pk for pk, _name in tools if pk is not None])
+            .values_list("endpoint__slug", "tool__name")
+            .order_by("endpoint__slug", "tool__name")
+            .distinct()
+        )
+        problems.extend(
+            f"Endpoint {slug!r} already has another tool named {name!r}." for slug, name in clashes
+        )
+    if problems:
+        raise ValidationError(problems)
+
+
+def check_tools_attachable(*, endpoint_id: int, tool_ids: Iterable[int]) -> None:
+    """Check that the tools ``tool_ids`` can be added to endpoint ``endpoint_id``.
+
+    Raises:
+        ValidationError: a name would appear twice on the endpoint.
+    """
+    tools = list(Tool.objects.filter(pk__in=list(tool_ids)).values_list("pk", "name"))
+    check_unique_tool_names(endpoint_ids=[endpoint_id], tools=tools)
+
+
+# -- one call per row, for code holding plain values (the seed, OpenAPI import, the shell)
+
+
+def endpoint_create(
+    *, slug: str, actor: Actor = None, source: str | None = None, **fields: Any
+) -> Endpoint:
+    """Create an endpoint (OAuth-protected unless ``auth_mode`` says) from its field values.
+
+    Raises:
+        ValidationError: a field is invalid (e.g. the slug is taken).
+    """
+    endpoint = Endpoint(slug=slug, **fields)
+    catalog_row_save(endpoint, actor=actor, source=source)
+    return endpoint
+
+
+def tool_create(
+    *, endpoints: Iterable[Endpoint] = (), actor: Actor = None, source: str | None = None,
+    **data: Any,
+) -> Tool:  # fmt: skip
+    """Create a tool from its field values (``name``, ``kind``, ``config``, ...) and publish it
+    on ``endpoints``; what ``data`` omits comes from what the config declares (``tool_values``).
+
+    Raises:
+        ValidationError: a field is invalid, the config names a missing row, or the name is
+            taken on one of the endpoints.
+    """
+    tool = Tool(**tool_values(tool=None, data=data))
+    catalog_row_save(tool, actor=actor, source=source, relations={"endpoints": list(endpoints)})
+    return tool
+
+
+def tool_update(
+    *, tool: Tool, data: Mapping[str, Any], endpoints: Iterable[Endpoint] | None = None,
+    actor: Actor = None, source: str | None = None,
+) -> Tool:  # fmt: skip
+    """Change the fields ``data`` gives (and, given, the endpoints) of ``tool``.
+
+    Raises:
+        ValidationError: as ``tool_create``; nothing was written.
+    """
+    for name, value in tool_values(tool=tool, data=data).items():
+        setattr(tool, name, value)
+    relations = {"endpoints": list(endpoints)} if endpoints is not None else None
+    catalog_row_save(tool, actor=actor, source=source, relations=relations)
+    return tool
+
+
+def resource_create(
+    *, uri: str, name: str, endpoints: Iterable[Endpoint] = (), actor: Actor = None,
+    source: str | None = None, **fields: Any,
+) -> Resource:  # fmt: skip
+    """Create a resource and publish it on ``endpoints``.
+
+    Raises:
+        ValidationError: a field is invalid (e.g. the URI is taken).
+    """
+    resource = Resource(uri=uri, name=name, **fields)
+    catalog_row_save(resource, actor=actor, source=source, relations={"endpoints": list(endpoints)})
+    return resource
+
+
+def resource_template_create(
+    *, uri_template: str, name: str, kind: str, config: Mapping[str, Any],
+    endpoints: Iterable[Endpoint] = (), actor: Actor = None, source: str | None = None,
+    **fields: Any,
+) -> ResourceTemplate:  # fmt: skip
+    """Create a resource template and publish it on ``endpoints``.
+
+    Raises:
+        ValidationError: a field is invalid.
+    """
+    template = ResourceTemplate(
+        uri_template=uri_template, name=name, kind=kind, config=dict(config), **fields
+    )
+    catalog_row_save(template, actor=actor, source=source, relations={"endpoints": list(endpoints)})
+    return template
+
+
+def prompt_create(
+    *, name: str, description: str, arguments: Sequence[Mapping[str, Any]] = (),
+    messages: Sequence[Mapping[str, Any]] = (), endpoints: Iterable[Endpoint] = (),
+    actor: Actor = None, source: str | None = None, **fields: Any,
+) -> Prompt:  # fmt: skip
+    """Create a prompt with its ordered arguments and messages, published on ``endpoints``.
+
+    ``arguments`` and ``messages`` hold PromptArgument / PromptMessage field values; their
+    order becomes ``position``.
+
+    Raises:
+        ValidationError: a field is invalid.
+    """
+    prompt = Prompt(name=name, description=description, **fields)
+    with _writing(prompt, actor=actor, source=source):  # all or nothing
+        catalog_row_save(
+            prompt, actor=actor, source=source, relations={"endpoints": list(endpoints)}
+        )
+        prompt_parts_set(
+            prompt,
+            arguments=[PromptArgument(**values) for values in arguments],
+            messages=[PromptMessage(**values) for values in messages],
+            actor=actor,
+            source=source,
+        )
+    return prompt
+
+
+UPSTREAM_PROMPT_MESSAGES = "A prompt from an upstream gets its messages there: it has none here."
+
+
+def prompt_messages_check(prompt: Prompt, messages: Sequence[Any]) -> None:
+    """Check that ``prompt`` may have ``messages`` (those it will have after the write).
+
+    Raises:
+        ValidationError: "messages": a prompt read from an upstream has none of its own.
+    """
+    if prompt.upstream is not None and messages:
+        raise ValidationError({"messages": [UPSTREAM_PROMPT_MESSAGES]})
+
+
+def prompt_parts_set(
+    prompt: Prompt,
+    *,
+    arguments: Sequence[PromptArgument] | None,
+    messages: Sequence[PromptMessage] | None,
+    actor: Actor,
+    source: str | None,
+    message_files: Sequence[str | None] = (),
+) -> None:
+    """Replace the saved ``prompt``'s arguments and/or messages (None: keep them) by these
+    unsaved rows, in this order (their ``position``).
+
+    ``message_files``: by message, the storage path to save instead of the file content the
+    message was checked with (an import's, stored by the caller), or None.
+
+    Raises:
+        ValidationError: a part is invalid; nothing was written.
+    """
+    with _writing(prompt, actor=actor, source=source):
+        if messages is not None:
+            prompt_messages_check(prompt, messages)
+        if arguments is not None:
+            prompt.arguments.all().delete()
+            _parts_save(prompt, arguments, ())
+        if messages is not None:
+            prompt.messages.all().delete()
+            _parts_save(prompt, messages, message_files)
+
+
+def prompt_part_save(
+    part: PromptArgument | PromptMessage, *, actor: Actor, source: str | None
+) -> None:
+    """Check and save one argument or message of a saved prompt (the admin's inline rows).
+
+    Raises:
+        ValidationError: the part is invalid, or a message of a prompt read from an upstream.
+    """
+    with _writing(part.prompt, actor=actor, source=source):
+        if isinstance(part, PromptMessage):
+            prompt_messages_check(part.prompt, [part])
+        part.full_clean()
+        part.save()
+
+
+def prompt_part_delete(
+    part: PromptArgument | PromptMessage, *, actor: Actor, source: str | None
+) -> None:
+    """Delete one argument or message of a prompt."""
+    with _writing(part.prompt, actor=actor, source=source):
+        part.delete()
+
+
+def _parts_save(
+    prompt: Prompt,
+    parts: Sequence[PromptArgument | PromptMessage],
+    files: Sequence[str | None],
+) -> None:
+    for position, part in enumerate(parts):
+        part.prompt = prompt
+        part.position = position
+        part.full_clean()
+        path = files[position] if position < len(files) else None
+        if path is not None and isinstance(part, PromptMessage):
+            part.file = path  # a stored name, as Django allows
+        part.save()
