@@ -333,7 +333,8 @@ def prepare_database(port: int) -> str:
 
     from mcp_app.auth.resources import endpoint_resource
     from mcp_app.models import Tool
-    from mcp_app.services.catalog import catalog_changed, endpoint_create, tool_create
+    from mcp_app.services.catalog import catalog_changed
+    from mcp_app.services.catalog_writes import endpoint_create, tool_create
     from tests.support.oauth import issue_token
 
     call_command("migrate", verbosity=0)

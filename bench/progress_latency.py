@@ -89,7 +89,7 @@ def main() -> None:
         from django.core.management import call_command
 
         from mcp_app.models import Tool
-        from mcp_app.services.catalog import endpoint_create, tool_create
+        from mcp_app.services.catalog_writes import endpoint_create, tool_create
 
         call_command("migrate", verbosity=0)
         endpoint = endpoint_create(slug="bench", auth_mode="public")

@@ -7,7 +7,7 @@ HTTP tool needs: an input schema (path, query and header parameters plus the JSO
 body, ``$ref`` resolved within the document) and the URL, query, header and body mappings of
 ``executors/http.py``. ``openapi_tool_drafts`` names the chosen operations and fixes their base
 URL; reading and naming are pure (no I/O, no rows). ``openapi_tools_create`` is the one
-writer: it creates the drafts, disabled, through ``services.catalog.tool_create``.
+writer: it creates the drafts, disabled, through ``services.catalog_writes.tool_create``.
 
 Nothing here fetches a remote ``$ref``: only references inside the document (``#/...``)
 resolve.

@@ -16,7 +16,7 @@ import pytest
 from rest_framework.test import APIClient
 
 from mcp_app.models import Credential, Endpoint, Prompt, Tool, Upstream
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.api.conftest import CATALOG_PERMISSIONS
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 

@@ -21,7 +21,12 @@ from mcp_app.models import (
     Tool,
     Upstream,
 )
-from mcp_app.services.catalog import endpoint_create, prompt_create, resource_create, tool_create
+from mcp_app.services.catalog_writes import (
+    endpoint_create,
+    prompt_create,
+    resource_create,
+    tool_create,
+)
 from mcp_app.services.credentials import credential_create
 
 pytestmark = pytest.mark.django_db

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mcp_app.models import Prompt, PromptArgument, Tool, Upstream
-from mcp_app.services.catalog import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from mcp_app.services.upstreams import (
     UpstreamOffer,
     upstream_items_apply,

@@ -22,7 +22,7 @@ from django.test import override_settings
 from mcp_app.executors import mcp_upstream
 from mcp_app.models import Endpoint, Tool, Upstream
 from mcp_app.services import notify
-from mcp_app.services.catalog import endpoint_create
+from mcp_app.services.catalog_writes import endpoint_create
 from mcp_app.services.upstreams import (
     SyncChoice,
     upstream_list_offer,
