@@ -22,6 +22,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from mcp_app.admin.connection import UpstreamForm
 from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.executors.mcp_upstream import close_sessions
 from mcp_app.models import Tool, Upstream
@@ -41,6 +42,7 @@ from mcp_app.services.upstreams import (
 
 @admin.register(Upstream)
 class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
+    form = UpstreamForm
     list_display = [
         "name", "url", "enabled", "probe_state", "health", "tools_state", "last_probe_at",
         "last_success_at", "protocol_version",
@@ -58,6 +60,18 @@ class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
     actions = ["reset_breaker"]
     fieldsets = [
         (None, {"fields": ["name", "description", "url", "credential", "enabled"]}),
+        (
+            "Authorization and headers",
+            {
+                "fields": [
+                    "auth_mode",
+                    "oauth_client_id",
+                    "oauth_client_secret",
+                    "oauth_scopes",
+                    "forward_headers",
+                ]  # fmt: skip
+            },
+        ),
         ("Tools", {"fields": ["sync_link", "tools_state", "tools_changed_at", "tools_synced_at"]}),
         ("Limits", {"fields": ["connect_timeout", "call_timeout", "allow_networks"]}),
         ("Sessions", {"fields": ["stateless", "session_idle_seconds", "max_sessions"]}),
@@ -144,7 +158,8 @@ class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
         upstream = get_object_or_404(Upstream, pk=object_id)
         error = ""
         try:
-            offer = async_to_sync(_list_offer)(upstream.name)
+            # A per-user upstream is listed with the operator's own connection.
+            offer = async_to_sync(_list_offer)(upstream.name, f"user:{request.user.pk}")
         except ToolError as exc:
             offer, error = UpstreamOffer(), exc.message
         # Resources and prompts are imported only by whoever may add and change them.
@@ -213,9 +228,9 @@ class UpstreamAdmin(InUseProtectedAdmin, admin.ModelAdmin):
         return TemplateResponse(request, "admin/mcp_app/upstream/sync.html", context)
 
 
-async def _list_offer(name: str) -> UpstreamOffer:
+async def _list_offer(name: str, caller: str) -> UpstreamOffer:
     # async_to_sync runs this on a loop of its own: close its upstream client before leaving.
     try:
-        return await upstream_list_offer(name)
+        return await upstream_list_offer(name, caller=caller)
     finally:
         await close_sessions()

@@ -6,6 +6,9 @@ health as the runner saw it (``services.upstreams`` writes those fields; operato
 in the admin): last success, last error, the revision negotiated, and the circuit breaker's
 state; and what the scheduled probe (``services.upstreams.upstream_probe``) last found: its
 state (active, degraded, offline) and whether the tool list still matches the last sync.
+How callers are authorized there (``auth_mode``): the static credential, or each user's own
+OAuth connection (``UpstreamConnection``; per-user sessions even when ``stateless``); and
+which request headers of our clients are forwarded (``forward_headers``, opt-in).
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from django.utils import timezone
 
 from mcp_app.executors.netguard import parse_network
 from mcp_app.models.base import TimestampedModel
+from mcp_app.models.connection import forward_header_problem, split_header_names
 from mcp_app.models.credential import Credential
 from mcp_app.models.fields import validate_mcp_name
 
@@ -34,6 +38,10 @@ class Upstream(TimestampedModel):
         # Some failed probes in a row, fewer than the unhealthy threshold, or a slow answer.
         DEGRADED = "degraded", "degraded"
         OFFLINE = "offline", "offline"
+
+    class AuthMode(models.TextChoices):
+        CREDENTIAL = "credential", "static credential (the same for every caller)"
+        USER_OAUTH = "user_oauth", "per-user OAuth (each user connects their own account)"
 
     name = models.CharField(
         max_length=128,
@@ -126,6 +134,47 @@ class Upstream(TimestampedModel):
         validators=[MinValueValidator(1), MaxValueValidator(1000)],
         help_text="Failed probes in a row that make the upstream offline (fewer: degraded).",
     )
+    # How callers are authorized at the upstream: the static credential above (the same for
+    # everyone), or each user's own OAuth tokens (models/connection.py, the Connections page).
+    auth_mode = models.CharField(
+        max_length=16,
+        choices=AuthMode.choices,
+        default=AuthMode.CREDENTIAL,
+        verbose_name="authorization",
+        help_text=(
+            "Per-user OAuth: each user connects their own account at the upstream once "
+            "(Connections page) and calls carry that user's token; callers without a "
+            "connection get an error telling them where to connect."
+        ),
+    )
+    oauth_client_id = models.CharField(
+        max_length=500,
+        blank=True,
+        verbose_name="OAuth client id",
+        help_text=(
+            "Per-user OAuth: this host's client id at the upstream's authorization server, "
+            "for servers without dynamic client registration (empty: register dynamically)."
+        ),
+    )
+    # A Fernet token (services.credentials.encrypt_secret), set through the admin form only.
+    oauth_client_secret_encrypted = models.TextField(blank=True, editable=False)
+    oauth_scopes = models.CharField(
+        max_length=500,
+        blank=True,
+        verbose_name="OAuth scopes",
+        help_text=(
+            "Per-user OAuth: scopes to ask for, separated by spaces (empty: those the "
+            "upstream names in its challenge or metadata)."
+        ),
+    )
+    forward_headers = models.TextField(
+        blank=True,
+        help_text=(
+            "Headers of the client's request to pass on to the upstream (one per line), e.g. "
+            "X-Tenant. Authorization, Cookie, Mcp-*, Proxy-*, Sec-* and framing headers are "
+            "never forwarded."
+        ),
+    )
     # Health, written by services.upstreams.
     last_success_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
@@ -156,6 +205,7 @@ class Upstream(TimestampedModel):
         return self.name
 
     def clean(self) -> None:
+        self._clean_auth()
         for network in split_networks(self.allow_networks):
             try:
                 parse_network(network)
@@ -163,6 +213,22 @@ class Upstream(TimestampedModel):
                 raise ValidationError(
                     {"allow_networks": f"{network!r} is not a network in CIDR notation."}
                 ) from None
+
+    def _clean_auth(self) -> None:
+        errors: dict[str, str] = {}
+        for name in split_header_names(self.forward_headers):
+            problem = forward_header_problem(name)
+            if problem is not None:
+                errors["forward_headers"] = problem
+                break
+        if self.auth_mode == self.AuthMode.USER_OAUTH and self.credential_id is not None:
+            errors["credential"] = "Per-user OAuth sends each user's token: leave it empty."
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def per_user(self) -> bool:
+        return self.auth_mode == self.AuthMode.USER_OAUTH
 
     @property
     def tools_out_of_sync(self) -> bool:

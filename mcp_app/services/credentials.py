@@ -123,6 +123,21 @@ def decrypt_secret(credential: Credential) -> str:
         ) from None
 
 
+def decrypt_value(token: str, what: str) -> str:
+    """Return the plain value of ``token`` (made by ``encrypt_secret``); ``what`` names it.
+
+    Raises:
+        CredentialError: no configured key decrypts it.
+    """
+    try:
+        return _fernet().decrypt(token.encode("ascii")).decode("utf-8")
+    except InvalidToken:
+        raise CredentialError(
+            f"The {what} cannot be decrypted with the configured keys (MCP_SECRET_KEYS or "
+            "SECRET_KEY changed?)."
+        ) from None
+
+
 def credential_set_secret(*, credential: Credential, secret: str) -> None:
     """Store ``secret`` on ``credential`` (encrypted; the caller saves the row)."""
     credential.secret_encrypted = encrypt_secret(secret)

@@ -27,17 +27,19 @@ from mcp_app.services.upstreams import upstream_target
 
 
 class ServiceResolvers:
-    """The executors' ``Resolvers``: reads they need before a call, done by the services."""
+    """The executors' ``Resolvers`` for one call: reads they need before it, done by the
+    services. ``caller`` is the call's ``RequestContext.caller`` (whose own token a per-user
+    upstream gets)."""
+
+    def __init__(self, caller: str = "") -> None:
+        self.caller = caller
 
     async def credential(self, name: str, policy: NetworkPolicy) -> HttpAuth:
         # Executors read no rows: the credential's secret is decrypted here.
         return await credential_resolve_by_name(name=name, policy=policy)
 
     async def upstream(self, name: str) -> UpstreamTarget:
-        return await upstream_target(name)
-
-
-RESOLVERS = ServiceResolvers()
+        return await upstream_target(name, caller=self.caller)
 
 
 async def execute_tool(
@@ -72,7 +74,7 @@ async def _execute(
     deadline = Deadline(seconds)
     try:
         async with deadline:
-            prepared = await executor.resolve(key.prepared, RESOLVERS)
+            prepared = await executor.resolve(key.prepared, ServiceResolvers(ctx.request.caller))
             return await executor.run(prepared, arguments, ctx)
     except TimeoutError:
         # A TimeoutError of the tool's own (an upstream call, say) is not this deadline.

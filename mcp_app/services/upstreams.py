@@ -34,6 +34,7 @@ from django.utils import timezone
 from mcp_app.executors import mcp_upstream
 from mcp_app.executors.http import global_policy
 from mcp_app.executors.mcp_upstream import (
+    UpstreamAuthRequired,
     UpstreamRefused,
     UpstreamTarget,
     UpstreamUnavailable,
@@ -49,6 +50,7 @@ from mcp_app.protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, InternalEr
 from mcp_app.protocol.results import ToolError
 from mcp_app.services import history
 from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
+from mcp_app.services.connections import user_auth
 from mcp_app.services.credentials import _load as load_credential
 from mcp_app.services.credentials import credential_resolve
 from mcp_app.services.database import in_thread
@@ -63,6 +65,7 @@ _last_success_written: dict[int, datetime.datetime] = {}
 class _Loaded:
     pk: int
     target: UpstreamTarget
+    per_user: bool = False
 
 
 def _load(name: str, *, breaker: bool = True) -> tuple[Upstream, Any]:
@@ -81,15 +84,24 @@ def _load(name: str, *, breaker: bool = True) -> tuple[Upstream, Any]:
     return upstream, loaded
 
 
-async def upstream_resolve(name: str, *, breaker: bool = True) -> _Loaded:
+async def upstream_resolve(
+    name: str, *, breaker: bool = True, caller: str = "", anonymous: bool = False
+) -> _Loaded:
     """Read the upstream ``name`` and build the executor's target, credential resolved.
 
     ``breaker=False`` (the health probe) reaches an upstream whose breaker is open too.
+    A per-user upstream carries ``caller``'s own token (``services.connections``), in a
+    session of the caller's own even when the upstream is marked stateless; ``anonymous``
+    (the probe) reaches it with no token at all.
 
     Raises:
-        ToolError: unknown, disabled, breaker open, or the credential cannot be resolved.
+        ToolError: unknown, disabled, breaker open, the credential cannot be resolved, or
+            (per-user) the caller has no connection.
     """
     upstream, loaded = await in_thread(_load)(name, breaker=breaker)
+    caller_auth = None
+    if upstream.per_user and not anonymous:
+        caller_auth = await user_auth(upstream, caller)
     networks = tuple(split_networks(upstream.allow_networks))
     headers: Mapping[str, str] = {}
     query: Mapping[str, str] = {}
@@ -109,24 +121,28 @@ async def upstream_resolve(name: str, *, breaker: bool = True) -> _Loaded:
         connect_timeout=upstream.connect_timeout,
         call_timeout=upstream.call_timeout,
         allow_networks=networks + global_networks,
-        stateless=upstream.stateless,
+        stateless=upstream.stateless and caller_auth is None,
         session_idle_seconds=upstream.session_idle_seconds,
         max_sessions=upstream.max_sessions,
     )
-    return _Loaded(pk=upstream.pk, target=target)
+    if caller_auth is not None:
+        target = replace(target, caller_auth=caller_auth, secrets=secrets + caller_auth.secrets())
+    return _Loaded(pk=upstream.pk, target=target, per_user=upstream.per_user)
 
 
 def _policy(networks: tuple[str, ...]) -> NetworkPolicy:
     return NetworkPolicy.build(networks=networks)
 
 
-async def upstream_target(name: str) -> UpstreamTarget:
-    """The upstream ``name`` resolved for one call, reporting back how the call went.
+async def upstream_target(name: str, *, caller: str = "") -> UpstreamTarget:
+    """The upstream ``name`` resolved for one call of ``caller``, reporting back how the call
+    went.
 
     Raises:
-        ToolError: unknown, disabled, breaker open, or the credential cannot be resolved.
+        ToolError: unknown, disabled, breaker open, the credential cannot be resolved, or
+            (per-user) the caller has no connection.
     """
-    loaded = await upstream_resolve(name)
+    loaded = await upstream_resolve(name, caller=caller)
 
     async def report(failure: str | None) -> None:
         if failure is None:
@@ -275,7 +291,9 @@ def _record_probe(pk: int, outcome: ProbeOutcome) -> str:
             fields["probe_state"] = State.DEGRADED if outcome.slow else State.ACTIVE
             if outcome.revision:
                 fields["protocol_version"] = outcome.revision
-            if not upstream.tools_fingerprint:
+            if not outcome.fingerprint:
+                pass  # tools not listed (a per-user upstream probed without a user)
+            elif not upstream.tools_fingerprint:
                 fields["tools_fingerprint"] = outcome.fingerprint  # the baseline
             elif outcome.fingerprint != upstream.tools_fingerprint and not (
                 upstream.tools_out_of_sync
@@ -307,7 +325,7 @@ async def upstream_probe(name: str) -> str:
     the one a call would keep: the upstream's name, no secret.
     """
     try:
-        loaded = await upstream_resolve(name, breaker=False)
+        loaded = await upstream_resolve(name, breaker=False, anonymous=True)
     except ToolError as exc:
         upstream = await Upstream.objects.filter(name=name).only("pk").afirst()
         if upstream is None:
@@ -325,6 +343,11 @@ async def upstream_probe(name: str) -> str:
             tools = await list_tools(target)
     except TimeoutError:
         outcome = ProbeOutcome(failure=f"The upstream {name!r} did not answer within {limit:g} s.")
+    except UpstreamAuthRequired as exc:
+        # Probed without a user, a per-user upstream answers only that it wants one: alive,
+        # its tools unseen (nothing to compare with the last sync).
+        failure = None if loaded.per_user else exc.detail
+        outcome = ProbeOutcome(failure=failure, slow=time.monotonic() - started > limit / 2)
     except UpstreamUnavailable as exc:
         outcome = ProbeOutcome(failure=exc.detail)
     except ToolError as exc:  # UpstreamRefused: it answered, but not with its tools
@@ -377,7 +400,9 @@ async def upstreams_probe_due() -> dict[str, str]:
 # --- resources and prompts read from an upstream ----------------------------------------------
 
 
-async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) -> Any:
+async def _forward(
+    name: str, call: Callable[[UpstreamTarget], Awaitable[Any]], caller: str = ""
+) -> Any:
     """Run ``call`` on the upstream ``name`` for a resource read or a prompt get.
 
     The same session, timeouts, breaker and health record as its tools; what comes back has
@@ -389,7 +414,7 @@ async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) 
         InternalError: unknown, disabled or failing upstream, or it could not be reached.
     """
     try:
-        target = await upstream_target(name)
+        target = await upstream_target(name, caller=caller)
     except ToolError as exc:
         raise _internal_error(exc) from None
     assert target.report is not None
@@ -434,6 +459,7 @@ async def upstream_read_resource(
     contents = await _forward(
         name,
         lambda target: mcp_upstream.read_resource(target, remote_uri, caller=port_caller(caller)),
+        port_caller(caller),
     )
     # The client asked for our URI: the parts that are the resource itself say so.
     return [{**item, "uri": uri} if item.get("uri") == remote_uri else item for item in contents]
@@ -457,6 +483,7 @@ class UpstreamPromptSource:
             lambda target: mcp_upstream.get_prompt(
                 target, key.remote_name, arguments, caller=self.caller
             ),
+            self.caller,
         )
         return result
 
@@ -490,6 +517,7 @@ class UpstreamCompleter:
                 lambda target: mcp_upstream.complete(
                     target, ref, argument, value, context_arguments, caller=self.caller
                 ),
+                self.caller,
             )
         except RelayedError as exc:
             if exc.code == METHOD_NOT_FOUND:
@@ -714,9 +742,9 @@ class UpstreamOffer:
     prompts: list[dict[str, Any]] = field(default_factory=list)
 
 
-async def upstream_list_offer(name: str) -> UpstreamOffer:
+async def upstream_list_offer(name: str, *, caller: str = "") -> UpstreamOffer:
     """List the upstream's tools, resources, templates and prompts, recording the contact like
-    a call.
+    a call (a per-user upstream with ``caller``'s own connection: the operator's).
 
     An upstream without resources or prompts answers their lists with an error: those lists
     are then empty.
@@ -724,7 +752,7 @@ async def upstream_list_offer(name: str) -> UpstreamOffer:
     Raises:
         ToolError: unknown, disabled or failing upstream, or its tools could not be listed.
     """
-    loaded = await upstream_resolve(name)
+    loaded = await upstream_resolve(name, caller=caller)
     offer = UpstreamOffer()
     try:
         offer.tools = await list_tools(loaded.target)
