@@ -24,9 +24,11 @@ upstream raise ``UpstreamUnavailable`` (a ``ToolError``), which the service coun
 circuit breaker; a tool call past the call timeout on an upstream that still answers a ping
 raises ``UpstreamToolSlow`` (a timeout, not counted); a JSON-RPC error of the upstream is a
 plain ``ToolError``. Nothing of our client's request (its token, its headers) is sent
-upstream, and the credential's secrets are redacted from every message of the upstream as it
-is decoded (``_decode``), before anything reads it; errors meant for our caller name the
-upstream, never its URL.
+upstream but the headers its operator chose to forward (in ``UpstreamTarget.headers``, built
+by the services) and, for a per-user upstream, the caller's own token there
+(``CallerAuth``, read before every request). The credential's secrets are redacted from
+every message of the upstream as it is decoded (``_decode``), before anything reads it;
+errors meant for our caller name the upstream, never its URL.
 """
 
 from __future__ import annotations

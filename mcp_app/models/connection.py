@@ -28,12 +28,12 @@ from mcp_app.models.base import TimestampedModel
 FORWARD_DENIED = frozenset(
     {
         "authorization", "proxy-authorization", "cookie", "set-cookie", "host",
-        "content-length", "content-type", "content-encoding", "transfer-encoding", "te",
+        "transfer-encoding", "te",
         "trailer", "connection", "keep-alive", "upgrade", "accept", "accept-encoding",
         "last-event-id", "origin",
     }
 )  # fmt: skip
-FORWARD_DENIED_PREFIXES = ("mcp-", "proxy-", "sec-")
+FORWARD_DENIED_PREFIXES = ("mcp-", "proxy-", "sec-", "content-")
 # RFC 9110 section 5.1: a field name is a token.
 _TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]+$")
 

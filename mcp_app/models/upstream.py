@@ -171,8 +171,8 @@ class Upstream(TimestampedModel):
         blank=True,
         help_text=(
             "Headers of the client's request to pass on to the upstream (one per line), e.g. "
-            "X-Tenant. Authorization, Cookie, Mcp-*, Proxy-*, Sec-* and framing headers are "
-            "never forwarded."
+            "X-Tenant, on tool calls that run inline. Authorization, Cookie, Mcp-*, Proxy-*, "
+            "Sec-*, Content-* and framing headers are never forwarded."
         ),
     )
     # Health, written by services.upstreams.

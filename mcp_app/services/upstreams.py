@@ -21,7 +21,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
@@ -43,6 +43,7 @@ from mcp_app.executors.mcp_upstream import (
 )
 from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.models import Prompt, PromptArgument, Resource, ResourceTemplate, Tool, Upstream
+from mcp_app.models.connection import forward_header_problem, split_header_names
 from mcp_app.models.fields import validate_icons
 from mcp_app.models.upstream import split_networks
 from mcp_app.protocol.catalog import PromptDef, ResourceTemplateDef
@@ -85,14 +86,21 @@ def _load(name: str, *, breaker: bool = True) -> tuple[Upstream, Any]:
 
 
 async def upstream_resolve(
-    name: str, *, breaker: bool = True, caller: str = "", anonymous: bool = False
+    name: str,
+    *,
+    breaker: bool = True,
+    caller: str = "",
+    anonymous: bool = False,
+    request_headers: Mapping[str, Sequence[str]] | None = None,
 ) -> _Loaded:
     """Read the upstream ``name`` and build the executor's target, credential resolved.
 
     ``breaker=False`` (the health probe) reaches an upstream whose breaker is open too.
     A per-user upstream carries ``caller``'s own token (``services.connections``), in a
     session of the caller's own even when the upstream is marked stateless; ``anonymous``
-    (the probe) reaches it with no token at all.
+    (the probe) reaches it with no token at all. Of the client's ``request_headers``, those
+    the upstream's ``forward_headers`` names are sent along (never a denied one, and never
+    over the credential's own headers).
 
     Raises:
         ToolError: unknown, disabled, breaker open, the credential cannot be resolved, or
@@ -110,6 +118,14 @@ async def upstream_resolve(
         policy = global_policy().merged(_policy(networks))
         auth = await credential_resolve(loaded=loaded, policy=policy)
         headers, query, secrets = auth.headers, auth.query, auth.secrets
+    if request_headers and upstream.forward_headers:
+        # The credential's own headers win, whatever the case the client wrote them in.
+        taken = {name.lower() for name in headers}
+        forwarded = forwarded_headers(upstream.forward_headers, request_headers)
+        headers = {
+            **{name: value for name, value in forwarded.items() if name.lower() not in taken},
+            **headers,
+        }
     global_networks = tuple(str(network) for network in global_policy().allow_networks)
     target = UpstreamTarget(
         key=f"{upstream.pk}:{upstream.updated_at.isoformat()}:{loaded.version if loaded else ''}",
@@ -130,11 +146,24 @@ async def upstream_resolve(
     return _Loaded(pk=upstream.pk, target=target, per_user=upstream.per_user)
 
 
+def forwarded_headers(names: str, request_headers: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """The headers of ``request_headers`` the forward list ``names`` lets through (the first
+    value of each; a denied name is skipped even if a row was saved without validation)."""
+    forwarded = {}
+    for name in split_header_names(names):
+        values = request_headers.get(name.lower())
+        if values and forward_header_problem(name) is None:
+            forwarded[name] = values[0]
+    return forwarded
+
+
 def _policy(networks: tuple[str, ...]) -> NetworkPolicy:
     return NetworkPolicy.build(networks=networks)
 
 
-async def upstream_target(name: str, *, caller: str = "") -> UpstreamTarget:
+async def upstream_target(
+    name: str, *, caller: str = "", request_headers: Mapping[str, Sequence[str]] | None = None
+) -> UpstreamTarget:
     """The upstream ``name`` resolved for one call of ``caller``, reporting back how the call
     went.
 
@@ -142,7 +171,7 @@ async def upstream_target(name: str, *, caller: str = "") -> UpstreamTarget:
         ToolError: unknown, disabled, breaker open, the credential cannot be resolved, or
             (per-user) the caller has no connection.
     """
-    loaded = await upstream_resolve(name, caller=caller)
+    loaded = await upstream_resolve(name, caller=caller, request_headers=request_headers)
 
     async def report(failure: str | None) -> None:
         if failure is None:
