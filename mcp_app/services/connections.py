@@ -648,8 +648,12 @@ class UserToken:
     async def rejected(self, authorization: str) -> None:
         stale = authorization.removeprefix("Bearer").strip()
         try:
-            access, expires_at = await in_thread(_refresh)(
-                self.upstream_pk, self.user_id, stale, self.policy, self.name
+            access, expires_at = await in_thread(connection_refresh)(
+                upstream_pk=self.upstream_pk,
+                user_id=self.user_id,
+                stale=stale,
+                policy=self.policy,
+                name=self.name,
             )
         except _Gone:
             self.gone = True
@@ -695,10 +699,11 @@ async def user_auth(upstream: Upstream, caller: str) -> UserToken:
     return token
 
 
-def _refresh(
-    upstream_pk: int, user_id: int, stale: str, policy: NetworkPolicy, name: str
+def connection_refresh(
+    *, upstream_pk: int, user_id: int, stale: str, policy: NetworkPolicy, name: str
 ) -> tuple[str, float | None]:
-    """Refresh the pair's access token unless the one stored is no longer ``stale``.
+    """Refresh the user's access token at the upstream unless the one stored is no longer
+    ``stale``; return the current one and when it expires (Unix time).
 
     The row stays locked while the authorization server answers: a concurrent refresh (in
     any process) waits, then finds the new token and uses it instead of refreshing again

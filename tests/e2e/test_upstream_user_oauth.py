@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from functools import partial
 from html import unescape
 from pathlib import Path
 from typing import Any
@@ -33,8 +34,11 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from oauth2_provider.models import AccessToken, RefreshToken
 
+from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.models import CallLog, Endpoint, Tool, Upstream, UpstreamConnection
+from mcp_app.services.connections import connection_refresh
 from mcp_app.services.credentials import decrypt_value
+from mcp_app.services.database import in_thread
 from mcp_app.services.upstreams import upstream_probe
 from tests.support.catalog import make_endpoint
 from tests.support.headless import AuthorizationDenied, authorize
@@ -259,18 +263,29 @@ async def test_a_token_the_upstream_refuses_is_refreshed_once(site):
     assert await access_token_of(site, "bob") != before
 
 
-async def test_concurrent_refreshes_take_turns(site):
-    """Five calls at once with an expired token: one refresh; the others use its token (a
-    second refresh with the rotated refresh token would revoke the whole family)."""
+async def test_processes_refreshing_at_once_take_turns(site):
+    """Four refreshes at once of the same stale token, each on its own database connection
+    as separate processes would be: one refreshes, the others wait for its row lock and use
+    the token it got (refresh tokens rotate: a second refresh with the same one would be
+    refused, and revoke the whole family)."""
     if await connection_of(site, "alice") is None:
         await connect(site, "alice")
-    await UpstreamConnection.objects.filter(
-        upstream_id=site.upstream_pk, user_id=site.users["alice"]
-    ).aupdate(expires_at=timezone.now() - datetime.timedelta(minutes=1))
-    results = await asyncio.gather(*(call(site, "2026-07-28", "alice") for _ in range(5)))
-    assert [r.content[0].text for r in results] == [f"user:{site.users['alice']}"] * 5
+    stale = await access_token_of(site, "alice")
+    refresh = partial(
+        in_thread(connection_refresh),
+        upstream_pk=site.upstream_pk,
+        user_id=site.users["alice"],
+        stale=stale,
+        policy=NetworkPolicy.build(networks=["127.0.0.1/32"]),
+        name="own",
+    )
+    with override_settings(MCP_SECRET_KEYS=SECRET_KEYS):
+        got = await asyncio.gather(*(refresh() for _ in range(4)))
+    tokens = {access for access, _expires in got}
+    assert len(tokens) == 1
+    assert tokens == {await access_token_of(site, "alice")} != {stale}
     result = await call(site, "legacy", "alice")
-    assert not result.is_error, result.content
+    assert result.content[0].text == f"user:{site.users['alice']}"
 
 
 async def test_disconnecting_revokes_the_tokens_and_the_next_call_is_refused(site, mode):
