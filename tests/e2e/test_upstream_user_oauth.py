@@ -35,7 +35,7 @@ from mcp.client.streamable_http import streamable_http_client
 from oauth2_provider.models import AccessToken, RefreshToken
 
 from mcp_app.executors.netguard import NetworkPolicy
-from mcp_app.models import CallLog, Endpoint, Tool, Upstream, UpstreamConnection
+from mcp_app.models import CallLog, Endpoint, Session, Tool, Upstream, UpstreamConnection
 from mcp_app.services.connections import connection_refresh
 from mcp_app.services.credentials import decrypt_value
 from mcp_app.services.database import in_thread
@@ -89,18 +89,25 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[Site]:
             )
             upstream.full_clean()
             upstream.save()
-            tool = Tool(
-                name="up_whoami",
-                description="Who the upstream says is calling.",
-                kind=Tool.Kind.MCP_UPSTREAM,
-                config={"upstream": "own", "tool": "whoami"},
-                input_schema={"type": "object"},
-            )
-            tool.full_clean()
-            tool.save()
+            tools = []
+            for name, execution in (
+                ("up_whoami", Tool.Execution.INLINE),
+                ("up_whoami_bg", Tool.Execution.BACKGROUND),
+            ):
+                tool = Tool(
+                    name=name,
+                    description="Who the upstream says is calling.",
+                    kind=Tool.Kind.MCP_UPSTREAM,
+                    config={"upstream": "own", "tool": "whoami"},
+                    input_schema={"type": "object"},
+                    execution_mode=execution,
+                )
+                tool.full_clean()
+                tool.save()
+                tools.append(tool)
             relay = make_endpoint("relay", auth_mode=Endpoint.AuthMode.OAUTH)
-            relay.tools.add(tool)
-            make_endpoint("relay-public").tools.add(tool)
+            relay.tools.add(*tools)
+            make_endpoint("relay-public").tools.add(*tools)
             users = {
                 name: User.objects.create_user(name, password=PASSWORD).pk
                 for name in ("alice", "bob", "carol")
@@ -163,7 +170,13 @@ async def connect(site: Site, username: str) -> None:
         assert "Your account at own is connected." in page.text
 
 
-async def call(site: Site, mode: str, username: str | None, endpoint: str = "relay") -> Any:
+async def call(
+    site: Site,
+    mode: str,
+    username: str | None,
+    endpoint: str = "relay",
+    tool: str = "up_whoami",
+) -> Any:
     headers = {"Authorization": f"Bearer {site.relay_tokens[username]}"} if username else {}
     async with (
         asyncio.timeout(30),
@@ -172,7 +185,7 @@ async def call(site: Site, mode: str, username: str | None, endpoint: str = "rel
             streamable_http_client(f"{site.url}/mcp/{endpoint}", http_client=http), mode=mode
         ) as client,
     ):
-        return await client.call_tool("up_whoami", {})
+        return await client.call_tool(tool, {})
 
 
 async def connection_of(site: Site, username: str) -> UpstreamConnection | None:
@@ -217,6 +230,38 @@ async def test_each_user_calls_the_upstream_with_their_own_account(site, mode):
     assert connection is not None
     assert await access_token_of(site, "alice") not in connection.access_token_encrypted
     assert connection.scopes
+
+
+async def test_a_background_call_carries_its_users_own_account(site, mode):
+    for name in ("alice", "bob"):
+        if await connection_of(site, name) is None:
+            await connect(site, name)
+        result = await call(site, mode, name, tool="up_whoami_bg")
+        assert not result.is_error, result.content
+        assert result.content[0].text == f"user:{site.users[name]}"
+
+
+async def test_each_user_keeps_one_upstream_session_of_their_own(site):
+    """The upstream is marked stateless, yet users never share a session: one would be
+    refused by the upstream (a session is bound to its user) and reopened on every switch."""
+    for name in ("alice", "bob"):
+        if await connection_of(site, name) is None:
+            await connect(site, name)
+        await call(site, "legacy", name)
+
+    async def sessions() -> dict[str, int]:
+        return {
+            name: await Session.objects.filter(
+                endpoint__slug="protected", user_id=site.users[name]
+            ).acount()
+            for name in ("alice", "bob")
+        }
+
+    before = await sessions()
+    for name in ("alice", "bob", "alice", "bob"):
+        result = await call(site, "legacy", name)
+        assert result.content[0].text == f"user:{site.users[name]}"
+    assert await sessions() == before
 
 
 async def test_a_user_without_a_connection_is_told_where_to_connect(site, mode):
