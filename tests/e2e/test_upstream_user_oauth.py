@@ -32,10 +32,19 @@ from django.test import override_settings
 from django.utils import timezone
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
 from oauth2_provider.models import AccessToken, RefreshToken
 
 from mcp_app.executors.netguard import NetworkPolicy
-from mcp_app.models import CallLog, Endpoint, Session, Tool, Upstream, UpstreamConnection
+from mcp_app.models import (
+    CallLog,
+    Endpoint,
+    Resource,
+    Session,
+    Tool,
+    Upstream,
+    UpstreamConnection,
+)
 from mcp_app.services.connections import connection_refresh
 from mcp_app.services.credentials import decrypt_value
 from mcp_app.services.database import in_thread
@@ -105,8 +114,19 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[Site]:
                 tool.full_clean()
                 tool.save()
                 tools.append(tool)
+            # A resource of the upstream, read through the relay with the reader's account.
+            protected.resources.add(
+                Resource.objects.create(
+                    uri="prot://note", name="note", mime_type="text/plain", text="members only"
+                )
+            )
+            note = Resource(uri="ours://note", name="note", upstream=upstream)
+            note.remote_uri = "prot://note"
+            note.full_clean()
+            note.save()
             relay = make_endpoint("relay", auth_mode=Endpoint.AuthMode.OAUTH)
             relay.tools.add(*tools)
+            relay.resources.add(note)
             make_endpoint("relay-public").tools.add(*tools)
             users = {
                 name: User.objects.create_user(name, password=PASSWORD).pk
@@ -170,13 +190,10 @@ async def connect(site: Site, username: str) -> None:
         assert "Your account at own is connected." in page.text
 
 
-async def call(
-    site: Site,
-    mode: str,
-    username: str | None,
-    endpoint: str = "relay",
-    tool: str = "up_whoami",
-) -> Any:
+@asynccontextmanager
+async def client_of(
+    site: Site, mode: str, username: str | None, endpoint: str = "relay"
+) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {site.relay_tokens[username]}"} if username else {}
     async with (
         asyncio.timeout(30),
@@ -185,6 +202,17 @@ async def call(
             streamable_http_client(f"{site.url}/mcp/{endpoint}", http_client=http), mode=mode
         ) as client,
     ):
+        yield client
+
+
+async def call(
+    site: Site,
+    mode: str,
+    username: str | None,
+    endpoint: str = "relay",
+    tool: str = "up_whoami",
+) -> Any:
+    async with client_of(site, mode, username, endpoint) as client:
         return await client.call_tool(tool, {})
 
 
@@ -262,6 +290,18 @@ async def test_each_user_keeps_one_upstream_session_of_their_own(site):
         result = await call(site, "legacy", name)
         assert result.content[0].text == f"user:{site.users[name]}"
     assert await sessions() == before
+
+
+async def test_an_upstream_resource_is_read_with_the_readers_own_account(site, mode):
+    if await connection_of(site, "alice") is None:
+        await connect(site, "alice")
+    async with client_of(site, mode, "alice") as client:
+        read = await client.read_resource("ours://note")
+    assert read.contents[0].text == "members only"
+    async with client_of(site, mode, "carol") as client:
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource("ours://note")
+    assert not_connected_text(site) in refused.value.error.message
 
 
 async def test_a_user_without_a_connection_is_told_where_to_connect(site, mode):
