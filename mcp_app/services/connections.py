@@ -755,20 +755,30 @@ def connection_refresh(
             logger.info(
                 "Connection %s: refresh refused; the user must connect again", connection.pk
             )
+            # Deleted in this transaction, which must commit: _Gone is raised once it has.
             connection.delete()
-            raise _Gone from None
+            tokens = None
         except ConnectError as exc:
             raise ToolError(f"{exc} Try again later.") from None
-        connection.access_token_encrypted = encrypt_secret(tokens.access_token)
-        if tokens.refresh_token:
-            connection.refresh_token_encrypted = encrypt_secret(tokens.refresh_token)
-        connection.expires_at = tokens.expires_at
-        if tokens.scopes:
-            connection.scopes = tokens.scopes
-        connection.refreshed_at = timezone.now()
-        connection.save()
-        logger.info("Connection %s refreshed", connection.pk)
-        return tokens.access_token, _epoch(tokens.expires_at)
+        if tokens is not None:
+            _keep(connection, tokens)
+    if tokens is None:
+        raise _Gone
+    return tokens.access_token, _epoch(tokens.expires_at)
+
+
+def _keep(connection: UpstreamConnection, tokens: Tokens) -> None:
+    """Store refreshed ``tokens`` on ``connection`` (a refresh token is kept when the server
+    sent no new one)."""
+    connection.access_token_encrypted = encrypt_secret(tokens.access_token)
+    if tokens.refresh_token:
+        connection.refresh_token_encrypted = encrypt_secret(tokens.refresh_token)
+    connection.expires_at = tokens.expires_at
+    if tokens.scopes:
+        connection.scopes = tokens.scopes
+    connection.refreshed_at = timezone.now()
+    connection.save()
+    logger.info("Connection %s refreshed", connection.pk)
 
 
 # --- disconnecting ----------------------------------------------------------------------------

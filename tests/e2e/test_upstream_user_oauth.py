@@ -124,6 +124,18 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[Site]:
             note.remote_uri = "prot://note"
             note.full_clean()
             note.save()
+            # Per-user upstreams a user cannot connect to: one that asks for no authorization
+            # (a public endpoint), one on loopback without the network allowed.
+            for name, target, networks in (
+                ("open", f"{url}/mcp/relay-public", "127.0.0.1/32"),
+                ("unlisted", f"{url}/mcp/protected", ""),
+            ):
+                Upstream.objects.create(
+                    name=name,
+                    url=target,
+                    allow_networks=networks,
+                    auth_mode=Upstream.AuthMode.USER_OAUTH,
+                )
             relay = make_endpoint("relay", auth_mode=Endpoint.AuthMode.OAUTH)
             relay.tools.add(*tools)
             relay.resources.add(note)
@@ -506,3 +518,34 @@ async def test_the_probe_finds_a_per_user_upstream_alive_without_a_user(site):
     assert await upstream_probe("own") == Upstream.ProbeState.ACTIVE
     upstream = await Upstream.objects.aget(pk=site.upstream_pk)
     assert (upstream.probe_failures, upstream.tools_fingerprint) == (0, "")
+
+
+async def test_a_refresh_the_authorization_server_refuses_ends_the_connection(site):
+    """The refresh token was revoked at the authorization server (elsewhere): the next call
+    after expiry is told to connect again, and the dead connection is gone."""
+    await connect(site, "carol")
+    held = {"user_id": site.users["carol"], "application__name__startswith": "mcphost"}
+    await RefreshToken.objects.filter(**held).adelete()
+    await UpstreamConnection.objects.filter(
+        upstream_id=site.upstream_pk, user_id=site.users["carol"]
+    ).aupdate(expires_at=timezone.now() - datetime.timedelta(minutes=1))
+    result = await call(site, "legacy", "carol")
+    assert result.is_error
+    assert result.content[0].text.startswith(not_connected_text(site))
+    assert await connection_of(site, "carol") is None
+
+
+@pytest.mark.parametrize(
+    ("upstream", "reason"),
+    [
+        ("open", "publishes no protected-resource metadata (RFC 9728)"),
+        ("unlisted", "is not a public address; an operator can allow-list its network"),
+    ],
+)
+async def test_an_upstream_that_cannot_be_connected_says_why(site, upstream, reason):
+    pk = (await Upstream.objects.aget(name=upstream)).pk
+    async with browser(site, "carol") as http:
+        response = await post_form(http, f"/connections/{pk}/connect/")
+    assert response.status_code == 502
+    assert reason in unescape(response.text)
+    assert not await UpstreamConnection.objects.filter(upstream_id=pk).aexists()
