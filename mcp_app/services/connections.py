@@ -117,11 +117,14 @@ async def _fetch(
     method: str,
     url: str,
     *,
+    where: str,
     headers: Mapping[str, str] | None = None,
     form: Mapping[str, str] | None = None,
     json_body: Any = None,
 ) -> _Answer:
     """One request through the SSRF guard (no redirects); the body parsed as JSON if it is.
+    ``where`` names the server in errors (its name, not its address: where an upstream is
+    stays with the operator).
 
     Raises:
         ConnectError: the address is refused, the server cannot be reached, or the answer is
@@ -135,7 +138,6 @@ async def _fetch(
     elif json_body is not None:
         sent["Content-Type"] = "application/json"
         content = orjson.dumps(json_body)
-    host = urlsplit(url).netloc
     try:
         async with GuardedClient(
             policy, max_response_bytes=RESPONSE_MAX_BYTES, max_redirects=0, timeout=REQUEST_SECONDS
@@ -143,13 +145,13 @@ async def _fetch(
             response = await client.request(method, url, headers=sent, content=content)
     except BlockedAddressError:
         raise ConnectError(
-            f"{host} is not a public address; an operator can allow-list its network on the "
-            "upstream."
+            f"{where} is not at a public address; an operator can allow-list its network on "
+            "the upstream."
         ) from None
     except (ResponseTooLargeError, TooManyRedirectsError):
-        raise ConnectError(f"{host} answered with more than this host accepts.") from None
+        raise ConnectError(f"{where} answered with more than this host accepts.") from None
     except (TimeoutError, httpx.HTTPError) as exc:
-        raise ConnectError(f"{host} could not be reached ({type(exc).__name__}).") from None
+        raise ConnectError(f"{where} could not be reached ({type(exc).__name__}).") from None
     try:
         data = orjson.loads(response.content) if response.content else None
     except orjson.JSONDecodeError:
@@ -210,6 +212,7 @@ async def discover(upstream: Upstream, policy: NetworkPolicy) -> Discovery:
         policy,
         "POST",
         upstream.url,
+        where=f"The upstream {name!r}",
         headers={"Accept": "application/json, text/event-stream"},
         json_body=initialize,
     )
@@ -225,7 +228,7 @@ async def discover(upstream: Upstream, policy: NetworkPolicy) -> Discovery:
     ]
     metadata: dict[str, Any] | None = None
     for url in dict.fromkeys(candidates):
-        answer = await _fetch(policy, "GET", url)
+        answer = await _fetch(policy, "GET", url, where=f"The upstream {name!r}")
         if answer.status == 200 and isinstance(answer.data, dict):
             metadata = answer.data
             break
@@ -243,7 +246,7 @@ async def discover(upstream: Upstream, policy: NetworkPolicy) -> Discovery:
     if not isinstance(servers, list) or not servers or not isinstance(servers[0], str):
         raise ConnectError(f"The upstream {name!r} names no authorization server.")
     issuer = servers[0]
-    server = await _server_metadata(policy, issuer)
+    server = await _server_metadata(policy, issuer, f"The authorization server of {name!r}")
     if server is None:
         raise ConnectError(
             f"The authorization server of {name!r} publishes no metadata (RFC 8414)."
@@ -285,7 +288,7 @@ def _url_or_empty(value: Any) -> str:
     return value if isinstance(value, str) and urlsplit(value).scheme in ("http", "https") else ""
 
 
-async def _server_metadata(policy: NetworkPolicy, issuer: str) -> dict[str, Any] | None:
+async def _server_metadata(policy: NetworkPolicy, issuer: str, where: str) -> dict[str, Any] | None:
     """The authorization server's metadata whose ``issuer`` is ``issuer`` (RFC 8414 section
     3.3: a document for another issuer is not used)."""
     path = urlsplit(issuer).path.rstrip("/")
@@ -296,7 +299,7 @@ async def _server_metadata(policy: NetworkPolicy, issuer: str) -> dict[str, Any]
     if path:
         candidates.append(f"{issuer.rstrip('/')}/.well-known/openid-configuration")
     for url in candidates:
-        answer = await _fetch(policy, "GET", url)
+        answer = await _fetch(policy, "GET", url, where=where)
         if answer.status == 200 and isinstance(answer.data, dict):
             found = answer.data.get("issuer")
             if isinstance(found, str) and found.rstrip("/") == issuer.rstrip("/"):
@@ -330,6 +333,7 @@ async def _register(upstream: Upstream, discovery: Discovery, policy: NetworkPol
         policy,
         "POST",
         discovery.registration_endpoint,
+        where=f"The authorization server of {upstream.name!r}",
         json_body={
             "client_name": f"mcphost ({urlsplit(settings.PUBLIC_BASE_URL).netloc})",
             "redirect_uris": [callback_url()],
@@ -477,6 +481,7 @@ async def _token_request(
     client_secret: str,
     auth_method: str,
     what: str,
+    where: str,
 ) -> Tokens:
     """POST ``form`` to the token endpoint; the tokens of a successful answer.
 
@@ -485,7 +490,7 @@ async def _token_request(
         InvalidGrant: it answered ``invalid_grant`` (the code or refresh token is dead).
     """
     headers = _client_auth(client_id, client_secret, auth_method, form)
-    answer = await _fetch(policy, "POST", endpoint, headers=headers, form=form)
+    answer = await _fetch(policy, "POST", endpoint, where=where, headers=headers, form=form)
     data = answer.data if isinstance(answer.data, dict) else {}
     if answer.status != 200:
         if data.get("error") == "invalid_grant":
@@ -566,6 +571,7 @@ async def connection_finish(
         client_secret=secret,
         auth_method=pending["auth_method"],
         what=f"Exchanging the code at the authorization server of {upstream.name!r}",
+        where=f"The authorization server of {upstream.name!r}",
     )
     await in_thread(_store)(user_id, upstream, pending, tokens)
     logger.info("User %s connected to upstream %s", user_id, upstream.pk)
@@ -750,6 +756,7 @@ def connection_refresh(
                 client_secret=secret,
                 auth_method=connection.token_endpoint_auth_method,
                 what=f"Refreshing the connection to {name!r}",
+                where=f"The authorization server of {name!r}",
             )
         except InvalidGrant:
             logger.info(
@@ -827,7 +834,12 @@ async def _revoke_tokens(row: UpstreamConnection) -> bool:
         form = {"token": decrypt_value(encrypted, hint.replace("_", " ")), "token_type_hint": hint}
         headers = _client_auth(row.client_id, secret, row.token_endpoint_auth_method, form)
         answer = await _fetch(
-            _policy(row.upstream), "POST", row.revocation_endpoint, headers=headers, form=form
+            _policy(row.upstream),
+            "POST",
+            row.revocation_endpoint,
+            where=f"The authorization server of {row.upstream.name!r}",
+            headers=headers,
+            form=form,
         )
         # RFC 7009 section 2.2: 200 whether or not the token was still valid.
         confirmed = confirmed and answer.status == 200

@@ -539,7 +539,10 @@ async def test_a_refresh_the_authorization_server_refuses_ends_the_connection(si
     ("upstream", "reason"),
     [
         ("open", "publishes no protected-resource metadata (RFC 9728)"),
-        ("unlisted", "is not a public address; an operator can allow-list its network"),
+        (
+            "unlisted",
+            "The upstream 'unlisted' is not at a public address; an operator can allow-list",
+        ),
     ],
 )
 async def test_an_upstream_that_cannot_be_connected_says_why(site, upstream, reason):
@@ -548,4 +551,6 @@ async def test_an_upstream_that_cannot_be_connected_says_why(site, upstream, rea
         response = await post_form(http, f"/connections/{pk}/connect/")
     assert response.status_code == 502
     assert reason in unescape(response.text)
+    # Where the upstream is stays with the operator.
+    assert urlsplit(site.url).netloc not in response.text.split("<main", 1)[1]
     assert not await UpstreamConnection.objects.filter(upstream_id=pk).aexists()
