@@ -74,6 +74,8 @@ UPSTREAM_FIELDS = (
     "description", "url", "connect_timeout", "call_timeout", "allow_networks", "enabled",
     "failure_threshold", "cooldown_seconds", "stateless", "session_idle_seconds", "max_sessions",
     "probe_interval_seconds", "probe_timeout", "unhealthy_threshold",
+    # How callers are authorized there: never the OAuth client secret, nor users' connections.
+    "auth_mode", "oauth_client_id", "oauth_scopes", "forward_headers",
 )  # fmt: skip
 ARGUMENT_FIELDS = ("name", "title", "description", "required", "completion_values")
 MESSAGE_FIELDS = ("role", "kind", "text", "mime_type", "uri", "name")

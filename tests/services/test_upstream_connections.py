@@ -7,6 +7,7 @@ tests/e2e/test_upstream_user_oauth.py.
 from __future__ import annotations
 
 import io
+import json
 
 from cryptography.fernet import Fernet
 from django.contrib.auth.models import User
@@ -14,6 +15,7 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from mcp_app.models import Upstream, UpstreamConnection
+from mcp_app.services.catalog_io import catalog_export, catalog_import
 from mcp_app.services.credentials import decrypt_value, encrypt_secret
 
 OLD_KEY = Fernet.generate_key().decode()
@@ -72,3 +74,40 @@ def test_a_connection_names_its_user_and_upstream_only(db: None) -> None:
     )
     assert str(connection) == "alice at per-user"
     assert "access-1" not in connection.access_token_encrypted
+
+
+def test_a_per_user_upstream_travels_in_the_catalog_without_its_secrets(db: None) -> None:
+    upstream = Upstream.objects.create(
+        name="per-user",
+        url="https://up.example/mcp",
+        auth_mode=Upstream.AuthMode.USER_OAUTH,
+        oauth_client_id="configured",
+        oauth_client_secret_encrypted=encrypt_secret("client-secret"),
+        oauth_scopes="read",
+        forward_headers="X-Tenant",
+    )
+    UpstreamConnection.objects.create(
+        user=User.objects.create_user("alice"),
+        upstream=upstream,
+        issuer="https://as.example",
+        token_endpoint="https://as.example/token",
+        resource="https://up.example/mcp",
+        client_id="configured",
+        access_token_encrypted=encrypt_secret("access-1"),
+    )
+    document = catalog_export()
+    text = json.dumps(document)
+    for secret in ("client-secret", "access-1", upstream.oauth_client_secret_encrypted):
+        assert secret not in text
+    [entry] = document["upstreams"]
+    fields = ("auth_mode", "oauth_client_id", "oauth_scopes", "forward_headers")
+    assert [entry[name] for name in fields] == ["user_oauth", "configured", "read", "X-Tenant"]
+
+    Upstream.objects.filter(pk=upstream.pk).update(
+        auth_mode="credential", oauth_client_id="", oauth_scopes="", forward_headers=""
+    )
+    catalog_import(document=document)
+    upstream.refresh_from_db()
+    assert [getattr(upstream, name) for name in fields] == [
+        "user_oauth", "configured", "read", "X-Tenant"
+    ]  # fmt: skip
