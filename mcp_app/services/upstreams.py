@@ -457,6 +457,10 @@ async def _forward(
     except UpstreamUnavailable as exc:
         await target.report(exc.detail)
         raise _internal_error(exc) from None
+    except ToolError as exc:
+        # Not the upstream's failure: the caller's own (a per-user connection that ended
+        # mid-request). Its message says what to do.
+        raise _internal_error(exc) from None
     await target.report(None)
     # Already without the credential's secrets: the executor redacts what it decodes.
     return result

@@ -554,3 +554,19 @@ async def test_an_upstream_that_cannot_be_connected_says_why(site, upstream, rea
     # Where the upstream is stays with the operator.
     assert urlsplit(site.url).netloc not in response.text.split("<main", 1)[1]
     assert not await UpstreamConnection.objects.filter(upstream_id=pk).aexists()
+
+
+async def test_a_read_whose_token_dies_mid_request_says_where_to_connect(site):
+    """The upstream refuses the token (ended early at the authorization server) and the
+    refresh is refused too: the read answers the not-connected error, not an internal one."""
+    await connect(site, "carol")
+    held = {"user_id": site.users["carol"], "application__name__startswith": "mcphost"}
+    await RefreshToken.objects.filter(**held).adelete()
+    await AccessToken.objects.filter(**held).aupdate(
+        expires=timezone.now() - datetime.timedelta(seconds=1)
+    )
+    async with client_of(site, "legacy", "carol") as client:
+        with pytest.raises(MCPError) as refused:
+            await client.read_resource("ours://note")
+    assert not_connected_text(site) in refused.value.error.message
+    assert await connection_of(site, "carol") is None
