@@ -570,3 +570,21 @@ async def test_a_read_whose_token_dies_mid_request_says_where_to_connect(site):
             await client.read_resource("ours://note")
     assert not_connected_text(site) in refused.value.error.message
     assert await connection_of(site, "carol") is None
+
+
+async def test_the_sync_page_lists_a_per_user_upstream_with_the_operators_account(site):
+    operator, _ = await User.objects.aget_or_create(
+        username="syncer", defaults={"is_staff": True, "is_superuser": True}
+    )
+    operator.set_password(PASSWORD)
+    await operator.asave()
+    sync = f"/admin/mcp_app/upstream/{site.upstream_pk}/sync/"
+    async with browser(site, "syncer") as http:
+        before = unescape((await http.get(sync)).text)
+    assert "Your account at the upstream 'own' is not connected" in before
+    await connect(site, "syncer")
+    async with browser(site, "syncer") as http:
+        page = await http.get(sync)
+    assert page.status_code == 200
+    assert "whoami" in page.text
+    assert "not connected" not in unescape(page.text)
