@@ -573,12 +573,28 @@ async def connection_finish(
         what=f"Exchanging the code at the authorization server of {upstream.name!r}",
         where=f"The authorization server of {upstream.name!r}",
     )
-    await in_thread(_store)(user_id, upstream, pending, tokens)
+    replaced = await in_thread(_store)(user_id, upstream, pending, tokens)
     logger.info("User %s connected to upstream %s", user_id, upstream.pk)
+    if replaced is not None and replaced.revocation_endpoint:
+        # Connected again: the tokens of the connection replaced are no longer anyone's.
+        try:
+            await _revoke_tokens(replaced)
+        except (ConnectError, CredentialError) as exc:
+            logger.warning(
+                "Connection %s: revoking the replaced tokens failed: %s", replaced.pk, exc
+            )
     return upstream
 
 
-def _store(user_id: int, upstream: Upstream, pending: Mapping[str, Any], tokens: Tokens) -> None:
+def _store(
+    user_id: int, upstream: Upstream, pending: Mapping[str, Any], tokens: Tokens
+) -> UpstreamConnection | None:
+    """Store the user's connection; return the one it replaces (as it was), if any."""
+    replaced = (
+        UpstreamConnection.objects.select_related("upstream")
+        .filter(user_id=user_id, upstream=upstream)
+        .first()
+    )
     UpstreamConnection.objects.update_or_create(
         user_id=user_id,
         upstream=upstream,
@@ -599,6 +615,7 @@ def _store(user_id: int, upstream: Upstream, pending: Mapping[str, Any], tokens:
             "refreshed_at": None,
         },
     )
+    return replaced
 
 
 # --- calling: the user's token on each request, refreshed ------------------------------------

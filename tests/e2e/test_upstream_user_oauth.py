@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import hashlib
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -588,3 +589,16 @@ async def test_the_sync_page_lists_a_per_user_upstream_with_the_operators_accoun
     assert page.status_code == 200
     assert "whoami" in page.text
     assert "not connected" not in unescape(page.text)
+
+
+async def test_connecting_again_revokes_the_tokens_it_replaces(site):
+    await connect(site, "carol")
+    first = await access_token_of(site, "carol")
+    # The authorization server stores a token by its checksum.
+    checksum = hashlib.sha256(first.encode()).hexdigest()
+    assert await AccessToken.objects.filter(token_checksum=checksum).aexists()
+    await connect(site, "carol")
+    assert await access_token_of(site, "carol") != first
+    assert not await AccessToken.objects.filter(token_checksum=checksum).aexists()
+    result = await call(site, "legacy", "carol")
+    assert result.content[0].text == f"user:{site.users['carol']}"
