@@ -171,7 +171,7 @@ class Upstream(TimestampedModel):
         blank=True,
         help_text=(
             "Headers of the client's request to pass on to the upstream (one per line), e.g. "
-            "X-Tenant, on tool calls that run inline. Authorization, Cookie, Mcp-*, Proxy-*, "
+            "X-Tenant (not on background calls). Authorization, Cookie, Mcp-*, Proxy-*, "
             "Sec-*, Content-* and framing headers are never forwarded."
         ),
     )

@@ -430,7 +430,10 @@ async def upstreams_probe_due() -> dict[str, str]:
 
 
 async def _forward(
-    name: str, call: Callable[[UpstreamTarget], Awaitable[Any]], caller: str = ""
+    name: str,
+    call: Callable[[UpstreamTarget], Awaitable[Any]],
+    caller: str = "",
+    request_headers: Mapping[str, Sequence[str]] | None = None,
 ) -> Any:
     """Run ``call`` on the upstream ``name`` for a resource read or a prompt get.
 
@@ -443,7 +446,7 @@ async def _forward(
         InternalError: unknown, disabled or failing upstream, or it could not be reached.
     """
     try:
-        target = await upstream_target(name, caller=caller)
+        target = await upstream_target(name, caller=caller, request_headers=request_headers)
     except ToolError as exc:
         raise _internal_error(exc) from None
     assert target.report is not None
@@ -482,7 +485,12 @@ def port_caller(caller: str) -> str:
 
 
 async def upstream_read_resource(
-    name: str, remote_uri: str, uri: str, *, caller: str = ""
+    name: str,
+    remote_uri: str,
+    uri: str,
+    *,
+    caller: str = "",
+    request_headers: Mapping[str, Sequence[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Read ``remote_uri`` on the upstream ``name`` in ``caller``'s session; contents served
     as our ``uri``.
@@ -493,6 +501,7 @@ async def upstream_read_resource(
         name,
         lambda target: mcp_upstream.read_resource(target, remote_uri, caller=port_caller(caller)),
         port_caller(caller),
+        request_headers,
     )
     # The client asked for our URI: the parts that are the resource itself say so.
     return [{**item, "uri": uri} if item.get("uri") == remote_uri else item for item in contents]
@@ -502,8 +511,11 @@ class UpstreamPromptSource:
     """The ``PromptSource`` port: prompts of an upstream are got from it (in the session of
     ``caller``, the request's ``RequestContext.caller``), the rest rendered."""
 
-    def __init__(self, caller: str = "") -> None:
+    def __init__(
+        self, caller: str = "", request_headers: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
         self.caller = port_caller(caller)
+        self.request_headers = request_headers
 
     async def get_prompt(
         self, prompt: PromptDef, arguments: Mapping[str, str]
@@ -517,6 +529,7 @@ class UpstreamPromptSource:
                 target, key.remote_name, arguments, caller=self.caller
             ),
             self.caller,
+            self.request_headers,
         )
         return result
 
@@ -526,8 +539,11 @@ class UpstreamCompleter:
     there (in the session of ``caller``, as ``UpstreamPromptSource``); an upstream that does
     not complete (method not found) leaves them to the row's own values."""
 
-    def __init__(self, caller: str = "") -> None:
+    def __init__(
+        self, caller: str = "", request_headers: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
         self.caller = port_caller(caller)
+        self.request_headers = request_headers
 
     async def complete(
         self,
@@ -551,6 +567,7 @@ class UpstreamCompleter:
                     target, ref, argument, value, context_arguments, caller=self.caller
                 ),
                 self.caller,
+                self.request_headers,
             )
         except RelayedError as exc:
             if exc.code == METHOD_NOT_FOUND:

@@ -19,7 +19,7 @@ from django.test import override_settings
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from mcp_app.models import Credential, Tool, Upstream
+from mcp_app.models import Credential, Prompt, Resource, Tool, Upstream
 from mcp_app.services.credentials import credential_create
 from tests.support.catalog import make_endpoint
 from tests.support.live import SECRET_KEY, asgi_server, flush_database, wait_until_idle
@@ -39,7 +39,8 @@ CLIENT_HEADERS = {
 
 @pytest.fixture(scope="module")
 def upstream(tmp_path_factory: Any) -> Iterator[RunningUpstream]:
-    with run_mcp_upstream(tmp_path_factory.mktemp("e2e-forward-headers")) as running:
+    # extras: a resource template and a prompt that echo the X-Api-Key they received.
+    with run_mcp_upstream(tmp_path_factory.mktemp("e2e-forward-headers"), extras=True) as running:
         yield running
 
 
@@ -64,13 +65,24 @@ def url(upstream: RunningUpstream, django_db_setup: None, django_db_blocker: Any
         forwarding.full_clean()
         forwarding.save()
         # Saved without validation (as a raw write could): denied names are still not sent.
-        Upstream.objects.create(
+        raw = Upstream.objects.create(
             name="fwd-raw",
             url=upstream.url,
             allow_networks="127.0.0.1/32",
-            forward_headers="Cookie\nMcp-Session-Id\nX-Tenant",
+            forward_headers="Cookie\nMcp-Session-Id\nX-Tenant\nX-Api-Key",
         )
         endpoint = make_endpoint("e2e-fwd")
+        # Reads and prompts of an upstream forward the listed headers too.
+        resource = Resource(uri="ours://echo", name="echo", upstream=raw)
+        resource.remote_uri = "up://leak/read"
+        resource.full_clean()
+        resource.save()
+        prompt = Prompt(name="echo_prompt", description="Echoes.", upstream=raw)
+        prompt.remote_name = "leak_prompt"
+        prompt.full_clean()
+        prompt.save()
+        endpoint.resources.add(resource)
+        endpoint.prompts.add(prompt)
         for name, upstream_name in (("fwd_headers", "fwd"), ("raw_headers", "fwd-raw")):
             tool = Tool(
                 name=name,
@@ -113,6 +125,19 @@ async def test_denied_headers_are_never_forwarded_even_if_listed(url, upstream, 
     seen = await received(url, mode, "raw_headers", upstream)
     assert seen["x-tenant"] == "acme"
     assert "cookie" not in seen
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_reads_and_prompts_forward_the_listed_headers(url, mode):
+    async with (
+        asyncio.timeout(20),
+        httpx2.AsyncClient(headers=CLIENT_HEADERS, timeout=20) as http,
+        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+    ):
+        read = await client.read_resource("ours://echo")
+        prompt = await client.get_prompt("echo_prompt", {})
+    assert "x-api-key=client-chosen-key" in read.contents[0].text
+    assert "x-api-key=client-chosen-key" in prompt.messages[0].content.text
 
 
 @pytest.mark.parametrize(
