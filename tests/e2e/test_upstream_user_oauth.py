@@ -27,6 +27,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import httpx2
 import pytest
+from asgiref.sync import sync_to_async
 from cryptography.fernet import Fernet
 from django.contrib.auth.models import User
 from django.test import override_settings
@@ -46,6 +47,7 @@ from mcp_app.models import (
     Upstream,
     UpstreamConnection,
 )
+from mcp_app.services.api_tokens import api_token_create
 from mcp_app.services.connections import connection_refresh
 from mcp_app.services.credentials import decrypt_value
 from mcp_app.services.database import in_thread
@@ -480,6 +482,14 @@ async def test_tokens_never_reach_the_call_log_the_exports_or_the_logs(site):
                 f"/admin/mcp_app/upstream/{site.upstream_pk}/change/",
             )
         ]
+    _token, key = await sync_to_async(api_token_create)(user=staff, name="audit")
+    async with httpx.AsyncClient(
+        base_url=site.url, headers={"Authorization": f"Bearer {key}"}, timeout=20
+    ) as api:
+        for path in ("/api/v1/upstreams/", "/api/v1/call-log/?page_size=200"):
+            response = await api.get(path)
+            assert response.status_code == 200, response.text
+            exports.append(response.text)
     log = site.log.read_text(errors="replace")
     for text in [*rows, *exports, log]:
         assert token not in text
