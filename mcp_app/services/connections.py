@@ -762,8 +762,11 @@ def connection_refresh(
             return access, _epoch(connection.expires_at)  # refreshed meanwhile
         if not refresh:
             raise _Gone
-        form = {"grant_type": "refresh_token", "refresh_token": refresh}
-        form["resource"] = connection.resource
+        form = {
+            "grant_type": "refresh_token",
+            "refresh_token": refresh,
+            "resource": connection.resource,
+        }
         try:
             tokens = async_to_sync(_token_request)(
                 policy,
