@@ -1,10 +1,10 @@
-"""URLs of the staff pages (endpoint index, connect page, audit UI). MCP endpoints are routed in
-asgi.py."""
+"""URLs of the staff pages (endpoint index, connect page, audit UI) and of every signed-in
+user's Connections page. MCP endpoints are routed in asgi.py."""
 
 from django.urls import path
 from django.views.generic import RedirectView
 
-from mcp_app import views
+from mcp_app import connections, views
 from mcp_app.audit import views as audit
 
 app_name = "mcp_app"
@@ -16,6 +16,10 @@ urlpatterns = [
     path("favicon.ico", views.favicon, name="favicon"),
     path("endpoints/", views.endpoint_index, name="endpoint_index"),
     path("endpoints/<slug:slug>/connect/", views.endpoint_connect, name="endpoint_connect"),
+    path("connections/", connections.connections, name="connections"),
+    path("connections/callback/", connections.callback, name="connection_callback"),
+    path("connections/<int:pk>/connect/", connections.connect, name="connection_connect"),
+    path("connections/<int:pk>/disconnect/", connections.disconnect, name="connection_disconnect"),
     path("audit/", audit.call_list, name="audit_list"),
     path("audit/feed/", audit.call_feed, name="audit_feed"),
     path("audit/stats/", audit.call_stats, name="audit_stats"),

@@ -26,6 +26,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from mcp_app.admin.connection import UpstreamForm
 from mcp_app.admin.history import CatalogHistoryAdmin
 from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.executors.mcp_upstream import close_sessions
@@ -46,6 +47,7 @@ from mcp_app.services.upstreams import (
 
 @admin.register(Upstream)
 class UpstreamAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
+    form = UpstreamForm
     list_display = [
         "name", "transport", "url", "enabled", "probe_state", "health", "tools_state",
         "last_probe_at", "last_success_at", "protocol_version",
@@ -66,6 +68,18 @@ class UpstreamAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
         (
             "stdio (an allow-listed program, run by the stdio bridge)",
             {"fields": ["stdio_server", "stdio_args", "stdio_cwd", "stdio_env"]},
+        ),
+        (
+            "Authorization and headers",
+            {
+                "fields": [
+                    "auth_mode",
+                    "oauth_client_id",
+                    "oauth_client_secret",
+                    "oauth_scopes",
+                    "forward_headers",
+                ]  # fmt: skip
+            },
         ),
         (
             "Tools",
@@ -164,7 +178,8 @@ class UpstreamAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
         upstream = get_object_or_404(Upstream, pk=object_id)
         error = ""
         try:
-            offer = async_to_sync(_list_offer)(upstream.name)
+            # A per-user upstream is listed with the operator's own connection.
+            offer = async_to_sync(_list_offer)(upstream.name, f"user:{request.user.pk}")
         except ToolError as exc:
             offer, error = UpstreamOffer(), exc.message
         # Resources and prompts are imported only by whoever may add and change them.
@@ -245,9 +260,9 @@ class UpstreamAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
         return TemplateResponse(request, "admin/mcp_app/upstream/sync.html", context)
 
 
-async def _list_offer(name: str) -> UpstreamOffer:
+async def _list_offer(name: str, caller: str) -> UpstreamOffer:
     # async_to_sync runs this on a loop of its own: close its upstream client before leaving.
     try:
-        return await upstream_list_offer(name)
+        return await upstream_list_offer(name, caller=caller)
     finally:
         await close_sessions()

@@ -384,7 +384,8 @@ class UpstreamSerializer(ModelCheckedSerializer):
             "last_success_at", "last_error", "last_error_at", "protocol_version",
             "consecutive_failures", "circuit_open_until", "tools_changed_at", "tools_synced_at",
             "tools_out_of_sync", "probe_state", "last_probe_at", "probe_failures",
-            "sync_policy", "tools_fingerprint", "created_at", "updated_at",
+            "sync_policy", "tools_fingerprint", "auth_mode", "oauth_client_id", "oauth_scopes",
+            "forward_headers", "created_at", "updated_at",
         ]  # fmt: skip
         # Health and breaker state are the site's observations, not settings.
         read_only_fields = [

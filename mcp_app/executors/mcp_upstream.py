@@ -27,9 +27,11 @@ upstream raise ``UpstreamUnavailable`` (a ``ToolError``), which the service coun
 circuit breaker; a tool call past the call timeout on an upstream that still answers a ping
 raises ``UpstreamToolSlow`` (a timeout, not counted); a JSON-RPC error of the upstream is a
 plain ``ToolError``. Nothing of our client's request (its token, its headers) is sent
-upstream, and the credential's secrets are redacted from every message of the upstream as it
-is decoded (``_decode``), before anything reads it; errors meant for our caller name the
-upstream, never its URL.
+upstream but the headers its operator chose to forward (in ``UpstreamTarget.headers``, built
+by the services) and, for a per-user upstream, the caller's own token there
+(``CallerAuth``, read before every request). The credential's secrets are redacted from
+every message of the upstream as it is decoded (``_decode``), before anything reads it;
+errors meant for our caller name the upstream, never its URL.
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 import orjson
@@ -134,6 +136,52 @@ class UpstreamRefused(ToolError):
         self.upstream_message = upstream_message
 
 
+class UpstreamUnauthorized(ToolError):
+    """The upstream refused the caller's own token (HTTP 401) on a per-user upstream.
+
+    Not a failure of the upstream (it answered): ``request`` asks ``CallerAuth.rejected``
+    for a fresh token and sends the request once more.
+    """
+
+    def __init__(self, message: str, authorization: str) -> None:
+        super().__init__(message)
+        self.authorization = authorization
+
+
+class UpstreamAuthRequired(UpstreamUnavailable):
+    """The upstream asked for authorization this request did not carry (HTTP 401): a failure
+    like any other to a call with a credential, but a sign of life to a probe of a per-user
+    upstream made without a user."""
+
+
+class CallerAuth(Protocol):
+    """The caller's own credential at the upstream (per-user OAuth), kept by the services.
+
+    ``headers`` is read before every request sent (refreshing an expired token first), so a
+    long-lived session, its notification stream included, always carries the current token.
+    """
+
+    async def headers(self) -> Mapping[str, str]:
+        """The headers carrying the current token.
+
+        Raises:
+            ToolError: the caller has no usable connection (the message says where to connect).
+        """
+        ...
+
+    def secrets(self) -> tuple[str, ...]:
+        """The token values to redact from what the upstream sends."""
+        ...
+
+    async def rejected(self, authorization: str) -> None:
+        """The upstream refused ``authorization``: get a fresh token, unless one came since.
+
+        Raises:
+            ToolError: no fresh token can be had (the connection is gone or expired).
+        """
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class UpstreamTarget:
     """An upstream resolved for one call: plain values built by ``services.upstreams``.
@@ -159,6 +207,8 @@ class UpstreamTarget:
     stateless: bool = False
     session_idle_seconds: float = 600.0
     max_sessions: int = 100
+    # The caller's own token (per-user OAuth), added to every request; None: ``headers`` only.
+    caller_auth: CallerAuth | None = field(default=None, repr=False, compare=False)
     # Told how each call went (None: the upstream answered; else why it could not), so the
     # services keep the upstream's health and circuit breaker.
     report: Callable[[str | None], Awaitable[None]] | None = field(
@@ -601,7 +651,19 @@ async def request(
     if caller is None:
         caller = ctx.request.caller if ctx is not None else ""
     try:
-        return await _request(target, method, params, ctx, caller)
+        try:
+            return await _request(target, method, params, ctx, caller)
+        except UpstreamUnauthorized as refused:
+            # The caller's token was refused (revoked, or expired early): once more with a
+            # fresh one, which the upstream may echo like the first, so redacted too.
+            assert target.caller_auth is not None
+            await target.caller_auth.rejected(refused.authorization)
+            target = replace(target, secrets=target.secrets + target.caller_auth.secrets())
+            return await _request(target, method, params, ctx, caller)
+    except UpstreamUnauthorized:
+        raise ToolError(
+            f"The upstream {target.name!r} refused your authorization even after a refresh."
+        ) from None
     except (TimeoutError, httpx.ReadTimeout):
         if method == "tools/call" and await _answers_ping(target, caller):
             raise UpstreamToolSlow(
@@ -1042,6 +1104,8 @@ async def _send(
         "Host": url.netloc.decode("ascii"),
         "Accept": "application/json, text/event-stream" if message else "text/event-stream",
     }
+    if target.caller_auth is not None:
+        headers.update(await target.caller_auth.headers())
     if message is not None:
         headers["Content-Type"] = "application/json"
     if session.session_id:
@@ -1091,6 +1155,15 @@ async def _send_request(
         async with _post(target, session, message) as response:
             if response.status_code == 404 and session.session_id and method != "initialize":
                 raise _SessionExpired
+            if response.status_code == 401 and target.caller_auth is not None:
+                raise UpstreamUnauthorized(
+                    f"The upstream {target.name!r} refused the caller's authorization.",
+                    response.request.headers.get("authorization", ""),
+                )
+            if response.status_code == 401:
+                raise UpstreamAuthRequired(
+                    f"The upstream {target.name!r} answered HTTP 401 to {method}."
+                )
             if response.status_code != 200:
                 raise UpstreamUnavailable(
                     f"The upstream {target.name!r} answered HTTP {response.status_code} "

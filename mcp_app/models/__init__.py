@@ -3,6 +3,7 @@
 from mcp_app.models.api_token import ApiToken
 from mcp_app.models.background_call import BackgroundCall
 from mcp_app.models.call_log import CallLog
+from mcp_app.models.connection import UpstreamConnection
 from mcp_app.models.credential import Credential
 from mcp_app.models.endpoint import Endpoint
 from mcp_app.models.membership import MembershipChange
@@ -27,4 +28,5 @@ __all__ = [
     "Session",
     "Tool",
     "Upstream",
+    "UpstreamConnection",
 ]

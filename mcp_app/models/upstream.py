@@ -12,6 +12,9 @@ A ``stdio`` upstream is a program the administrator allow-listed (``MCP_STDIO_SE
 the working directory and which credential fills which environment variable (credential
 names only; their secrets stay encrypted on the Credential rows). ``clean`` checks all of it
 against the allow-list.
+How callers are authorized there (``auth_mode``): the static credential, or each user's own
+OAuth connection (``UpstreamConnection``; per-user sessions even when ``stateless``); and
+which request headers of our clients are forwarded (``forward_headers``, opt-in).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from mcp_app.bridge.servers import AllowListError, NotAllowed, check_request, pa
 from mcp_app.conf import get_conf
 from mcp_app.executors.netguard import parse_network
 from mcp_app.models.base import TimestampedModel
+from mcp_app.models.connection import forward_header_problem, split_header_names
 from mcp_app.models.credential import Credential
 from mcp_app.models.fields import empty_dict, empty_list, validate_mcp_name
 
@@ -53,6 +57,10 @@ class Upstream(TimestampedModel):
     class Transport(models.TextChoices):
         HTTP = "http", "Streamable HTTP (a URL)"
         STDIO = "stdio", "stdio (an allow-listed program, run by the stdio bridge)"
+
+    class AuthMode(models.TextChoices):
+        CREDENTIAL = "credential", "static credential (the same for every caller)"
+        USER_OAUTH = "user_oauth", "per-user OAuth (each user connects their own account)"
 
     name = models.CharField(
         max_length=128,
@@ -189,6 +197,47 @@ class Upstream(TimestampedModel):
             "always left for review)."
         ),
     )
+    # How callers are authorized at the upstream: the static credential above (the same for
+    # everyone), or each user's own OAuth tokens (models/connection.py, the Connections page).
+    auth_mode = models.CharField(
+        max_length=16,
+        choices=AuthMode.choices,
+        default=AuthMode.CREDENTIAL,
+        verbose_name="authorization",
+        help_text=(
+            "Per-user OAuth: each user connects their own account at the upstream once "
+            "(Connections page) and calls carry that user's token; callers without a "
+            "connection get an error telling them where to connect."
+        ),
+    )
+    oauth_client_id = models.CharField(
+        max_length=500,
+        blank=True,
+        verbose_name="OAuth client id",
+        help_text=(
+            "Per-user OAuth: this host's client id at the upstream's authorization server, "
+            "for servers without dynamic client registration (empty: register dynamically)."
+        ),
+    )
+    # A Fernet token (services.credentials.encrypt_secret), set through the admin form only.
+    oauth_client_secret_encrypted = models.TextField(blank=True, editable=False)
+    oauth_scopes = models.CharField(
+        max_length=500,
+        blank=True,
+        verbose_name="OAuth scopes",
+        help_text=(
+            "Per-user OAuth: scopes to ask for, separated by spaces (empty: those the "
+            "upstream names in its challenge or metadata)."
+        ),
+    )
+    forward_headers = models.TextField(
+        blank=True,
+        help_text=(
+            "Headers of the client's request to pass on to the upstream (one per line), e.g. "
+            "X-Tenant (not on background calls). Authorization, Cookie, Mcp-*, Proxy-*, "
+            "Sec-*, Content-* and framing headers are never forwarded."
+        ),
+    )
     # Health, written by services.upstreams.
     last_success_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
@@ -236,6 +285,8 @@ class Upstream(TimestampedModel):
             "tools_fingerprint",
             "synced_tools",
             "tools_gone",
+            # A secret, even encrypted, is never kept in the history (a revert keeps it).
+            "oauth_client_secret_encrypted",
         ]
     )
 
@@ -250,6 +301,7 @@ class Upstream(TimestampedModel):
             self._clean_stdio()
         elif not self.url:
             raise ValidationError({"url": "A Streamable HTTP upstream needs its URL."})
+        self._clean_auth()
         for network in split_networks(self.allow_networks):
             try:
                 parse_network(network)
@@ -294,6 +346,24 @@ class Upstream(TimestampedModel):
             check_request(server, args=args, cwd=self.stdio_cwd, env_names=list(env))
         except NotAllowed as exc:
             raise ValidationError({f"stdio_{exc.part}": str(exc)}) from None
+
+    def _clean_auth(self) -> None:
+        errors: dict[str, str] = {}
+        for name in split_header_names(self.forward_headers):
+            problem = forward_header_problem(name)
+            if problem is not None:
+                errors["forward_headers"] = problem
+                break
+        if self.auth_mode == self.AuthMode.USER_OAUTH and self.credential_id is not None:
+            errors["credential"] = "Per-user OAuth sends each user's token: leave it empty."
+        if self.auth_mode == self.AuthMode.USER_OAUTH and self.transport == self.Transport.STDIO:
+            errors["auth_mode"] = "Per-user OAuth needs a Streamable HTTP upstream (a URL)."
+        if errors:
+            raise ValidationError(errors)
+
+    @property
+    def per_user(self) -> bool:
+        return self.auth_mode == self.AuthMode.USER_OAUTH
 
     @property
     def tools_out_of_sync(self) -> bool:

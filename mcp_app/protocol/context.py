@@ -96,6 +96,9 @@ class RequestContext:
     # "user:<id>", "session:<id>", or "once:<random>" for a caller known for one call only);
     # "" is no one in particular and shares the upstream's one session.
     caller: str = ""
+    # The client's HTTP request headers (lower-cased names, every value), of which an upstream
+    # gets those its operator lists (Upstream.forward_headers); empty off the wire (a worker).
+    request_headers: Mapping[str, Sequence[str]] = field(default_factory=dict)
     # MCP tasks (2025-11-25 core, 2026-07-28 extension); None serves no task methods.
     tasks: TaskStore | None = None
     # Set by tools/call when a tool running inline may still turn the call into a task

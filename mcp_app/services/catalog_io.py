@@ -86,6 +86,8 @@ UPSTREAM_FIELDS = (
     # A stdio upstream: its allow-listed server and what the operator added (credentials by
     # name, as everywhere in a document).
     "transport", "stdio_server", "stdio_args", "stdio_cwd", "stdio_env",
+    # How callers are authorized there: never the OAuth client secret, nor users' connections.
+    "auth_mode", "oauth_client_id", "oauth_scopes", "forward_headers",
 )  # fmt: skip
 ARGUMENT_FIELDS = ("name", "title", "description", "required", "completion_values")
 MESSAGE_FIELDS = ("role", "kind", "text", "mime_type", "uri", "name")

@@ -79,13 +79,14 @@ def request_context(
         "page_size": get_conf().MCP_PAGE_SIZE,
     }
     caller = fields["caller"]
+    headers = fields.get("request_headers")
     return RequestContext(
         version=version,
         catalog=snapshot,
         tools=tools,
-        resources=CatalogResourceReader(caller) if caller else _resource_reader,
-        prompts=UpstreamPromptSource(caller) if caller else _prompt_source,
-        completions=UpstreamCompleter(caller) if caller else _completer,
+        resources=CatalogResourceReader(caller, headers) if caller else _resource_reader,
+        prompts=UpstreamPromptSource(caller, headers) if caller else _prompt_source,
+        completions=UpstreamCompleter(caller, headers) if caller else _completer,
         watcher=UpstreamResourceWatcher(caller) if caller else _watcher,
         **{**defaults, **fields},
     )

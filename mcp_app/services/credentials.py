@@ -42,7 +42,7 @@ from mcp_app.executors.netguard import (
     TooManyRedirectsError,
     safe_url,
 )
-from mcp_app.models import Credential
+from mcp_app.models import Credential, Upstream, UpstreamConnection
 from mcp_app.protocol.results import ToolError
 from mcp_app.services.database import in_thread
 
@@ -123,6 +123,21 @@ def decrypt_secret(credential: Credential) -> str:
         ) from None
 
 
+def decrypt_value(token: str, what: str) -> str:
+    """Return the plain value of ``token`` (made by ``encrypt_secret``); ``what`` names it.
+
+    Raises:
+        CredentialError: no configured key decrypts it.
+    """
+    try:
+        return _fernet().decrypt(token.encode("ascii")).decode("utf-8")
+    except InvalidToken:
+        raise CredentialError(
+            f"The {what} cannot be decrypted with the configured keys (MCP_SECRET_KEYS or "
+            "SECRET_KEY changed?)."
+        ) from None
+
+
 def credential_set_secret(*, credential: Credential, secret: str) -> None:
     """Store ``secret`` on ``credential`` (encrypted; the caller saves the row)."""
     credential.secret_encrypted = encrypt_secret(secret)
@@ -143,7 +158,9 @@ def credential_create(*, name: str, kind: str, secret: str, **fields: Any) -> Cr
 
 @transaction.atomic
 def credential_rotate_all() -> int:
-    """Re-encrypt every stored secret with the first key; return how many rows changed.
+    """Re-encrypt every stored secret with the first key; return how many rows changed:
+    credentials, upstreams' OAuth client secrets, and users' upstream connections (tokens and
+    client secret).
 
     All or nothing: one unreadable row rolls back the whole rotation, so the old keys stay
     needed until it is fixed.
@@ -164,6 +181,29 @@ def credential_rotate_all() -> int:
         # update(), not save(): re-encrypting is not an edit, updated_at stays.
         Credential.objects.filter(pk=credential.pk).update(secret_encrypted=token)
         count += 1
+    for model, names in (
+        (Upstream, ("oauth_client_secret_encrypted",)),
+        (
+            UpstreamConnection,
+            ("access_token_encrypted", "refresh_token_encrypted", "client_secret_encrypted"),
+        ),
+    ):
+        for row in model.objects.select_for_update().order_by("pk"):
+            values = {name: getattr(row, name) for name in names if getattr(row, name)}
+            if not values:
+                continue
+            try:
+                rotated = {
+                    name: fernet.rotate(value.encode("ascii")).decode("ascii")
+                    for name, value in values.items()
+                }
+            except InvalidToken:
+                raise CredentialError(
+                    f"A secret of {model._meta.verbose_name} {row.pk} cannot be decrypted with "
+                    "any configured key; nothing was rotated."
+                ) from None
+            model.objects.filter(pk=row.pk).update(**rotated)
+            count += 1
     return count
 
 

@@ -7,7 +7,7 @@ needs from the rows before a call (a credential's secret) it asks of ``ServiceRe
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from opentelemetry.trace import Status, StatusCode
@@ -27,17 +27,22 @@ from mcp_app.services.upstreams import upstream_target
 
 
 class ServiceResolvers:
-    """The executors' ``Resolvers``: reads they need before a call, done by the services."""
+    """The executors' ``Resolvers`` for one call: reads they need before it, done by the
+    services. ``caller`` is the call's ``RequestContext.caller`` (whose own token a per-user
+    upstream gets), ``request_headers`` the client's (those an upstream forwards)."""
+
+    def __init__(
+        self, caller: str = "", request_headers: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
+        self.caller = caller
+        self.request_headers = request_headers or {}
 
     async def credential(self, name: str, policy: NetworkPolicy) -> HttpAuth:
         # Executors read no rows: the credential's secret is decrypted here.
         return await credential_resolve_by_name(name=name, policy=policy)
 
     async def upstream(self, name: str) -> UpstreamTarget:
-        return await upstream_target(name)
-
-
-RESOLVERS = ServiceResolvers()
+        return await upstream_target(name, caller=self.caller, request_headers=self.request_headers)
 
 
 async def execute_tool(
@@ -72,7 +77,9 @@ async def _execute(
     deadline = Deadline(seconds)
     try:
         async with deadline:
-            prepared = await executor.resolve(key.prepared, RESOLVERS)
+            prepared = await executor.resolve(
+                key.prepared, ServiceResolvers(ctx.request.caller, ctx.request.request_headers)
+            )
             return await executor.run(prepared, arguments, ctx)
     except TimeoutError:
         # A TimeoutError of the tool's own (an upstream call, say) is not this deadline.

@@ -37,14 +37,22 @@ class CatalogResourceReader:
     """Reads resources and resolves resource templates of the catalog; those of an upstream
     in the session of ``caller`` (the request's ``RequestContext.caller``)."""
 
-    def __init__(self, caller: str = "") -> None:
+    def __init__(
+        self, caller: str = "", request_headers: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
         self.caller = caller
+        # The client's request headers, of which an upstream gets those it forwards.
+        self.request_headers = request_headers or {}
 
     async def read_resource(self, resource: ResourceDef) -> Sequence[Mapping[str, Any]]:
         key: ResourceKey = resource.key
         if key.upstream is not None:
             return await upstream_read_resource(
-                key.upstream, key.remote_uri, resource.uri, caller=self.caller
+                key.upstream,
+                key.remote_uri,
+                resource.uri,
+                caller=self.caller,
+                request_headers=self.request_headers,
             )
         if key.file_name is None:
             return [_text_contents(resource.uri, resource.mime_type, key.text or "")]
@@ -61,7 +69,13 @@ class CatalogResourceReader:
             remote_uri = uri
             if key.remote_uri_template != template.uri_template:
                 remote_uri = uritemplate.expand(key.remote_uri_template, dict(variables))
-            return await upstream_read_resource(key.upstream, remote_uri, uri, caller=self.caller)
+            return await upstream_read_resource(
+                key.upstream,
+                remote_uri,
+                uri,
+                caller=self.caller,
+                request_headers=self.request_headers,
+            )
         if key.kind == "template":
             source = str(key.config.get("template", ""))
             text = await asyncio.to_thread(render_template, source, dict(variables))

@@ -34,6 +34,7 @@ from django.utils import timezone
 from mcp_app.executors import mcp_upstream
 from mcp_app.executors.http import global_policy
 from mcp_app.executors.mcp_upstream import (
+    UpstreamAuthRequired,
     UpstreamRefused,
     UpstreamTarget,
     UpstreamUnavailable,
@@ -50,6 +51,7 @@ from mcp_app.models import (
     Tool,
     Upstream,
 )
+from mcp_app.models.connection import forward_header_problem, split_header_names
 from mcp_app.models.fields import validate_icons
 from mcp_app.models.upstream import split_networks
 from mcp_app.protocol.catalog import PromptDef, ResourceTemplateDef
@@ -57,6 +59,7 @@ from mcp_app.protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, InternalEr
 from mcp_app.protocol.results import ToolError
 from mcp_app.services import history
 from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
+from mcp_app.services.connections import user_auth
 from mcp_app.services.credentials import _load as load_credential
 from mcp_app.services.credentials import credential_resolve
 from mcp_app.services.database import in_thread
@@ -73,6 +76,7 @@ _last_success_written: dict[int, datetime.datetime] = {}
 class _Loaded:
     pk: int
     target: UpstreamTarget
+    per_user: bool = False
 
 
 def _load(name: str, *, breaker: bool = True) -> tuple[Upstream, Any]:
@@ -91,17 +95,33 @@ def _load(name: str, *, breaker: bool = True) -> tuple[Upstream, Any]:
     return upstream, loaded
 
 
-async def upstream_resolve(name: str, *, breaker: bool = True) -> _Loaded:
+async def upstream_resolve(
+    name: str,
+    *,
+    breaker: bool = True,
+    caller: str = "",
+    anonymous: bool = False,
+    request_headers: Mapping[str, Sequence[str]] | None = None,
+) -> _Loaded:
     """Read the upstream ``name`` and build the executor's target, credential resolved.
 
     ``breaker=False`` (the health probe) reaches an upstream whose breaker is open too.
+    A per-user upstream carries ``caller``'s own token (``services.connections``), in a
+    session of the caller's own even when the upstream is marked stateless; ``anonymous``
+    (the probe) reaches it with no token at all. Of the client's ``request_headers``, those
+    the upstream's ``forward_headers`` names are sent along (never a denied one, and never
+    over the credential's own headers).
 
     Raises:
-        ToolError: unknown, disabled, breaker open, or the credential cannot be resolved.
+        ToolError: unknown, disabled, breaker open, the credential cannot be resolved, or
+            (per-user) the caller has no connection.
     """
     upstream, loaded = await in_thread(_load)(name, breaker=breaker)
     if upstream.transport == Upstream.Transport.STDIO:
         return await _stdio_resolve(upstream)
+    caller_auth = None
+    if upstream.per_user and not anonymous:
+        caller_auth = await user_auth(upstream, caller)
     networks = tuple(split_networks(upstream.allow_networks))
     headers: Mapping[str, str] = {}
     query: Mapping[str, str] = {}
@@ -110,6 +130,14 @@ async def upstream_resolve(name: str, *, breaker: bool = True) -> _Loaded:
         policy = global_policy().merged(_policy(networks))
         auth = await credential_resolve(loaded=loaded, policy=policy)
         headers, query, secrets = auth.headers, auth.query, auth.secrets
+    if request_headers and upstream.forward_headers:
+        # The credential's own headers win, whatever the case the client wrote them in.
+        taken = {name.lower() for name in headers}
+        forwarded = forwarded_headers(upstream.forward_headers, request_headers)
+        headers = {
+            **{name: value for name, value in forwarded.items() if name.lower() not in taken},
+            **headers,
+        }
     global_networks = tuple(str(network) for network in global_policy().allow_networks)
     target = UpstreamTarget(
         key=f"{upstream.pk}:{upstream.updated_at.isoformat()}:{loaded.version if loaded else ''}",
@@ -121,11 +149,24 @@ async def upstream_resolve(name: str, *, breaker: bool = True) -> _Loaded:
         connect_timeout=upstream.connect_timeout,
         call_timeout=upstream.call_timeout,
         allow_networks=networks + global_networks,
-        stateless=upstream.stateless,
+        stateless=upstream.stateless and caller_auth is None,
         session_idle_seconds=upstream.session_idle_seconds,
         max_sessions=upstream.max_sessions,
     )
-    return _Loaded(pk=upstream.pk, target=target)
+    if caller_auth is not None:
+        target = replace(target, caller_auth=caller_auth, secrets=secrets + caller_auth.secrets())
+    return _Loaded(pk=upstream.pk, target=target, per_user=upstream.per_user)
+
+
+def forwarded_headers(names: str, request_headers: Mapping[str, Sequence[str]]) -> dict[str, str]:
+    """The headers of ``request_headers`` the forward list ``names`` lets through (the first
+    value of each; a denied name is skipped even if a row was saved without validation)."""
+    forwarded = {}
+    for name in split_header_names(names):
+        values = request_headers.get(name.lower())
+        if values and forward_header_problem(name) is None:
+            forwarded[name] = values[0]
+    return forwarded
 
 
 async def _stdio_resolve(upstream: Upstream) -> _Loaded:
@@ -158,13 +199,17 @@ def _policy(networks: tuple[str, ...]) -> NetworkPolicy:
     return NetworkPolicy.build(networks=networks)
 
 
-async def upstream_target(name: str) -> UpstreamTarget:
-    """The upstream ``name`` resolved for one call, reporting back how the call went.
+async def upstream_target(
+    name: str, *, caller: str = "", request_headers: Mapping[str, Sequence[str]] | None = None
+) -> UpstreamTarget:
+    """The upstream ``name`` resolved for one call of ``caller``, reporting back how the call
+    went.
 
     Raises:
-        ToolError: unknown, disabled, breaker open, or the credential cannot be resolved.
+        ToolError: unknown, disabled, breaker open, the credential cannot be resolved, or
+            (per-user) the caller has no connection.
     """
-    loaded = await upstream_resolve(name)
+    loaded = await upstream_resolve(name, caller=caller, request_headers=request_headers)
 
     async def report(failure: str | None) -> None:
         if failure is None:
@@ -323,7 +368,9 @@ def _record_probe(pk: int, outcome: ProbeOutcome) -> str:
             fields["probe_state"] = State.DEGRADED if outcome.slow else State.ACTIVE
             if outcome.revision:
                 fields["protocol_version"] = outcome.revision
-            if not upstream.tools_fingerprint:
+            if not outcome.fingerprint:
+                pass  # tools not listed (a per-user upstream probed without a user)
+            elif not upstream.tools_fingerprint:
                 fields["tools_fingerprint"] = outcome.fingerprint  # the baseline
             elif outcome.fingerprint != upstream.tools_fingerprint and not (
                 upstream.tools_out_of_sync
@@ -355,7 +402,7 @@ async def upstream_probe(name: str) -> str:
     the one a call would keep: the upstream's name, no secret.
     """
     try:
-        loaded = await upstream_resolve(name, breaker=False)
+        loaded = await upstream_resolve(name, breaker=False, anonymous=True)
     except ToolError as exc:
         upstream = await Upstream.objects.filter(name=name).only("pk").afirst()
         if upstream is None:
@@ -377,6 +424,11 @@ async def upstream_probe(name: str) -> str:
             tools = await list_tools(target)
     except TimeoutError:
         outcome = ProbeOutcome(failure=f"The upstream {name!r} did not answer within {limit:g} s.")
+    except UpstreamAuthRequired as exc:
+        # Probed without a user, a per-user upstream answers only that it wants one: alive,
+        # its tools unseen (nothing to compare with the last sync).
+        failure = None if loaded.per_user else exc.detail
+        outcome = ProbeOutcome(failure=failure, slow=time.monotonic() - started > limit / 2)
     except UpstreamUnavailable as exc:
         outcome = ProbeOutcome(failure=exc.detail)
     except ToolError as exc:  # UpstreamRefused: it answered, but not with its tools
@@ -433,7 +485,12 @@ async def upstreams_probe_due() -> dict[str, str]:
 # --- resources and prompts read from an upstream ----------------------------------------------
 
 
-async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) -> Any:
+async def _forward(
+    name: str,
+    call: Callable[[UpstreamTarget], Awaitable[Any]],
+    caller: str = "",
+    request_headers: Mapping[str, Sequence[str]] | None = None,
+) -> Any:
     """Run ``call`` on the upstream ``name`` for a resource read or a prompt get.
 
     The same session, timeouts, breaker and health record as its tools; what comes back has
@@ -445,7 +502,7 @@ async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) 
         InternalError: unknown, disabled or failing upstream, or it could not be reached.
     """
     try:
-        target = await upstream_target(name)
+        target = await upstream_target(name, caller=caller, request_headers=request_headers)
     except ToolError as exc:
         raise _internal_error(exc) from None
     assert target.report is not None
@@ -458,6 +515,10 @@ async def _forward(name: str, call: Callable[[UpstreamTarget], Awaitable[Any]]) 
         raise RelayedError(exc.code if exc.code is not None else INTERNAL_ERROR, message) from None
     except UpstreamUnavailable as exc:
         await target.report(exc.detail)
+        raise _internal_error(exc) from None
+    except ToolError as exc:
+        # Not the upstream's failure: the caller's own (a per-user connection that ended
+        # mid-request). Its message says what to do.
         raise _internal_error(exc) from None
     await target.report(None)
     # Already without the credential's secrets: the executor redacts what it decodes.
@@ -480,7 +541,12 @@ def port_caller(caller: str) -> str:
 
 
 async def upstream_read_resource(
-    name: str, remote_uri: str, uri: str, *, caller: str = ""
+    name: str,
+    remote_uri: str,
+    uri: str,
+    *,
+    caller: str = "",
+    request_headers: Mapping[str, Sequence[str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Read ``remote_uri`` on the upstream ``name`` in ``caller``'s session; contents served
     as our ``uri``.
@@ -490,6 +556,8 @@ async def upstream_read_resource(
     contents = await _forward(
         name,
         lambda target: mcp_upstream.read_resource(target, remote_uri, caller=port_caller(caller)),
+        port_caller(caller),
+        request_headers,
     )
     # The client asked for our URI: the parts that are the resource itself say so.
     return [{**item, "uri": uri} if item.get("uri") == remote_uri else item for item in contents]
@@ -499,8 +567,11 @@ class UpstreamPromptSource:
     """The ``PromptSource`` port: prompts of an upstream are got from it (in the session of
     ``caller``, the request's ``RequestContext.caller``), the rest rendered."""
 
-    def __init__(self, caller: str = "") -> None:
+    def __init__(
+        self, caller: str = "", request_headers: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
         self.caller = port_caller(caller)
+        self.request_headers = request_headers
 
     async def get_prompt(
         self, prompt: PromptDef, arguments: Mapping[str, str]
@@ -513,6 +584,8 @@ class UpstreamPromptSource:
             lambda target: mcp_upstream.get_prompt(
                 target, key.remote_name, arguments, caller=self.caller
             ),
+            self.caller,
+            self.request_headers,
         )
         return result
 
@@ -522,8 +595,11 @@ class UpstreamCompleter:
     there (in the session of ``caller``, as ``UpstreamPromptSource``); an upstream that does
     not complete (method not found) leaves them to the row's own values."""
 
-    def __init__(self, caller: str = "") -> None:
+    def __init__(
+        self, caller: str = "", request_headers: Mapping[str, Sequence[str]] | None = None
+    ) -> None:
         self.caller = port_caller(caller)
+        self.request_headers = request_headers
 
     async def complete(
         self,
@@ -546,6 +622,8 @@ class UpstreamCompleter:
                 lambda target: mcp_upstream.complete(
                     target, ref, argument, value, context_arguments, caller=self.caller
                 ),
+                self.caller,
+                self.request_headers,
             )
         except RelayedError as exc:
             if exc.code == METHOD_NOT_FOUND:
@@ -858,9 +936,9 @@ class UpstreamOffer:
     prompts: list[dict[str, Any]] = field(default_factory=list)
 
 
-async def upstream_list_offer(name: str) -> UpstreamOffer:
+async def upstream_list_offer(name: str, *, caller: str = "") -> UpstreamOffer:
     """List the upstream's tools, resources, templates and prompts, recording the contact like
-    a call.
+    a call (a per-user upstream with ``caller``'s own connection: the operator's).
 
     An upstream without resources or prompts answers their lists with an error: those lists
     are then empty.
@@ -868,7 +946,7 @@ async def upstream_list_offer(name: str) -> UpstreamOffer:
     Raises:
         ToolError: unknown, disabled or failing upstream, or its tools could not be listed.
     """
-    loaded = await upstream_resolve(name)
+    loaded = await upstream_resolve(name, caller=caller)
     offer = UpstreamOffer()
     try:
         offer.tools = await list_tools(loaded.target)

@@ -192,6 +192,7 @@ def _context(
             else None
         ),
         principal=ex.principal.key,
+        request_headers=ex.headers,
         tasks=CatalogTaskStore(state.id),
     )
 

@@ -1,4 +1,6 @@
-"""``manage.py rotate_credentials``: re-encrypt every credential secret with the first key.
+"""``manage.py rotate_credentials``: re-encrypt every credential secret with the first key
+(and the other secrets kept the same way: upstreams' OAuth client secrets, users' upstream
+connections).
 
 Key rotation: put a new key first in MCP_SECRET_KEYS (keep the old ones after it), restart,
 run this command, then remove the old keys. Until it has run, rows made with an old key still
