@@ -11,33 +11,20 @@ from django.urls import reverse
 
 from mcp_app.models import Upstream, UpstreamConnection
 from mcp_app.services.credentials import decrypt_value, encrypt_secret
+from tests.support import admin_forms
 
 
 def upstream_form(**overrides: str) -> dict[str, Any]:
-    data = {
+    """The add form of the per-user OAuth upstream "per-user"."""
+    per_user = {
         "name": "per-user",
-        "description": "",
         "url": "https://up.example/mcp",
-        "credential": "",
-        "enabled": "on",
         "auth_mode": "user_oauth",
         "oauth_client_id": "registered-by-hand",
-        "oauth_client_secret": "",
         "oauth_scopes": "read write",
         "forward_headers": "X-Tenant",
-        "connect_timeout": "5",
-        "call_timeout": "60",
-        "allow_networks": "",
-        "session_idle_seconds": "600",
-        "max_sessions": "100",
-        "failure_threshold": "5",
-        "cooldown_seconds": "30",
-        "probe_interval_seconds": "300",
-        "probe_timeout": "10",
-        "unhealthy_threshold": "3",
     }
-    data.update(overrides)
-    return data
+    return admin_forms.upstream_form(**{**per_user, **overrides})
 
 
 def test_the_upstream_client_secret_is_write_only(admin_client: Client) -> None:
