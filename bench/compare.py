@@ -383,8 +383,9 @@ def modern(method: str, params: dict[str, Any], auth: dict[str, str], name: str 
     return Request(headers, body)
 
 
-def legacy_call(url: str, auth: dict[str, str]) -> Request:
-    """A tools/call on a session opened now (initialize + initialized)."""
+def legacy_call(url: str, auth: dict[str, str], params: dict[str, Any] | None = None) -> Request:
+    """A tools/call (echo, unless ``params``) on a session opened now (initialize +
+    initialized)."""
     headers = {**ACCEPT, **auth}
     init = httpx.post(url, headers=headers, json=initialize_body(), timeout=10)
     init.raise_for_status()
@@ -396,7 +397,7 @@ def legacy_call(url: str, auth: dict[str, str]) -> Request:
     httpx.post(url, headers={**headers, **session}, json=initialized, timeout=10)
     return Request(
         {**headers, **session},
-        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": _echo_params()},
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params or _echo_params()},
     )
 
 
