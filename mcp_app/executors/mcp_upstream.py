@@ -43,6 +43,7 @@ import functools
 import hashlib
 import itertools
 import logging
+import ssl
 import weakref
 from collections.abc import (
     AsyncGenerator,
@@ -56,6 +57,7 @@ from collections.abc import (
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
+import certifi
 import httpx
 import orjson
 from django import forms
@@ -87,6 +89,8 @@ from mcp_app.protocol.results import (
 )
 
 logger = logging.getLogger(__name__)
+# How long a response's stream is read past its answer so its connection is kept (_drain).
+DRAIN_SECONDS = 0.1
 
 # What we offer at initialize, newest first; an upstream answering anything else is refused.
 CLIENT_VERSIONS: tuple[str, ...] = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -750,6 +754,13 @@ class _SessionExpired(Exception):
     pass
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One certificate-checking context for every session's client: each client building its
+    own loads the CA bundle again (about 0.7 MiB and 16 ms a session, docs/performance.md)."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
 async def _session(target: UpstreamTarget, key: str, *, one_call: bool = False) -> _Session:
     """The session ``key`` of this loop, opened if needed and marked busy (``_release``).
 
@@ -763,7 +774,9 @@ async def _session(target: UpstreamTarget, key: str, *, one_call: bool = False) 
         timeout = httpx.Timeout(
             target.call_timeout, connect=target.connect_timeout, pool=target.connect_timeout
         )
-        client = httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout)
+        client = httpx.AsyncClient(
+            trust_env=False, follow_redirects=False, timeout=timeout, verify=_tls_context()
+        )
         session = sessions[key] = _Session(
             client=client, upstream=target.key, target=target, last_used=loop.time()
         )
@@ -1324,9 +1337,12 @@ async def _read_stream(
     ctx: ToolCallContext | None,
 ) -> dict[str, Any]:
     """Read SSE events until the response to ``request_id``, relaying notifications."""
-    async for message in _sse_messages(target, response):
+    messages = _sse_messages(target, response)
+    async for message in messages:
         if "method" not in message:
-            return _response_result(target, message, request_id)
+            result = _response_result(target, message, request_id)
+            await _drain(messages)
+            return result
         if "id" in message:
             await _answer_server_request(target, session, message, ctx)
         else:
@@ -1334,6 +1350,20 @@ async def _read_stream(
             if ctx is not None:
                 await _relay_notification(message, ctx)
     raise UpstreamUnavailable(f"The upstream {target.name!r} closed the stream before answering.")
+
+
+async def _drain(messages: AsyncIterator[dict[str, Any]]) -> None:
+    """Read a response's stream to its end, briefly, once its answer came.
+
+    A server ends the stream after the answer (the spec says it should); reading to that end
+    lets httpx put the connection back in the pool, where closing the response early would
+    drop it, and every call would open a connection of its own. A server that keeps the
+    stream open costs at most ``DRAIN_SECONDS``; what comes after the answer is not ours.
+    """
+    with contextlib.suppress(TimeoutError, httpx.HTTPError, UpstreamUnavailable):
+        async with asyncio.timeout(DRAIN_SECONDS):
+            async for _ in messages:
+                pass
 
 
 async def _relay_notification(message: Mapping[str, Any], ctx: ToolCallContext) -> None:

@@ -150,6 +150,14 @@ async def test_a_session_is_reused_across_calls(server, ctx):
     assert session.session_id
 
 
+async def test_calls_in_a_session_reuse_its_connection(server, ctx):
+    # The answer ends the call's stream; reading it to that end keeps the connection for the
+    # next call instead of opening one per call (docs/performance.md, "Upstream relay").
+    await database_sync_to_async(make_upstream)(server.url)
+    peers = [(await call("peer", {}, ctx)).content[0]["text"] for _ in range(5)]
+    assert len(set(peers)) == 1, peers
+
+
 async def test_concurrent_first_calls_open_one_session(server, ctx):
     await database_sync_to_async(make_upstream)(server.url)
     texts = [f"call {number}" for number in range(8)]

@@ -20,6 +20,7 @@ cancellation seen, the headers a call carried). Tools:
 * ``grow()``: adds the tool ``grown`` and sends ``notifications/tools/list_changed``
 * ``die()``: the process exits mid-call
 * ``headers()``: the Authorization and X-Api-Key headers it received, as structuredContent
+* ``peer()``: the address and port the call's HTTP request came from (connection reuse)
 * ``leak()``: echoes the credential it received (Authorization, X-Api-Key, the query) through
   every channel: progress, a log notification, an elicitation and a sampling question, the
   result's text, image, embedded resource, structuredContent and _meta
@@ -244,6 +245,12 @@ async def grow(ctx: Context) -> str:
 @server.tool(description="Exits the process mid-call.")
 def die() -> str:
     os._exit(3)
+
+
+@server.tool(description="The address and port this call's HTTP request came from.")
+def peer(ctx: Context) -> str:
+    client = getattr(ctx.request_context.request, "client", None)
+    return f"{client.host}:{client.port}" if client is not None else "unknown"
 
 
 @server.tool(description="The credential headers this call carried.")
