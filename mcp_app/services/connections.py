@@ -17,6 +17,7 @@ naming the Connections page.
 
 Disconnecting (``connection_revoke``, by the user or an operator): the tokens are revoked at
 the authorization server where it offers revocation (RFC 7009) and the row is deleted.
+Deleting an upstream disconnects all its users first (``upstream_connections_revoke``).
 
 Every request to the upstream and its authorization server goes through the SSRF guard
 with the upstream's allow-list. Tokens, codes, verifiers and client secrets are never
@@ -838,6 +839,38 @@ def connection_revoke(connection: UpstreamConnection) -> bool:
             token.gone = True
         row.delete()
         logger.info("Connection %s of user %s revoked and deleted", row.pk, row.user_id)
+    return confirmed
+
+
+# How long deleting an upstream spends telling its authorization server about its users'
+# connections; those left are deleted without it (logged).
+REVOKE_ALL_SECONDS = 30.0
+
+
+def upstream_connections_revoke(
+    upstream: Upstream, *, budget_seconds: float = REVOKE_ALL_SECONDS
+) -> int:
+    """Revoke every user's connection to ``upstream`` (``connection_revoke``: best effort,
+    each request bounded by ``REQUEST_SECONDS``), before the upstream is deleted; return how
+    many the server confirmed.
+
+    Once ``budget_seconds`` have passed the rest are deleted without telling the server, so
+    deleting an upstream whose authorization server hangs takes bounded time; each is logged
+    by id (never a token).
+    """
+    deadline = time.monotonic() + budget_seconds
+    confirmed = 0
+    for connection in UpstreamConnection.objects.filter(upstream=upstream).order_by("pk"):
+        if time.monotonic() >= deadline:
+            logger.warning(
+                "Connection %s of user %s deleted with upstream %s, not revoked: out of time",
+                connection.pk,
+                connection.user_id,
+                upstream.name,
+            )
+            connection.delete()
+            continue
+        confirmed += connection_revoke(connection)
     return confirmed
 
 
