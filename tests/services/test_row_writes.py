@@ -21,6 +21,7 @@ from mcp_app.services import history
 from mcp_app.services.api_tokens import api_token_create
 from mcp_app.services.catalog_io import FORMAT
 from mcp_app.services.catalog_writes import endpoint_create, tool_create, tool_update
+from mcp_app.services.credentials import credential_create
 from tests.api.conftest import CATALOG_PERMISSIONS, make_user
 from tests.support.admin_forms import upstream_form
 
@@ -164,6 +165,36 @@ def test_a_revert_through_the_api_runs_the_write_paths_checks_and_names_its_user
     assert (latest.history_change_reason, latest.history_user.username) == (history.API, "robot")
     # The refusal saved nothing: the versions are the three writes and the revert.
     assert moving.history.count() == 4
+
+
+def test_a_revert_through_the_api_refuses_a_config_naming_a_credential_gone_since(
+    api: APIClient,
+) -> None:
+    gh = credential_create(name="gh", kind="bearer", secret="s3cret-5512")
+    url = "https://api.example/"
+    repo = tool_create(
+        name="repo",
+        kind="http",
+        description="A repo.",
+        config={"method": "GET", "url": url, "credential": "gh"},
+    )
+    first = repo.history.latest().history_id
+    tool_update(tool=repo, data={"config": {"method": "GET", "url": url}})
+    gh.delete()
+
+    refused = api.post(f"/api/v1/tools/{repo.pk}/revert/", {"history_id": first})
+
+    assert refused.status_code == 400
+    assert refused.json()["errors"] == [
+        {
+            "path": "config.credential",
+            "message": "No credential named 'gh' here.",
+            "code": "invalid",
+        }
+    ]
+    repo.refresh_from_db()
+    assert repo.config == {"method": "GET", "url": url}
+    assert repo.history.count() == 2
 
 
 def test_a_delete_is_refused_alike_while_in_use_and_records_who_deleted(
