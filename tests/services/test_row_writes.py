@@ -5,6 +5,7 @@ uses, recording who deleted."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -16,12 +17,22 @@ from rest_framework.test import APIClient
 
 from mcp_app.api import serializers as api_serializers
 from mcp_app.api import views as api_views
-from mcp_app.models import Credential, Endpoint, Prompt, Resource, ResourceTemplate, Tool, Upstream
+from mcp_app.models import (
+    Credential,
+    Endpoint,
+    Prompt,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    Upstream,
+    UpstreamConnection,
+)
 from mcp_app.services import history
 from mcp_app.services.api_tokens import api_token_create
 from mcp_app.services.catalog_io import FORMAT
 from mcp_app.services.catalog_writes import endpoint_create, tool_create, tool_update
-from mcp_app.services.credentials import credential_create
+from mcp_app.services.connections import upstream_connections_revoke
+from mcp_app.services.credentials import credential_create, encrypt_secret
 from tests.api.conftest import CATALOG_PERMISSIONS, make_user
 from tests.support.admin_forms import upstream_form
 
@@ -250,3 +261,32 @@ def test_a_delete_is_refused_alike_while_in_use_and_records_who_deleted(
         "by-import": (history.IMPORT, "robot"),
     }
     assert by_import.pk not in set(Upstream.objects.values_list("pk", flat=True))
+
+
+def test_connections_left_when_the_time_is_up_are_deleted_unrevoked_and_logged(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Deleting an upstream whose authorization server hangs takes bounded time: past the
+    budget a connection is deleted without asking the server, and said so (no token)."""
+    upstream = Upstream.objects.create(
+        name="own", url="https://own.example/mcp", auth_mode=Upstream.AuthMode.USER_OAUTH
+    )
+    token = "at-s3cret-9911"
+    UpstreamConnection.objects.create(
+        user=User.objects.create_user("carol"),
+        upstream=upstream,
+        issuer="https://as.example",
+        token_endpoint="https://as.example/token",
+        revocation_endpoint="https://as.example/revoke",
+        resource="https://own.example/mcp",
+        client_id="mcphost",
+        access_token_encrypted=encrypt_secret(token),
+    )
+
+    with caplog.at_level(logging.INFO, logger="mcp_app.services.connections"):
+        confirmed = upstream_connections_revoke(upstream, budget_seconds=0)
+
+    assert confirmed == 0
+    assert not UpstreamConnection.objects.exists()
+    assert "deleted with upstream own, not revoked: out of time" in caplog.text
+    assert token not in caplog.text
