@@ -17,7 +17,8 @@ itself (``tests/services/test_catalog_writes.py`` checks).
 - ``row_delete``: refused while ``services.references`` finds the row in use (the API's 409,
   the admin's protected list, import prune's error); the history's deletion row names who
   deleted. An upstream's users' OAuth connections are revoked at its authorization server
-  first (``connections.upstream_connections_revoke``: best effort, bounded time).
+  once the delete commits (``connections.upstream_connections_revoke``: best effort, bounded
+  time; a dry run or a refused import revokes nothing).
 """
 
 from __future__ import annotations
@@ -82,7 +83,8 @@ def _rows(row: models.Model, name: str, pks: list[int]) -> list[models.Model]:
 
 def row_delete(row: models.Model, *, actor: Actor, source: str | None) -> None:
     """Delete ``row`` (a catalog row, an upstream, a credential) unless something uses it;
-    an upstream's users' connections are revoked at its authorization server first.
+    an upstream's users' connections are revoked at its authorization server once the delete
+    commits.
 
     Raises:
         RowInUseError: ``services.references`` finds rows using it; nothing was deleted.

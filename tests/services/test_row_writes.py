@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from django.contrib import admin
 from django.contrib.auth.models import User
+from django.db import transaction
 from django.test import Client
 from django.urls import reverse
 from rest_framework.test import APIClient
@@ -29,7 +30,7 @@ from mcp_app.models import (
 )
 from mcp_app.services import history
 from mcp_app.services.api_tokens import api_token_create
-from mcp_app.services.catalog_io import FORMAT
+from mcp_app.services.catalog_io import FORMAT, catalog_import
 from mcp_app.services.catalog_writes import endpoint_create, tool_create, tool_update
 from mcp_app.services.connections import upstream_connections_revoke
 from mcp_app.services.credentials import credential_create, encrypt_secret
@@ -263,30 +264,69 @@ def test_a_delete_is_refused_alike_while_in_use_and_records_who_deleted(
     assert by_import.pk not in set(Upstream.objects.values_list("pk", flat=True))
 
 
-def test_connections_left_when_the_time_is_up_are_deleted_unrevoked_and_logged(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    """Deleting an upstream whose authorization server hangs takes bounded time: past the
-    budget a connection is deleted without asking the server, and said so (no token)."""
+def per_user_upstream(token: str) -> Upstream:
+    """A per-user upstream with carol's connection; its authorization server's revocation
+    endpoint is on loopback, which the upstream's networks do not allow: asking it fails at
+    once, and says so in the log."""
     upstream = Upstream.objects.create(
         name="own", url="https://own.example/mcp", auth_mode=Upstream.AuthMode.USER_OAUTH
     )
-    token = "at-s3cret-9911"
     UpstreamConnection.objects.create(
         user=User.objects.create_user("carol"),
         upstream=upstream,
         issuer="https://as.example",
         token_endpoint="https://as.example/token",
-        revocation_endpoint="https://as.example/revoke",
+        revocation_endpoint="http://127.0.0.1:9/revoke",
         resource="https://own.example/mcp",
         client_id="mcphost",
         access_token_encrypted=encrypt_secret(token),
     )
+    return upstream
 
-    with caplog.at_level(logging.INFO, logger="mcp_app.services.connections"):
-        confirmed = upstream_connections_revoke(upstream, budget_seconds=0)
 
-    assert confirmed == 0
+def test_connections_left_when_the_time_is_up_are_deleted_unrevoked_and_logged(
+    caplog: pytest.LogCaptureFixture, django_capture_on_commit_callbacks: Any
+) -> None:
+    """Deleting an upstream whose authorization server hangs takes bounded time: past the
+    budget a connection is not revoked, and the log says so (no token)."""
+    token = "at-s3cret-9911"
+    upstream = per_user_upstream(token)
+
+    with (
+        caplog.at_level(logging.INFO, logger="mcp_app.services.connections"),
+        django_capture_on_commit_callbacks(execute=True),
+        transaction.atomic(),
+    ):
+        upstream_connections_revoke(upstream, budget_seconds=0)
+        upstream.delete()
+
     assert not UpstreamConnection.objects.exists()
     assert "deleted with upstream own, not revoked: out of time" in caplog.text
+    assert "revocation failed" not in caplog.text
     assert token not in caplog.text
+
+
+def test_an_upstream_deleted_only_in_a_dry_run_keeps_its_users_connections(
+    caplog: pytest.LogCaptureFixture, django_capture_on_commit_callbacks: Any
+) -> None:
+    token = "at-s3cret-4410"
+    per_user_upstream(token)
+
+    with (
+        caplog.at_level(logging.INFO, logger="mcp_app.services.connections"),
+        django_capture_on_commit_callbacks(execute=True),
+    ):
+        catalog_import(document={"format": FORMAT}, prune=True, dry_run=True)
+    # The real delete asks the authorization server (here: refused at once by the guard).
+    with (
+        caplog.at_level(logging.INFO, logger="mcp_app.services.connections"),
+        django_capture_on_commit_callbacks(execute=True) as committed,
+    ):
+        report = catalog_import(document={"format": FORMAT}, prune=True)
+
+    assert [(change.action, change.key) for change in report.changes] == [("delete", "own")]
+    assert committed
+    assert caplog.text.count("revocation failed") == 1
+    assert "Upstream own deleted: 0 of 1 connection(s) revoked" in caplog.text
+    assert token not in caplog.text
+    assert not UpstreamConnection.objects.exists()
