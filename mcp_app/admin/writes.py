@@ -15,6 +15,7 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
@@ -66,9 +67,11 @@ class CatalogRowAdmin(CatalogHistoryAdmin):
         row_delete(obj, actor=request.user, source=history.ADMIN)
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
-        # Row by row, so each passes the write path (Django's default deletes in bulk).
-        for row in queryset:
-            row_delete(row, actor=request.user, source=history.ADMIN)
+        # Row by row, so each passes the write path (Django's default deletes in bulk); all
+        # or nothing.
+        with transaction.atomic():
+            for row in queryset:
+                row_delete(row, actor=request.user, source=history.ADMIN)
 
 
 class SettingRowAdmin(CatalogRowAdmin):

@@ -24,6 +24,7 @@ itself (``tests/services/test_catalog_writes.py`` checks).
 from __future__ import annotations
 
 import logging
+from typing import cast
 
 from django.db import models, transaction
 
@@ -76,8 +77,7 @@ def row_revert(row: Row, *, history_id: int, actor: Actor, source: str | None) -
 
 
 def _rows(row: models.Model, name: str, pks: list[int]) -> list[models.Model]:
-    model = row._meta.get_field(name).related_model
-    assert isinstance(model, type) and issubclass(model, models.Model)
+    model = cast(type[models.Model], row._meta.get_field(name).related_model)
     return list(model._default_manager.filter(pk__in=pks))
 
 

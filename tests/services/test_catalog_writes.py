@@ -337,7 +337,10 @@ def test_an_upstream_prompt_with_messages_is_refused_by_every_interface_in_the_s
 
 APP = Path(mcp_app.__file__).parent
 # What takes catalog input from outside: each writes catalog rows through
-# services.catalog_writes, and names no tool kind (the kinds' executors answer for them).
+# services.catalog_writes (upstreams, credentials, reverts and deletes through
+# services.row_writes), and names no tool kind (the kinds' executors answer for them). Django's
+# and DRF's own saves and deletes are not greppable: tests/services/test_row_writes.py checks
+# that every admin, serializer and viewset of these rows replaces them.
 INTERFACES = sorted(
     [
         *(APP / "admin").glob("*.py"),
