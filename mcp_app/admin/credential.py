@@ -5,13 +5,13 @@ from __future__ import annotations
 from django.contrib import admin
 
 from mcp_app.admin.forms import CredentialForm
-from mcp_app.admin.history import CatalogHistoryAdmin
 from mcp_app.admin.protection import InUseProtectedAdmin
+from mcp_app.admin.writes import SettingRowAdmin
 from mcp_app.models import Credential
 
 
 @admin.register(Credential)
-class CredentialAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
+class CredentialAdmin(InUseProtectedAdmin, SettingRowAdmin):
     form = CredentialForm
     list_display = ["name", "kind", "secret_status", "updated_at"]
     list_filter = ["kind"]

@@ -27,8 +27,8 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from mcp_app.admin.connection import UpstreamForm
-from mcp_app.admin.history import CatalogHistoryAdmin
 from mcp_app.admin.protection import InUseProtectedAdmin
+from mcp_app.admin.writes import SettingRowAdmin
 from mcp_app.executors.mcp_upstream import close_sessions
 from mcp_app.models import Endpoint, Tool, Upstream
 from mcp_app.protocol.results import ToolError
@@ -46,7 +46,7 @@ from mcp_app.services.upstreams import (
 
 
 @admin.register(Upstream)
-class UpstreamAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
+class UpstreamAdmin(InUseProtectedAdmin, SettingRowAdmin):
     form = UpstreamForm
     list_display = [
         "name", "transport", "url", "enabled", "probe_state", "health", "tools_state",

@@ -1,9 +1,11 @@
-"""Catalog admins save through the write path (``services.catalog_writes``), never on their own.
+"""Catalog admins save and delete through the write path (``services.catalog_writes``,
+``services.row_writes``), never on their own.
 
 ``CatalogRowAdmin`` hands the form's row and its many-to-many fields to ``catalog_row_save``
-(as the signed-in user, from "admin"); ``CatalogRowForm`` leaves those fields to it, and turns
-the write path's errors into the form's. Plain forms check early with ``catalog_row_check``
-so its errors appear beside the fields; the save checks again.
+(as the signed-in user, from "admin") and deletes with ``row_delete``; ``SettingRowAdmin``
+saves upstreams and credentials with ``setting_row_save``. ``CatalogRowForm`` leaves those
+fields to it, and turns the write path's errors into the form's. Plain forms check early with
+``catalog_row_check`` so its errors appear beside the fields; the save checks again.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from mcp_app.admin.history import CatalogHistoryAdmin
 from mcp_app.executors import get_executors
 from mcp_app.services import history
 from mcp_app.services.catalog_writes import RELATIONS, catalog_row_check, catalog_row_save
+from mcp_app.services.row_writes import row_delete, setting_row_save
 
 
 class CatalogRowForm(forms.ModelForm):
@@ -50,12 +55,30 @@ class CatalogRowForm(forms.ModelForm):
 
 
 class CatalogRowAdmin(CatalogHistoryAdmin):
-    """Saves the row and its relations with ``catalog_row_save``."""
+    """Saves the row and its relations with ``catalog_row_save``; deletes rows (the delete
+    page and "delete selected") with ``row_delete``, one by one."""
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         catalog_row_save(
             obj, relations=form_relations(form), actor=request.user, source=history.ADMIN
         )
+
+    def delete_model(self, request: HttpRequest, obj: Any) -> None:
+        row_delete(obj, actor=request.user, source=history.ADMIN)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
+        # Row by row, so each passes the write path (Django's default deletes in bulk); all
+        # or nothing.
+        with transaction.atomic():
+            for row in queryset:
+                row_delete(row, actor=request.user, source=history.ADMIN)
+
+
+class SettingRowAdmin(CatalogRowAdmin):
+    """An upstream's or a credential's admin: saves with ``setting_row_save``."""
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        setting_row_save(obj, actor=request.user, source=history.ADMIN)
 
 
 def form_relations(form: forms.BaseForm) -> dict[str, list[Any]]:

@@ -46,6 +46,7 @@ from mcp_app.services.catalog_writes import (
     tool_values,
 )
 from mcp_app.services.credentials import credential_set_secret
+from mcp_app.services.row_writes import setting_row_save
 
 ACCESS_FIELDS = ["required_scope", "allowed_groups"]
 _M2M = ("endpoints", "allowed_groups", "tools", "resources", "resource_templates", "prompts")
@@ -336,7 +337,30 @@ def _parts(model: type[Any], items: Any) -> list[Any] | None:
     return None if items is None else [model(**values) for values in items]
 
 
-class CredentialSerializer(ModelCheckedSerializer):
+class SettingRowSerializer(ModelCheckedSerializer):
+    """An upstream or a credential: checked here, then saved through the write path
+    (``setting_row_save``) as the API's user."""
+
+    def create(self, validated_data: dict[str, Any]) -> Any:
+        return self._save(validated_data)
+
+    def update(self, instance: Any, validated_data: dict[str, Any]) -> Any:
+        return self._save(validated_data)
+
+    def _save(self, validated_data: Mapping[str, Any]) -> Any:
+        row = self.checked
+        try:
+            setting_row_save(
+                row,
+                actor=self.context["request"].user,
+                source=history.API,
+            )
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(django_errors(exc)) from None
+        return row
+
+
+class CredentialSerializer(SettingRowSerializer):
     secret = serializers.CharField(
         write_only=True,
         required=False,
@@ -356,15 +380,18 @@ class CredentialSerializer(ModelCheckedSerializer):
         read_only_fields = ["created_at", "updated_at"]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        secret = attrs.pop("secret", "")
-        if secret:
-            attrs["secret_encrypted"] = _encrypted(secret)
-        elif self.instance is None:
+        secret = attrs.get("secret", "")
+        if not secret and self.instance is None:
             raise serializers.ValidationError({"secret": ["Enter the secret."]})
-        return super().validate(attrs)
+        row = Credential() if self.instance is None else Credential.objects.get(pk=self.instance.pk)
+        if secret:
+            credential_set_secret(credential=row, secret=secret)  # stored encrypted, never echoed
+        _full_clean(row, attrs)
+        self.checked = row
+        return attrs
 
 
-class UpstreamSerializer(ModelCheckedSerializer):
+class UpstreamSerializer(SettingRowSerializer):
     credential = serializers.SlugRelatedField(
         slug_field="name",
         queryset=Credential.objects.all(),
@@ -394,12 +421,6 @@ class UpstreamSerializer(ModelCheckedSerializer):
             "tools_out_of_sync", "probe_state", "last_probe_at", "probe_failures",
             "tools_fingerprint", "created_at", "updated_at",
         ]  # fmt: skip
-
-
-def _encrypted(secret: str) -> str:
-    holder = Credential()
-    credential_set_secret(credential=holder, secret=secret)
-    return holder.secret_encrypted
 
 
 class CallLogSerializer(serializers.ModelSerializer):

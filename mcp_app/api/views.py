@@ -74,7 +74,8 @@ from mcp_app.services.catalog_io import (
     catalog_permissions_missing,
 )
 from mcp_app.services.catalog_writes import catalog_row_enable
-from mcp_app.services.references import RowInUseError, ensure_unused
+from mcp_app.services.references import RowInUseError
+from mcp_app.services.row_writes import row_delete, row_revert
 from mcp_app.services.sessions import session_close
 from mcp_app.services.try_it import tool_try
 from mcp_app.services.upstreams import (
@@ -178,12 +179,15 @@ class ConditionalMixin:
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         with transaction.atomic():
             row = self.locked_object(request)
-            try:
-                ensure_unused(row)
-            except RowInUseError as exc:
-                raise InUse(exc) from None
-            self.perform_destroy(row)  # type: ignore[attr-defined]
+            self.perform_destroy(row)
         return Response(status=status.HTTP_204_NO_CONTENT)
+
+    def perform_destroy(self, instance: Any) -> None:
+        """Delete through the write path, as the API's user (409 while the row is in use)."""
+        try:
+            row_delete(instance, actor=self.request.user, source=history.API)  # type: ignore[attr-defined]
+        except RowInUseError as exc:
+            raise InUse(exc) from None
 
     def locked_object(self, request: Request) -> Any:
         """Return the row, locked until the transaction ends, once its preconditions hold.
@@ -244,8 +248,8 @@ HISTORY_LIMIT = 200
 class HistoryMixin(ConditionalMixin):
     """A row's history as the admin shows it: ``GET .../history/`` (its versions, newest
     first), ``GET .../diff/?a=&b=`` (two versions compared, field by field) and
-    ``POST .../revert/`` (``services.history.history_revert``, under ``If-Match`` like any
-    write; a version naming a row that is gone is refused, 400)."""
+    ``POST .../revert/`` (``services.row_writes.row_revert``: the write path's checks, under
+    ``If-Match`` like any write; a version naming a row that is gone is refused, 400)."""
 
     action_permissions = {"versions": ["view"], "diff": ["view"], "revert": ["change"]}
 
@@ -294,15 +298,15 @@ class HistoryMixin(ConditionalMixin):
     @extend_schema(request=s.RevertSerializer)
     @action(detail=True, methods=["post"])
     def revert(self, request: Request, pk: str | None = None) -> Response:
-        """Give the row back its values of one version, saved as an edit (validation, catalog
-        signals, a new version of its own recorded as "api")."""
+        """Give the row back its values of one version, saved through the write path as an
+        edit (its checks, catalog signals, a new version of its own recorded as "api")."""
         payload = s.RevertSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         history_id = payload.validated_data["history_id"]
 
         def write(row: Any) -> None:
             try:
-                history.history_revert(row=row, history_id=history_id)
+                row_revert(row, history_id=history_id, actor=request.user, source=history.API)
             except ObjectDoesNotExist:
                 raise ValidationError({"history_id": ["No such version of this row."]}) from None
 

@@ -55,6 +55,7 @@ from mcp_app.services.catalog_writes import (
     tool_values,
 )
 from mcp_app.services.references import in_use_message, references_to
+from mcp_app.services.row_writes import row_delete, setting_row_save
 
 FORMAT = "mcphost-catalog/1"
 
@@ -1036,7 +1037,7 @@ class _Importer:
                     stored_files=stored,
                 )
             else:
-                row.save()
+                setting_row_save(row, actor=self.user, source=history.IMPORT)
             fields = () if plan.created else tuple(plan.changed)
             action = "create" if plan.created else "update"
             self.report.changes.append(Change(action, plan.section, plan.key, fields))
@@ -1126,10 +1127,10 @@ class _Importer:
                     )
                     continue
                 self.report.changes.append(Change("delete", section, _key(section, row)))
-                row.delete()
+                row_delete(row, actor=self.user, source=history.IMPORT)
 
 
-# Sections whose rows are written through services.catalog_writes (upstreams have their own).
+# Sections whose rows are written through services.catalog_writes (upstreams: row_writes).
 _WRITE_PATH = frozenset({"endpoints", "tools", "resources", "resource_templates", "prompts"})
 
 

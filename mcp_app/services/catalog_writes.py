@@ -16,10 +16,10 @@ put errors beside their own fields, but the rules live only here, in three steps
   versions and send list_changed.
 
 Every write function here takes ``actor``, the user acting (None: the request's, or nobody),
-and runs inside ``_writing``: a rule about who may change which rows (an endpoint's owners)
-has that one place, and no interface can go around it. Upstreams and credentials are written
-by their own services (``services/upstreams.py``, ``services/credentials.py``); nothing here
-names a tool kind.
+and runs inside ``writing``: a rule about who may change which rows (an endpoint's owners)
+has that one place, and no interface can go around it. Upstreams and credentials, reverts
+and deletes are written by ``services/row_writes.py``, inside the same ``writing``; nothing
+here names a tool kind.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def tool_values(*, tool: Tool | None, data: Mapping[str, Any]) -> dict[str, Any]
 
 
 @contextlib.contextmanager
-def _writing(row: models.Model, *, actor: Actor, source: str | None) -> Iterator[None]:
+def writing(row: models.Model, *, actor: Actor, source: str | None) -> Iterator[None]:
     """Run one write of ``row`` (or of its parts) by ``actor``: in a transaction, with every
     history row and membership change written stamped with ``actor`` and ``source``.
 
@@ -172,7 +172,7 @@ def catalog_row_save(
     Raises:
         ValidationError: by field name; nothing was written.
     """
-    with _writing(row, actor=actor, source=source):
+    with writing(row, actor=actor, source=source):
         catalog_row_check(row, relations=relations, upstreams=upstreams)
         for name, path in (stored_files or {}).items():
             setattr(row, name, path)
@@ -192,7 +192,7 @@ def catalog_row_relations_set(
     Raises:
         ValidationError: a tool's name is taken on an endpoint it would join; nothing changed.
     """
-    with _writing(row, actor=actor, source=source):
+    with writing(row, actor=actor, source=source):
         if isinstance(row, Tool) and (endpoints := relations.get("endpoints")) is not None:
             _check_name_on(row, [endpoint.pk for endpoint in endpoints], "endpoints")
         _relations_set(row, relations)
@@ -211,7 +211,7 @@ def catalog_row_enable(row: CatalogRow, *, enabled: bool, actor: Actor, source: 
     """
     if row.enabled == enabled:
         return
-    with _writing(row, actor=actor, source=source):
+    with writing(row, actor=actor, source=source):
         row.enabled = enabled
         row.save(update_fields=["enabled", "updated_at"])
 
@@ -230,7 +230,7 @@ def catalog_row_attach(
     """
     if not endpoint_ids:
         return
-    with _writing(row, actor=actor, source=source):
+    with writing(row, actor=actor, source=source):
         if isinstance(row, Tool):
             _check_name_on(row, endpoint_ids, "endpoints")
         row.endpoints.add(*endpoint_ids)
@@ -246,7 +246,7 @@ def catalog_row_detach(
     """Stop publishing ``row`` on the endpoints ``endpoint_ids``."""
     if not endpoint_ids:
         return
-    with _writing(row, actor=actor, source=source):
+    with writing(row, actor=actor, source=source):
         row.endpoints.remove(*endpoint_ids)
 
 
@@ -465,7 +465,7 @@ def prompt_create(
         ValidationError: a field is invalid.
     """
     prompt = Prompt(name=name, description=description, **fields)
-    with _writing(prompt, actor=actor, source=source):  # all or nothing
+    with writing(prompt, actor=actor, source=source):  # all or nothing
         catalog_row_save(
             prompt, actor=actor, source=source, relations={"endpoints": list(endpoints)}
         )
@@ -510,7 +510,7 @@ def prompt_parts_set(
     Raises:
         ValidationError: a part is invalid; nothing was written.
     """
-    with _writing(prompt, actor=actor, source=source):
+    with writing(prompt, actor=actor, source=source):
         if messages is not None:
             prompt_messages_check(prompt, messages)
         if arguments is not None:
@@ -529,7 +529,7 @@ def prompt_part_save(
     Raises:
         ValidationError: the part is invalid, or a message of a prompt read from an upstream.
     """
-    with _writing(part.prompt, actor=actor, source=source):
+    with writing(part.prompt, actor=actor, source=source):
         if isinstance(part, PromptMessage):
             prompt_messages_check(part.prompt, [part])
         part.full_clean()
@@ -540,7 +540,7 @@ def prompt_part_delete(
     part: PromptArgument | PromptMessage, *, actor: Actor, source: str | None
 ) -> None:
     """Delete one argument or message of a prompt."""
-    with _writing(part.prompt, actor=actor, source=source):
+    with writing(part.prompt, actor=actor, source=source):
         part.delete()
 
 

@@ -17,6 +17,8 @@ naming the Connections page.
 
 Disconnecting (``connection_revoke``, by the user or an operator): the tokens are revoked at
 the authorization server where it offers revocation (RFC 7009) and the row is deleted.
+Deleting an upstream revokes all its users' connections once the delete commits
+(``upstream_connections_revoke``).
 
 Every request to the upstream and its authorization server goes through the SSRF guard
 with the upstream's allow-list. Tokens, codes, verifiers and client secrets are never
@@ -34,6 +36,7 @@ import secrets
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 from urllib.parse import quote_plus, urlencode, urlsplit, urlunsplit
 
@@ -838,6 +841,61 @@ def connection_revoke(connection: UpstreamConnection) -> bool:
             token.gone = True
         row.delete()
         logger.info("Connection %s of user %s revoked and deleted", row.pk, row.user_id)
+    return confirmed
+
+
+# How long deleting an upstream spends telling its authorization server about its users'
+# connections; those left are not told (logged).
+REVOKE_ALL_SECONDS = 30.0
+
+
+def upstream_connections_revoke(
+    upstream: Upstream, *, budget_seconds: float = REVOKE_ALL_SECONDS
+) -> None:
+    """Revoke every user's connection to ``upstream`` at its authorization server (as
+    ``connection_revoke`` does: best effort, each request bounded by ``REQUEST_SECONDS``) once
+    the transaction deleting the upstream commits; the rows go with the upstream.
+
+    Nothing is revoked if that transaction rolls back (a dry run, an import refused later):
+    the users keep working connections. Once ``budget_seconds`` have passed the rest are not
+    told, so deleting an upstream whose authorization server hangs takes bounded time; each
+    is logged by id, never a token. Call it inside the deleting transaction.
+    """
+    rows = list(
+        UpstreamConnection.objects.filter(upstream=upstream)
+        .select_related("upstream")
+        .order_by("pk")
+    )
+    if rows:
+        transaction.on_commit(partial(_revoke_all, rows, budget_seconds), robust=True)
+
+
+def _revoke_all(rows: list[UpstreamConnection], budget_seconds: float) -> int:
+    """Revoke ``rows`` (deleted already) at their authorization server; return how many it
+    confirmed."""
+    deadline = time.monotonic() + budget_seconds
+    confirmed = 0
+    for row in rows:
+        if (token := _tokens.get((row.upstream_id, row.user_id))) is not None:
+            token.gone = True
+        if not row.revocation_endpoint:
+            continue
+        if time.monotonic() >= deadline:
+            logger.warning(
+                "Connection %s of user %s deleted with upstream %s, not revoked: out of time",
+                row.pk,
+                row.user_id,
+                row.upstream.name,
+            )
+            continue
+        try:
+            confirmed += async_to_sync(_revoke_tokens)(row)
+        except (ConnectError, CredentialError) as exc:
+            logger.warning("Connection %s: revocation failed: %s", row.pk, exc)
+    logger.info(
+        "Upstream %s deleted: %s of %s connection(s) revoked", rows[0].upstream.name,
+        confirmed, len(rows),
+    )  # fmt: skip
     return confirmed
 
 

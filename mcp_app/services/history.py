@@ -12,9 +12,10 @@ and every history row (and membership change) written inside is stamped with it;
 write path (``services/catalog_writes.py``) names the acting user too (``catalog_change``).
 
 In the admin a revert is an ordinary edit through the admin form (same validation, same
-signals, so the same catalog invalidation and list_changed); the API's is ``history_revert``
-below, which saves through the model the same way. Both refuse a version naming a row that no
-longer exists (``version_check``).
+signals, so the same catalog invalidation and list_changed); the API's is
+``services.row_writes.row_revert``, which takes the version's values (``version_apply``
+below) and saves them through the write path, so the same checks run. Both refuse a version
+naming a row that no longer exists (``version_check``).
 """
 
 from __future__ import annotations
@@ -604,34 +605,30 @@ def version_check(record: Any) -> None:
         )
 
 
-def history_revert(*, row: models.Model, history_id: int) -> None:
-    """Give ``row`` the values of its version ``history_id``, saved as any edit (the model's
-    validation, the catalog signals), with its groups, a prompt's arguments and messages and
-    an endpoint's membership as of that version; fields the history leaves out (a
-    credential's secret, an upstream's health) keep their current values. Call it in a
-    transaction: a refusal half-way leaves nothing.
+def version_apply(*, row: models.Model, record: Any) -> dict[str, list[int]]:
+    """Set ``row``'s field values to those of its version ``record`` (checked first); return
+    the ids its many-to-many fields had then, by field name (groups; an endpoint's items).
+
+    Fields the history leaves out (a credential's secret, an upstream's health) keep their
+    current values. Nothing is saved: ``services.row_writes.row_revert`` saves through the
+    write path, and a prompt's arguments and messages follow (``revert_prompt_parts``).
 
     Raises:
-        ObjectDoesNotExist: the row has no such version.
-        ValidationError: the version names a row that is gone, or fails validation now.
+        ValidationError: the version names a row that is gone.
     """
     model = type(row)
-    record = model.history.get(id=row.pk, history_id=history_id)  # type: ignore[attr-defined]
     version_check(record)
     version = record.instance
     for field in _fields(model):
         if field.primary_key or not field.editable:
             continue
         setattr(row, field.attname, getattr(version, field.attname))
-    row.full_clean()
-    row.save()
+    relations: dict[str, list[int]] = {}
     if "allowed_groups" in {field.name for field in model._meta.many_to_many}:
         groups = [part.group_id for part in record.allowed_groups.all()]
-        row.allowed_groups.set(  # type: ignore[attr-defined]
-            Group.objects.filter(pk__in=groups)
+        relations["allowed_groups"] = list(
+            Group.objects.filter(pk__in=groups).values_list("pk", flat=True)
         )
-    if isinstance(row, Prompt):
-        revert_prompt_parts(row, history_id)
     if isinstance(row, Endpoint):
-        for form_field, ids in membership_at(row.pk, version_end(record)).items():
-            getattr(row, form_field).set(ids)
+        relations.update(membership_at(row.pk, version_end(record)))
+    return relations

@@ -184,9 +184,11 @@ async def post_form(http: httpx.AsyncClient, path: str) -> httpx.Response:
     return await http.post(path, data={"csrfmiddlewaretoken": http.cookies["csrftoken"]})
 
 
-async def start_connect(http: httpx.AsyncClient, site: Site) -> str:
-    """Press Connect; return the authorization URL it sends the browser to."""
-    response = await post_form(http, f"/connections/{site.upstream_pk}/connect/")
+async def start_connect(http: httpx.AsyncClient, site: Site, upstream_pk: int | None = None) -> str:
+    """Press Connect (of ``own``, or of the upstream ``upstream_pk``); return the
+    authorization URL it sends the browser to."""
+    pk = site.upstream_pk if upstream_pk is None else upstream_pk
+    response = await post_form(http, f"/connections/{pk}/connect/")
     assert response.status_code == 302, response.text
     return response.headers["location"]
 
@@ -612,3 +614,53 @@ async def test_connecting_again_revokes_the_tokens_it_replaces(site):
     assert not await AccessToken.objects.filter(token_checksum=checksum).aexists()
     result = await call(site, "legacy", "carol")
     assert result.content[0].text == f"user:{site.users['carol']}"
+
+
+async def test_deleting_a_per_user_upstream_revokes_its_users_tokens_first(site):
+    """The admin's delete goes through the write path: each connection is revoked at the
+    authorization server (RFC 7009) as a disconnect would, then the upstream is deleted."""
+    spare = await Upstream.objects.acreate(
+        name="spare",
+        url=f"{site.url}/mcp/protected",
+        allow_networks="127.0.0.1/32",
+        auth_mode=Upstream.AuthMode.USER_OAUTH,
+        stateless=True,
+    )
+    async with browser(site, "carol") as http:
+        location = await start_connect(http, site, spare.pk)
+        params = await authorize(http, location, "carol", PASSWORD)
+        response = await http.get(
+            "/connections/callback/", params={key: values[0] for key, values in params.items()}
+        )
+        assert response.status_code == 302, response.text
+    connection = await UpstreamConnection.objects.aget(upstream=spare)
+    checksum = hashlib.sha256(decrypted(connection.access_token_encrypted).encode()).hexdigest()
+    assert await AccessToken.objects.filter(token_checksum=checksum).aexists()
+    await User.objects.aget_or_create(
+        username="operator", defaults={"is_staff": True, "is_superuser": True}
+    )
+    operator = await User.objects.aget(username="operator")
+    operator.set_password(PASSWORD)
+    await operator.asave()
+
+    async with browser(site, "operator") as http:
+        response = await http.post(
+            f"/admin/mcp_app/upstream/{spare.pk}/delete/",
+            data={"post": "yes", "csrfmiddlewaretoken": http.cookies["csrftoken"]},
+        )
+        assert response.status_code == 302, response.text
+
+    assert not await Upstream.objects.filter(pk=spare.pk).aexists()
+    assert not await UpstreamConnection.objects.filter(pk=connection.pk).aexists()
+    # Revoked at the authorization server, not only forgotten here.
+    assert not await AccessToken.objects.filter(token_checksum=checksum).aexists()
+    assert not await RefreshToken.objects.filter(
+        user_id=site.users["carol"], application__client_id=connection.client_id,
+        revoked__isnull=True,
+    ).aexists()  # fmt: skip
+    deleted = (
+        await Upstream.history.filter(id=spare.pk, history_type="-")
+        .select_related("history_user")
+        .aget()
+    )
+    assert (deleted.history_change_reason, deleted.history_user.username) == ("admin", "operator")
