@@ -474,3 +474,20 @@ async def test_another_user_cannot_answer_a_task_s_held_question(background):
     assert done["status"] == "completed", done
     assert done["result"]["content"][0]["text"] == "answers: Cat"
     assert runs(background.markers, "task-owned") == 1
+
+
+async def test_a_task_cancelled_while_its_question_waits_cancels_the_upstream_run(
+    background, background_url
+):
+    async with asyncio.timeout(60), httpx.AsyncClient(timeout=20) as http:
+        task_id = await start_task(http, background_url, "task-cancelled", 1)
+        await task_question(http, background_url, task_id, 1)
+        acked = await task_request(http, background_url, "tasks/cancel", {"taskId": task_id})
+        assert acked["result"]["resultType"] == "complete", acked
+        cancelled = await task_end(http, background_url, task_id)
+        # The upstream request the worker held open is cancelled too.
+        marker = background.markers / "cancelled-task-cancelled"
+        while not marker.exists():
+            await asyncio.sleep(0.05)
+    assert cancelled["status"] == "cancelled", cancelled
+    assert runs(background.markers, "task-cancelled") == 1
