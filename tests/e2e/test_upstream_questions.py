@@ -5,7 +5,9 @@ The upstream is the official SDK's server (``tests/support/mcp_upstream_server.p
 ``trigger-url-elicitation`` does) and counts its runs. Our endpoint answers each question
 with ``input_required`` while the upstream request stays open in the web process that
 received the call (services/continuations.py); the retry, in any process, brings the answer
-back to it. Legacy sessions ask on the call's stream, as before.
+back to it. Legacy sessions ask on the call's stream, as before. Called as an MCP task, the
+worker running it holds the upstream request open while the task shows the question, and
+``tasks/update`` brings the answer back to it (services/background/worker.py).
 """
 
 from __future__ import annotations
