@@ -62,7 +62,8 @@ class McpConf:
     MCP_CLIENT_REQUEST_TIMEOUT_SECONDS: float = 120.0
     # 2026-07-28 calls whose run is held open between rounds (an upstream MCP server's
     # question, services/continuations.py): seconds the run waits for the client's retry
-    # before it is cancelled, and the most runs one process holds waiting at once.
+    # (an MCP task's for tasks/update) before it is cancelled, and the most runs one process
+    # holds waiting at once (tasks are bounded by their workers' slots instead).
     MCP_CONTINUATION_SECONDS: float = 120.0
     MCP_CONTINUATIONS_MAX: int = 1000
     # Seconds an inline tool call may run before it is stopped with an error result.

@@ -1394,10 +1394,10 @@ async def _answer_server_request(
 
     ``ping`` is answered here. Elicitation and sampling go to our caller through ``ctx.ask``
     (its stream in a legacy call; in a 2026 call, ``input_required`` while this request stays
-    open, the run held between rounds (``holds_questions``), so the answer returns here
-    whatever the question's wording). A 2026 run that is not held (an MCP task's) runs again
-    and finds the answer under the same key, a digest of the question. Anything else, or a
-    caller that cannot answer, gets an error the upstream reports as it sees fit.
+    open, the run held between rounds (``holds_questions``; an MCP task's waits for
+    ``tasks/update`` on its worker), so the answer returns here whatever the question's
+    wording; the key, a digest of the question, only names it within the run). Anything
+    else, or a caller that cannot answer, gets an error the upstream reports as it sees fit.
     """
     method = message.get("method")
     raw_params = message.get("params")

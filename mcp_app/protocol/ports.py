@@ -122,7 +122,9 @@ class HeldQuestions(Protocol):
 
     ``ask`` answers the current round with ``input_required`` for ``requests`` and returns
     the ``inputResponses`` of the retry, in whichever process it arrives; the run goes on
-    meanwhile (services/continuations.py). Cancels the run when no retry comes in time.
+    meanwhile (services/continuations.py). Cancels the run when no retry comes in time. An
+    MCP task's run asks through its task instead: ``input_required`` until ``tasks/update``
+    answers (services/background/worker.py).
     """
 
     async def ask(self, requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]: ...

@@ -26,6 +26,10 @@ wherever the balancer sends the retries:
   ``MCP_CONTINUATIONS_MAX`` runs wait in one process; past it the call ends with an error
   result. The run's own limit (the inline timeout, a background call's soft limit) covers all
   its rounds.
+
+An MCP task's run is held by its worker instead, where the task already waits in
+``input_required`` for ``tasks/update`` to answer through its row
+(``background.worker._WorkerRun.ask``, the same ``HeldQuestions`` port): no retry comes for it.
 """
 
 from __future__ import annotations

@@ -5,12 +5,15 @@ The upstream is the official SDK's server (``tests/support/mcp_upstream_server.p
 ``trigger-url-elicitation`` does) and counts its runs. Our endpoint answers each question
 with ``input_required`` while the upstream request stays open in the web process that
 received the call (services/continuations.py); the retry, in any process, brings the answer
-back to it. Legacy sessions ask on the call's stream, as before.
+back to it. Legacy sessions ask on the call's stream, as before. Called as an MCP task, the
+worker running it holds the upstream request open while the task shows the question, and
+``tasks/update`` brings the answer back to it (services/background/worker.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import httpx2
 import mcp.types as types
 import pytest
@@ -26,13 +30,14 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from mcp_app.models import Endpoint, Tool, Upstream
+from mcp_app.models import BackgroundCall, Endpoint, Tool, Upstream
 from mcp_app.protocol.errors import INVALID_PARAMS
 from tests.support.balancer import round_robin
 from tests.support.catalog import make_endpoint
 from tests.support.live import asgi_server, flush_database, wait_until_idle
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 from tests.support.oauth import issue_token
+from tests.support.raw_mcp import JSON_HEADERS, sse_messages
 from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
@@ -97,10 +102,12 @@ def site(catalog: None, upstream: RunningUpstream, django_db_blocker: Any) -> It
 
 
 @pytest.fixture(scope="module")
-def background_url(catalog: None, django_db_blocker: Any) -> Iterator[str]:
-    """A web process and a Celery worker; the endpoint's upstream tool runs on the worker."""
+def background(catalog: None, upstream: RunningUpstream, django_db_blocker: Any) -> Iterator[Site]:
+    """A web process and a Celery worker; the endpoints' upstream tool runs on the worker
+    (also as an MCP task: ``ask_fresh_bg`` may run as one)."""
     with django_db_blocker.unblock():
-        endpoint = make_endpoint("e2e-ask-up-bg")
+        public = make_endpoint("e2e-ask-up-bg")
+        secured = make_endpoint("e2e-ask-up-bg-oauth", auth_mode=Endpoint.AuthMode.OAUTH)
         tool = Tool(
             name="ask_fresh_bg",
             description="The upstream's ask_fresh, on a worker.",
@@ -111,10 +118,24 @@ def background_url(catalog: None, django_db_blocker: Any) -> Iterator[str]:
         )
         tool.full_clean()
         tool.save()
-        endpoint.tools.add(tool)
-    with celery_worker(), asgi_server("daphne", BACKGROUND_ENV) as web:
-        yield f"{web}/mcp/e2e-ask-up-bg"
+        public.tools.add(tool)
+        secured.tools.add(tool)
+    # The worker holds a task's upstream question (and expires it), the web process a call's.
+    held = {"MCP_CONTINUATION_SECONDS": str(CONTINUATION_SECONDS)}
+    with celery_worker(extra_env=held), asgi_server("daphne", {**BACKGROUND_ENV, **held}) as web:
+        with django_db_blocker.unblock():
+            resource = [f"{web}/mcp/e2e-ask-up-bg-oauth"]
+            tokens = {
+                name: issue_token(User.objects.create_user(name), resource=resource)
+                for name in ("cat", "dan")
+            }
+        yield Site(url=web, tokens=tokens, markers=upstream.markers)
         wait_until_idle(web)
+
+
+@pytest.fixture(scope="module")
+def background_url(background: Site) -> str:
+    return f"{background.url}/mcp/e2e-ask-up-bg"
 
 
 @asynccontextmanager
@@ -311,3 +332,164 @@ async def test_a_background_call_is_held_open_by_its_worker(background_url, upst
     assert len(asked) == 2
     # The worker that took the call kept the upstream request open for both answers.
     assert runs(upstream.markers, "worker") == 1
+
+
+# -- as an MCP task (2026-07-28 extension; the SDK has no tasks API: raw JSON-RPC) -------------
+
+TASKS = "io.modelcontextprotocol/tasks"
+
+
+async def task_request(
+    http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any], token: str = ""
+) -> dict[str, Any]:
+    """Send one 2026-07-28 request declaring the tasks extension; return its JSON-RPC body."""
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {
+            "elicitation": {},
+            "extensions": {TASKS: {}},
+        },
+    }
+    headers = {**JSON_HEADERS, "mcp-protocol-version": MODERN, "mcp-method": method}
+    headers["mcp-name"] = params.get("taskId", params.get("name", ""))
+    if token:
+        headers["authorization"] = f"Bearer {token}"
+    message = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    async with http.stream("POST", url, headers=headers, json=message) as response:
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            async for frame in sse_messages(response):
+                if frame.get("id") == 1:
+                    return frame
+            raise AssertionError("the stream ended without the response")
+        return dict(json.loads(await response.aread()))
+
+
+async def task_state(
+    http: httpx.AsyncClient, url: str, task_id: str, token: str = ""
+) -> dict[str, Any]:
+    body = await task_request(http, url, "tasks/get", {"taskId": task_id}, token)
+    assert "result" in body, body
+    return dict(body["result"])
+
+
+async def task_question(
+    http: httpx.AsyncClient, url: str, task_id: str, number: int, token: str = ""
+) -> dict[str, Any]:
+    """Poll until the task asks question ``number`` of ask_fresh; return its inputRequests."""
+    while True:
+        task = await task_state(http, url, task_id, token)
+        assert task["status"] in ("working", "input_required"), task
+        asked = task.get("inputRequests") or {}
+        messages = [request["params"]["message"] for request in asked.values()]
+        if task["status"] == "input_required" and messages[0].startswith(f"Name {number},"):
+            return dict(asked)
+        await asyncio.sleep(0.05)
+
+
+async def task_end(
+    http: httpx.AsyncClient, url: str, task_id: str, token: str = ""
+) -> dict[str, Any]:
+    """Poll until the task has ended; return it."""
+    while True:
+        task = await task_state(http, url, task_id, token)
+        if task["status"] in ("completed", "failed", "cancelled"):
+            return task
+        await asyncio.sleep(0.05)
+
+
+async def start_task(
+    http: httpx.AsyncClient, url: str, tag: str, rounds: int, token: str = ""
+) -> str:
+    params = {"name": "ask_fresh_bg", "arguments": {"tag": tag, "rounds": rounds}}
+    body = await task_request(http, url, "tools/call", params, token)
+    assert body["result"]["resultType"] == "task", body
+    return str(body["result"]["taskId"])
+
+
+async def answer_task(
+    http: httpx.AsyncClient,
+    url: str,
+    task_id: str,
+    asked: dict[str, Any],
+    answer: str,
+    token: str = "",
+) -> dict[str, Any]:
+    answers = {key: name(answer).model_dump(exclude_none=True) for key in asked}
+    return await task_request(
+        http, url, "tasks/update", {"taskId": task_id, "inputResponses": answers}, token
+    )
+
+
+@pytest.mark.parametrize("rounds", [1, 2])
+async def test_a_task_s_changing_questions_are_answered_in_one_upstream_run(
+    background, background_url, rounds
+):
+    tag = f"task-{rounds}"
+    answers = ["Ada", "Bea"][:rounds]
+    async with asyncio.timeout(60), httpx.AsyncClient(timeout=20) as http:
+        task_id = await start_task(http, background_url, tag, rounds)
+        for number, answer in enumerate(answers, start=1):
+            asked = await task_question(http, background_url, task_id, number)
+            acked = await answer_task(http, background_url, task_id, asked, answer)
+            assert acked["result"]["resultType"] == "complete", acked
+        done = await task_end(http, background_url, task_id)
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "answers: " + ", ".join(answers)
+    # The worker held the upstream request open for every answer: one upstream run.
+    assert runs(background.markers, tag) == 1
+
+
+async def test_an_unanswered_task_question_fails_the_task_and_cancels_the_upstream_run(
+    background, background_url
+):
+    async with asyncio.timeout(60), httpx.AsyncClient(timeout=20) as http:
+        task_id = await start_task(http, background_url, "task-expired", 1)
+        asked = await task_question(http, background_url, task_id, 1)
+        failed = await task_end(http, background_url, task_id)
+        late = await answer_task(http, background_url, task_id, asked, "Late")
+    assert failed["status"] == "failed", failed
+    assert "not answered" in failed["statusMessage"]
+    assert "not answered" in failed["error"]["message"]
+    assert (background.markers / "cancelled-task-expired").exists()
+    # An answer after the end changes nothing (tasks/update acknowledges, as for any task).
+    assert late["result"]["resultType"] == "complete", late
+    assert (await task_state_row(task_id)) == "failed"
+    assert runs(background.markers, "task-expired") == 1
+
+
+async def task_state_row(task_id: str) -> str:
+    return str((await BackgroundCall.objects.aget(id=task_id)).status)
+
+
+async def test_another_user_cannot_answer_a_task_s_held_question(background):
+    url = f"{background.url}/mcp/e2e-ask-up-bg-oauth"
+    cat, dan = background.tokens["cat"], background.tokens["dan"]
+    async with asyncio.timeout(60), httpx.AsyncClient(timeout=20) as http:
+        task_id = await start_task(http, url, "task-owned", 1, cat)
+        asked = await task_question(http, url, task_id, 1, cat)
+        refused = await answer_task(http, url, task_id, asked, "Mallory", dan)
+        assert refused["error"]["code"] == INVALID_PARAMS, refused
+        # The question still waits for its own user, whose answer the upstream receives.
+        assert await task_question(http, url, task_id, 1, cat) == asked
+        await answer_task(http, url, task_id, asked, "Cat", cat)
+        done = await task_end(http, url, task_id, cat)
+    assert done["status"] == "completed", done
+    assert done["result"]["content"][0]["text"] == "answers: Cat"
+    assert runs(background.markers, "task-owned") == 1
+
+
+async def test_a_task_cancelled_while_its_question_waits_cancels_the_upstream_run(
+    background, background_url
+):
+    async with asyncio.timeout(60), httpx.AsyncClient(timeout=20) as http:
+        task_id = await start_task(http, background_url, "task-cancelled", 1)
+        await task_question(http, background_url, task_id, 1)
+        acked = await task_request(http, background_url, "tasks/cancel", {"taskId": task_id})
+        assert acked["result"]["resultType"] == "complete", acked
+        cancelled = await task_end(http, background_url, task_id)
+        # The upstream request the worker held open is cancelled too.
+        marker = background.markers / "cancelled-task-cancelled"
+        while not marker.exists():
+            await asyncio.sleep(0.05)
+    assert cancelled["status"] == "cancelled", cancelled
+    assert runs(background.markers, "task-cancelled") == 1

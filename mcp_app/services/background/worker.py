@@ -5,8 +5,11 @@ runs a tool twice) and runs the tool exactly as the tools/call handler would inl
 (``protocol.handlers.tools.run_tool``: the same error ladder, the output schema checked once,
 here), under the soft time limit. While it runs, the heartbeat is refreshed (where a
 cancellation is noticed too), progress and logs are published to the web side, and a legacy
-call's questions go to the follower and its answers come back on the control group. The row
-then keeps the finished result and how the call ended.
+call's questions go to the follower and its answers come back on the control group. A
+2026-07-28 task's questions park it in ``input_required`` until ``tasks/update`` has answered
+them in its row; its tool then runs again with the answers, except an upstream's
+(``Executor.holds_questions``), whose run waits here for them and goes on (``_WorkerRun.ask``).
+The row then keeps the finished result and how the call ended.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.errors import InternalError, McpError
 from mcp_app.protocol.handlers.tools import run_tool
+from mcp_app.protocol.ports import HeldQuestions
 from mcp_app.protocol.results import InputRequired, Outcome, ToolError, ToolResult
 from mcp_app.services import continuations, notify
 from mcp_app.services.background.calls import (
@@ -79,18 +83,22 @@ class _RunHere:
     """protocol.ports.ToolRunner on a worker: the executor, here, under the call's soft limit.
 
     (The catalog's runner would send a background tool to a worker: this is that worker.) A
-    plain 2026-07-28 call whose questions must be answered within one run (an upstream's) is
-    held open here between rounds, as the web process holds an inline one.
+    2026-07-28 call whose questions must be answered within one run (an upstream's) is held
+    open here between rounds: a plain call as the web process holds an inline one, a task by
+    ``task_questions`` (its questions answered through its row).
     """
 
-    def __init__(self, seconds: float, *, may_hold: bool) -> None:
+    def __init__(self, seconds: float, *, task_questions: HeldQuestions | None) -> None:
         self.seconds = seconds
-        self.may_hold = may_hold
+        self.task_questions = task_questions
 
     async def run_tool(
         self, tool: ToolDef, arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
-        if self.may_hold and continuations.holds_questions(tool.key, ctx):
+        if self.task_questions is not None:
+            if continuations.holds_questions(tool.key, ctx):
+                ctx.held = self.task_questions
+        elif continuations.holds_questions(tool.key, ctx):
 
             def run(held_ctx: ToolCallContext) -> Coroutine[Any, Any, ToolResult]:
                 return execute_tool(tool, arguments, held_ctx, self.seconds)
@@ -145,6 +153,9 @@ class _WorkerRun:
         self.stopped = False  # cancelled or settled elsewhere: write nothing more
         # The held run a plain 2026-07-28 call's retry resumes here, once it asked.
         self.continuation = ""
+        # A task held open (ask): new answers are in its row; none came in time.
+        self.answered = asyncio.Event()
+        self.unanswered = False
         self.progress: dict[str, Any] | None = None  # the latest, not yet on the row
 
     def _progress_fields(self) -> dict[str, Any]:
@@ -173,6 +184,16 @@ class _WorkerRun:
                 try:
                     result = await work
                 except asyncio.CancelledError:
+                    if self.unanswered:
+                        seconds = get_conf().MCP_CONTINUATION_SECONDS
+                        message = (
+                            f"The tool's question was not answered within {seconds:g} s "
+                            "(tasks/update): the call was cancelled."
+                        )
+                        await self._finish(
+                            Status.FAILED, Outcome.TIMED_OUT, error=InternalError(message)
+                        )
+                        return
                     if not self.stopped:
                         raise  # this worker is shutting down, not the call being cancelled
                     await _announce_done(call.id)
@@ -220,8 +241,8 @@ class _WorkerRun:
         return request_context(
             snapshot,
             version=call.protocol_version,
-            # A task's questions are settled through its row (tasks/update), not held here.
-            tools=_RunHere(call.soft_time_limit, may_hold=not call.is_task),
+            # A task's questions are settled through its row (tasks/update).
+            tools=_RunHere(call.soft_time_limit, task_questions=self if call.is_task else None),
             client_capabilities=call.client_capabilities,
             request_id=call.request_id,
             progress_token=call.progress_token,
@@ -256,6 +277,8 @@ class _WorkerRun:
             if message is not None:
                 if message["type"] == notify.CALL_ANSWER:
                     self.asker.deliver(message)
+                elif message["type"] == notify.CALL_INPUT:
+                    self.answered.set()
                 elif message["type"] == notify.CALL_CANCEL:
                     self._stop(work)
                     return
@@ -263,8 +286,9 @@ class _WorkerRun:
             next_beat = loop.time() + beat
             try:
                 await db_ready()
+                # A task held open waits for its answers (ask) while its tool runs.
                 alive = await BackgroundCall.objects.filter(
-                    id=self.call.id, status=Status.WORKING
+                    id=self.call.id, status__in=(Status.WORKING, Status.INPUT_REQUIRED)
                 ).aupdate(heartbeat_at=timezone.now(), **self._progress_fields())
             except DB_UNAVAILABLE:
                 # The tool goes on; the next beat writes again once the database is back
@@ -337,6 +361,77 @@ class _WorkerRun:
             except DB_UNAVAILABLE:
                 # As in _watch: the next beat writes again once the database is back.
                 logger.warning("Heartbeat not written: database unavailable", exc_info=True)
+
+    async def ask(self, requests: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Any]:
+        """protocol.ports.HeldQuestions for a task whose run is held open (an upstream's).
+
+        The task shows ``requests`` in ``input_required`` while its tool keeps running here;
+        ``tasks/update``, in any web process, writes the answers to the row (its owner's
+        only) and wakes this worker, and the answers return to the tool once every question
+        has one. Unanswered after ``MCP_CONTINUATION_SECONDS``, the run is cancelled (an
+        upstream request is told) and the task fails (``run``); a task cancelled or settled
+        meanwhile stops the run too.
+        """
+        call = self.call
+        conf = get_conf()
+        fields = self._progress_fields()
+        asked = await self._write_through_outage(
+            "Input request",
+            lambda: BackgroundCall.objects.filter(id=call.id, status=Status.WORKING).aupdate(
+                **fields,
+                status=Status.INPUT_REQUIRED,
+                input_requests=dict(requests),
+                # Each round starts unanswered: its questions are new (fresh keys, or asked
+                # again after an unusable answer).
+                input_responses={},
+                updated_at=timezone.now(),
+                heartbeat_at=timezone.now(),
+            ),
+        )
+        if not asked:
+            self.stopped = True
+            raise asyncio.CancelledError
+        await _announce_done(call.id)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + conf.MCP_CONTINUATION_SECONDS
+        while True:
+            # Cleared before the read: answers written after it wake the wait below.
+            self.answered.clear()
+            try:
+                await db_ready()
+                row = await BackgroundCall.objects.filter(id=call.id).afirst()
+            except DB_UNAVAILABLE:
+                logger.warning("Task input not read: database unavailable", exc_info=True)
+                row = None
+                answers = None
+            else:
+                if row is None or row.status != Status.INPUT_REQUIRED:
+                    self.stopped = True
+                    raise asyncio.CancelledError
+                answers = dict(row.input_responses)
+            if answers is not None and all(key in answers for key in requests):
+                resumed = await self._write_through_outage(
+                    "Task resumption",
+                    lambda: BackgroundCall.objects.filter(
+                        id=call.id, status=Status.INPUT_REQUIRED
+                    ).aupdate(
+                        status=Status.WORKING,
+                        heartbeat_at=timezone.now(),
+                        updated_at=timezone.now(),
+                    ),
+                )
+                if not resumed:
+                    self.stopped = True
+                    raise asyncio.CancelledError
+                return answers
+            left = deadline - loop.time()
+            if left <= 0:
+                logger.info("A task's question got no answer in time; its run was cancelled")
+                self.unanswered = True
+                raise asyncio.CancelledError
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(min(left, conf.MCP_BACKGROUND_HEARTBEAT_SECONDS)):
+                    await self.answered.wait()
 
     async def _write_through_outage(self, what: str, write: Callable[[], Awaitable[int]]) -> int:
         """Run ``write`` (an UPDATE; returns its row count), waiting out a database outage.
