@@ -218,6 +218,7 @@ class UpstreamAdmin(InUseProtectedAdmin, CatalogHistoryAdmin):
                 choice=choice,
                 endpoints=endpoints,
                 enabled=request.POST.get("enable") == "on",
+                actor=request.user,
             )
             for label, done in (
                 ("tools", outcome),

@@ -576,7 +576,7 @@ class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):
             _check_ticks(upstream_offer_plan(upstream, offer), data)
             tools, items = upstream_offer_apply(
                 upstream, offer, choice=choice, endpoints=data["endpoints"],
-                enabled=data["enabled"],
+                enabled=data["enabled"], actor=request.user,
             )  # fmt: skip
             done.update(_sync_outcome(tools, items))
 

@@ -59,6 +59,12 @@ from mcp_app.protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, InternalEr
 from mcp_app.protocol.results import ToolError
 from mcp_app.services import history
 from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
+from mcp_app.services.catalog_writes import (
+    Actor,
+    catalog_row_enable,
+    catalog_row_save,
+    prompt_parts_set,
+)
 from mcp_app.services.connections import user_auth
 from mcp_app.services.credentials import _load as load_credential
 from mcp_app.services.credentials import credential_resolve
@@ -757,6 +763,7 @@ def upstream_sync_apply(
     endpoints: Sequence[Endpoint] = (),
     enabled: bool = False,
     cautious: bool = False,
+    actor: Actor = None,
 ) -> SyncOutcome:
     """Apply the ticked parts of the plan: create tools, take the upstream's changes, disable.
 
@@ -766,10 +773,11 @@ def upstream_sync_apply(
     per endpoint, not in the catalog. A changed row takes the fields the plan names; one a
     sync disabled because it was gone is enabled again. Removed tools are disabled, not
     deleted, so the operator's settings stay. A tool whose schema this host cannot serve is
-    skipped and named in ``skipped``.
+    skipped and named in ``skipped``. Every row is written by ``services.catalog_writes`` as
+    "upstream sync" by ``actor`` (the operator; None: the sync policy).
     """
     outcome = SyncOutcome()
-    with transaction.atomic(), history.catalog_change_source(history.UPSTREAM_SYNC):
+    with transaction.atomic(), history.catalog_change(source=history.UPSTREAM_SYNC, actor=actor):
         # One sync of an upstream at a time (by hand, the API, its policy), each reading what
         # the one before kept.
         kept = (
@@ -794,9 +802,8 @@ def upstream_sync_apply(
                 enabled=enabled,
                 **_definition_fields(remote),
             )
-            if not _saved(tool, outcome):
+            if not _saved(tool, outcome, actor, {"endpoints": list(endpoints)}):
                 continue
-            tool.endpoints.add(*endpoints)
             taken.add(tool.name)
             synced[remote["name"]] = remote
             outcome.created.append(tool)
@@ -806,7 +813,7 @@ def upstream_sync_apply(
                 continue
             for field_name, (_ours, theirs) in plan.fields[name].items():
                 setattr(row, field_name, theirs)
-            if _saved(row, outcome):
+            if _saved(row, outcome, actor):
                 synced[name] = remote
                 outcome.updated.append(row)
         listed = _distinct(remote_tools, "name")
@@ -814,8 +821,7 @@ def upstream_sync_apply(
             synced[_remote_name(row)] = listed[_remote_name(row)]
         for row in plan.removed:
             if _remote_name(row) in remove and row.enabled:
-                row.enabled = False
-                row.save(update_fields=["enabled", "updated_at"])
+                catalog_row_enable(row, enabled=False, actor=actor, source=history.UPSTREAM_SYNC)
                 gone.append(_remote_name(row))
                 outcome.disabled.append(row)
         # Back and enabled again (by this sync or by an operator): no longer "gone".
@@ -898,13 +904,27 @@ def _free_name(upstream: str, name: str, taken: set[str]) -> str:
     raise ValueError(f"no free name for {name!r}")  # pragma: no cover
 
 
-def _saved(tool: Tool, outcome: SyncOutcome) -> bool:
+def _saved(
+    row: Tool | Resource | ResourceTemplate | Prompt,
+    outcome: SyncOutcome,
+    actor: Actor,
+    relations: Mapping[str, Sequence[Endpoint]] | None = None,
+    *,
+    arguments: Sequence[Mapping[str, Any]] | None = None,
+) -> bool:
+    """Write ``row`` (and, given, a prompt's ``arguments``: PromptArgument values) through the
+    catalog's write path; False (and named in ``skipped``, nothing written) when it refuses
+    them."""
+    source = history.UPSTREAM_SYNC
     try:
-        tool.full_clean()
+        with transaction.atomic():
+            catalog_row_save(row, actor=actor, source=source, relations=relations)
+            if isinstance(row, Prompt) and arguments is not None:
+                parts = [PromptArgument(**values) for values in arguments]
+                prompt_parts_set(row, arguments=parts, messages=None, actor=actor, source=source)
     except ValidationError as exc:
-        outcome.skipped.append(f"{_remote_name(tool)}: {'; '.join(exc.messages)}")
+        outcome.skipped.append(f"{_remote_key(row)}: {'; '.join(exc.messages)}")
         return False
-    tool.save()
     return True
 
 
@@ -1043,6 +1063,7 @@ def upstream_items_apply(
     remove_prompts: set[str],
     endpoints: Sequence[Endpoint] = (),
     enabled: bool = False,
+    actor: Actor = None,
 ) -> SyncOutcome:
     """Apply the ticked resource, template and prompt changes, as ``upstream_sync_apply`` does
     for tools.
@@ -1053,7 +1074,8 @@ def upstream_items_apply(
     ``mcp-upstream://<upstream>/<its URI, quoted>``, a template whose URI template is taken
     gets ``mcp-upstream://<upstream>/<scheme>/<the rest>`` (same variables), a prompt whose
     name is taken gets ``<upstream>_<name>``. A changed prompt takes the upstream's arguments;
-    rows the upstream no longer offers are disabled.
+    rows the upstream no longer offers are disabled. Every row is written by
+    ``services.catalog_writes`` as "upstream sync" by ``actor`` (None: the sync policy).
     """
     outcome = SyncOutcome()
     resources = upstream_resources_plan(upstream, offer.resources)
@@ -1062,7 +1084,9 @@ def upstream_items_apply(
     taken_templates = set(ResourceTemplate.objects.values_list("uri_template", flat=True))
     taken_uris = set(Resource.objects.values_list("uri", flat=True))
     taken_names = set(Prompt.objects.values_list("name", flat=True))
-    with transaction.atomic(), history.catalog_change_source(history.UPSTREAM_SYNC):
+    source = history.UPSTREAM_SYNC
+    relations = {"endpoints": list(endpoints)}
+    with transaction.atomic(), history.catalog_change(source=source, actor=actor):
         for item in resources.added:
             if item["uri"] not in add_resources:
                 continue
@@ -1079,8 +1103,7 @@ def upstream_items_apply(
                 remote_uri=item["uri"] if uri != item["uri"] else "",
                 enabled=enabled,
             )
-            if _saved_row(resource, item["uri"], outcome):
-                resource.endpoints.add(*endpoints)
+            if _saved(resource, outcome, actor, relations):
                 taken_uris.add(uri)
                 outcome.created.append(resource)
         for item in templates.added:
@@ -1088,8 +1111,7 @@ def upstream_items_apply(
                 continue
             template = _template_row(upstream, item, taken_templates)
             template.enabled = enabled
-            if _saved_row(template, item["uriTemplate"], outcome):
-                template.endpoints.add(*endpoints)
+            if _saved(template, outcome, actor, relations):
                 taken_templates.add(template.uri_template)
                 outcome.created.append(template)
         for item in prompts.added:
@@ -1106,17 +1128,15 @@ def upstream_items_apply(
                 enabled=enabled,
             )
             prompt.remote_name = item["name"] if prompt.name != item["name"] else ""
-            if _saved_row(prompt, item["name"], outcome):
-                _take_arguments(prompt, item)
-                prompt.endpoints.add(*endpoints)
+            if _saved(prompt, outcome, actor, relations, arguments=_argument_values(item)):
                 taken_names.add(prompt.name)
                 outcome.created.append(prompt)
         for row, item in prompts.changed:
-            if row.upstream_name in update_prompts:
-                # The prompt first, then its parts, as an admin save: a version's parts are
-                # those written after it (services.history.revert_prompt_parts).
-                row.save(update_fields=["updated_at"])  # a new version, and list_changed
-                _take_arguments(row, item)
+            # The prompt first, then its parts, as an admin save: a version's parts are
+            # those written after it (services.history.revert_prompt_parts).
+            if row.upstream_name in update_prompts and _saved(
+                row, outcome, actor, arguments=_argument_values(item)
+            ):
                 outcome.updated.append(row)
         for plan, ticked in (
             (resources, remove_resources),
@@ -1125,14 +1145,16 @@ def upstream_items_apply(
         ):
             for row in plan.removed:
                 if _remote_key(row) in ticked and row.enabled:
-                    row.enabled = False
-                    row.save(update_fields=["enabled", "updated_at"])
+                    catalog_row_enable(row, enabled=False, actor=actor, source=source)
                     outcome.disabled.append(row)
     return outcome
 
 
-def _remote_key(row: Resource | ResourceTemplate | Prompt) -> str:
-    """What the upstream calls a row read from it: its URI, URI template or prompt name."""
+def _remote_key(row: Tool | Resource | ResourceTemplate | Prompt) -> str:
+    """What the upstream calls a row read from it: its tool name, URI, URI template or prompt
+    name."""
+    if isinstance(row, Tool):
+        return _remote_name(row)
     if isinstance(row, Resource):
         return row.upstream_uri
     if isinstance(row, ResourceTemplate):
@@ -1162,32 +1184,17 @@ def _template_row(upstream: Upstream, item: Mapping[str, Any], taken: set[str]) 
     )
 
 
-def _take_arguments(prompt: Prompt, remote: Mapping[str, Any]) -> None:
-    # One save per row, never bulk_create: each argument gets its history row, so reverting
-    # the prompt to this version finds its arguments.
-    for old in prompt.arguments.all():
-        old.delete()
-    for position, argument in enumerate(_arguments_of(remote)):
-        PromptArgument.objects.create(
-            prompt=prompt,
-            position=position,
-            name=str(argument["name"])[:128],
-            title=str(argument.get("title") or "")[:200],
-            description=str(argument.get("description") or ""),
-            required=argument.get("required") is True,
-        )
-
-
-def _saved_row(
-    row: Resource | ResourceTemplate | Prompt, remote: str, outcome: SyncOutcome
-) -> bool:
-    try:
-        row.full_clean()
-    except ValidationError as exc:
-        outcome.skipped.append(f"{remote}: {'; '.join(exc.messages)}")
-        return False
-    row.save()
-    return True
+def _argument_values(remote: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The PromptArgument values of the upstream's prompt ``remote``."""
+    return [
+        {
+            "name": str(argument["name"])[:128],
+            "title": str(argument.get("title") or "")[:200],
+            "description": str(argument.get("description") or ""),
+            "required": argument.get("required") is True,
+        }
+        for argument in _arguments_of(remote)
+    ]
 
 
 # --- one sync of everything an upstream offers, by hand or by its sync policy -----------------
@@ -1261,11 +1268,12 @@ def upstream_offer_apply(
     endpoints: Sequence[Endpoint] = (),
     enabled: bool = False,
     cautious: bool = False,
+    actor: Actor = None,
 ) -> tuple[SyncOutcome, SyncOutcome]:
     """Apply ``choice`` to the tools, then the resources, templates and prompts, in one
     transaction (so connected clients get one list_changed per endpoint); return both
-    outcomes. Recorded in the history as "upstream sync". ``cautious``: as for
-    ``upstream_sync_plan``."""
+    outcomes. Recorded in the history as "upstream sync" by ``actor`` (the operator; None:
+    the sync policy). ``cautious``: as for ``upstream_sync_plan``."""
     with transaction.atomic():
         tools = upstream_sync_apply(
             upstream,
@@ -1276,6 +1284,7 @@ def upstream_offer_apply(
             endpoints=endpoints,
             enabled=enabled,
             cautious=cautious,
+            actor=actor,
         )
         items = upstream_items_apply(
             upstream,
@@ -1289,6 +1298,7 @@ def upstream_offer_apply(
             remove_prompts=set(choice.remove_prompts),
             endpoints=endpoints,
             enabled=enabled,
+            actor=actor,
         )
     return tools, items
 

@@ -8,15 +8,29 @@ the apply are what the admin, the API and the sync policy run on it.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 
-from mcp_app.models import Prompt, PromptArgument, Tool, Upstream
+from mcp_app.models import (
+    MembershipChange,
+    Prompt,
+    PromptArgument,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    Upstream,
+)
+from mcp_app.services import history
 from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from mcp_app.services.upstreams import (
     UpstreamOffer,
+    _remote_key,
     upstream_items_apply,
+    upstream_offer_apply,
+    upstream_offer_plan,
     upstream_policy_apply,
     upstream_sync_apply,
     upstream_sync_plan,
@@ -252,3 +266,60 @@ def test_the_apply_policy_takes_additions_and_changes_and_leaves_removals(
     assert not Tool.objects.get(name="later").enabled  # a draft, as by hand
     # "add" is gone upstream: still enabled, and the upstream out of sync until reviewed.
     assert adder.enabled and upstream.tools_out_of_sync
+
+
+REVIEW: dict[str, Any] = {
+    "name": "review",
+    "title": "Review",
+    "description": "Reviews code.",
+    "arguments": [{"name": "code", "required": True}],
+}
+NOTES: dict[str, Any] = {"uri": "up://notes", "name": "notes", "mimeType": "text/plain"}
+PAGES: dict[str, Any] = {"uriTemplate": "up://pages/{n}", "name": "pages"}
+
+
+def offered(upstream: Upstream, offer: UpstreamOffer, **options: Any) -> tuple[Any, Any]:
+    """Apply every addition and change of ``offer`` and every removal, as an operator
+    ticking everything would."""
+    plan = upstream_offer_plan(upstream, offer)
+    choice = replace(
+        plan.additions_and_changes(),
+        remove=frozenset(_remote_key(row) for row in plan.tools.removed),
+        remove_resources=frozenset(_remote_key(row) for row in plan.resources.removed),
+        remove_templates=frozenset(_remote_key(row) for row in plan.templates.removed),
+        remove_prompts=frozenset(_remote_key(row) for row in plan.prompts.removed),
+    )
+    return upstream_offer_apply(upstream, offer, choice=choice, **options)
+
+
+def test_a_sync_writes_every_row_with_the_operator_and_its_source(
+    upstream: Upstream, admin_user: User
+) -> None:
+    endpoint = endpoint_create(slug="main")
+    offer = UpstreamOffer(tools=[ECHO], resources=[NOTES], resource_templates=[PAGES],
+                          prompts=[REVIEW])  # fmt: skip
+    offered(upstream, offer, endpoints=[endpoint], enabled=True, actor=admin_user)
+    changed = UpstreamOffer(tools=[ECHO_V2], prompts=[{**REVIEW, "arguments": []}])
+    offered(upstream, changed, actor=admin_user)
+
+    rows = [
+        Tool.objects.get(name="echo"),
+        Resource.objects.get(uri="up://notes"),
+        ResourceTemplate.objects.get(uri_template="up://pages/{n}"),
+        Prompt.objects.get(name="review"),
+    ]
+    for row in rows:
+        stamps = {(h.history_change_reason, h.history_user) for h in row.history.all()}
+        assert stamps == {(history.UPSTREAM_SYNC, admin_user)}, row
+    arguments = PromptArgument.history.filter(prompt_id=rows[-1].pk)
+    assert {(h.history_type, h.history_user) for h in arguments} == {
+        ("+", admin_user),
+        ("-", admin_user),
+    }
+    # Created enabled; the resource and template the upstream dropped were disabled.
+    assert [row.enabled for row in rows] == [True, False, False, True]
+    assert (
+        MembershipChange.objects.filter(source=history.UPSTREAM_SYNC, changed_by=admin_user).count()
+        == 4
+    )
+
