@@ -1292,10 +1292,9 @@ def upstream_items_apply(
                 if _saved(row, outcome, actor, arguments=arguments):
                     synced[kind][key] = item
                     outcome.updated.append(row)
+            listed = _distinct(getattr(offer, kind), ITEM_KINDS[kind])
             for row in plan.unchanged:
-                synced[kind][_remote_key(row)] = _distinct(getattr(offer, kind), ITEM_KINDS[kind])[
-                    _remote_key(row)
-                ]
+                synced[kind][_remote_key(row)] = listed[_remote_key(row)]
         for kind, ticked in (
             ("resources", remove_resources),
             ("resource_templates", remove_templates),
