@@ -200,8 +200,10 @@ class UpstreamAdmin(InUseProtectedAdmin, SettingRowAdmin):
                 update=chosen("update"),
                 remove=chosen("remove"),
                 add_resources=chosen("add_resource", "resource"),
+                update_resources=chosen("update_resource", "resource"),
                 remove_resources=chosen("remove_resource", "resource"),
                 add_templates=chosen("add_template", "resourcetemplate"),
+                update_templates=chosen("update_template", "resourcetemplate"),
                 remove_templates=chosen("remove_template", "resourcetemplate"),
                 add_prompts=chosen("add_prompt", "prompt"),
                 update_prompts=chosen("update_prompt", "prompt"),
@@ -218,6 +220,7 @@ class UpstreamAdmin(InUseProtectedAdmin, SettingRowAdmin):
                 choice=choice,
                 endpoints=endpoints,
                 enabled=request.POST.get("enable") == "on",
+                actor=request.user,
             )
             for label, done in (
                 ("tools", outcome),

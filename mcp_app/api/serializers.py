@@ -575,11 +575,13 @@ class UpstreamSyncSerializer(serializers.Serializer):
     update_tools = _names("Upstream tool names whose changes to take (or to enable again).")
     remove_tools = _names("Upstream tool names gone from the upstream to disable.")
     add_resources = _names("Upstream resource URIs to create.")
+    update_resources = _names("Upstream resource URIs whose changes to take (or to enable).")
     remove_resources = _names("Upstream resource URIs gone from the upstream to disable.")
     add_templates = _names("Upstream URI templates to create.")
+    update_templates = _names("Upstream URI templates whose changes to take (or to enable).")
     remove_templates = _names("Upstream URI templates gone from the upstream to disable.")
     add_prompts = _names("Upstream prompt names to create.")
-    update_prompts = _names("Upstream prompt names whose arguments to take.")
+    update_prompts = _names("Upstream prompt names whose changes to take (or to enable).")
     remove_prompts = _names("Upstream prompt names gone from the upstream to disable.")
     endpoints = serializers.SlugRelatedField(
         slug_field="slug", queryset=Endpoint.objects.all(), many=True, required=False,

@@ -79,6 +79,7 @@ from mcp_app.services.row_writes import row_delete, row_revert
 from mcp_app.services.sessions import session_close
 from mcp_app.services.try_it import tool_try
 from mcp_app.services.upstreams import (
+    ItemPlan,
     OfferPlan,
     SyncChoice,
     SyncOutcome,
@@ -496,8 +497,10 @@ SYNC_TICKS = {
     "update_tools": "update",
     "remove_tools": "remove",
     "add_resources": "add_resources",
+    "update_resources": "update_resources",
     "remove_resources": "remove_resources",
     "add_templates": "add_templates",
+    "update_templates": "update_templates",
     "remove_templates": "remove_templates",
     "add_prompts": "add_prompts",
     "update_prompts": "update_prompts",
@@ -509,8 +512,8 @@ SYNC_PREVIEW = inline_serializer(
         "upstream": serializers.CharField(),
         "tools_out_of_sync": serializers.BooleanField(),
         "tools": serializers.JSONField(help_text="added, changed, removed, unchanged"),
-        "resources": serializers.JSONField(help_text="added, removed, unchanged"),
-        "resource_templates": serializers.JSONField(help_text="added, removed, unchanged"),
+        "resources": serializers.JSONField(help_text="added, changed, removed, unchanged"),
+        "resource_templates": serializers.JSONField(help_text="added, changed, removed, unchanged"),
         "prompts": serializers.JSONField(help_text="added, changed, removed, unchanged"),
     },
 )
@@ -580,7 +583,7 @@ class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):
             _check_ticks(upstream_offer_plan(upstream, offer), data)
             tools, items = upstream_offer_apply(
                 upstream, offer, choice=choice, endpoints=data["endpoints"],
-                enabled=data["enabled"],
+                enabled=data["enabled"], actor=request.user,
             )  # fmt: skip
             done.update(_sync_outcome(tools, items))
 
@@ -599,8 +602,8 @@ def _sync_needs(data: dict[str, Any]) -> list[str]:
     needs: list[str] = []
     for model, adds, changes in (
         ("tool", ["add_tools"], ["update_tools", "remove_tools"]),
-        ("resource", ["add_resources"], ["remove_resources"]),
-        ("resourcetemplate", ["add_templates"], ["remove_templates"]),
+        ("resource", ["add_resources"], ["update_resources", "remove_resources"]),
+        ("resourcetemplate", ["add_templates"], ["update_templates", "remove_templates"]),
         ("prompt", ["add_prompts"], ["update_prompts", "remove_prompts"]),
     ):
         if any(data[key] for key in adds):
@@ -650,6 +653,18 @@ def _sync_preview(upstream: Upstream, plan: OfferPlan) -> dict[str, Any]:
             "description": remote.get("description"),
         }  # fmt: skip
 
+    def changed(plan: ItemPlan, key: str) -> list[dict[str, Any]]:
+        return [
+            {
+                **item(row, key),
+                "fields": {
+                    name: {"ours": ours, "theirs": theirs}
+                    for name, (ours, theirs) in fields.items()
+                },
+            }
+            for row, _remote_key, fields in plan.changes()
+        ]
+
     tools = plan.tools
     return {
         "upstream": upstream.name,
@@ -671,19 +686,24 @@ def _sync_preview(upstream: Upstream, plan: OfferPlan) -> dict[str, Any]:
         },
         "resources": {
             "added": [offered(remote, "uri") for remote in plan.resources.added],
+            "changed": changed(plan.resources, "uri"),
             "removed": [item(row, "uri") for row in plan.resources.removed],
             "unchanged": [item(row, "uri") for row in plan.resources.unchanged],
         },
         "resource_templates": {
             "added": [offered(remote, "uriTemplate") for remote in plan.templates.added],
+            "changed": changed(plan.templates, "uri_template"),
             "removed": [item(row, "uri_template") for row in plan.templates.removed],
             "unchanged": [item(row, "uri_template") for row in plan.templates.unchanged],
         },
         "prompts": {
             "added": [offered(remote, "name") for remote in plan.prompts.added],
+            # "arguments": the upstream's, as before "fields" named each change.
             "changed": [
-                {**item(row, "name"), "arguments": remote.get("arguments") or []}
-                for row, remote in plan.prompts.changed
+                {**entry, "arguments": remote.get("arguments") or []}
+                for entry, (_row, remote) in zip(
+                    changed(plan.prompts, "name"), plan.prompts.changed, strict=True
+                )
             ],
             "removed": [item(row, "name") for row in plan.prompts.removed],
             "unchanged": [item(row, "name") for row in plan.prompts.unchanged],
@@ -709,8 +729,10 @@ def _check_ticks(plan: OfferPlan, data: dict[str, Any]) -> None:
         "update_tools": set(plan.tools.fields),
         "remove_tools": {_remote(row) for row in plan.tools.removed},
         "add_resources": {remote["uri"] for remote in plan.resources.added},
+        "update_resources": set(plan.resources.fields),
         "remove_resources": {_remote(row) for row in plan.resources.removed},
         "add_templates": {remote["uriTemplate"] for remote in plan.templates.added},
+        "update_templates": set(plan.templates.fields),
         "remove_templates": {_remote(row) for row in plan.templates.removed},
         "add_prompts": {remote["name"] for remote in plan.prompts.added},
         "update_prompts": {_remote(row) for row, _remote_item in plan.prompts.changed},

@@ -251,9 +251,10 @@ class Upstream(TimestampedModel):
     # out of sync while the first is later than the second.
     tools_changed_at = models.DateTimeField(null=True, blank=True, editable=False)
     tools_synced_at = models.DateTimeField(null=True, blank=True, editable=False)
-    # The scheduled probe's findings. tools_fingerprint is a digest of the upstream's whole
-    # tool list (every field an operator reviews) as of the last sync, or of the first probe
-    # when there is none yet: a probe that lists something else sets tools_changed_at.
+    # The scheduled probe's findings. tools_fingerprint is a digest of everything the
+    # upstream offers (every field of its tools, resources, templates and prompts) as of the
+    # last sync, or of the first probe when there is none yet: a probe that lists something
+    # else sets tools_changed_at.
     probe_state = models.CharField(
         max_length=16, choices=ProbeState.choices, default=ProbeState.UNKNOWN, editable=False
     )
@@ -266,6 +267,11 @@ class Upstream(TimestampedModel):
     # listed them while they were enabled (enabled again when they come back).
     synced_tools = models.JSONField(default=empty_dict, blank=True, editable=False)
     tools_gone = models.JSONField(default=empty_list, blank=True, editable=False)
+    # The same for its resources, templates and prompts, by kind ("resources",
+    # "resource_templates", "prompts"): {kind: {its key there: its definition}} and
+    # {kind: [keys disabled by a sync because the upstream no longer listed them]}.
+    synced_items = models.JSONField(default=empty_dict, blank=True, editable=False)
+    items_gone = models.JSONField(default=empty_dict, blank=True, editable=False)
 
     # Settings only: what the site observes (health, probe, sync state) moves without an
     # edit and is not a version. The credential is a reference by name (never its secret).
@@ -285,6 +291,8 @@ class Upstream(TimestampedModel):
             "tools_fingerprint",
             "synced_tools",
             "tools_gone",
+            "synced_items",
+            "items_gone",
             # A secret, even encrypted, is never kept in the history (a revert keeps it).
             "oauth_client_secret_encrypted",
         ]

@@ -21,7 +21,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
@@ -59,6 +59,12 @@ from mcp_app.protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, InternalEr
 from mcp_app.protocol.results import ToolError
 from mcp_app.services import history
 from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
+from mcp_app.services.catalog_writes import (
+    Actor,
+    catalog_row_enable,
+    catalog_row_save,
+    prompt_parts_set,
+)
 from mcp_app.services.connections import user_auth
 from mcp_app.services.credentials import _load as load_credential
 from mcp_app.services.credentials import credential_resolve
@@ -346,7 +352,7 @@ def tools_fingerprint(remote_tools: list[dict[str, Any]]) -> str:
 @dataclass(frozen=True, slots=True)
 class ProbeOutcome:
     """What one probe found: ``failure`` (None: the upstream answered), whether the answer
-    was slow, the revision negotiated and the tool list's fingerprint."""
+    was slow, the revision negotiated and the offer's fingerprint (``offer_fingerprint``)."""
 
     failure: str | None
     slow: bool = False
@@ -376,7 +382,7 @@ def _record_probe(pk: int, outcome: ProbeOutcome) -> str:
                 upstream.tools_out_of_sync
             ):
                 fields["tools_changed_at"] = now
-                logger.info("Upstream %s: its tool list differs from the last sync", pk)
+                logger.info("Upstream %s: what it offers differs from the last sync", pk)
         else:
             failures = upstream.probe_failures + 1
             fields["probe_failures"] = failures
@@ -394,10 +400,11 @@ async def upstream_probe(name: str) -> str:
 
     The probe is what a call does first, with the same credential and network guard:
     open (or reuse) the upstream's shared session, which initializes it, and list every tool,
-    all within ``probe_timeout``. It reaches an upstream whose breaker is open (it is how an
-    operator learns it is back) but never counts towards the breaker. A success resets the
+    resource, template and prompt, all within ``probe_timeout``. It reaches an upstream whose
+    breaker is open (it is how an operator learns it is back) but never counts towards the
+    breaker. A success resets the
     failed probes (degraded instead of active when it took more than half the timeout) and
-    compares the tool list with the last sync; a failure counts, and makes the upstream
+    compares what it offers with the last sync; a failure counts, and makes the upstream
     offline at ``unhealthy_threshold`` failures in a row, degraded before. The error kept is
     the one a call would keep: the upstream's name, no secret.
     """
@@ -421,7 +428,7 @@ async def upstream_probe(name: str) -> str:
     started = time.monotonic()
     try:
         async with asyncio.timeout(limit):
-            tools = await list_tools(target)
+            offer = await _list_offer(target)
     except TimeoutError:
         outcome = ProbeOutcome(failure=f"The upstream {name!r} did not answer within {limit:g} s.")
     except UpstreamAuthRequired as exc:
@@ -438,7 +445,7 @@ async def upstream_probe(name: str) -> str:
             failure=None,
             slow=time.monotonic() - started > limit / 2,
             revision=negotiated_revision(target.key),
-            fingerprint=tools_fingerprint(tools),
+            fingerprint=offer_fingerprint(offer),
         )
     if outcome.failure is not None:
         logger.warning("Upstream %s: probe failed: %s", loaded.pk, outcome.failure)
@@ -757,6 +764,7 @@ def upstream_sync_apply(
     endpoints: Sequence[Endpoint] = (),
     enabled: bool = False,
     cautious: bool = False,
+    actor: Actor = None,
 ) -> SyncOutcome:
     """Apply the ticked parts of the plan: create tools, take the upstream's changes, disable.
 
@@ -766,10 +774,11 @@ def upstream_sync_apply(
     per endpoint, not in the catalog. A changed row takes the fields the plan names; one a
     sync disabled because it was gone is enabled again. Removed tools are disabled, not
     deleted, so the operator's settings stay. A tool whose schema this host cannot serve is
-    skipped and named in ``skipped``.
+    skipped and named in ``skipped``. Every row is written by ``services.catalog_writes`` as
+    "upstream sync" by ``actor`` (the operator; None: the sync policy).
     """
     outcome = SyncOutcome()
-    with transaction.atomic(), history.catalog_change_source(history.UPSTREAM_SYNC):
+    with transaction.atomic(), history.catalog_change(source=history.UPSTREAM_SYNC, actor=actor):
         # One sync of an upstream at a time (by hand, the API, its policy), each reading what
         # the one before kept.
         kept = (
@@ -794,9 +803,8 @@ def upstream_sync_apply(
                 enabled=enabled,
                 **_definition_fields(remote),
             )
-            if not _saved(tool, outcome):
+            if not _saved(tool, outcome, actor, {"endpoints": list(endpoints)}):
                 continue
-            tool.endpoints.add(*endpoints)
             taken.add(tool.name)
             synced[remote["name"]] = remote
             outcome.created.append(tool)
@@ -806,7 +814,7 @@ def upstream_sync_apply(
                 continue
             for field_name, (_ours, theirs) in plan.fields[name].items():
                 setattr(row, field_name, theirs)
-            if _saved(row, outcome):
+            if _saved(row, outcome, actor):
                 synced[name] = remote
                 outcome.updated.append(row)
         listed = _distinct(remote_tools, "name")
@@ -814,8 +822,7 @@ def upstream_sync_apply(
             synced[_remote_name(row)] = listed[_remote_name(row)]
         for row in plan.removed:
             if _remote_name(row) in remove and row.enabled:
-                row.enabled = False
-                row.save(update_fields=["enabled", "updated_at"])
+                catalog_row_enable(row, enabled=False, actor=actor, source=history.UPSTREAM_SYNC)
                 gone.append(_remote_name(row))
                 outcome.disabled.append(row)
         # Back and enabled again (by this sync or by an operator): no longer "gone".
@@ -898,13 +905,27 @@ def _free_name(upstream: str, name: str, taken: set[str]) -> str:
     raise ValueError(f"no free name for {name!r}")  # pragma: no cover
 
 
-def _saved(tool: Tool, outcome: SyncOutcome) -> bool:
+def _saved(
+    row: Tool | Resource | ResourceTemplate | Prompt,
+    outcome: SyncOutcome,
+    actor: Actor,
+    relations: Mapping[str, Sequence[Endpoint]] | None = None,
+    *,
+    arguments: Sequence[Mapping[str, Any]] | None = None,
+) -> bool:
+    """Write ``row`` (and, given, a prompt's ``arguments``: PromptArgument values) through the
+    catalog's write path; False (and named in ``skipped``, nothing written) when it refuses
+    them."""
+    source = history.UPSTREAM_SYNC
     try:
-        tool.full_clean()
+        with transaction.atomic():
+            catalog_row_save(row, actor=actor, source=source, relations=relations)
+            if isinstance(row, Prompt) and arguments is not None:
+                parts = [PromptArgument(**values) for values in arguments]
+                prompt_parts_set(row, arguments=parts, messages=None, actor=actor, source=source)
     except ValidationError as exc:
-        outcome.skipped.append(f"{_remote_name(tool)}: {'; '.join(exc.messages)}")
+        outcome.skipped.append(f"{_remote_key(row)}: {'; '.join(exc.messages)}")
         return False
-    tool.save()
     return True
 
 
@@ -916,14 +937,24 @@ class ItemPlan:
     """How an upstream's resources (templates, prompts) compare with the rows read from it.
 
     Resources are matched by their URI there, templates by their URI template there, prompts
-    by their name there; a prompt has "changed" when its arguments (names, required) differ,
-    a resource or template never does (its content is read at each request).
+    by their name there. As for tools (``SyncPlan``), a row has "changed" when the upstream
+    changed a field an operator reviews (``_item_values``: title, description, MIME type,
+    icons, a prompt's arguments) since the sync that last took it and the row does not hold
+    the new value already; a prompt whose argument names or required flags differ from the
+    upstream's has changed whatever the last sync took (the upstream checks them). A row a
+    sync disabled because the upstream no longer had it has changed when it is back
+    (``enabled``: restored). ``fields`` holds, per key there, each change as (ours, theirs).
     """
 
     added: list[dict[str, Any]] = field(default_factory=list)
     changed: list[tuple[Any, dict[str, Any]]] = field(default_factory=list)
     removed: list[Any] = field(default_factory=list)
     unchanged: list[Any] = field(default_factory=list)
+    fields: dict[str, dict[str, tuple[Any, Any]]] = field(default_factory=dict)
+
+    def changes(self) -> list[tuple[Any, str, dict[str, tuple[Any, Any]]]]:
+        """Each changed row with its key there and its changed fields (for the sync page)."""
+        return [(row, _remote_key(row), self.fields[_remote_key(row)]) for row, _ in self.changed]
 
 
 @dataclass(slots=True)
@@ -934,6 +965,46 @@ class UpstreamOffer:
     resources: list[dict[str, Any]] = field(default_factory=list)
     resource_templates: list[dict[str, Any]] = field(default_factory=list)
     prompts: list[dict[str, Any]] = field(default_factory=list)
+
+
+# The kinds besides tools, as ``UpstreamOffer`` attributes and keys of ``synced_items``, with
+# the key of each of their entries there.
+ITEM_KINDS = {"resources": "uri", "resource_templates": "uriTemplate", "prompts": "name"}
+
+
+def offer_fingerprint(offer: UpstreamOffer) -> str:
+    """A digest of everything the upstream offers (every field of every tool, resource,
+    template and prompt, each list in key order). An offer of tools alone has the digest
+    ``tools_fingerprint`` gives, so one kept before resources and prompts counted still holds.
+    """
+    if not any(getattr(offer, kind) for kind in ITEM_KINDS):
+        return tools_fingerprint(offer.tools)
+    whole = {
+        kind: sorted(getattr(offer, kind), key=_by(key))
+        for kind, key in {"tools": "name", **ITEM_KINDS}.items()
+    }
+    text = json.dumps(whole, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _by(key: str) -> Callable[[Mapping[str, Any]], str]:
+    def value(item: Mapping[str, Any]) -> str:
+        return str(item.get(key))
+
+    return value
+
+
+async def _list_offer(target: UpstreamTarget) -> UpstreamOffer:
+    offer = UpstreamOffer(tools=await list_tools(target))
+    for method, attribute in (
+        (mcp_upstream.list_resources, "resources"),
+        (mcp_upstream.list_resource_templates, "resource_templates"),
+        (mcp_upstream.list_prompts, "prompts"),
+    ):
+        # An upstream that does not serve them refuses the list (method not found).
+        with contextlib.suppress(UpstreamRefused):
+            setattr(offer, attribute, await method(target))
+    return offer
 
 
 async def upstream_list_offer(name: str, *, caller: str = "") -> UpstreamOffer:
@@ -947,17 +1018,8 @@ async def upstream_list_offer(name: str, *, caller: str = "") -> UpstreamOffer:
         ToolError: unknown, disabled or failing upstream, or its tools could not be listed.
     """
     loaded = await upstream_resolve(name, caller=caller)
-    offer = UpstreamOffer()
     try:
-        offer.tools = await list_tools(loaded.target)
-        for method, attribute in (
-            (mcp_upstream.list_resources, "resources"),
-            (mcp_upstream.list_resource_templates, "resource_templates"),
-            (mcp_upstream.list_prompts, "prompts"),
-        ):
-            # An upstream that does not serve them refuses the list (method not found).
-            with contextlib.suppress(UpstreamRefused):
-                setattr(offer, attribute, await method(loaded.target))
+        offer = await _list_offer(loaded.target)
     except UpstreamUnavailable as exc:
         await upstream_record_failure(loaded.pk, exc.detail)
         raise
@@ -981,53 +1043,125 @@ def _arguments_of(remote: Mapping[str, Any]) -> list[dict[str, Any]]:
     ) else []  # fmt: skip
 
 
-def _argument_shape(arguments: list[dict[str, Any]]) -> list[tuple[str, bool]]:
+def _argument_shape(arguments: Sequence[Mapping[str, Any]]) -> list[tuple[str, bool]]:
     return [(str(a["name"]), a.get("required") is True) for a in arguments]
 
 
+def _item_values(kind: str, item: Mapping[str, Any]) -> dict[str, Any]:
+    """The row's values for the upstream's definition ``item`` of a ``kind``: what a sync
+    takes, and an operator reviews, of it."""
+    description = item.get("description")
+    values: dict[str, Any] = {
+        "title": str(item.get("title") or "")[:200],
+        "description": description if isinstance(description, str) else "",
+        "icons": _icons_of(item),
+    }
+    if kind != "prompts":
+        values["mime_type"] = str(item.get("mimeType") or "")[:200]
+        return values
+    if not values["description"].strip():
+        values["description"] = f"The prompt {item.get('name')} of an upstream MCP server."
+    values["arguments"] = [
+        {
+            "name": str(argument["name"])[:128],
+            "title": str(argument.get("title") or "")[:200],
+            "description": str(argument.get("description") or ""),
+            "required": argument.get("required") is True,
+        }
+        for argument in _arguments_of(item)
+    ]
+    return values
+
+
+def _row_values(kind: str, row: Resource | ResourceTemplate | Prompt) -> dict[str, Any]:
+    values: dict[str, Any] = {
+        "title": row.title,
+        "description": row.description,
+        "icons": row.icons,
+    }
+    if isinstance(row, Prompt):
+        values["arguments"] = [
+            {"name": a.name, "title": a.title, "description": a.description, "required": a.required}
+            for a in row.arguments.order_by("position", "id")
+        ]
+    else:
+        values["mime_type"] = row.mime_type
+    return values
+
+
+def _item_changes(
+    upstream: Upstream, kind: str, key: str, row: Any, item: Mapping[str, Any], *, cautious: bool
+) -> dict[str, tuple[Any, Any]]:
+    new = _item_values(kind, item)
+    synced = upstream.synced_items.get(kind) if isinstance(upstream.synced_items, dict) else None
+    baseline = synced.get(key) if isinstance(synced, dict) else None
+    old = _item_values(kind, baseline) if isinstance(baseline, Mapping) else None
+    if old is None and cautious:
+        # Nothing says which of its fields are an operator's: only what the upstream checks.
+        old = new
+    ours = _row_values(kind, row)
+    changes = {
+        name: (ours[name], value)
+        for name, value in new.items()
+        if ours[name] != value
+        and (
+            old is None
+            or old[name] != value
+            or (name == "arguments" and _argument_shape(ours[name]) != _argument_shape(value))
+        )
+    }
+    gone = upstream.items_gone.get(kind) if isinstance(upstream.items_gone, dict) else None
+    if isinstance(gone, list) and key in gone and not row.enabled:
+        changes["enabled"] = (False, True)
+    return changes
+
+
 def _item_plan(
+    upstream: Upstream,
+    kind: str,
     rows: Mapping[str, Any],
     remote: list[dict[str, Any]],
-    key: str,
-    differs: Callable[[Any, dict[str, Any]], bool],
+    cautious: bool,
 ) -> ItemPlan:
-    offered = _distinct(remote, key)
+    offered = _distinct(remote, ITEM_KINDS[kind])
     plan = ItemPlan(removed=[row for name, row in rows.items() if name not in offered])
     for name, item in offered.items():
         row = rows.get(name)
         if row is None:
             plan.added.append(item)
-        elif differs(row, item):
+        elif changes := _item_changes(upstream, kind, name, row, item, cautious=cautious):
             plan.changed.append((row, item))
+            plan.fields[name] = changes
         else:
             plan.unchanged.append(row)
     return plan
 
 
-def upstream_resources_plan(upstream: Upstream, remote: list[dict[str, Any]]) -> ItemPlan:
+def upstream_resources_plan(
+    upstream: Upstream, remote: list[dict[str, Any]], *, cautious: bool = False
+) -> ItemPlan:
     """Compare the upstream's resources (as listed) with the rows read from it."""
     rows = {row.upstream_uri: row for row in upstream.resources.order_by("uri")}
-    return _item_plan(rows, remote, "uri", lambda row, item: False)
+    return _item_plan(upstream, "resources", rows, remote, cautious)
 
 
-def upstream_templates_plan(upstream: Upstream, remote: list[dict[str, Any]]) -> ItemPlan:
+def upstream_templates_plan(
+    upstream: Upstream, remote: list[dict[str, Any]], *, cautious: bool = False
+) -> ItemPlan:
     """Compare the upstream's resource templates (as listed) with the rows read from it."""
     rows = {
         row.upstream_uri_template: row
         for row in upstream.resource_templates.order_by("uri_template")
     }
-    return _item_plan(rows, remote, "uriTemplate", lambda row, item: False)
+    return _item_plan(upstream, "resource_templates", rows, remote, cautious)
 
 
-def upstream_prompts_plan(upstream: Upstream, remote: list[dict[str, Any]]) -> ItemPlan:
+def upstream_prompts_plan(
+    upstream: Upstream, remote: list[dict[str, Any]], *, cautious: bool = False
+) -> ItemPlan:
     """Compare the upstream's prompts (as listed) with the rows got from it."""
     rows = {row.upstream_name: row for row in upstream.prompts.order_by("name")}
-
-    def differs(row: Prompt, item: dict[str, Any]) -> bool:
-        ours = [(a.name, a.required) for a in row.arguments.order_by("position", "id")]
-        return ours != _argument_shape(_arguments_of(item))
-
-    return _item_plan(rows, remote, "name", differs)
+    return _item_plan(upstream, "prompts", rows, remote, cautious)
 
 
 def upstream_items_apply(
@@ -1041,8 +1175,12 @@ def upstream_items_apply(
     add_prompts: set[str],
     update_prompts: set[str],
     remove_prompts: set[str],
+    update_resources: Collection[str] = (),
+    update_templates: Collection[str] = (),
     endpoints: Sequence[Endpoint] = (),
     enabled: bool = False,
+    cautious: bool = False,
+    actor: Actor = None,
 ) -> SyncOutcome:
     """Apply the ticked resource, template and prompt changes, as ``upstream_sync_apply`` does
     for tools.
@@ -1052,87 +1190,137 @@ def upstream_items_apply(
     names, so any row here holding one is a conflict: a resource whose URI is taken gets
     ``mcp-upstream://<upstream>/<its URI, quoted>``, a template whose URI template is taken
     gets ``mcp-upstream://<upstream>/<scheme>/<the rest>`` (same variables), a prompt whose
-    name is taken gets ``<upstream>_<name>``. A changed prompt takes the upstream's arguments;
-    rows the upstream no longer offers are disabled.
+    name is taken gets ``<upstream>_<name>``. A changed row takes the fields the plan names
+    (a prompt's arguments too); one a sync disabled because it was gone is enabled again.
+    Rows the upstream no longer offers are disabled. Every row is written by
+    ``services.catalog_writes`` as "upstream sync" by ``actor`` (None: the sync policy).
     """
     outcome = SyncOutcome()
-    resources = upstream_resources_plan(upstream, offer.resources)
-    templates = upstream_templates_plan(upstream, offer.resource_templates)
-    prompts = upstream_prompts_plan(upstream, offer.prompts)
-    taken_templates = set(ResourceTemplate.objects.values_list("uri_template", flat=True))
-    taken_uris = set(Resource.objects.values_list("uri", flat=True))
-    taken_names = set(Prompt.objects.values_list("name", flat=True))
-    with transaction.atomic(), history.catalog_change_source(history.UPSTREAM_SYNC):
+    source = history.UPSTREAM_SYNC
+    with transaction.atomic(), history.catalog_change(source=source, actor=actor):
+        # One sync of an upstream at a time, each reading what the one before kept.
+        kept = (
+            Upstream.objects.select_for_update()
+            .filter(pk=upstream.pk)
+            .values_list("synced_items", "items_gone")
+            .first()
+        )
+        if kept is not None:
+            upstream.synced_items, upstream.items_gone = kept
+        plans = {
+            "resources": upstream_resources_plan(upstream, offer.resources, cautious=cautious),
+            "resource_templates": upstream_templates_plan(
+                upstream, offer.resource_templates, cautious=cautious
+            ),
+            "prompts": upstream_prompts_plan(upstream, offer.prompts, cautious=cautious),
+        }
+        resources, templates, prompts = plans.values()
+        old_synced = upstream.synced_items if isinstance(upstream.synced_items, dict) else {}
+        old_gone = upstream.items_gone if isinstance(upstream.items_gone, dict) else {}
+        synced: dict[str, dict[str, Any]] = {
+            kind: dict(old_synced.get(kind) or {}) for kind in ITEM_KINDS
+        }
+        gone: dict[str, list[str]] = {
+            kind: [key for key in old_gone.get(kind) or [] if isinstance(key, str)]
+            for kind in ITEM_KINDS
+        }
+        relations = {"endpoints": list(endpoints)}
+        taken_templates = set(ResourceTemplate.objects.values_list("uri_template", flat=True))
+        taken_uris = set(Resource.objects.values_list("uri", flat=True))
+        taken_names = set(Prompt.objects.values_list("name", flat=True))
         for item in resources.added:
             if item["uri"] not in add_resources:
                 continue
             uri = item["uri"]
             if uri in taken_uris:
                 uri = f"mcp-upstream://{upstream.name}/{quote(item['uri'], safe='')}"[:2048]
+            values = _item_values("resources", item)
             resource = Resource(
                 uri=uri,
                 name=str(item.get("name") or item["uri"])[:200],
-                title=str(item.get("title") or "")[:200],
-                description=str(item.get("description") or ""),
-                mime_type=str(item.get("mimeType") or "")[:200],
                 upstream=upstream,
                 remote_uri=item["uri"] if uri != item["uri"] else "",
                 enabled=enabled,
+                **values,
             )
-            if _saved_row(resource, item["uri"], outcome):
-                resource.endpoints.add(*endpoints)
+            if _saved(resource, outcome, actor, relations):
                 taken_uris.add(uri)
+                synced["resources"][item["uri"]] = item
                 outcome.created.append(resource)
         for item in templates.added:
             if item["uriTemplate"] not in add_templates:
                 continue
             template = _template_row(upstream, item, taken_templates)
             template.enabled = enabled
-            if _saved_row(template, item["uriTemplate"], outcome):
-                template.endpoints.add(*endpoints)
+            if _saved(template, outcome, actor, relations):
                 taken_templates.add(template.uri_template)
+                synced["resource_templates"][item["uriTemplate"]] = item
                 outcome.created.append(template)
         for item in prompts.added:
             if item["name"] not in add_prompts:
                 continue
-            description = item.get("description")
-            if not isinstance(description, str) or not description.strip():
-                description = f"The prompt {item['name']} of an upstream MCP server."
+            values = _item_values("prompts", item)
+            arguments = values.pop("arguments")
             prompt = Prompt(
                 name=_free_name(upstream.name, item["name"], taken_names),
-                title=str(item.get("title") or "")[:200],
-                description=description,
                 upstream=upstream,
                 enabled=enabled,
+                **values,
             )
             prompt.remote_name = item["name"] if prompt.name != item["name"] else ""
-            if _saved_row(prompt, item["name"], outcome):
-                _take_arguments(prompt, item)
-                prompt.endpoints.add(*endpoints)
+            if _saved(prompt, outcome, actor, relations, arguments=arguments):
                 taken_names.add(prompt.name)
+                synced["prompts"][item["name"]] = item
                 outcome.created.append(prompt)
-        for row, item in prompts.changed:
-            if row.upstream_name in update_prompts:
+        for kind, ticked in (
+            ("resources", update_resources),
+            ("resource_templates", update_templates),
+            ("prompts", update_prompts),
+        ):
+            plan = plans[kind]
+            for row, item in plan.changed:
+                key = _remote_key(row)
+                if key not in ticked:
+                    continue
+                changes = plan.fields[key]
+                for name, (_ours, theirs) in changes.items():
+                    if name != "arguments":
+                        setattr(row, name, theirs)
                 # The prompt first, then its parts, as an admin save: a version's parts are
                 # those written after it (services.history.revert_prompt_parts).
-                row.save(update_fields=["updated_at"])  # a new version, and list_changed
-                _take_arguments(row, item)
-                outcome.updated.append(row)
-        for plan, ticked in (
-            (resources, remove_resources),
-            (templates, remove_templates),
-            (prompts, remove_prompts),
+                arguments = changes["arguments"][1] if "arguments" in changes else None
+                if _saved(row, outcome, actor, arguments=arguments):
+                    synced[kind][key] = item
+                    outcome.updated.append(row)
+            listed = _distinct(getattr(offer, kind), ITEM_KINDS[kind])
+            for row in plan.unchanged:
+                synced[kind][_remote_key(row)] = listed[_remote_key(row)]
+        for kind, ticked in (
+            ("resources", remove_resources),
+            ("resource_templates", remove_templates),
+            ("prompts", remove_prompts),
         ):
-            for row in plan.removed:
+            for row in plans[kind].removed:
                 if _remote_key(row) in ticked and row.enabled:
-                    row.enabled = False
-                    row.save(update_fields=["enabled", "updated_at"])
+                    catalog_row_enable(row, enabled=False, actor=actor, source=source)
+                    gone[kind].append(_remote_key(row))
                     outcome.disabled.append(row)
+        # Back and enabled again (by this sync or by an operator): no longer "gone".
+        for kind, key in ITEM_KINDS.items():
+            offered = _distinct(getattr(offer, kind), key)
+            rows = getattr(upstream, kind).filter(enabled=True)
+            back = {_remote_key(row) for row in rows} & set(offered)
+            gone[kind] = sorted(set(gone[kind]) - back)
+        Upstream.objects.filter(pk=upstream.pk).update(synced_items=synced, items_gone=gone)
+        upstream.synced_items, upstream.items_gone = synced, gone
     return outcome
 
 
-def _remote_key(row: Resource | ResourceTemplate | Prompt) -> str:
-    """What the upstream calls a row read from it: its URI, URI template or prompt name."""
+def _remote_key(row: Tool | Resource | ResourceTemplate | Prompt) -> str:
+    """What the upstream calls a row read from it: its tool name, URI, URI template or prompt
+    name."""
+    if isinstance(row, Tool):
+        return _remote_name(row)
     if isinstance(row, Resource):
         return row.upstream_uri
     if isinstance(row, ResourceTemplate):
@@ -1152,42 +1340,12 @@ def _template_row(upstream: Upstream, item: Mapping[str, Any], taken: set[str]) 
     return ResourceTemplate(
         uri_template=local[:2048],
         name=str(item.get("name") or remote)[:200],
-        title=str(item.get("title") or "")[:200],
-        description=str(item.get("description") or ""),
-        mime_type=str(item.get("mimeType") or "")[:200],
         kind=ResourceTemplate.Kind.UPSTREAM,
         upstream=upstream,
         remote_uri_template=remote if local != remote else "",
         enabled=False,
+        **_item_values("resource_templates", item),
     )
-
-
-def _take_arguments(prompt: Prompt, remote: Mapping[str, Any]) -> None:
-    # One save per row, never bulk_create: each argument gets its history row, so reverting
-    # the prompt to this version finds its arguments.
-    for old in prompt.arguments.all():
-        old.delete()
-    for position, argument in enumerate(_arguments_of(remote)):
-        PromptArgument.objects.create(
-            prompt=prompt,
-            position=position,
-            name=str(argument["name"])[:128],
-            title=str(argument.get("title") or "")[:200],
-            description=str(argument.get("description") or ""),
-            required=argument.get("required") is True,
-        )
-
-
-def _saved_row(
-    row: Resource | ResourceTemplate | Prompt, remote: str, outcome: SyncOutcome
-) -> bool:
-    try:
-        row.full_clean()
-    except ValidationError as exc:
-        outcome.skipped.append(f"{remote}: {'; '.join(exc.messages)}")
-        return False
-    row.save()
-    return True
 
 
 # --- one sync of everything an upstream offers, by hand or by its sync policy -----------------
@@ -1202,8 +1360,10 @@ class SyncChoice:
     update: frozenset[str] = frozenset()
     remove: frozenset[str] = frozenset()
     add_resources: frozenset[str] = frozenset()
+    update_resources: frozenset[str] = frozenset()
     remove_resources: frozenset[str] = frozenset()
     add_templates: frozenset[str] = frozenset()
+    update_templates: frozenset[str] = frozenset()
     remove_templates: frozenset[str] = frozenset()
     add_prompts: frozenset[str] = frozenset()
     update_prompts: frozenset[str] = frozenset()
@@ -1225,9 +1385,11 @@ class OfferPlan:
             add=frozenset(remote["name"] for remote in self.tools.added),
             update=frozenset(self.tools.fields),
             add_resources=frozenset(item["uri"] for item in self.resources.added),
+            update_resources=frozenset(self.resources.fields),
             add_templates=frozenset(item["uriTemplate"] for item in self.templates.added),
+            update_templates=frozenset(self.templates.fields),
             add_prompts=frozenset(item["name"] for item in self.prompts.added),
-            update_prompts=frozenset(row.upstream_name for row, _item in self.prompts.changed),
+            update_prompts=frozenset(self.prompts.fields),
         )
 
     def enabled_removals(self) -> bool:
@@ -1247,9 +1409,9 @@ def upstream_offer_plan(
     """Compare everything the upstream offers with the rows got from it."""
     return OfferPlan(
         tools=upstream_sync_plan(upstream, offer.tools, cautious=cautious),
-        resources=upstream_resources_plan(upstream, offer.resources),
-        templates=upstream_templates_plan(upstream, offer.resource_templates),
-        prompts=upstream_prompts_plan(upstream, offer.prompts),
+        resources=upstream_resources_plan(upstream, offer.resources, cautious=cautious),
+        templates=upstream_templates_plan(upstream, offer.resource_templates, cautious=cautious),
+        prompts=upstream_prompts_plan(upstream, offer.prompts, cautious=cautious),
     )
 
 
@@ -1261,11 +1423,13 @@ def upstream_offer_apply(
     endpoints: Sequence[Endpoint] = (),
     enabled: bool = False,
     cautious: bool = False,
+    actor: Actor = None,
 ) -> tuple[SyncOutcome, SyncOutcome]:
     """Apply ``choice`` to the tools, then the resources, templates and prompts, in one
     transaction (so connected clients get one list_changed per endpoint); return both
-    outcomes. Recorded in the history as "upstream sync". ``cautious``: as for
-    ``upstream_sync_plan``."""
+    outcomes. Recorded in the history as "upstream sync" by ``actor`` (the operator; None:
+    the sync policy). ``cautious``: as for ``upstream_sync_plan``. The probe compares later
+    offers with this one (``offer_fingerprint``)."""
     with transaction.atomic():
         tools = upstream_sync_apply(
             upstream,
@@ -1276,20 +1440,26 @@ def upstream_offer_apply(
             endpoints=endpoints,
             enabled=enabled,
             cautious=cautious,
+            actor=actor,
         )
         items = upstream_items_apply(
             upstream,
             offer,
             add_resources=set(choice.add_resources),
+            update_resources=choice.update_resources,
             remove_resources=set(choice.remove_resources),
             add_templates=set(choice.add_templates),
+            update_templates=choice.update_templates,
             remove_templates=set(choice.remove_templates),
             add_prompts=set(choice.add_prompts),
             update_prompts=set(choice.update_prompts),
             remove_prompts=set(choice.remove_prompts),
             endpoints=endpoints,
             enabled=enabled,
+            cautious=cautious,
+            actor=actor,
         )
+        Upstream.objects.filter(pk=upstream.pk).update(tools_fingerprint=offer_fingerprint(offer))
     return tools, items
 
 

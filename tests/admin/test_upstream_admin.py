@@ -339,3 +339,40 @@ def test_a_resync_offers_what_the_upstream_changed_field_by_field(
         True,
     )
     assert row.history.latest().history_change_reason == "upstream sync"
+
+
+def test_a_resource_and_prompt_the_upstream_changed_show_field_by_field_and_apply(
+    admin_client: Client, server: RunningUpstream, admin_user: Any
+) -> None:
+    upstream = make_upstream(server.url)
+    admin_client.post(sync_url(upstream), {"add_resource": "up://readme", "add_prompt": "review"})
+    readme = Resource.objects.get(uri="up://readme")
+    review = Prompt.objects.get(name="review")
+    # As if the upstream had changed both since that sync: our rows and what it took then
+    # hold the older words; the operator's own title on the readme is no difference.
+    upstream.refresh_from_db()
+    synced = upstream.synced_items
+    synced["resources"]["up://readme"]["description"] = "Old words."
+    synced["prompts"]["review"]["description"] = "Old words."
+    Upstream.objects.filter(pk=upstream.pk).update(synced_items=synced)
+    Resource.objects.filter(pk=readme.pk).update(description="Old words.", title="Ours")
+    Prompt.objects.filter(pk=review.pk).update(description="Old words.")
+
+    page = admin_client.get(sync_url(upstream))
+    assert [(key, list(fields)) for _row, key, fields in page.context["resources"].changes()] == [
+        ("up://readme", ["description"])
+    ]
+    assert [(key, list(fields)) for _row, key, fields in page.context["prompts"].changes()] == [
+        ("review", ["description"])
+    ]
+    assert b'name="update_resource" value="up://readme"' in page.content
+
+    admin_client.post(sync_url(upstream), {"update_resource": "up://readme",
+                                           "update_prompt": "review"})  # fmt: skip
+
+    readme.refresh_from_db()
+    review.refresh_from_db()
+    assert (readme.title, readme.description) == ("Ours", "The upstream's readme.")
+    assert review.description == "Asks for a review of some code."
+    latest = readme.history.latest()
+    assert (latest.history_change_reason, latest.history_user) == ("upstream sync", admin_user)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
-from mcp_app.models import Credential, Endpoint, Prompt, Tool, Upstream
+from mcp_app.models import Credential, Endpoint, Prompt, Resource, Tool, Upstream
 from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.api.conftest import CATALOG_PERMISSIONS
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
@@ -207,3 +207,32 @@ def test_a_tools_description_is_reverted_with_a_version_of_its_own(
     assert (reverted.json()["description"], reverted.json()["endpoints"]) == ("First.", ["main"])
     latest = tool.history.latest()
     assert (latest.description, latest.history_change_reason) == ("First.", "api")
+
+
+def test_a_resource_the_upstream_changed_is_previewed_by_field_and_updated(
+    api: APIClient, server: RunningUpstream
+) -> None:
+    upstream = create_upstream(api, server.url)
+    url = f"/api/v1/upstreams/{upstream['id']}/"
+    imported = api.post(f"{url}sync/", {"add_resources": ["up://readme"]}, format="json")
+    assert imported.status_code == 200, imported.content
+    # As if the upstream had reworded it since: ours and what the sync took hold older words.
+    row = Upstream.objects.get()
+    synced = row.synced_items
+    synced["resources"]["up://readme"]["description"] = "Old words."
+    Upstream.objects.filter(pk=row.pk).update(synced_items=synced)
+    Resource.objects.filter(uri="up://readme").update(description="Old words.")
+
+    preview = api.get(f"{url}sync/").json()["resources"]["changed"]
+    applied = api.post(f"{url}sync/", {"update_resources": ["up://readme"]}, format="json")
+
+    assert [(entry["uri"], entry["fields"]) for entry in preview] == [
+        ("up://readme", {"description": {"ours": "Old words.", "theirs": "The upstream's readme."}})
+    ]
+    assert applied.status_code == 200, applied.content
+    assert Resource.objects.get(uri="up://readme").description == "The upstream's readme."
+    readme = Resource.objects.get(uri="up://readme").history.latest()
+    assert (readme.history_change_reason, readme.history_user.username) == (
+        "upstream sync",
+        "robot",
+    )

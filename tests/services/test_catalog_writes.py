@@ -391,6 +391,27 @@ def test_interfaces_write_catalog_rows_only_through_the_write_path_and_name_no_k
     ] == []
 
 
+# Lines of services/upstreams.py that match WRITE but write no catalog row through the side
+# door: (fragment, why). Upstream sync writes its tools, resources, templates and prompts
+# through services.catalog_writes like any interface.
+UPSTREAMS_ALLOWED = [
+    ("Upstream.objects.filter(", "the upstream's own state: health, breaker, what a sync took"),
+    ('tool.save(update_fields=["config", "updated_at"])', "following a rename, not a sync"),
+]
+
+
+def test_upstream_sync_writes_catalog_rows_only_through_the_write_path() -> None:
+    lines = (APP / "services" / "upstreams.py").read_text().splitlines()
+    found = [line.strip() for line in lines if WRITE.search(line)]
+
+    assert [
+        line for line in found if not any(fragment in line for fragment, _ in UPSTREAMS_ALLOWED)
+    ] == []
+    assert [
+        fragment for fragment, _ in UPSTREAMS_ALLOWED if not any(fragment in line for line in found)
+    ] == []
+
+
 @dataclass(frozen=True, slots=True)
 class GreetingConfig(PreparedConfig):
     greeting: str

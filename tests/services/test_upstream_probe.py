@@ -21,14 +21,15 @@ from django.urls import reverse
 from django.utils import timezone
 
 from mcp_app.executors import mcp_upstream
-from mcp_app.models import Upstream
+from mcp_app.models import Prompt, ResourceTemplate, Upstream
 from mcp_app.ops.metrics import SharedStateCollector
 from mcp_app.ops.tasks import probe_upstreams
 from mcp_app.services.credentials import credential_create
 from mcp_app.services.upstreams import (
-    upstream_list_tools,
+    upstream_list_offer,
+    upstream_offer_apply,
+    upstream_offer_plan,
     upstream_probe,
-    upstream_sync_apply,
     upstreams_probe_due,
 )
 from tests.support.live import free_port
@@ -70,6 +71,18 @@ async def reload() -> Upstream:
     return await Upstream.objects.aget(name="up")
 
 
+async def sync_all() -> None:
+    """Sync what the upstream offers now, every addition and change ticked (nothing removed)."""
+    offer = await upstream_list_offer("up")
+
+    def apply() -> None:
+        upstream = Upstream.objects.get(name="up")
+        choice = upstream_offer_plan(upstream, offer).additions_and_changes()
+        upstream_offer_apply(upstream, offer, choice=choice)
+
+    await database_sync_to_async(apply)()
+
+
 async def test_a_healthy_upstream_is_active_after_a_probe(running: RunningUpstream) -> None:
     await database_sync_to_async(make_upstream)(running.url)
     assert (await reload()).probe_state == State.UNKNOWN
@@ -108,13 +121,9 @@ async def test_a_stopped_upstream_goes_degraded_then_offline_and_back_to_active(
 async def test_an_upstream_restarted_with_other_tools_is_out_of_sync(
     tmp_path: Path, port: int
 ) -> None:
-    upstream = await database_sync_to_async(make_upstream)(f"http://127.0.0.1:{port}/mcp")
+    await database_sync_to_async(make_upstream)(f"http://127.0.0.1:{port}/mcp")
     with run_mcp_upstream(tmp_path, port=port):
-        tools = await upstream_list_tools("up")
-        names = {tool["name"] for tool in tools}
-        await database_sync_to_async(upstream_sync_apply)(
-            upstream, tools, add=names, update=set(), remove=set()
-        )
+        await sync_all()
         assert await upstream_probe("up") == State.ACTIVE
         assert not (await reload()).tools_out_of_sync
     # The same server restarted: the same list, still in sync.
@@ -127,11 +136,42 @@ async def test_an_upstream_restarted_with_other_tools_is_out_of_sync(
     assert row.tools_out_of_sync
     # A re-sync that takes the new list is in sync again.
     with run_mcp_upstream(tmp_path, port=port, more_tools=True):
-        tools = await upstream_list_tools("up")
-        await database_sync_to_async(upstream_sync_apply)(
-            row, tools, add={"added_later"}, update=set(), remove=set()
-        )
+        await sync_all()
         await upstream_probe("up")
+    assert not (await reload()).tools_out_of_sync
+
+
+async def test_an_upstream_whose_prompts_and_templates_changed_is_out_of_sync(
+    tmp_path: Path, port: int
+) -> None:
+    await database_sync_to_async(make_upstream)(f"http://127.0.0.1:{port}/mcp")
+    with run_mcp_upstream(tmp_path, port=port, extras=True):
+        await sync_all()
+        await upstream_probe("up")
+        assert not (await reload()).tools_out_of_sync
+    # Restarted without its extra templates and prompt, the same tools: out of sync.
+    with run_mcp_upstream(tmp_path, port=port):
+        assert await upstream_probe("up") == State.ACTIVE
+        assert (await reload()).tools_out_of_sync
+        await sync_all()
+        await upstream_probe("up")
+    assert not (await reload()).tools_out_of_sync
+
+
+async def test_the_apply_policy_takes_a_new_prompt_found_by_the_probe(
+    tmp_path: Path, port: int
+) -> None:
+    await database_sync_to_async(make_upstream)(f"http://127.0.0.1:{port}/mcp", sync_policy="apply")
+    with run_mcp_upstream(tmp_path, port=port):
+        await sync_all()
+        await upstream_probe("up")
+    with run_mcp_upstream(tmp_path, port=port, extras=True):
+        await upstream_probe("up")
+
+    prompt = await Prompt.objects.aget(name="leak_prompt")
+    template = await ResourceTemplate.objects.aget(name="leak")
+    # New rows wait disabled for an operator, as by hand.
+    assert (prompt.enabled, template.enabled) == (False, False)
     assert not (await reload()).tools_out_of_sync
 
 

@@ -8,15 +8,31 @@ the apply are what the admin, the API and the sync policy run on it.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import User
 
-from mcp_app.models import Prompt, PromptArgument, Tool, Upstream
+from mcp_app.models import (
+    MembershipChange,
+    Prompt,
+    PromptArgument,
+    Resource,
+    ResourceTemplate,
+    Tool,
+    Upstream,
+)
+from mcp_app.services import history
 from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from mcp_app.services.upstreams import (
     UpstreamOffer,
+    _remote_key,
+    offer_fingerprint,
+    tools_fingerprint,
     upstream_items_apply,
+    upstream_offer_apply,
+    upstream_offer_plan,
     upstream_policy_apply,
     upstream_sync_apply,
     upstream_sync_plan,
@@ -252,3 +268,158 @@ def test_the_apply_policy_takes_additions_and_changes_and_leaves_removals(
     assert not Tool.objects.get(name="later").enabled  # a draft, as by hand
     # "add" is gone upstream: still enabled, and the upstream out of sync until reviewed.
     assert adder.enabled and upstream.tools_out_of_sync
+
+
+REVIEW: dict[str, Any] = {
+    "name": "review",
+    "title": "Review",
+    "description": "Reviews code.",
+    "arguments": [{"name": "code", "required": True}],
+}
+NOTES: dict[str, Any] = {"uri": "up://notes", "name": "notes", "mimeType": "text/plain"}
+PAGES: dict[str, Any] = {"uriTemplate": "up://pages/{n}", "name": "pages"}
+
+
+def offered(upstream: Upstream, offer: UpstreamOffer, **options: Any) -> tuple[Any, Any]:
+    """Apply every addition and change of ``offer`` and every removal, as an operator
+    ticking everything would."""
+    plan = upstream_offer_plan(upstream, offer)
+    choice = replace(
+        plan.additions_and_changes(),
+        remove=frozenset(_remote_key(row) for row in plan.tools.removed),
+        remove_resources=frozenset(_remote_key(row) for row in plan.resources.removed),
+        remove_templates=frozenset(_remote_key(row) for row in plan.templates.removed),
+        remove_prompts=frozenset(_remote_key(row) for row in plan.prompts.removed),
+    )
+    return upstream_offer_apply(upstream, offer, choice=choice, **options)
+
+
+def test_a_sync_writes_every_row_with_the_operator_and_its_source(
+    upstream: Upstream, admin_user: User
+) -> None:
+    endpoint = endpoint_create(slug="main")
+    offer = UpstreamOffer(tools=[ECHO], resources=[NOTES], resource_templates=[PAGES],
+                          prompts=[REVIEW])  # fmt: skip
+    offered(upstream, offer, endpoints=[endpoint], enabled=True, actor=admin_user)
+    changed = UpstreamOffer(tools=[ECHO_V2], prompts=[{**REVIEW, "arguments": []}])
+    offered(upstream, changed, actor=admin_user)
+
+    rows = [
+        Tool.objects.get(name="echo"),
+        Resource.objects.get(uri="up://notes"),
+        ResourceTemplate.objects.get(uri_template="up://pages/{n}"),
+        Prompt.objects.get(name="review"),
+    ]
+    for row in rows:
+        stamps = {(h.history_change_reason, h.history_user) for h in row.history.all()}
+        assert stamps == {(history.UPSTREAM_SYNC, admin_user)}, row
+    arguments = PromptArgument.history.filter(prompt_id=rows[-1].pk)
+    assert {(h.history_type, h.history_user) for h in arguments} == {
+        ("+", admin_user),
+        ("-", admin_user),
+    }
+    # Created enabled; the resource and template the upstream dropped were disabled.
+    assert [row.enabled for row in rows] == [True, False, False, True]
+    assert (
+        MembershipChange.objects.filter(source=history.UPSTREAM_SYNC, changed_by=admin_user).count()
+        == 4
+    )
+
+
+def test_a_resync_offers_only_the_item_fields_the_upstream_changed(upstream: Upstream) -> None:
+    offer = UpstreamOffer(resources=[NOTES], resource_templates=[PAGES], prompts=[REVIEW])
+    offered(upstream, offer)
+    prompt = Prompt.objects.get(name="review")
+    prompt.title = "Our own title"
+    prompt.save()
+    later = UpstreamOffer(
+        resources=[{**NOTES, "mimeType": "text/markdown"}],
+        resource_templates=[{**PAGES, "description": "Pages by number."}],
+        prompts=[{**REVIEW, "description": "Reviews code, carefully.",
+                  "arguments": [{"name": "code", "required": True, "description": "The code."}]}],
+    )  # fmt: skip
+
+    plan = upstream_offer_plan(upstream, later)
+
+    # The operator's own title is not a difference; what the upstream changed is.
+    assert plan.prompts.fields == {
+        "review": {
+            "description": ("Reviews code.", "Reviews code, carefully."),
+            "arguments": (
+                [{"name": "code", "title": "", "description": "", "required": True}],
+                [{"name": "code", "title": "", "description": "The code.", "required": True}],
+            ),
+        }
+    }
+    assert plan.resources.fields == {"up://notes": {"mime_type": ("text/plain", "text/markdown")}}
+    assert plan.templates.fields == {"up://pages/{n}": {"description": ("", "Pages by number.")}}
+    offered(upstream, later)
+    prompt.refresh_from_db()
+    assert (prompt.title, prompt.description) == ("Our own title", "Reviews code, carefully.")
+    assert list(prompt.arguments.values_list("description", flat=True)) == ["The code."]
+    assert Resource.objects.get().mime_type == "text/markdown"
+    assert ResourceTemplate.objects.get().description == "Pages by number."
+    assert upstream_offer_plan(upstream, later).prompts.fields == {}
+
+
+def test_a_dropped_resource_template_or_prompt_that_comes_back_is_enabled_again(
+    upstream: Upstream,
+) -> None:
+    offer = UpstreamOffer(resources=[NOTES], resource_templates=[PAGES], prompts=[REVIEW])
+    offered(upstream, offer, enabled=True)
+    offered(upstream, UpstreamOffer())
+    rows = [Resource.objects.get(), ResourceTemplate.objects.get(), Prompt.objects.get()]
+    for row in rows:
+        row.refresh_from_db()
+        assert not row.enabled
+
+    plan = upstream_offer_plan(upstream, offer)
+    offered(upstream, offer)
+
+    assert plan.resources.fields == {"up://notes": {"enabled": (False, True)}}
+    assert plan.prompts.fields == {"review": {"enabled": (False, True)}}
+    for row in rows:
+        row.refresh_from_db()
+        assert row.enabled
+    upstream.refresh_from_db()
+    assert upstream.items_gone == {"resources": [], "resource_templates": [], "prompts": []}
+
+
+def test_the_apply_policy_takes_item_changes_and_leaves_item_removals(
+    upstream: Upstream,
+) -> None:
+    offered(upstream, UpstreamOffer(resources=[NOTES], prompts=[REVIEW]), enabled=True)
+    Upstream.objects.filter(pk=upstream.pk).update(sync_policy="apply")
+    argued = {**REVIEW, "arguments": [{"name": "code"}, {"name": "style"}]}
+
+    assert upstream_policy_apply(upstream.pk, UpstreamOffer(prompts=[argued])) is not None
+
+    prompt = Prompt.objects.get()
+    assert list(prompt.arguments.values_list("name", "required")) == [
+        ("code", False),
+        ("style", False),
+    ]
+    # The resource is gone upstream: still serving, and the upstream out of sync for review.
+    assert Resource.objects.get().enabled
+    upstream.refresh_from_db()
+    assert upstream.tools_out_of_sync
+
+
+def test_the_fingerprint_covers_resources_templates_and_prompts() -> None:
+    offer = UpstreamOffer(tools=[ECHO], resources=[NOTES], resource_templates=[PAGES],
+                          prompts=[REVIEW])  # fmt: skip
+    other = [
+        replace(offer, prompts=[{**REVIEW, "arguments": []}]),
+        replace(offer, resources=[]),
+        replace(offer, resource_templates=[{**PAGES, "mimeType": "text/html"}]),
+        replace(offer, prompts=[{**REVIEW, "_meta": {"v": 2}}]),
+    ]
+    digests = {offer_fingerprint(item) for item in [offer, *other]}
+
+    assert len(digests) == 5
+    # The order an upstream lists in is not a difference.
+    assert offer_fingerprint(replace(offer, tools=[ECHO, {**ECHO, "name": "a"}])) == (
+        offer_fingerprint(replace(offer, tools=[{**ECHO, "name": "a"}, ECHO]))
+    )
+    # A digest kept before resources and prompts counted still holds for tools alone.
+    assert offer_fingerprint(UpstreamOffer(tools=[ECHO])) == tools_fingerprint([ECHO])

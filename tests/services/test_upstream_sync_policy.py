@@ -20,7 +20,7 @@ from channels.db import database_sync_to_async
 from django.test import override_settings
 
 from mcp_app.executors import mcp_upstream
-from mcp_app.models import Endpoint, Tool, Upstream
+from mcp_app.models import Endpoint, Prompt, Resource, Tool, Upstream
 from mcp_app.services import notify
 from mcp_app.services.catalog_writes import endpoint_create
 from mcp_app.services.upstreams import (
@@ -149,3 +149,50 @@ async def test_an_upstreams_list_changed_is_applied_under_the_apply_policy(
     while (await Upstream.objects.aget(pk=upstream.pk)).tools_out_of_sync:
         assert time.monotonic() < deadline, "the upstream stayed out of sync"
         await asyncio.sleep(0.02)
+
+
+@override_settings(MCP_LIST_CHANGED_COALESCE_SECONDS=0)
+async def test_the_apply_policy_takes_resource_and_prompt_changes_with_one_notification(
+    tmp_path: Path, listener: Any
+) -> None:
+    port = free_port()
+    upstream = await database_sync_to_async(make_upstream)(f"http://127.0.0.1:{port}/mcp", "apply")
+    main = await Endpoint.objects.aget(slug="main")
+
+    def changed_since_the_sync() -> None:
+        # As if the upstream had reworded both since the sync: ours and what that sync took
+        # hold the older words, and the digest of that offer is not the upstream's now.
+        row = Upstream.objects.get(pk=upstream.pk)
+        synced = row.synced_items
+        synced["resources"]["up://readme"]["description"] = "Old words."
+        synced["prompts"]["review"]["description"] = "Old words."
+        Upstream.objects.filter(pk=upstream.pk).update(
+            synced_items=synced, tools_fingerprint="0" * 64
+        )
+        Resource.objects.filter(uri="up://readme").update(description="Old words.")
+        Prompt.objects.filter(name="review").update(description="Old words.")
+
+    with run_mcp_upstream(tmp_path, port=port):
+        offer = await upstream_list_offer("up")
+        await database_sync_to_async(upstream_offer_apply)(
+            upstream, offer,
+            choice=SyncChoice(add_resources=frozenset({"up://readme"}),
+                              add_prompts=frozenset({"review"})),
+            endpoints=[main], enabled=True,
+        )  # fmt: skip
+        await until_sentinel(listener)  # what the import announced
+        await database_sync_to_async(changed_since_the_sync)()
+        await upstream_probe("up")
+
+    readme = await Resource.objects.aget(uri="up://readme")
+    review = await Prompt.objects.aget(name="review")
+    assert (readme.description, review.description) == (
+        "The upstream's readme.",
+        "Asks for a review of some code.",
+    )
+    assert not (await Upstream.objects.aget(pk=upstream.pk)).tools_out_of_sync
+    received = await until_sentinel(listener)
+    # One list_changed for both kinds (the readme's subscribers are also told it changed).
+    assert [sorted(m["kinds"]) for m in received if m["type"] == notify.LIST_CHANGED] == [
+        ["prompts", "resources"]
+    ]
