@@ -16,9 +16,10 @@ from asgiref.sync import async_to_sync
 from cryptography.fernet import Fernet
 from django.core.management import CommandError, call_command
 from django.test import override_settings
+from django.utils import timezone
 
 from mcp_app.checks import check_credential_keys
-from mcp_app.models import Credential, Endpoint
+from mcp_app.models import Credential, Endpoint, Tool
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.results import ToolError, ToolResult
 from mcp_app.services.catalog import build_snapshot
@@ -61,6 +62,11 @@ def call_tool(endpoint: Endpoint, config: Mapping[str, Any], **arguments: Any) -
         endpoints=[endpoint],
         description="Calls the upstream.",
     )
+    return run_tool(endpoint, name, **arguments)
+
+
+def run_tool(endpoint: Endpoint, name: str, **arguments: Any) -> ToolResult:
+    """Call the tool ``name`` of ``endpoint`` through the runner, as a client would."""
     snapshot = build_snapshot(Endpoint.objects.get(pk=endpoint.pk))
     tool = snapshot.tool(name)
     assert tool is not None
@@ -235,8 +241,16 @@ def test_an_oauth_token_url_is_held_to_the_ssrf_guard(
 def test_a_missing_credential_is_a_tool_error(
     transactional_db: None, endpoint: Endpoint, upstream: Upstream
 ) -> None:
+    # The write path refuses a tool naming a missing credential; a row changed around it (a
+    # shell, a database restore) still fails at call time with a clear error.
+    credential_create(name="api", kind="bearer", secret="tok")
+    call_tool(endpoint, {"url": upstream.url("/echo"), "credential": "api"})
+    Tool.objects.filter(name="t0").update(
+        config={"allow_networks": LOCAL, "url": upstream.url("/echo"), "credential": "gone"},
+        updated_at=timezone.now(),
+    )
     with pytest.raises(ToolError, match="The credential 'gone' does not exist"):
-        call_tool(endpoint, {"url": upstream.url("/echo"), "credential": "gone"})
+        run_tool(endpoint, "t0")
 
 
 def test_an_undecryptable_credential_is_a_tool_error_and_logged_without_secret(
