@@ -19,6 +19,7 @@ import uvicorn
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from mcp_app.bridge.app import Bridge
+from mcp_app.bridge.protect import protect_process
 from mcp_app.bridge.servers import AllowListError
 from mcp_app.conf import get_conf
 from mcp_app.services.stdio import stdio_bridge_secret, stdio_launch, stdio_servers
@@ -50,6 +51,11 @@ class Command(BaseCommand):
         port = options["port"] or url.port or 8765
         assert isinstance(host, str) and isinstance(port, int)
         app = Bridge(secret=stdio_bridge_secret(), launcher=stdio_launch)
+        if not protect_process():
+            self.stderr.write(
+                "warning: could not mark the bridge not dumpable: its children may read its "
+                "environment (/proc/<pid>/environ); run it in a container of its own"
+            )
         self.stdout.write(
             f"stdio bridge on http://{host}:{port}/<upstream>/mcp; "
             f"allowed servers: {', '.join(sorted(servers)) or 'none (MCP_STDIO_SERVERS)'}",
