@@ -148,6 +148,10 @@ class CatalogSnapshot:
     resource_templates: tuple[ResourceTemplateDef, ...] = ()
     prompts: tuple[PromptDef, ...] = ()
     version: int = 0
+    # Some resource, template or prompt is served by another server in the caller's own
+    # session: a request's context then carries ports bound to its caller (a request of an
+    # endpoint without any shares them).
+    caller_bound: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tools", _sorted(self.tools, "name"))

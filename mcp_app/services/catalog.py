@@ -103,6 +103,9 @@ class ToolKey:
     # The tool's newest history row when this definition was read (services/history.py):
     # call-log rows name it, so an auditor opens the definition that answered the call.
     history_id: int | None = None
+    # Its executor relays questions within one run held open between rounds
+    # (``Executor.holds_questions``; never for a config that does not prepare).
+    holds_questions: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,6 +208,11 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
         resource_templates=templates,
         prompts=prompts,
         version=endpoint.catalog_version,
+        caller_bound=any(
+            item.key.upstream is not None
+            for items in (resources, templates, prompts)
+            for item in items
+        ),
     )
 
 
@@ -288,6 +296,7 @@ def tool_def(
     ``groups``: the tool's allowed group names, when already read; ``history_id``: the
     version this definition is (``services.history.latest_history_ids``).
     """
+    prepared = prepare_config(tool)
     return ToolDef(
         name=tool.name,
         title=tool.title,
@@ -303,12 +312,15 @@ def tool_def(
             pk=tool.pk,
             kind=tool.kind,
             config=tool.config or {},
-            prepared=prepare_config(tool),
+            prepared=prepared,
             execution=tool.execution_mode,
             soft_time_limit=tool.soft_time_limit,
             hard_time_limit=tool.hard_time_limit,
             access=_access(tool, groups),
             history_id=history_id,
+            holds_questions=(
+                not isinstance(prepared, ConfigError) and get_executor(tool.kind).holds_questions
+            ),
         ),
     )
 

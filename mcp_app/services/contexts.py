@@ -26,8 +26,9 @@ from mcp_app.services.resources import CatalogResourceReader
 from mcp_app.services.upstream_subscriptions import UpstreamResourceWatcher
 from mcp_app.services.upstreams import UpstreamCompleter, UpstreamPromptSource
 
-# Shared by contexts of no caller in particular; a caller's context gets its own (cheap)
-# ports, which read from upstreams in the caller's sessions.
+# Shared by contexts of no caller in particular, and by every context of an endpoint that
+# serves nothing from an upstream (``CatalogSnapshot.caller_bound``); otherwise a caller's
+# context gets its own ports, which read from upstreams in the caller's sessions.
 _resource_reader = CatalogResourceReader()
 _prompt_source = UpstreamPromptSource()
 _completer = UpstreamCompleter()
@@ -79,14 +80,25 @@ def request_context(
         "page_size": get_conf().MCP_PAGE_SIZE,
     }
     caller = fields["caller"]
-    headers = fields.get("request_headers")
+    if caller and snapshot.caller_bound:
+        headers = fields.get("request_headers")
+        return RequestContext(
+            version=version,
+            catalog=snapshot,
+            tools=tools,
+            resources=CatalogResourceReader(caller, headers),
+            prompts=UpstreamPromptSource(caller, headers),
+            completions=UpstreamCompleter(caller, headers),
+            watcher=UpstreamResourceWatcher(caller),
+            **{**defaults, **fields},
+        )
     return RequestContext(
         version=version,
         catalog=snapshot,
         tools=tools,
-        resources=CatalogResourceReader(caller, headers) if caller else _resource_reader,
-        prompts=UpstreamPromptSource(caller, headers) if caller else _prompt_source,
-        completions=UpstreamCompleter(caller, headers) if caller else _completer,
-        watcher=UpstreamResourceWatcher(caller) if caller else _watcher,
+        resources=_resource_reader,
+        prompts=_prompt_source,
+        completions=_completer,
+        watcher=_watcher,
         **{**defaults, **fields},
     )

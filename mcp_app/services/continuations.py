@@ -43,8 +43,6 @@ from dataclasses import replace
 from typing import Any, NoReturn
 
 from mcp_app.conf import get_conf
-from mcp_app.executors import get_executor
-from mcp_app.executors.base import ConfigError
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
 from mcp_app.protocol.results import InputRequired, Outcome, ToolError, ToolResult
@@ -77,9 +75,7 @@ _servers: set[asyncio.Task[None]] = set()
 
 def holds_questions(key: ToolKey, ctx: ToolCallContext) -> bool:
     """Whether a call's questions are answered within one run held open between rounds."""
-    if not ctx.request.supports(Feature.INPUT_REQUIRED) or isinstance(key.prepared, ConfigError):
-        return False
-    return get_executor(key.kind).holds_questions
+    return key.holds_questions and ctx.request.supports(Feature.INPUT_REQUIRED)
 
 
 async def await_released(continuation: str) -> None:

@@ -9,13 +9,16 @@ from django.contrib.auth.models import Group
 from pytest_django import DjangoAssertNumQueries
 
 from mcp_app.executors.template import TemplateExecutor
-from mcp_app.models import Endpoint, Tool
+from mcp_app.models import Endpoint, Tool, Upstream
 from mcp_app.protocol.catalog import (
+    CatalogSnapshot,
     PromptArgumentDef,
     PromptMessageDef,
     ResourceDef,
     ToolDef,
 )
+from mcp_app.protocol.context import RequestContext
+from mcp_app.protocol.versions import LATEST_LEGACY
 from mcp_app.services.catalog import ResourceKey, ToolKey, build_snapshot
 from mcp_app.services.catalog_writes import (
     endpoint_create,
@@ -24,6 +27,8 @@ from mcp_app.services.catalog_writes import (
     resource_template_create,
     tool_create,
 )
+from mcp_app.services.contexts import request_context
+from mcp_app.services.runner import CatalogToolRunner
 
 VERBATIM_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -209,3 +214,28 @@ def test_a_tool_whose_groups_changed_is_redefined_with_them(endpoint: Endpoint) 
 
     key = rebuilt.tool("guarded").key
     assert isinstance(key, ToolKey) and key.access.groups == frozenset({"ops"})
+
+
+def test_only_an_endpoint_that_relays_from_an_upstream_binds_its_ports_to_the_caller(
+    endpoint: Endpoint,
+) -> None:
+    """A request's context gets ports of its own (four objects, on every request) only where
+    the caller matters: reads, prompts and completions relayed in the caller's session."""
+    resource_create(uri="demo://readme", name="readme", text="hi", endpoints=[endpoint])
+    plain = build_snapshot(endpoint)
+    peer = Upstream.objects.create(name="peer", url="https://peer.example.com/mcp")
+    prompt_create(name="review", description="Review.", upstream=peer, endpoints=[endpoint])
+    endpoint.refresh_from_db()
+    relayed = build_snapshot(endpoint)
+
+    def ports(snapshot: CatalogSnapshot) -> RequestContext:
+        return request_context(
+            snapshot, version=LATEST_LEGACY, tools=CatalogToolRunner(), principal="user:7/client:3"
+        )
+
+    shared = request_context(plain, version=LATEST_LEGACY, tools=CatalogToolRunner())
+    assert not plain.caller_bound and relayed.caller_bound
+    for port in ("resources", "prompts", "completions", "watcher"):
+        assert getattr(ports(plain), port) is getattr(shared, port)
+        assert getattr(ports(relayed), port) is not getattr(shared, port)
+        assert getattr(ports(relayed), port).caller == "user:7"
