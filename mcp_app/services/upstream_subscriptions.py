@@ -19,20 +19,22 @@ when no subscriber is left.
 from __future__ import annotations
 
 import logging
-from collections.abc import Hashable
+import secrets
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
 import uritemplate
 
 from mcp_app.executors import mcp_upstream
-from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef
+from mcp_app.protocol.catalog import CatalogSnapshot, ResourceDef, ResourceTemplateDef
 from mcp_app.protocol.errors import McpError
+from mcp_app.protocol.handlers import resources
 from mcp_app.protocol.uritemplate import match
 from mcp_app.services import notify
 from mcp_app.services.catalog import ResourceKey, ResourceTemplateKey
 from mcp_app.services.sessions import asessions_subscriptions
-from mcp_app.services.upstreams import _forward, port_caller
+from mcp_app.services.upstreams import port_caller, relay
 
 logger = logging.getLogger(__name__)
 
@@ -77,14 +79,14 @@ class UpstreamResourceWatcher:
     ) -> None:
         """Subscribe upstream for ``subscriber``.
 
-        Raises: as ``services.upstreams._forward`` (the upstream refused, or is unreachable).
+        Raises: as ``services.upstreams.relay`` (the upstream refused, or is unreachable).
         """
         remote = upstream_source(source, uri)
         if remote is None:
             return
         name, remote_uri = remote
         watch = Watch(subscriber, uri)
-        await _forward(
+        await relay(
             name,
             lambda target: mcp_upstream.subscribe_resource(
                 target, remote_uri, watch, caller=self.caller
@@ -100,7 +102,7 @@ class UpstreamResourceWatcher:
         name, remote_uri = remote
         watch = Watch(subscriber, uri)
         try:
-            await _forward(
+            await relay(
                 name,
                 lambda target: mcp_upstream.unsubscribe_resource(
                     target, remote_uri, watch, caller=self.caller
@@ -111,15 +113,46 @@ class UpstreamResourceWatcher:
             logger.info("Could not unsubscribe upstream %s now: %s", name, exc.message)
 
 
-def listen_opened(subscriber: str) -> None:
-    """A listen stream of this process, named ``subscriber``, wants updates from now on."""
-    _listening.add(subscriber)
+class ListenSubscriptions:
+    """The upstream side of one 2026-07-28 ``subscriptions/listen`` stream of this process.
 
+    Resources of upstreams among those the stream watches are subscribed to there for the
+    stream's life, in the upstream session its caller's reads use; their updates come on the
+    stream's own group (``notify.listen_group(token)``).
+    """
 
-def listen_closed(subscriber: str) -> None:
-    """The listen stream ``subscriber`` ended: its subscriptions are dropped at the next look
-    (``unwatch`` ends them at once)."""
-    _listening.discard(subscriber)
+    def __init__(self, snapshot: CatalogSnapshot, *, caller: str) -> None:
+        self.token = secrets.token_urlsafe(12)
+        self._subscriber = LISTEN_PREFIX + self.token
+        self._snapshot = snapshot
+        self._watcher = UpstreamResourceWatcher(caller)
+        self._relayed: list[tuple[str, ResourceDef | ResourceTemplateDef]] = []
+
+    async def open(self, uris: Sequence[str]) -> list[str]:
+        """Want updates from now on; subscribe upstream to those of ``uris`` an upstream
+        serves. Returns the URIs the stream carries: ``uris`` less those an upstream did not
+        honour (the acknowledgement lists only those)."""
+        _listening.add(self._subscriber)
+        carried = list(uris)
+        for uri in uris:
+            source = resources.subscription_source(self._snapshot, uri)
+            if source is None or upstream_source(source, uri) is None:
+                continue
+            try:
+                await self._watcher.watch(self._subscriber, uri, source)
+            except McpError:
+                carried.remove(uri)
+            else:
+                self._relayed.append((uri, source))
+        return carried
+
+    async def close(self) -> None:
+        """The stream ended: its upstream subscriptions end now (or at the holder's next
+        look, when the upstream cannot be told)."""
+        _listening.discard(self._subscriber)
+        for uri, source in self._relayed:
+            await self._watcher.unwatch(self._subscriber, uri, source)
+        self._relayed.clear()
 
 
 async def _live(subscribers: frozenset[Hashable]) -> frozenset[Hashable]:

@@ -492,7 +492,7 @@ async def upstreams_probe_due() -> dict[str, str]:
 # --- resources and prompts read from an upstream ----------------------------------------------
 
 
-async def _forward(
+async def relay(
     name: str,
     call: Callable[[UpstreamTarget], Awaitable[Any]],
     caller: str = "",
@@ -558,9 +558,9 @@ async def upstream_read_resource(
     """Read ``remote_uri`` on the upstream ``name`` in ``caller``'s session; contents served
     as our ``uri``.
 
-    Raises: as ``_forward``.
+    Raises: as ``relay``.
     """
-    contents = await _forward(
+    contents = await relay(
         name,
         lambda target: mcp_upstream.read_resource(target, remote_uri, caller=port_caller(caller)),
         port_caller(caller),
@@ -586,7 +586,7 @@ class UpstreamPromptSource:
         key = prompt.key
         if getattr(key, "upstream", None) is None:
             return None
-        result: Mapping[str, Any] = await _forward(
+        result: Mapping[str, Any] = await relay(
             key.upstream,
             lambda target: mcp_upstream.get_prompt(
                 target, key.remote_name, arguments, caller=self.caller
@@ -624,7 +624,7 @@ class UpstreamCompleter:
         else:
             ref = {"type": "ref/resource", "uri": key.remote_uri_template}
         try:
-            found: Mapping[str, Any] = await _forward(
+            found: Mapping[str, Any] = await relay(
                 upstream,
                 lambda target: mcp_upstream.complete(
                     target, ref, argument, value, context_arguments, caller=self.caller

@@ -21,7 +21,7 @@ from mcp_app.conf import get_conf
 from mcp_app.protocol import jsonrpc, sse
 from mcp_app.protocol.context import LegacySession
 from mcp_app.protocol.errors import McpError, modern_http_status
-from mcp_app.protocol.handlers import resources, subscriptions
+from mcp_app.protocol.handlers import subscriptions
 from mcp_app.protocol.jsonrpc import Request
 from mcp_app.services import events, notify, upstream_subscriptions
 from mcp_app.services.background import web as background
@@ -205,31 +205,15 @@ async def listen_stream(ex: Exchange, state: EndpointState, request: Request) ->
         honoured = subscriptions.listen_filter(request.params)
     except McpError as exc:
         raise Refused(modern_http_status(exc.code), error=exc, request_id=request.id) from None
-    watched = list(honoured.get("resourceSubscriptions", ()))
-    # Resources of upstreams among them are subscribed to there for the stream's life, in
-    # the upstream session its caller's reads use; updates come on the stream's own group.
-    token = secrets.token_urlsafe(12)
-    subscriber = upstream_subscriptions.LISTEN_PREFIX + token
-    caller = caller_key(principal=ex.principal.key, session_id="")
-    watcher = upstream_subscriptions.UpstreamResourceWatcher(caller)
-    relayed = [
-        (uri, source)
-        for uri in watched
-        if (source := resources.subscription_source(state.snapshot, uri)) is not None
-        and upstream_subscriptions.upstream_source(source, uri) is not None
-    ]
+    watched: list[str] = []
+    upstream = upstream_subscriptions.ListenSubscriptions(
+        state.snapshot, caller=caller_key(principal=ex.principal.key, session_id="")
+    )
 
     async def opened() -> bool:
         # Joined before the acknowledgement: no change after it can be missed.
-        upstream_subscriptions.listen_opened(subscriber)
-        for uri, source in list(relayed):
-            try:
-                await watcher.watch(subscriber, uri, source)
-            except McpError:
-                # Not honoured: the acknowledgement lists only what the stream will carry.
-                relayed.remove((uri, source))
-                watched.remove(uri)
         if "resourceSubscriptions" in honoured:
+            watched.extend(await upstream.open(honoured["resourceSubscriptions"]))
             if watched:
                 honoured["resourceSubscriptions"] = watched
             else:
@@ -251,10 +235,8 @@ async def listen_stream(ex: Exchange, state: EndpointState, request: Request) ->
         await _write_frames(ex, frames)
         return True
 
-    groups = (notify.endpoint_group(state.id), notify.listen_group(token))
+    groups = (notify.endpoint_group(state.id), notify.listen_group(upstream.token))
     try:
         await follow(ex, groups, name="listen", opened=opened, on_event=on_event)
     finally:
-        upstream_subscriptions.listen_closed(subscriber)
-        for uri, source in relayed:
-            await watcher.unwatch(subscriber, uri, source)
+        await upstream.close()
