@@ -193,11 +193,6 @@ class Tool(TimestampedModel, AccessRules):
                 {"hard_time_limit": "The hard limit must be longer than the soft limit."}
             )
 
-    @property
-    def runs_on_worker(self) -> bool:
-        """Whether every call runs on a worker (auto tools only when asked for a task)."""
-        return self.execution_mode == self.Execution.BACKGROUND
-
     def clean_fields(self, exclude: Collection[str] | None = None) -> None:
         # The config check lives here, not in clean(), because clean_fields() knows the
         # excluded fields: the admin form edits config through other fields and checks it there.

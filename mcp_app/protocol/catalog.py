@@ -11,7 +11,6 @@ camelCase form; per-revision trimming happens in ``shaping.py``, never here.
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -184,8 +183,3 @@ class CatalogSnapshot:
         if len(memo) >= MEMO_SIZE:
             memo.pop(next(iter(memo)))
         memo[key] = value
-
-
-def index_after(keys: Sequence[str], last: str) -> int:
-    """Return the index of the first key strictly greater than ``last`` in sorted ``keys``."""
-    return bisect.bisect_right(keys, last)

@@ -70,7 +70,6 @@ class ModernEnvelope:
     client_capabilities: dict[str, Any]
     client_info: dict[str, Any] | None
     log_level: str | None
-    progress_token: str | int | None
 
 
 def _meta_of(params: Mapping[str, Any] | None) -> Any:
@@ -430,7 +429,6 @@ def check_modern_request(
         client_capabilities=dict(capabilities),
         client_info=dict(client_info) if client_info is not None else None,
         log_level=log_level,
-        progress_token=progress_token_of(request.params),
     )
 
 

@@ -102,10 +102,6 @@ _ONLY: Final[dict[Feature, frozenset[str]]] = {
 }
 
 
-def is_known(version: object) -> bool:
-    return isinstance(version, str) and version in ALL_VERSIONS
-
-
 def era_of(version: str) -> Era:
     """Return the era of a served version. Raises ``ValueError`` for one we do not serve."""
     if version in MODERN_VERSIONS:

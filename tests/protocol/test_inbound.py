@@ -131,7 +131,6 @@ def test_valid_modern_request_yields_its_envelope(catalog: CatalogSnapshot) -> N
         client_capabilities={},
         client_info={"name": "client", "version": "1"},
         log_level="warning",
-        progress_token="t",
     )
 
 

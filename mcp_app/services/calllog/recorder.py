@@ -228,10 +228,6 @@ class CallRecorder:
         self._interruption = _cut(reason)
         self.submit(http_status, cancelled=True)
 
-    def submit_after(self, http_status: int | None) -> Any:
-        """An ``add_done_callback`` that submits once the request's task ends."""
-        return lambda task: self.submit(http_status, cancelled=task.cancelled())
-
     def submit(self, http_status: int | None, *, cancelled: bool = False) -> None:
         """Queue this request's records for the writer; only the first call counts.
 
