@@ -6,6 +6,7 @@ variables (as strings); values are coerced to the type of their default here.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from typing import Any
@@ -67,7 +68,7 @@ class McpConf:
     MCP_CONTINUATION_SECONDS: float = 120.0
     MCP_CONTINUATIONS_MAX: int = 1000
     # Seconds an inline tool call may run before it is stopped with an error result.
-    MCP_INLINE_TOOL_TIMEOUT: float = 300.0
+    MCP_INLINE_TOOL_TIMEOUT_SECONDS: float = 300.0
     # Largest resource blob an operator may upload, in bytes.
     MCP_MAX_RESOURCE_BYTES: int = 10 * 1024 * 1024
     # Catalog import (the API and ``mcp_import``): the largest document read, in bytes,
@@ -88,7 +89,7 @@ class McpConf:
     MCP_HTTP_ALLOWED_NETWORKS: str = ""
     # Background calls (services/background/). Soft limit when the tool sets none; the
     # hard limit (the worker process is killed) defaults to the soft one plus 30 s.
-    MCP_BACKGROUND_SOFT_TIME_LIMIT: float = 600.0
+    MCP_BACKGROUND_SOFT_TIME_LIMIT_SECONDS: float = 600.0
     # A queued call no worker has started after this many seconds ends with an error.
     MCP_BACKGROUND_START_TIMEOUT_SECONDS: float = 60.0
     # A running call's worker refreshes its heartbeat this often (it also notices there that
@@ -138,12 +139,26 @@ def _coerce(value: object, default: object) -> object:
     return value
 
 
+logger = logging.getLogger(__name__)
+
+# Settings renamed (new name: old name). The old name is still read when the new one is not
+# set, with a warning in the log each time the settings are read.
+RENAMED = {
+    "MCP_INLINE_TOOL_TIMEOUT_SECONDS": "MCP_INLINE_TOOL_TIMEOUT",
+    "MCP_BACKGROUND_SOFT_TIME_LIMIT_SECONDS": "MCP_BACKGROUND_SOFT_TIME_LIMIT",
+}
+
+
 @lru_cache(maxsize=1)
 def get_conf() -> McpConf:
     values: dict[str, Any] = {}  # settings are untyped; _coerce gives each its field's type
     for f in fields(McpConf):
-        if hasattr(settings, f.name):
-            values[f.name] = _coerce(getattr(settings, f.name), f.default)
+        name = f.name
+        if not hasattr(settings, name) and hasattr(settings, old := RENAMED.get(name, "")):
+            logger.warning("The setting %s is deprecated: set %s instead.", old, name)
+            name = old
+        if hasattr(settings, name):
+            values[f.name] = _coerce(getattr(settings, name), f.default)
     return McpConf(**values)
 
 

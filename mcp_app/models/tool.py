@@ -153,7 +153,7 @@ class Tool(TimestampedModel, AccessRules):
         validators=[MinValueValidator(0.1), MaxValueValidator(7 * 24 * 3600)],
         help_text=(
             "Seconds a background call may run before it is stopped with an error result "
-            "(empty: MCP_BACKGROUND_SOFT_TIME_LIMIT)."
+            "(empty: MCP_BACKGROUND_SOFT_TIME_LIMIT_SECONDS)."
         ),
     )
     hard_time_limit = models.FloatField(

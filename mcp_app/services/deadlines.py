@@ -1,7 +1,8 @@
 """``asyncio.timeout()`` and ``call_later()`` for the hot path, at a tenth of a second's grain.
 
 Every request arms two deadlines that almost never fire: the body must arrive within
-``MCP_BODY_TIMEOUT_SECONDS`` and an inline tool must finish within ``MCP_INLINE_TOOL_TIMEOUT``.
+``MCP_BODY_TIMEOUT_SECONDS`` and an inline tool must finish within
+``MCP_INLINE_TOOL_TIMEOUT_SECONDS``.
 ``asyncio.timeout()`` schedules a timer for each, and creating and cancelling a timer costs
 about 5 µs on uvloop (a libuv handle each time): a tenth of a whole ``tools/call``. Here a
 deadline is an entry in a set, and one sweeper task per event loop looks at the set every

@@ -23,7 +23,7 @@ from mcp_app.services.execution import execute_tool
 
 
 class CatalogToolRunner:
-    """Runs catalog tools inline (stopped after MCP_INLINE_TOOL_TIMEOUT) or on a worker."""
+    """Runs catalog tools inline (stopped after MCP_INLINE_TOOL_TIMEOUT_SECONDS) or on a worker."""
 
     async def run_tool(
         self, tool: ToolDef, arguments: Mapping[str, Any], ctx: ToolCallContext
@@ -46,7 +46,7 @@ class CatalogToolRunner:
             return await continuations.aresume(ctx)
         if key.execution == "background":
             return await arun_on_worker(tool, arguments, ctx)
-        seconds = get_conf().MCP_INLINE_TOOL_TIMEOUT
+        seconds = get_conf().MCP_INLINE_TOOL_TIMEOUT_SECONDS
         if continuations.holds_questions(key, ctx):
 
             def run(held_ctx: ToolCallContext) -> Coroutine[Any, Any, ToolResult]:

@@ -401,7 +401,7 @@ def test_subscriptions_listen_is_one_row_when_the_stream_ends(audit_url):
 
 @pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
 def test_a_call_stopped_at_its_time_limit_is_timed_out(audit_url, mode):
-    with asgi_server("daphne", {"MCP_INLINE_TOOL_TIMEOUT": "0.2"}) as server:
+    with asgi_server("daphne", {"MCP_INLINE_TOOL_TIMEOUT_SECONDS": "0.2"}) as server:
         url = f"{server}/mcp/{SLUG}"
         mark = last_id()
 

@@ -100,7 +100,7 @@ def test_runner_runs_python_and_template_tools(endpoint: Endpoint) -> None:
     assert run(snapshot, "greet", {"name": "Ann"}) == ToolResult.text("Hello Ann!")
 
 
-@override_settings(MCP_PYTHON_TOOL_MODULES=[SAMPLES], MCP_INLINE_TOOL_TIMEOUT="0.05")
+@override_settings(MCP_PYTHON_TOOL_MODULES=[SAMPLES], MCP_INLINE_TOOL_TIMEOUT_SECONDS="0.05")
 def test_a_tool_past_the_inline_timeout_is_a_tool_error(endpoint: Endpoint) -> None:
     add_tool(endpoint, "slow", Tool.Kind.PYTHON, {"function": "sample_slow"})
 

@@ -175,7 +175,7 @@ def call_result(call: BackgroundCall) -> ToolResult:
 
 def time_limits(key: ToolKey) -> tuple[float, float]:
     """The tool's (soft, hard) time limits in seconds, defaults filled in."""
-    soft = key.soft_time_limit or get_conf().MCP_BACKGROUND_SOFT_TIME_LIMIT
+    soft = key.soft_time_limit or get_conf().MCP_BACKGROUND_SOFT_TIME_LIMIT_SECONDS
     hard = key.hard_time_limit or soft + HARD_LIMIT_MARGIN_SECONDS
     return soft, max(hard, soft)
 
