@@ -1,7 +1,7 @@
 """ASGI entry point: MCP endpoints go straight to their consumer, the rest to Django.
 
 ``/mcp/<slug>`` never passes through Django's request handler: its per-request thread hops
-cost several times the whole MCP exchange (docs/architecture.md, "Hot path").
+cost several times the whole MCP exchange (docs/architecture.md, "Request path of an MCP call").
 """
 
 import os

@@ -8,7 +8,7 @@ resource is never accepted) and must carry the endpoint's base scope.
 
 What the database says about a token is cached per process for ``OAUTH_TOKEN_CACHE_SECONDS``
 (bounded in size), so a busy client costs no query per request; that is also how long a
-revoked token may still be accepted (docs/auth.md, "Revocation").
+revoked token may still be accepted (docs/auth.md, "Tokens, revocation and expiry").
 
 The ``WWW-Authenticate`` value is built here only. Clients find ``resource_metadata=`` and
 ``scope=`` with a regex and split the scheme on the first space (auth.md §4.5), so the header is
