@@ -274,9 +274,7 @@ def choose_stdio_bridge_url(env: dict[str, str]) -> None:
     """Give the stdio bridge a free loopback port in ``env`` (unless MCP_STDIO_BRIDGE_URL names
     one), before anything reads the settings: the web process and the checks see it too."""
     if env.get("MCP_STDIO_SERVERS", "").strip() and not env.get("MCP_STDIO_BRIDGE_URL"):
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-            sock.bind(("127.0.0.1", 0))
-            env["MCP_STDIO_BRIDGE_URL"] = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        env["MCP_STDIO_BRIDGE_URL"] = f"http://127.0.0.1:{services.free_port()}"
 
 
 def start_stdio_bridge(env: dict[str, str]) -> str:

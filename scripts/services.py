@@ -52,11 +52,41 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
+# free_port hands out ports just below the kernel's ephemeral range, in turn. The usual trick
+# (bind port 0, read the port, close) races: the kernel may give the same port to the next
+# bind(0) anywhere on the machine, a client's outgoing connection included, before the server
+# meant to have it binds it. Below the ephemeral range no bind(0) ever lands; in turn, this
+# process never hands out one port twice while the range lasts; from a start that depends on
+# the process id, two test runs on one machine rarely walk the same ports.
+_PORT_SPAN = 8000
+_next_port: int | None = None
+
+
+def _port_range() -> tuple[int, int]:
+    try:
+        ephemeral_low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        ephemeral_low = 32768
+    first = max(1024, ephemeral_low - _PORT_SPAN)
+    return first, max(first + 1, ephemeral_low)
+
+
 def free_port() -> int:
-    """Return a TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """Return a TCP port on 127.0.0.1 that is free now and that no one else is handed."""
+    global _next_port
+    first, end = _port_range()
+    span = end - first
+    if _next_port is None:
+        _next_port = first + (os.getpid() * 7919) % span
+    for _ in range(span):
+        port, _next_port = _next_port, first + (_next_port - first + 1) % span
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use, or closed so lately that it lingers
+            return port
+    raise ServiceError(f"no free TCP port on 127.0.0.1 between {first} and {end}")
 
 
 def apt_install(*packages: str) -> None:

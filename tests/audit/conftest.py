@@ -3,7 +3,6 @@ that read back what that server recorded (it writes from another process, in bat
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -19,6 +18,7 @@ from tests.support.live import (  # noqa: F401  (fixtures)
     flush_database,
     live_server_url,
 )
+from tests.support.waiting import wait_until
 
 SLUG = "audit"
 WAIT_SECONDS = 10.0
@@ -88,19 +88,9 @@ def last_id() -> int:
 
 
 def wait_for(predicate: Any, timeout: float = WAIT_SECONDS) -> Any:
-    """Poll ``predicate`` until it returns something truthy; fail after ``timeout`` seconds.
-
-    The server writes records in batches from a background thread, so they appear shortly
-    after the response: this is a bounded wait for them, not a fixed delay.
-    """
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not recorded within {timeout} s")
-        time.sleep(0.02)
+    """Wait for ``predicate`` to return something truthy: the server writes records in
+    batches from a background thread, so they appear shortly after the response."""
+    return wait_until(predicate, "recorded", timeout=timeout, interval=0.02)
 
 
 def recorded_since(mark: int, base_url: str) -> list[CallLog]:

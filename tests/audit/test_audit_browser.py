@@ -6,7 +6,6 @@ from __future__ import annotations
 import csv
 import io
 import re
-import time
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -20,6 +19,7 @@ from mcp_app.models import Tool
 from tests.support.browser import chromium, screenshot_dir
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import asgi_server, flush_database
+from tests.support.waiting import wait_until
 
 # Sets up the test database; the browser starts after it (function scope), because Playwright's
 # event loop makes Django refuse ORM calls (SynchronousOnlyOperation) while it runs.
@@ -74,10 +74,12 @@ def wait_recorded(page: Page, site_url: str, count: int) -> None:
     Records are written in batches after the response, so a reload right after the calls may
     come before them.
     """
-    deadline = time.monotonic() + 10
-    while len(page.request.get(f"{site_url}/audit/feed/").json()["rows"]) < count:
-        assert time.monotonic() < deadline, f"{count} calls not recorded within 10 s"
-        time.sleep(0.02)
+    wait_until(
+        lambda: len(page.request.get(f"{site_url}/audit/feed/").json()["rows"]) >= count,
+        f"{count} calls recorded",
+        timeout=10,
+        interval=0.02,
+    )
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +21,7 @@ from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import asgi_server, flush_database
 from tests.support.page_checks import focused, overflow
 from tests.support.raw_mcp import JSON_HEADERS
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db
 
@@ -81,11 +81,14 @@ def tab_to(page: Page, selector: str, limit: int = 80) -> None:
 
 def reload_until(page: Page, selector: str, text: str, seconds: float = 10) -> None:
     """Reload until ``selector`` reads ``text`` (the call log is written after the answer)."""
-    deadline = time.monotonic() + seconds
-    while page.locator(selector).inner_text().strip() != text:
-        assert time.monotonic() < deadline, f"{selector} never read {text!r}"
-        time.sleep(0.1)
+
+    def reads() -> bool:
+        if page.locator(selector).inner_text().strip() == text:
+            return True
         page.reload()
+        return False
+
+    wait_until(reads, f"{selector} reading {text!r}", timeout=seconds, interval=0.1)
 
 
 def legacy_session(http: httpx.Client, url: str, name: str, version: str) -> str:

@@ -8,7 +8,6 @@ pool, so the data is committed (``transaction=True``).
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 import pytest
@@ -24,6 +23,7 @@ from tests.auth.conftest import OTHER_SLUG, SLUG, Catalog
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.oauth import AsgiResponse, asgi_call, issue_token
 from tests.support.queries import all_threads_queries
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -340,10 +340,9 @@ def test_the_call_log_records_the_user_and_the_client(catalog: Catalog):
 
     assert call("tools/list", token=token).status == 200
 
-    deadline = time.monotonic() + 10
-    while not (row := CallLog.objects.filter(principal_id=catalog.bob.pk).first()):
-        assert time.monotonic() < deadline, "not recorded"
-        time.sleep(0.02)
+    row = wait_until(
+        lambda: CallLog.objects.filter(principal_id=catalog.bob.pk).first(), "recorded"
+    )
     assert row.client_id == client_id
     assert row.rpc_method == "tools/list"
 

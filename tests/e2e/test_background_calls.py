@@ -25,6 +25,7 @@ from mcp_app.models import BackgroundCall, CallLog, Tool
 from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.support.live import asgi_server, flush_database
 from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_events, sse_messages
+from tests.support.waiting import await_until
 from tests.support.worker import BACKGROUND_ENV, WorkerProcess, celery_worker
 
 pytestmark = pytest.mark.django_db
@@ -85,13 +86,8 @@ async def _latest_call(tool_name: str) -> BackgroundCall:
     return await BackgroundCall.objects.filter(tool_name=tool_name).order_by("-created_at").afirst()
 
 
-async def _wait_for(predicate: Any, timeout: float = 15.0) -> Any:
-    async with asyncio.timeout(timeout):
-        while True:
-            value = await predicate()
-            if value:
-                return value
-            await asyncio.sleep(0.05)
+async def _wait_for(predicate: Any) -> Any:
+    return await await_until(predicate, "the background call's state")
 
 
 async def test_progress_from_the_worker_reaches_the_sdk_client_in_order(bg_url, mode):

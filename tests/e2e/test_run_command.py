@@ -11,17 +11,16 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
 import pytest
 from mcp import Client
 
-from tests.support.live import ROOT, free_port, wait_for_port
+from tests.support.live import ROOT, free_port, listening, wait_for_port
+from tests.support.waiting import wait_until
 
 # Marked so pytest-django sets up the test database (the live server fixture needs it).
 pytestmark = pytest.mark.django_db
@@ -135,11 +134,6 @@ async def test_run_command_runs_the_stdio_bridge_beside_the_web_process(tmp_path
 
 
 def wait_for_free_port(port: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-        except OSError:
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"127.0.0.1:{port} still accepts connections after {timeout} s")
+    wait_until(
+        lambda: not listening(port), f"127.0.0.1:{port} closed", timeout=timeout, interval=0.1
+    )

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -38,6 +37,7 @@ from tests.support.live import asgi_server, flush_database, wait_until_idle
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 from tests.support.oauth import issue_token
 from tests.support.raw_mcp import JSON_HEADERS, sse_messages
+from tests.support.waiting import await_until
 from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
@@ -247,10 +247,9 @@ async def test_an_unanswered_question_expires_and_the_upstream_run_is_cancelled(
         assert isinstance(asked, types.InputRequiredResult), asked
         # The second question is left unanswered for longer than the server waits.
         cancelled = site.markers / "cancelled-expired"
-        deadline = time.monotonic() + CONTINUATION_SECONDS + 10
-        while not cancelled.exists():
-            assert time.monotonic() < deadline, "the upstream run was never cancelled"
-            await asyncio.sleep(0.05)
+        await await_until(
+            cancelled.exists, "the upstream run cancelled", timeout=CONTINUATION_SECONDS + 10
+        )
         with pytest.raises(MCPError) as refused:
             await answer_round(client, asked, "expired", "Late", rounds=2)
     assert refused.value.error.code == INVALID_PARAMS
@@ -305,10 +304,7 @@ async def test_a_process_holds_at_most_its_cap_of_waiting_calls(site):
         assert refused.is_error
         assert "too many calls waiting" in refused.content[0].text
         cancelled = site.markers / "cancelled-past-cap"
-        deadline = time.monotonic() + 10
-        while not cancelled.exists():
-            assert time.monotonic() < deadline, "the upstream run past the cap was not cancelled"
-            await asyncio.sleep(0.05)
+        await await_until(cancelled.exists, "the upstream run past the cap cancelled", timeout=10)
         result = await answer_round(client, asked, "capped", "Ann")
     assert isinstance(result, types.CallToolResult), result
     assert result.content[0].text == "answers: Ann"

@@ -14,7 +14,6 @@ import contextlib
 import hashlib
 import json
 import sys
-import time
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -57,6 +56,7 @@ from tests.support.live import (
 )
 from tests.support.oauth import issue_token
 from tests.support.stdio_bridge import run_bridge
+from tests.support.waiting import wait_until
 from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
@@ -431,10 +431,12 @@ def test_a_tool_list_change_of_the_program_marks_the_upstream_out_of_sync(site: 
             assert (await client.call_tool("sdk_grow", {})).content[0].text == "grown"
 
     asyncio.run(grow())
-    deadline = time.monotonic() + 20
-    while not Upstream.objects.get(name="sdk").tools_out_of_sync:
-        assert time.monotonic() < deadline, "the list change never reached the web side"
-        time.sleep(0.1)
+    wait_until(
+        lambda: Upstream.objects.get(name="sdk").tools_out_of_sync,
+        "the list change reached the web side",
+        timeout=20,
+        interval=0.1,
+    )
 
 
 def _alive(pid: int) -> bool:
@@ -446,10 +448,7 @@ def _alive(pid: int) -> bool:
 
 
 def _wait_gone(pid: int, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while _alive(pid):
-        assert time.monotonic() < deadline, f"process {pid} still runs"
-        time.sleep(0.05)
+    wait_until(lambda: not _alive(pid), f"process {pid} ended", timeout=timeout)
 
 
 async def _open_child(http: httpx.AsyncClient, upstream: str) -> tuple[str, int]:

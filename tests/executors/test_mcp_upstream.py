@@ -37,6 +37,7 @@ from mcp_app.services.upstreams import (
 from tests.executors.conftest import Sent
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 from tests.support.upstream import OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, run_upstream
+from tests.support.waiting import await_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 LOOPBACK = "127.0.0.1/32"
@@ -173,16 +174,16 @@ async def test_cancelling_our_call_cancels_the_upstream_request(server, ctx, sen
     marker = server.markers / "cancelled"
     marker.unlink(missing_ok=True)
     task = asyncio.create_task(call("wait_for_cancel", {}, ctx))
-    deadline = time.monotonic() + 10
-    while not sent.messages:  # the upstream is inside the tool once it reported progress
-        assert time.monotonic() < deadline and not task.done()
-        await asyncio.sleep(0.02)
+
+    def inside() -> bool:  # the upstream is inside the tool once it reported progress
+        assert not task.done()
+        return bool(sent.messages)
+
+    await await_until(inside, "progress from inside the tool", timeout=10, interval=0.02)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    while not marker.exists():
-        assert time.monotonic() < deadline, "the upstream never saw the cancellation"
-        await asyncio.sleep(0.02)
+    await await_until(marker.exists, "the upstream saw the cancellation", timeout=10, interval=0.02)
 
 
 async def test_a_question_our_caller_cannot_answer_is_refused_to_the_upstream(server, ctx):
@@ -217,15 +218,17 @@ async def test_an_upstream_list_changed_marks_its_tools_out_of_sync(tmp_path: Pa
         upstream = await database_sync_to_async(make_upstream)(running.url)
         await call("echo", {"text": "open the session"}, ctx)
         (session,) = mcp_upstream._sessions[asyncio.get_running_loop()].values()
-        deadline = time.monotonic() + 10
-        while not session.listening:  # the upstream's own stream (GET) is open
-            assert time.monotonic() < deadline, "the notification stream never opened"
-            await asyncio.sleep(0.02)
+        # The upstream's own stream (GET) is open.
+        await await_until(
+            lambda: session.listening, "the notification stream open", timeout=10, interval=0.02
+        )
         assert not (await reload(upstream)).tools_out_of_sync
         await call("grow", {}, ctx)
-        while not (await reload(upstream)).tools_out_of_sync:
-            assert time.monotonic() < deadline, "list_changed was not recorded"
-            await asyncio.sleep(0.02)
+
+        async def recorded() -> bool:
+            return (await reload(upstream)).tools_out_of_sync
+
+        await await_until(recorded, "list_changed recorded", timeout=10, interval=0.02)
         tools = await upstream_list_tools("up")
     assert "grown" in {tool["name"] for tool in tools}
 
@@ -239,10 +242,7 @@ async def test_a_slow_upstream_times_out_and_is_cancelled_there(server, ctx):
     # The upstream still answers (a ping): its tool is slow, the upstream is not down.
     with pytest.raises(mcp_upstream.UpstreamToolSlow, match="within 1 s"):
         await call("wait_for_cancel", {}, ctx)
-    deadline = time.monotonic() + 10
-    while not marker.exists():
-        assert time.monotonic() < deadline, "the upstream never saw the cancellation"
-        await asyncio.sleep(0.02)
+    await await_until(marker.exists, "the upstream saw the cancellation", timeout=10, interval=0.02)
 
 
 async def test_a_loopback_upstream_is_refused_unless_allowed(server, ctx):
@@ -497,8 +497,9 @@ async def test_a_list_changed_right_after_an_upstream_restart_is_heard(tmp_path:
         port, old_id = first.port, session.session_id
     # Restarted, and no call comes: only the listener can notice that its session is gone.
     with run_mcp_upstream(tmp_path, port=port, announce=True):
-        deadline = time.monotonic() + 30
-        while (await reload(upstream)).tools_changed_at is None:
-            assert time.monotonic() < deadline, "the list_changed after the restart was lost"
-            await asyncio.sleep(0.05)
+
+        async def changed() -> bool:
+            return (await reload(upstream)).tools_changed_at is not None
+
+        await await_until(changed, "the list_changed after the restart", timeout=30)
     assert session.session_id != old_id

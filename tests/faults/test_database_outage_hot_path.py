@@ -17,6 +17,7 @@ import httpx
 from tests.faults.conftest import FaultStack, WebProcess
 from tests.faults.wire import MODERN_META, modern_headers, session_headers, tool_call
 from tests.support.raw_mcp import open_session
+from tests.support.waiting import await_until
 
 LIST = {"jsonrpc": "2.0", "id": "list", "method": "tools/list", "params": {"_meta": MODERN_META}}
 CALLS_DURING_OUTAGE = 5
@@ -75,8 +76,11 @@ async def test_cached_endpoints_answer_while_the_database_is_down(
     assert "retry-after" in refused.headers
     # Two echo calls per round (one per era); the writer retries until the database is back.
     expected = 2 * (CALLS_DURING_OUTAGE + 1)
-    deadline = time.monotonic() + 60
-    while (found := echo_rows(fault_stack, prefix)) < expected:
-        assert time.monotonic() < deadline, f"{found} of {expected} call-log rows written"
-        await asyncio.sleep(0.2)
-    assert found == expected
+    await await_until(
+        lambda: echo_rows(fault_stack, prefix) >= expected,
+        f"{expected} call-log rows written",
+        timeout=60,
+        interval=0.2,
+        detail=lambda: f"{echo_rows(fault_stack, prefix)} written",
+    )
+    assert echo_rows(fault_stack, prefix) == expected

@@ -16,6 +16,7 @@ import httpx
 
 from tests.faults.conftest import FaultStack, WebProcess, run_manage
 from tests.faults.wire import MODERN_META, modern_headers
+from tests.support.waiting import await_until
 
 LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": MODERN_META}}
 WAIT_SECONDS = 30.0
@@ -47,7 +48,16 @@ async def test_edits_are_pushed_again_once_redis_is_back(
         await asyncio.to_thread(fault_stack.restart_redis)
         text = f"Edited after the Redis restart {time.monotonic_ns()}"
         await asyncio.to_thread(describe_echo, fault_stack, text)
-        deadline = time.monotonic() + WAIT_SECONDS
-        while (seen := await echo_description(client, web.url)) != text:
-            assert time.monotonic() < deadline, f"still {seen!r} (was {before!r})"
-            await asyncio.sleep(0.1)
+        seen: list[str] = []
+
+        async def edited() -> bool:
+            seen.append(await echo_description(client, web.url))
+            return seen[-1] == text
+
+        await await_until(
+            edited,
+            "the edit seen",
+            timeout=WAIT_SECONDS,
+            interval=0.1,
+            detail=lambda: f"still {seen[-1]!r} (was {before!r})",
+        )

@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -19,7 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.live import ROOT, SECRET_KEY, database_url, free_port
+from tests.support.live import ROOT, SECRET_KEY, database_url, free_port, listening
+from tests.support.waiting import wait_until
 
 WAIT_SECONDS = 60.0
 
@@ -59,12 +59,12 @@ def logged_process(command: list[str], extra_env: dict[str, str]) -> Iterator[Pa
 
 
 def wait_for_text(path: Path, found: Callable[[str], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if found(path.read_text(errors="replace")):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what} not logged within {WAIT_SECONDS} s:\n{path.read_text()}")
+    wait_until(
+        lambda: found(path.read_text(errors="replace")),
+        f"{what} logged",
+        timeout=WAIT_SECONDS,
+        detail=path.read_text,
+    )
 
 
 @contextlib.contextmanager
@@ -86,13 +86,12 @@ def web_server(server: str, extra_env: dict[str, str]) -> Iterator[tuple[str, Pa
         command = ["-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "mcpsite.asgi:application"]
     env = {"PUBLIC_BASE_URL": base_url, "LOG_LEVEL": "INFO", **extra_env}
     with logged_process(command, env) as path:
-        deadline = time.monotonic() + WAIT_SECONDS
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-                break
-            if time.monotonic() > deadline:
-                raise AssertionError(f"{server} did not listen:\n{path.read_text()}")
-            time.sleep(0.05)
+        wait_until(
+            lambda: listening(port),
+            f"{server} listening",
+            timeout=WAIT_SECONDS,
+            detail=path.read_text,
+        )
         yield base_url, path
 
 
@@ -155,9 +154,10 @@ def test_every_line_of_celery_beat_is_json(django_db_setup):
         # Stop it only once it has opened its schedule file: a signal while it still imports
         # the file's module (slow in a fresh venv, with nothing compiled yet) makes beat's
         # handler open the schedule from inside that import, and fail.
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not any(schedule.parent.glob(f"{schedule.name}*")):
-            assert time.monotonic() < deadline, "beat never opened its schedule file"
-            time.sleep(0.05)
+        wait_until(
+            lambda: any(schedule.parent.glob(f"{schedule.name}*")),
+            "beat opened its schedule file",
+            timeout=WAIT_SECONDS,
+        )
     records = assert_every_line_is_json(path.read_text())
     assert any(record["logger"].startswith("celery") for record in records)

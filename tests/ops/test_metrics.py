@@ -12,8 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +36,7 @@ from tests.support.live import (
 )
 from tests.support.oauth import issue_token
 from tests.support.raw_mcp import open_session
+from tests.support.waiting import wait_until
 
 SLUG = "metered"
 JSON = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
@@ -91,15 +91,6 @@ def scrape(base_url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float
 
 def value(samples: dict[Any, float], name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
-
-
-def wait_until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"{what} within {WAIT_SECONDS} s")
 
 
 def modern(url: str, method: str, params: dict[str, Any], name: str = "") -> httpx.Response:

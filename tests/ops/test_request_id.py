@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from mcp_app.services.request_ids import request_id_for, trace_id
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.inprocess import acall, encode_headers
 from tests.support.live import asgi_server, flush_database
+from tests.support.waiting import wait_until
 
 SLUG = "request-ids"
 SERVER_ENV = {
@@ -32,6 +32,11 @@ SERVER_ENV = {
 JSON = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 WAIT_SECONDS = 10.0
+
+
+def seen(predicate: Any) -> Any:
+    """What ``predicate`` finds once it is there: logs and rows are written after the answer."""
+    return wait_until(predicate, "seen", timeout=WAIT_SECONDS)
 
 
 @pytest.fixture(scope="module")
@@ -70,15 +75,6 @@ def _call(url: str, tool: str, headers: dict[str, str]) -> httpx.Response:
     return httpx.post(url, headers={**JSON, **modern, **headers}, json=body, timeout=10)
 
 
-def _wait_for(predicate: Any) -> Any:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not seen within {WAIT_SECONDS} s")
-
-
 def _log_lines(log_path: Path) -> list[dict[str, Any]]:
     lines = []
     for raw in log_path.read_bytes().splitlines():
@@ -97,14 +93,16 @@ def test_request_id_is_in_the_header_the_log_line_and_the_call_log_row(
     assert response.headers["x-request-id"] == "client-chosen.42"
 
     # The function's own exception is an error result for the client and a warning here.
-    line = _wait_for(
+    line = seen(
         lambda: [line for line in _log_lines(log_path) if line["message"] == "Tool function failed"]
     )[-1]
     assert line["request_id"] == "client-chosen.42"
     assert (line["level"], line["tool"]) == ("WARNING", "test_explode")
     assert "RuntimeError: exploded as asked" in line["exception"]
 
-    row = _wait_for(lambda: CallLog.objects.filter(request_id="client-chosen.42").first())
+    row = seen(
+        lambda: CallLog.objects.filter(request_id="client-chosen.42").first(),
+    )
     assert (row.rpc_method, row.target) == ("tools/call", "explode")
 
 
@@ -116,8 +114,12 @@ def test_request_id_follows_traceparent_or_is_generated(server: tuple[str, Path]
     fresh = _call(url, "echo", {})
     generated = fresh.headers["x-request-id"]
     assert re.fullmatch(r"[0-9a-f]{16}", generated)
-    assert _wait_for(lambda: CallLog.objects.filter(request_id=TRACE_ID).exists())
-    assert _wait_for(lambda: CallLog.objects.filter(request_id=generated).exists())
+    assert seen(
+        lambda: CallLog.objects.filter(request_id=TRACE_ID).exists(),
+    )
+    assert seen(
+        lambda: CallLog.objects.filter(request_id=generated).exists(),
+    )
 
 
 @pytest.mark.django_db

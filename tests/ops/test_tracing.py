@@ -32,6 +32,7 @@ from mcp_app.ops.tracing import instrument_asgi, tracing_requested
 from mcp_app.services import tracing
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import asgi_server, flush_database
+from tests.support.waiting import wait_until
 from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 SLUG = "traced"
@@ -40,6 +41,13 @@ JSON = {"content-type": "application/json", "accept": "application/json, text/ev
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 WAIT_SECONDS = 20.0
+
+
+def seen(predicate: Any) -> Any:
+    """What ``predicate`` finds once it is there: logs and rows are written after the answer."""
+    return wait_until(predicate, "seen", timeout=WAIT_SECONDS)
+
+
 RUN_TASK = "run/mcp_app.run_background_call"
 ENQUEUE_TASK = "apply_async/mcp_app.run_background_call"
 
@@ -193,15 +201,6 @@ def _in_trace(trace_id: str, *names: str) -> Callable[[list[ReceivedSpan]], Any]
     return found
 
 
-def _wait_for(predicate: Callable[[], Any]) -> Any:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while time.monotonic() < deadline:
-        if value := predicate():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not seen within {WAIT_SECONDS} s")
-
-
 @pytest.mark.django_db
 def test_mcp_request_and_tool_call_spans_continue_the_callers_trace(
     traced: tuple[str, OtlpReceiver, Path],
@@ -256,7 +255,9 @@ def test_a_background_call_is_one_trace_from_request_to_worker(
         ]
     )
 
-    row = _wait_for(lambda: CallLog.objects.filter(request_id=trace_id).first())
+    row = seen(
+        lambda: CallLog.objects.filter(request_id=trace_id).first(),
+    )
     assert row.target == "bg_echo"
 
 
@@ -278,7 +279,7 @@ def test_json_log_lines_carry_the_trace_and_span_ids(
             if line.get("trace_id") == trace_id and line["logger"] != "uvicorn.access"
         ]
 
-    line = _wait_for(failure_lines)[-1]
+    line = seen(failure_lines)[-1]
     assert line["message"] == "Tool function failed"
     assert (line["request_id"], line["span_id"]) == (trace_id, tool.span_id)
 

@@ -10,7 +10,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -23,6 +22,7 @@ from mcp_app.models import BackgroundCall, Endpoint, Session
 from mcp_app.services.sessions import session_open
 from tests.support.live import ROOT, SECRET_KEY, asgi_server, database_url
 from tests.support.oauth import issue_token, make_client
+from tests.support.waiting import wait_until
 from tests.support.worker import celery_worker
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -68,13 +68,10 @@ def celery_beat(workdir: Path) -> Iterator[subprocess.Popen[bytes]]:
 
 
 def _wait_until(condition: Callable[[], bool], what: str, beat_log: Path) -> None:
-    deadline = time.monotonic() + EFFECT_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.2)
-    log = beat_log.read_text(errors="replace") if beat_log.exists() else ""
-    raise AssertionError(f"{what} within {EFFECT_TIMEOUT_SECONDS} s\n{log}")
+    def log() -> str:
+        return beat_log.read_text(errors="replace") if beat_log.exists() else ""
+
+    wait_until(condition, what, timeout=EFFECT_TIMEOUT_SECONDS, interval=0.2, detail=log)
 
 
 def test_beat_runs_every_upkeep_job(endpoint: Endpoint) -> None:

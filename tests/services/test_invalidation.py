@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import redis
 from django.conf import settings
 from pytest_django import DjangoAssertNumQueries
@@ -11,6 +9,7 @@ from pytest_django import DjangoAssertNumQueries
 from mcp_app.models import Endpoint
 from mcp_app.services import invalidation
 from mcp_app.services.catalog import get_endpoint_state
+from tests.support.waiting import wait_until
 
 WAIT_SECONDS = 10.0
 
@@ -25,10 +24,12 @@ def publish_raw(data: bytes) -> None:
 
 
 def wait_for_pushes(count: int) -> None:
-    deadline = time.monotonic() + WAIT_SECONDS
-    while invalidation.pushes_received() < count:
-        assert time.monotonic() < deadline, "the push never arrived"
-        time.sleep(0.01)
+    wait_until(
+        lambda: invalidation.pushes_received() >= count,
+        "the push arrived",
+        timeout=WAIT_SECONDS,
+        interval=0.01,
+    )
 
 
 def test_a_push_from_another_process_drops_the_cached_endpoint(

@@ -10,7 +10,6 @@ restarted as a later version (``--upgraded --more-tools``) to change under the h
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -32,6 +31,7 @@ from mcp_app.services.upstreams import (
 )
 from tests.support.live import free_port
 from tests.support.mcp_upstream_server import run_mcp_upstream
+from tests.support.waiting import await_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 SENTINEL = {"type": "test.sentinel"}
@@ -134,21 +134,24 @@ async def test_an_upstreams_list_changed_is_applied_under_the_apply_policy(
         target = (await upstream_resolve("up")).target
         await mcp_upstream.list_tools(target)  # opens the shared session and its stream
         (session,) = mcp_upstream._sessions[asyncio.get_running_loop()].values()
-        deadline = time.monotonic() + WAIT_SECONDS
-        while not session.listening:
-            assert time.monotonic() < deadline, "the notification stream never opened"
-            await asyncio.sleep(0.02)
+        await await_until(
+            lambda: session.listening, "the notification stream opened", timeout=WAIT_SECONDS
+        )
 
         await mcp_upstream.request(target, "tools/call", {"name": "grow", "arguments": {}}, None)
 
-        while (grown := await Tool.objects.filter(config__tool="grown").afirst()) is None:
-            assert time.monotonic() < deadline, "list_changed was not applied"
-            await asyncio.sleep(0.02)
+        grown = await await_until(
+            lambda: Tool.objects.filter(config__tool="grown").afirst(),
+            "list_changed applied",
+            timeout=WAIT_SECONDS,
+        )
     assert not grown.enabled
     assert (await grown.history.alatest()).history_change_reason == "upstream sync"
-    while (await Upstream.objects.aget(pk=upstream.pk)).tools_out_of_sync:
-        assert time.monotonic() < deadline, "the upstream stayed out of sync"
-        await asyncio.sleep(0.02)
+
+    async def in_sync() -> bool:
+        return not (await Upstream.objects.aget(pk=upstream.pk)).tools_out_of_sync
+
+    await await_until(in_sync, "the upstream back in sync", timeout=WAIT_SECONDS)
 
 
 @override_settings(MCP_LIST_CHANGED_COALESCE_SECONDS=0)

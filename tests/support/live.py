@@ -25,26 +25,27 @@ from django.conf import settings
 from django.core.management import call_command
 
 from mcp_app.services import invalidation
+from scripts.services import free_port
+from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_KEY = "live-server-test-key-not-secret"
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def listening(port: int) -> bool:
+    """Whether something accepts connections on 127.0.0.1:``port``."""
+    with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+        return True
+    return False
 
 
 def wait_for_port(port: int, process: subprocess.Popen[bytes], timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def up() -> bool:
         if process.poll() is not None:
             raise RuntimeError(f"server exited with {process.returncode} before listening")
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
-            return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listened on 127.0.0.1:{port} within {timeout} s")
+        return listening(port)
+
+    wait_until(up, f"a server listening on 127.0.0.1:{port}", timeout=timeout)
 
 
 def database_url() -> str:

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.live import ROOT, SECRET_KEY, database_url
+from tests.support.waiting import wait_until
 
 BACKGROUND_ENV = {
     "MCP_BACKGROUND_HEARTBEAT_SECONDS": "0.25",
@@ -41,14 +42,18 @@ class WorkerProcess:
 
 
 def _wait_ready(worker: WorkerProcess) -> None:
-    deadline = time.monotonic() + READY_TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
+    def ready() -> bool:
         if worker.process.poll() is not None:
             raise RuntimeError(f"celery worker exited early:\n{worker.log()[-3000:]}")
-        if " ready." in worker.log():
-            return
-        time.sleep(0.1)
-    raise TimeoutError(f"celery worker not ready in {READY_TIMEOUT_SECONDS} s: {worker.log_path}")
+        return " ready." in worker.log()
+
+    wait_until(
+        ready,
+        "the celery worker ready",
+        timeout=READY_TIMEOUT_SECONDS,
+        interval=0.1,
+        detail=lambda: str(worker.log_path),
+    )
 
 
 @contextlib.contextmanager
