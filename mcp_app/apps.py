@@ -1,4 +1,5 @@
-"""App configuration: ready() wires system checks and catalog change signals, nothing else."""
+"""App configuration: ready() wires system checks, catalog change signals and the upstream
+relay's events (the relay, in executors/, reads and writes no rows: services handle them)."""
 
 from django.apps import AppConfig
 
@@ -10,3 +11,7 @@ class McpAppConfig(AppConfig):
 
     def ready(self) -> None:
         from mcp_app import checks, signals  # noqa: F401  (registration side effects)
+        from mcp_app.services import upstream_subscriptions, upstreams
+
+        upstreams.connect_upstream_events()
+        upstream_subscriptions.connect_upstream_events()

@@ -274,13 +274,14 @@ _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Sessi
 # Last revision each upstream negotiated in this process, for the health fields.
 _revisions: dict[str, str] = {}
 _ids = itertools.count(1)
-# Called with an upstream's key when it says its tool list changed (set by services.upstreams:
-# this module reads and writes no rows).
+# Called with an upstream's key when it says its tool list changed (connected by
+# services.upstreams from AppConfig.ready: this module reads and writes no rows).
 ToolsChanged = Callable[[str], Awaitable[None]]
 tools_changed_handlers: list[ToolsChanged] = []
-# Set by the services (this module reads and writes no rows): told the subscribers of a
-# resource the upstream says changed; and asked which of some subscribers still want updates
-# (the others are dropped, and the upstream told once a resource has none left).
+# Connected by services.upstream_subscriptions from AppConfig.ready (this module reads and
+# writes no rows): told the subscribers of a resource the upstream says changed; and asked
+# which of some subscribers still want updates (the others are dropped, and the upstream told
+# once a resource has none left).
 ResourceUpdated = Callable[[frozenset[Hashable]], Awaitable[None]]
 SubscribersLive = Callable[[frozenset[Hashable]], Awaitable[frozenset[Hashable]]]
 resource_updated_handlers: list[ResourceUpdated] = []

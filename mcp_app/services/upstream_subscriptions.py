@@ -183,5 +183,10 @@ async def _deliver(subscribers: frozenset[Hashable]) -> None:
             )
 
 
-mcp_upstream.resource_updated_handlers.append(_deliver)
-mcp_upstream.subscribers_live_handlers.append(_live)
+def connect_upstream_events() -> None:
+    """Have an upstream's resource updates reach our subscribers, and the relay ask which are
+    still subscribed (it reads no rows). Called once per process, from ``AppConfig.ready``."""
+    if _deliver not in mcp_upstream.resource_updated_handlers:
+        mcp_upstream.resource_updated_handlers.append(_deliver)
+    if _live not in mcp_upstream.subscribers_live_handlers:
+        mcp_upstream.subscribers_live_handlers.append(_live)

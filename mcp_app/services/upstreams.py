@@ -295,7 +295,11 @@ async def upstream_tools_changed(key: str) -> None:
         _policy_sync_soon(pk, name)
 
 
-mcp_upstream.tools_changed_handlers.append(upstream_tools_changed)
+def connect_upstream_events() -> None:
+    """Have an upstream's tools/list_changed reach its row (``upstream_tools_changed``): the
+    relay reads and writes no rows. Called once per process, from ``AppConfig.ready``."""
+    if upstream_tools_changed not in mcp_upstream.tools_changed_handlers:
+        mcp_upstream.tools_changed_handlers.append(upstream_tools_changed)
 
 
 def upstream_renamed(upstream: Upstream, old_name: str) -> None:
