@@ -15,7 +15,7 @@ Refused unless allow-listed: loopback, private, link-local, shared (CGNAT), mult
 and unspecified addresses, and the cloud metadata addresses (``METADATA_ADDRESSES``), which are
 let through only by naming that exact address in an allow-list. The operator's allow-list for
 every outbound request is ``MCP_HTTP_ALLOWED_NETWORKS`` (``global_policy``); a tool or an
-upstream adds its own. Nothing here knows about tools or credentials.
+upstream adds its own. Nothing here knows about tool kinds, upstreams or credentials.
 """
 
 from __future__ import annotations
