@@ -19,7 +19,7 @@ from mcp_app.bridge.servers import AllowListError
 from mcp_app.conf import get_conf
 from mcp_app.executors import get_executors
 from mcp_app.executors.base import ConfigError
-from mcp_app.executors.http import global_policy
+from mcp_app.executors.netguard import global_policy
 from mcp_app.executors.python import resource_functions, tool_functions
 from mcp_app.models import ResourceTemplate, Tool
 from mcp_app.protocol.results import ToolError

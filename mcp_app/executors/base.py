@@ -1,4 +1,5 @@
-"""The Executor interface every tool kind implements, its prepared config, and ConfigError.
+"""The Executor interface every tool kind implements, its prepared config, and ConfigError;
+and what the services resolve for a call (``Resolvers``: ``HttpAuth``, ``UpstreamTarget``).
 
 An executor owns its kind end to end: it turns a tool's plain ``config`` into a typed
 ``PreparedConfig`` once (``prepare``, when the catalog snapshot is built or the operator
@@ -10,9 +11,9 @@ transport, so the same code runs inline in a web process or in a Celery worker.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
+from typing import Any, ClassVar, Generic, Protocol, TypeVar
 
 from django import forms
 from django.conf import settings
@@ -20,9 +21,6 @@ from django.conf import settings
 from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult
-
-if TYPE_CHECKING:
-    from mcp_app.executors.mcp_upstream import UpstreamTarget
 
 
 def setting_list(name: str, default: Sequence[str]) -> list[str]:
@@ -69,6 +67,68 @@ class HttpAuth:
     headers: Mapping[str, str] = field(default_factory=dict, repr=False)
     query: Mapping[str, str] = field(default_factory=dict, repr=False)
     secrets: tuple[str, ...] = field(default=(), repr=False)
+
+
+class CallerAuth(Protocol):
+    """The caller's own credential at the upstream (per-user OAuth), kept by the services.
+
+    ``headers`` is read before every request sent (refreshing an expired token first), so a
+    long-lived session, its notification stream included, always carries the current token.
+    """
+
+    async def headers(self) -> Mapping[str, str]:
+        """The headers carrying the current token.
+
+        Raises:
+            ToolError: the caller has no usable connection (the message says where to connect).
+        """
+        ...
+
+    def secrets(self) -> tuple[str, ...]:
+        """The token values to redact from what the upstream sends."""
+        ...
+
+    async def rejected(self, authorization: str) -> None:
+        """The upstream refused ``authorization``: get a fresh token, unless one came since.
+
+        Raises:
+            ToolError: no fresh token can be had (the connection is gone or expired).
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class UpstreamTarget:
+    """An upstream resolved for one call: plain values built by ``services.upstreams``.
+
+    ``key`` names the upstream's configuration (its id and last edit): sessions are kept per
+    key, so an edit of the URL or credential opens a fresh session.
+    """
+
+    key: str
+    name: str
+    url: str
+    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
+    query: Mapping[str, str] = field(default_factory=dict, repr=False)
+    secrets: tuple[str, ...] = field(default=(), repr=False)
+    connect_timeout: float = 5.0
+    call_timeout: float = 60.0
+    allow_networks: tuple[str, ...] = ()
+    # Hosts let through by name: only the stdio bridge's, for a stdio upstream.
+    allow_hosts: tuple[str, ...] = ()
+    # One session shared by every caller (the operator says the upstream keeps no per-session
+    # state); else one per caller, closed after ``session_idle_seconds`` unused, at most
+    # ``max_sessions`` (the least recently used idle one closed to make room).
+    stateless: bool = False
+    session_idle_seconds: float = 600.0
+    max_sessions: int = 100
+    # The caller's own token (per-user OAuth), added to every request; None: ``headers`` only.
+    caller_auth: CallerAuth | None = field(default=None, repr=False, compare=False)
+    # Told how each call went (None: the upstream answered; else why it could not), so the
+    # services keep the upstream's health and circuit breaker.
+    report: Callable[[str | None], Awaitable[None]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
 
 class Resolvers(Protocol):

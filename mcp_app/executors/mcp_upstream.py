@@ -14,7 +14,7 @@ itself, over httpx, because it needs what a generic client session hides: sessio
 upstream and caller (``RequestContext.caller``; one shared by all for a ``stateless``
 upstream) per event loop, kept across calls within an idle time and a cap, and reopened when
 the upstream forgets them (404), each hop checked by the SSRF guard
-(``netguard.resolve_checked``, no redirects followed), and the upstream's notifications
+(``netguard.send``, no redirects followed), and the upstream's notifications
 handed to our caller as they arrive (progress, log) on the call's own response stream, and
 its questions (elicitation, sampling) relayed to our caller through ``ctx.ask``. A session
 also follows the upstream's own stream (``_listen``): ``list_changed``, the updates of the
@@ -37,13 +37,11 @@ errors meant for our caller name the upstream, never its URL.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import functools
 import hashlib
 import itertools
 import logging
-import ssl
 import weakref
 from collections.abc import (
     AsyncGenerator,
@@ -55,13 +53,13 @@ from collections.abc import (
     Sequence,
 )
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
-import certifi
 import httpx
 import orjson
 from django import forms
 
+from mcp_app.executors import netguard
 from mcp_app.executors.base import (
     ConfigError,
     ConfigFormError,
@@ -69,14 +67,10 @@ from mcp_app.executors.base import (
     Executor,
     PreparedConfig,
     Resolvers,
+    UpstreamTarget,
 )
-from mcp_app.executors.http import Redactor
-from mcp_app.executors.netguard import (
-    BlockedAddressError,
-    NetworkPolicy,
-    resolve_checked,
-    safe_url,
-)
+from mcp_app.executors.netguard import BlockedAddressError, NetworkPolicy, safe_url
+from mcp_app.executors.redaction import redactor_for
 from mcp_app.protocol.context import LOG_LEVELS, Question, ToolCallContext
 from mcp_app.protocol.errors import INVALID_REQUEST, METHOD_NOT_FOUND, MissingClientCapability
 from mcp_app.protocol.results import (
@@ -156,68 +150,6 @@ class UpstreamAuthRequired(UpstreamUnavailable):
     """The upstream asked for authorization this request did not carry (HTTP 401): a failure
     like any other to a call with a credential, but a sign of life to a probe of a per-user
     upstream made without a user."""
-
-
-class CallerAuth(Protocol):
-    """The caller's own credential at the upstream (per-user OAuth), kept by the services.
-
-    ``headers`` is read before every request sent (refreshing an expired token first), so a
-    long-lived session, its notification stream included, always carries the current token.
-    """
-
-    async def headers(self) -> Mapping[str, str]:
-        """The headers carrying the current token.
-
-        Raises:
-            ToolError: the caller has no usable connection (the message says where to connect).
-        """
-        ...
-
-    def secrets(self) -> tuple[str, ...]:
-        """The token values to redact from what the upstream sends."""
-        ...
-
-    async def rejected(self, authorization: str) -> None:
-        """The upstream refused ``authorization``: get a fresh token, unless one came since.
-
-        Raises:
-            ToolError: no fresh token can be had (the connection is gone or expired).
-        """
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class UpstreamTarget:
-    """An upstream resolved for one call: plain values built by ``services.upstreams``.
-
-    ``key`` names the upstream's configuration (its id and last edit): sessions are kept per
-    key, so an edit of the URL or credential opens a fresh session.
-    """
-
-    key: str
-    name: str
-    url: str
-    headers: Mapping[str, str] = field(default_factory=dict, repr=False)
-    query: Mapping[str, str] = field(default_factory=dict, repr=False)
-    secrets: tuple[str, ...] = field(default=(), repr=False)
-    connect_timeout: float = 5.0
-    call_timeout: float = 60.0
-    allow_networks: tuple[str, ...] = ()
-    # Hosts let through by name: only the stdio bridge's, for a stdio upstream.
-    allow_hosts: tuple[str, ...] = ()
-    # One session shared by every caller (the operator says the upstream keeps no per-session
-    # state); else one per caller, closed after ``session_idle_seconds`` unused, at most
-    # ``max_sessions`` (the least recently used idle one closed to make room).
-    stateless: bool = False
-    session_idle_seconds: float = 600.0
-    max_sessions: int = 100
-    # The caller's own token (per-user OAuth), added to every request; None: ``headers`` only.
-    caller_auth: CallerAuth | None = field(default=None, repr=False, compare=False)
-    # Told how each call went (None: the upstream answered; else why it could not), so the
-    # services keep the upstream's health and circuit breaker.
-    report: Callable[[str | None], Awaitable[None]] | None = field(
-        default=None, repr=False, compare=False
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -755,13 +687,6 @@ class _SessionExpired(Exception):
     pass
 
 
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """One certificate-checking context for every session's client: each client building its
-    own loads the CA bundle again (about 0.7 MiB and 16 ms a session, docs/performance.md)."""
-    return ssl.create_default_context(cafile=certifi.where())
-
-
 async def _session(target: UpstreamTarget, key: str, *, one_call: bool = False) -> _Session:
     """The session ``key`` of this loop, opened if needed and marked busy (``_release``).
 
@@ -775,9 +700,9 @@ async def _session(target: UpstreamTarget, key: str, *, one_call: bool = False) 
         timeout = httpx.Timeout(
             target.call_timeout, connect=target.connect_timeout, pool=target.connect_timeout
         )
-        client = httpx.AsyncClient(
-            trust_env=False, follow_redirects=False, timeout=timeout, verify=_tls_context()
-        )
+        # Its pool keeps the upstream's connections from call to call (``_drain``); its TLS
+        # context is the one every guarded client shares.
+        client = netguard.guarded_client(timeout)
         session = sessions[key] = _Session(
             client=client, upstream=target.key, target=target, last_used=loop.time()
         )
@@ -1106,16 +1031,8 @@ async def _send(
     url = httpx.URL(target.url)
     if target.query:
         url = url.copy_merge_params(dict(target.query))
-    if url.scheme not in ("http", "https") or not url.host:
-        raise BlockedAddressError(
-            f"Only http and https URLs are allowed, not {safe_url(target.url)}."
-        )
-    port = url.port or (443 if url.scheme == "https" else 80)
-    policy = NetworkPolicy.build(hosts=target.allow_hosts, networks=target.allow_networks)
-    addresses = await resolve_checked(url.host, port, policy)
     headers = {
         **target.headers,
-        "Host": url.netloc.decode("ascii"),
         "Accept": "application/json, text/event-stream" if message else "text/event-stream",
     }
     if target.caller_auth is not None:
@@ -1126,30 +1043,24 @@ async def _send(
         headers["Mcp-Session-Id"] = session.session_id
     if session.protocol_version:
         headers["MCP-Protocol-Version"] = session.protocol_version
-    extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
-    body = orjson.dumps(message) if message is not None else None
-    response: httpx.Response | None = None
-    # Each vetted address in resolver order until one accepts, as netguard does.
-    for position, address in enumerate(addresses, start=1):
-        built = session.client.build_request(
-            method or ("POST" if message is not None else "GET"),
-            url.copy_with(host=str(address)),
-            headers=headers,
-            content=body,
-            extensions=extensions,
-        )
-        try:
-            response = await session.client.send(built, stream=True)
-        except httpx.ConnectError:
-            if position == len(addresses):
-                raise
-            continue
-        break
-    assert response is not None
+    response = await netguard.send(
+        session.client,
+        method or ("POST" if message is not None else "GET"),
+        url,
+        _policy(target.allow_hosts, target.allow_networks),
+        headers=headers,
+        content=orjson.dumps(message) if message is not None else None,
+    )
     try:
         yield response
     finally:
         await response.aclose()
+
+
+@functools.lru_cache(maxsize=64)
+def _policy(hosts: tuple[str, ...], networks: tuple[str, ...]) -> NetworkPolicy:
+    """The upstream's allow-list (the services merged MCP_HTTP_ALLOWED_NETWORKS into it)."""
+    return NetworkPolicy.build(hosts=hosts, networks=networks)
 
 
 async def _send_request(
@@ -1271,45 +1182,12 @@ def _decode(target: UpstreamTarget, data: bytes | str) -> Any:
         message = orjson.loads(data)
     except orjson.JSONDecodeError:
         raise UpstreamUnavailable(f"The upstream {target.name!r} sent invalid JSON.") from None
-    return _scrub(_redactor(target.secrets), message) if target.secrets else message
-
-
-@functools.lru_cache(maxsize=64)
-def _redactor(secrets: tuple[str, ...]) -> Redactor:
-    return Redactor(secrets)
+    return redactor_for(target.secrets).message(message) if target.secrets else message
 
 
 def redact(target: UpstreamTarget, text: str) -> str:
     """``text`` without the upstream credential's secrets (for errors and log lines)."""
-    return _redactor(target.secrets)(text) if target.secrets else text
-
-
-def _scrub(redactor: Redactor, value: Any) -> Any:
-    """Redact every string of a JSON value, keys too, and the secrets base64 payloads carry
-    (``data`` of image and audio blocks, ``blob`` of resource contents)."""
-    if isinstance(value, str):
-        return redactor(value)
-    if isinstance(value, list):
-        return [_scrub(redactor, item) for item in value]
-    if not isinstance(value, dict):
-        return value
-    scrubbed = {redactor(key): _scrub(redactor, member) for key, member in value.items()}
-    for name in ("data", "blob"):
-        payload = value.get(name)
-        if isinstance(payload, str) and (name == "blob" or value.get("type") in _BASE64_TYPES):
-            scrubbed[name] = _rebase64(redactor, payload)
-    return scrubbed
-
-
-_BASE64_TYPES = ("image", "audio")
-
-
-def _rebase64(redactor: Redactor, text: str) -> str:
-    try:
-        raw = base64.b64decode(text, validate=True)
-    except ValueError:
-        return redactor(text)
-    return redactor(base64.b64encode(redactor.data(raw)).decode("ascii"))
+    return redactor_for(target.secrets)(text) if target.secrets else text
 
 
 def _response_result(target: UpstreamTarget, message: Any, request_id: int) -> dict[str, Any]:

@@ -1,31 +1,48 @@
 """The SSRF guard: outbound HTTP that only reaches vetted public addresses (or allow-listed ones).
 
-Every hop (the first request and each redirect) resolves the host once, checks every address
-it resolves to, and connects to the checked address: the URL is rewritten to the IP while the
-``Host`` header and the TLS server name (SNI, certificate check) stay the hostname, so a DNS
-answer that changes between the check and the connection (DNS rebinding) cannot redirect the
-request. Redirects are followed here, hop by hop, never by httpx.
+``send`` is the one guarded request of the product: it resolves the host once (through the
+context's ``Resolver``), checks every address it resolves to, and connects to a checked
+address: the URL is rewritten to the IP while the ``Host`` header and the TLS server name (SNI,
+certificate check) stay the hostname, so a DNS answer that changes between the check and the
+connection (DNS rebinding) cannot redirect the request, and a refusal names the address that
+resolution gave. It follows no redirect. HTTP tools, OpenAPI URL import, credential token
+fetches, upstream OAuth discovery and client metadata documents use ``GuardedClient`` (``send``
+per hop, redirects followed hop by hop, bodies capped); the upstream relay
+(``executors.mcp_upstream``) calls ``send`` on its long-lived session clients, whose pooled
+connections it keeps. Every client here shares one TLS context (``tls_context``).
 
 Refused unless allow-listed: loopback, private, link-local, shared (CGNAT), multicast, reserved
 and unspecified addresses, and the cloud metadata addresses (``METADATA_ADDRESSES``), which are
-let through only by naming that exact address in an allow-list. Nothing here knows about tools
-or credentials; ``executors.http`` and ``services.credentials`` build on it.
+let through only by naming that exact address in an allow-list. The operator's allow-list for
+every outbound request is ``MCP_HTTP_ALLOWED_NETWORKS`` (``global_policy``); a tool or an
+upstream adds its own. Nothing here knows about tool kinds, upstreams or credentials.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import contextvars
+import functools
 import ipaddress
 import socket
-from collections.abc import Iterable, Mapping
+import ssl
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
+import certifi
 import httpx
+
+from mcp_app.conf import get_conf
+from mcp_app.protocol.results import ToolError
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
+# Answers a host name (never a literal IP) and port with its addresses; raises OSError or
+# UnicodeError when the name does not resolve.
+Resolver = Callable[[str, int], Awaitable[Sequence[IPAddress]]]
 
 # Instance metadata services (AWS, GCP, Azure, OpenStack: 169.254.169.254; AWS IPv6; Alibaba;
 # Oracle). Most are link-local or shared space anyway; they are named so that a broad
@@ -124,6 +141,46 @@ def _unmapped(address: IPAddress) -> IPAddress:
     return address
 
 
+def global_policy() -> NetworkPolicy:
+    """Return the MCP_HTTP_ALLOWED_NETWORKS allow-list, which every outbound request honours.
+
+    Raises:
+        ToolError: the setting holds something that is not a network (the check reports it).
+    """
+    value = get_conf().MCP_HTTP_ALLOWED_NETWORKS
+    networks = value.split(",") if isinstance(value, str) else list(value)
+    try:
+        return NetworkPolicy.build(networks=[network.strip() for network in networks])
+    except ValueError:
+        raise ToolError("MCP_HTTP_ALLOWED_NETWORKS is misconfigured.") from None
+
+
+async def system_resolver(host: str, port: int) -> list[IPAddress]:
+    """Resolve ``host`` with the system's resolver (getaddrinfo), without blocking the loop."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return _addresses(infos)
+
+
+# The resolver ``send`` asks, per context (a test answers names itself, ``resolver_used``).
+_resolver: contextvars.ContextVar[Resolver] = contextvars.ContextVar(
+    "netguard_resolver", default=system_resolver
+)
+
+
+@contextlib.contextmanager
+def resolver_used(resolver: Resolver) -> Iterator[None]:
+    """Resolve host names with ``resolver`` in this context and the tasks it starts."""
+    token = _resolver.set(resolver)
+    try:
+        yield
+    finally:
+        _resolver.reset(token)
+
+
+def _addresses(infos: Iterable[tuple[Any, ...]]) -> list[IPAddress]:
+    return list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
+
+
 async def resolve_checked(host: str, port: int, policy: NetworkPolicy) -> list[IPAddress]:
     """Resolve ``host`` once and return the addresses to connect to, every one checked.
 
@@ -134,30 +191,119 @@ async def resolve_checked(host: str, port: int, policy: NetworkPolicy) -> list[I
         BlockedAddressError: an address is refused, or the name does not resolve.
     """
     name = normalise_host(host)
-    try:
-        literal: IPAddress | None = ipaddress.ip_address(name)
-    except ValueError:
-        literal = None
+    literal = _literal(name)
     if literal is not None:
         addresses = [literal]
     else:
         try:
-            infos = await asyncio.get_running_loop().getaddrinfo(
-                name, port, type=socket.SOCK_STREAM
-            )
-        except (socket.gaierror, UnicodeError) as exc:
+            addresses = list(await _resolver.get()(name, port))
+        except (OSError, UnicodeError) as exc:
             raise BlockedAddressError(f"The host {name!r} does not resolve.") from exc
-        addresses = list(dict.fromkeys(ipaddress.ip_address(info[4][0]) for info in infos))
         if not addresses:
             raise BlockedAddressError(f"The host {name!r} does not resolve.")
+    if refused := _refused(name, addresses, policy, literal=literal is not None):
+        raise BlockedAddressError(refused)
+    return addresses
+
+
+def refusal(url: str, policy: NetworkPolicy) -> str | None:
+    """Return why ``send`` would refuse a request to ``url`` right now, or None.
+
+    For an operator saving a configuration (a blocking lookup with the system's resolver): the
+    message is the one a request would get. A name that does not resolve here is not
+    reported, as it may resolve where the requests run.
+    """
+    name = normalise_host(urlsplit(url).hostname or "")
+    if not name:
+        return None
+    literal = _literal(name)
+    if literal is not None:
+        addresses = [literal]
+    else:
+        try:
+            addresses = _addresses(socket.getaddrinfo(name, None, type=socket.SOCK_STREAM))
+        except (OSError, UnicodeError):
+            return None
+    return _refused(name, addresses, policy, literal=literal is not None)
+
+
+def _literal(name: str) -> IPAddress | None:
+    try:
+        return ipaddress.ip_address(name)
+    except ValueError:
+        return None
+
+
+def _refused(
+    name: str, addresses: Sequence[IPAddress], policy: NetworkPolicy, *, literal: bool
+) -> str | None:
     for address in addresses:
         if not policy.allows(name, address):
-            shown = name if literal is not None else f"{name!r} ({address})"
-            raise BlockedAddressError(
+            shown = name if literal else f"{name!r} ({address})"
+            return (
                 f"Requests to {shown} are not allowed: it is not a public address. An operator "
                 "can allow-list the host or network."
             )
-    return addresses
+    return None
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """One certificate-checking context for every guarded client: each client building its
+    own loads the CA bundle again (about 0.7 MiB and 16 ms, docs/performance.md)."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def guarded_client(timeout: httpx.Timeout) -> httpx.AsyncClient:
+    """Return a client for ``send``: no redirects followed, the shared TLS context, and no
+    environment proxies (a proxy would connect to an address this guard never checked)."""
+    return httpx.AsyncClient(
+        trust_env=False, follow_redirects=False, timeout=timeout, verify=tls_context()
+    )
+
+
+async def send(
+    client: httpx.AsyncClient,
+    method: str,
+    url: httpx.URL,
+    policy: NetworkPolicy,
+    *,
+    headers: Mapping[str, str],
+    content: bytes | None = None,
+) -> httpx.Response:
+    """Send one request to a vetted address of ``url``'s host; redirects are not followed.
+
+    ``client`` is a ``guarded_client``. The response is returned unread (streamed): the caller
+    reads and closes it, so its connection goes back to ``client``'s pool.
+
+    Raises:
+        BlockedAddressError: not http(s), or an address is refused (nothing was sent).
+        httpx.HTTPError: connection failures and timeouts.
+    """
+    if url.scheme not in SCHEMES or not url.host:
+        raise BlockedAddressError(
+            f"Only http and https URLs are allowed, not {safe_url(str(url))}."
+        )
+    port = url.port or (443 if url.scheme == "https" else 80)
+    addresses = await resolve_checked(url.host, port, policy)
+    request_headers = {**headers, "Host": url.netloc.decode("ascii")}
+    extensions = {"sni_hostname": url.host} if url.scheme == "https" else {}
+    # Each vetted address in resolver order until one accepts ("localhost" may list ::1
+    # first while the server listens on 127.0.0.1 only).
+    for position, address in enumerate(addresses, start=1):
+        request = client.build_request(
+            method,
+            url.copy_with(host=str(address)),
+            headers=request_headers,
+            content=content,
+            extensions=extensions,
+        )
+        try:
+            return await client.send(request, stream=True)
+        except httpx.ConnectError:
+            if position == len(addresses):
+                raise
+    raise AssertionError("resolve_checked returns at least one address")  # pragma: no cover
 
 
 @dataclass(slots=True)
@@ -179,11 +325,8 @@ class FetchedResponse:
 
 
 class GuardedClient:
-    """An ``httpx.AsyncClient`` that vets and pins every hop. Use as an async context manager.
-
-    Environment proxies are ignored (``trust_env=False``): a proxy would make the connection
-    to an address this guard never checked.
-    """
+    """A ``guarded_client`` that follows redirects hop by hop, each hop a ``send``, and caps
+    response bodies. Use as an async context manager."""
 
     def __init__(
         self,
@@ -196,9 +339,7 @@ class GuardedClient:
         self.policy = policy
         self.max_response_bytes = max_response_bytes
         self.max_redirects = max_redirects
-        self._client = httpx.AsyncClient(
-            trust_env=False, follow_redirects=False, timeout=httpx.Timeout(timeout)
-        )
+        self._client = guarded_client(httpx.Timeout(timeout))
 
     async def __aenter__(self) -> GuardedClient:
         await self._client.__aenter__()
@@ -257,30 +398,9 @@ class GuardedClient:
     async def _send_once(
         self, method: str, url: str, headers: Mapping[str, str], content: bytes | None
     ) -> FetchedResponse:
-        target = httpx.URL(url)
-        if target.scheme not in SCHEMES or not target.host:
-            raise BlockedAddressError(f"Only http and https URLs are allowed, not {safe_url(url)}.")
-        port = target.port or (443 if target.scheme == "https" else 80)
-        addresses = await resolve_checked(target.host, port, self.policy)
-        request_headers = {**headers, "Host": target.netloc.decode("ascii")}
-        extensions = {"sni_hostname": target.host} if target.scheme == "https" else {}
-        # Each vetted address in resolver order until one accepts ("localhost" may list ::1
-        # first while the server listens on 127.0.0.1 only).
-        for position, address in enumerate(addresses, start=1):
-            request = self._client.build_request(
-                method,
-                target.copy_with(host=str(address)),
-                headers=request_headers,
-                content=content,
-                extensions=extensions,
-            )
-            try:
-                response = await self._client.send(request, stream=True)
-            except httpx.ConnectError:
-                if position == len(addresses):
-                    raise
-                continue
-            break
+        response = await send(
+            self._client, method, httpx.URL(url), self.policy, headers=headers, content=content
+        )
         try:
             body = await _read_capped(response, self.max_response_bytes)
         finally:

@@ -48,13 +48,13 @@ from django.db import transaction
 from django.urls import reverse
 from django.utils import timezone
 
-from mcp_app.executors.http import global_policy
 from mcp_app.executors.netguard import (
     BlockedAddressError,
     GuardedClient,
     NetworkPolicy,
     ResponseTooLargeError,
     TooManyRedirectsError,
+    global_policy,
 )
 from mcp_app.models import Upstream, UpstreamConnection
 from mcp_app.models.upstream import split_networks

@@ -33,7 +33,6 @@ from django.db import transaction
 
 from mcp_app.conf import get_conf
 from mcp_app.executors.base import HttpAuth
-from mcp_app.executors.http import Redactor
 from mcp_app.executors.netguard import (
     BlockedAddressError,
     GuardedClient,
@@ -42,6 +41,7 @@ from mcp_app.executors.netguard import (
     TooManyRedirectsError,
     safe_url,
 )
+from mcp_app.executors.redaction import Redactor
 from mcp_app.models import Credential, Upstream, UpstreamConnection
 from mcp_app.protocol.results import ToolError
 from mcp_app.services.database import in_thread

@@ -13,8 +13,7 @@ from typing import Any
 from opentelemetry.trace import Status, StatusCode
 
 from mcp_app.executors import get_executor
-from mcp_app.executors.base import ConfigError, HttpAuth
-from mcp_app.executors.mcp_upstream import UpstreamTarget
+from mcp_app.executors.base import ConfigError, HttpAuth, UpstreamTarget
 from mcp_app.executors.netguard import NetworkPolicy
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import ToolCallContext

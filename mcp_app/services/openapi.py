@@ -5,7 +5,7 @@ no Python objects). ``openapi_fetch`` fetches one from a URL through the SSRF gu
 MAX_DOCUMENT_BYTES. ``openapi_read`` lists its operations, each already converted into what an
 HTTP tool needs: an input schema (path, query and header parameters plus the JSON request
 body, ``$ref`` resolved within the document) and the URL, query, header and body mappings of
-``executors/http.py``. ``openapi_tool_drafts`` names the chosen operations and fixes their base
+``executors/http/``. ``openapi_tool_drafts`` names the chosen operations and fixes their base
 URL; reading and naming are pure (no I/O, no rows). ``openapi_tools_create`` is the one
 writer: it creates the drafts, disabled, through ``services.catalog_writes.tool_create``.
 
@@ -30,13 +30,14 @@ from django.db import transaction
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from mcp_app.executors.http import FORBIDDEN_HEADERS, global_policy
+from mcp_app.executors.http.config import FORBIDDEN_HEADERS
 from mcp_app.executors.netguard import (
     BlockedAddressError,
     FetchedResponse,
     GuardedClient,
     ResponseTooLargeError,
     TooManyRedirectsError,
+    global_policy,
     safe_url,
 )
 from mcp_app.models import Endpoint, Tool

@@ -32,7 +32,7 @@ from mcp_app.bridge.servers import (
     parse_allow_list,
 )
 from mcp_app.conf import get_conf
-from mcp_app.executors.http import global_policy
+from mcp_app.executors.netguard import global_policy
 from mcp_app.models import Credential, Upstream
 from mcp_app.protocol.results import ToolError
 from mcp_app.services.credentials import LoadedCredential, credential_resolve

@@ -32,16 +32,15 @@ from django.db.models import F
 from django.utils import timezone
 
 from mcp_app.executors import mcp_upstream
-from mcp_app.executors.http import global_policy
+from mcp_app.executors.base import UpstreamTarget
 from mcp_app.executors.mcp_upstream import (
     UpstreamAuthRequired,
     UpstreamRefused,
-    UpstreamTarget,
     UpstreamUnavailable,
     list_tools,
     negotiated_revision,
 )
-from mcp_app.executors.netguard import NetworkPolicy
+from mcp_app.executors.netguard import NetworkPolicy, global_policy
 from mcp_app.models import (
     Endpoint,
     Prompt,

@@ -83,7 +83,7 @@ async def test_an_http_tool_calls_the_upstream_with_its_credential(
     assert not result.is_error
     received = result.structured_content
     assert received["raw_path"] == "/echo/a%20b%2Fc?q=x%26y"
-    # The echo is redacted by value (executors/http.py): the header held exactly the token.
+    # The echo is redacted by value (executors/redaction.py): the header held exactly the token.
     assert received["headers"]["authorization"] == "Bearer [redacted]"
 
 

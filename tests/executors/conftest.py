@@ -12,6 +12,7 @@ from mcp_app.protocol.catalog import CatalogSnapshot, EndpointInfo
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.services.resources import CatalogResourceReader
 from mcp_app.services.runner import CatalogToolRunner
+from tests.support.sockets import connections  # noqa: F401  (fixture)
 
 
 @dataclass

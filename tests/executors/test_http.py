@@ -18,8 +18,9 @@ from django.test import override_settings
 
 from mcp_app.executors import get_executor
 from mcp_app.executors.base import ConfigError, HttpAuth
-from mcp_app.executors.http import Redactor, placeholder_names
+from mcp_app.executors.http.config import placeholder_names
 from mcp_app.executors.netguard import NetworkPolicy
+from mcp_app.executors.redaction import Redactor
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import NO_STRUCTURED, ToolError, ToolResult
 from tests.support.live import free_port

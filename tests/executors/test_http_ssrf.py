@@ -1,14 +1,13 @@
 """The SSRF guard of HTTP tools: private addresses are refused before any connection.
 
-A process-wide audit hook records every ``socket.connect`` (PEP 578), so "refused before any
-connection attempt" is observed at the socket, not inferred from an error message. Refused
+``connections`` records every ``socket.connect`` (tests/support/sockets.py), so "refused before
+any connection attempt" is observed at the socket, not inferred from an error message. Refused
 addresses are never contacted, so no traffic leaves 127.0.0.1.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -22,24 +21,6 @@ from mcp_app.protocol.results import ToolError, ToolResult
 from tests.support.upstream import Upstream, run_upstream
 
 http = get_executor("http")
-_recording: list[list[Any]] = []
-
-
-def _audit(event: str, args: tuple[Any, ...]) -> None:
-    if event == "socket.connect" and _recording:
-        _recording[-1].append(args[1])
-
-
-sys.addaudithook(_audit)  # hooks cannot be removed; it records only inside ``connections``
-
-
-@pytest.fixture
-def connections() -> Iterator[list[Any]]:
-    """The addresses this test connected sockets to."""
-    seen: list[Any] = []
-    _recording.append(seen)
-    yield seen
-    _recording.remove(seen)
 
 
 @pytest.fixture(scope="module")

@@ -148,7 +148,7 @@ def test_a_malformed_allowed_networks_setting_is_a_check_error() -> None:
     assert [message.id for message in check_credential_keys()] == ["mcp_app.E004"]
 
 
-# Each kind on the wire. The echo comes back redacted (executors/http.py): redaction goes by
+# Each kind on the wire. The echo comes back redacted (executors/redaction.py): redaction goes by
 # the exact secret values, so "[redacted]" in a slot means the slot held the secret.
 
 
