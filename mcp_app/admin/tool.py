@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from mcp_app.admin.access import ACCESS_FIELDSET
+from mcp_app.admin.bulk import CatalogItemAdmin
 from mcp_app.admin.figures import (
     FiguresChangeList,
     calls_cell,
@@ -28,7 +29,6 @@ from mcp_app.admin.figures import (
 from mcp_app.admin.forms import ToolForm, kind_config_fields
 from mcp_app.admin.openapi import openapi_import_view
 from mcp_app.admin.try_it import try_it_view
-from mcp_app.admin.writes import CatalogRowAdmin
 from mcp_app.audit.selectors import Figures, tool_endpoint_figures, tool_figures
 from mcp_app.executors import get_executors
 from mcp_app.models import Endpoint, Tool
@@ -48,7 +48,7 @@ def tool_save_warnings(tool: Tool, endpoints: Sequence[Endpoint]) -> list[str]:
 
 
 @admin.register(Tool)
-class ToolAdmin(CatalogRowAdmin):
+class ToolAdmin(CatalogItemAdmin):
     form = ToolForm
     list_display = [
         "name", "title", "kind", "execution_mode", "enabled", "endpoint_list", "calls_24h",
