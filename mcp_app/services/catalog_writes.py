@@ -15,6 +15,11 @@ put errors beside their own fields, but the rules live only here, in three steps
   acts and from where (``history.catalog_change``). The model signals then bump catalog
   versions and send list_changed.
 
+Many rows at once (the admin's bulk actions): ``catalog_rows_enable``,
+``catalog_rows_publish`` and ``catalog_rows_unpublish``, each in one transaction (one
+list_changed per endpoint) and all or nothing; switching a row on runs ``catalog_row_check``
+on it first.
+
 Every write function here takes ``actor``, the user acting (None: the request's, or nobody),
 and runs inside ``writing``: a rule about who may change which rows (an endpoint's owners)
 has that one place, and no interface can go around it. Upstreams and credentials, reverts
