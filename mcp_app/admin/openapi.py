@@ -1,8 +1,10 @@
-"""The "Import from OpenAPI" admin page: a document in, disabled draft HTTP tools out.
+"""The "Import from OpenAPI" admin page: a document in, HTTP tools out (disabled drafts, or
+enabled and published in the same step).
 
 Two steps on one page. "Read" parses the uploaded or pasted document and lists its operations;
 "Import" re-reads the same document (carried back as text, so the server keeps no state
-between the steps) and creates a draft per ticked operation through
+between the steps) and creates a tool per ticked operation, on the chosen endpoints (which
+needs the change permission on endpoints) and enabled if asked, through
 ``services.openapi.openapi_tools_create``. Conversion rules live in that service; this module
 only parses the form and renders.
 """
@@ -19,6 +21,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import reverse
 
+from mcp_app.admin.bulk import ENDPOINT_PERMISSION
 from mcp_app.admin.forms import Picker
 from mcp_app.models import Credential, Endpoint, Tool
 from mcp_app.services.openapi import (
@@ -76,6 +79,12 @@ class OpenApiImportForm(forms.Form):
         widget=Picker("endpoints"),
         help_text="Endpoints that will publish the drafts once enabled. Names are made unique "
         "on them.",
+    )
+    enable = forms.BooleanField(
+        required=False,
+        label="Create them enabled",
+        help_text="Otherwise they are disabled drafts, for review. Enabled and published on "
+        "the endpoints above, clients can call them at once.",
     )
     base_url = forms.CharField(
         required=False,
@@ -157,15 +166,20 @@ def openapi_import_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
     )
     importing = request.method == "POST" and "_import" in request.POST
     if form.is_valid() and importing:
-        created = _import(form, request.user)
+        created = _import(form, request)
         if created is not None:
+            tools = f"tool{'s' if len(created) != 1 else ''}"
+            names = ", ".join(tool.name for tool in created)
+            enabled = form.cleaned_data.get("enable", False)
             messages.success(
                 request,
-                f"Created {len(created)} disabled draft tool{'s' if len(created) != 1 else ''}: "
-                f"{', '.join(tool.name for tool in created)}. Review and enable them.",
+                f"Created {len(created)} enabled {tools}: {names}."
+                if enabled
+                else f"Created {len(created)} disabled draft {tools}: {names}. "
+                "Review and enable them.",
             )
             changelist = reverse("admin:mcp_app_tool_changelist")
-            return HttpResponseRedirect(f"{changelist}?enabled__exact=0")
+            return HttpResponseRedirect(f"{changelist}?enabled__exact={int(enabled)}")
     document = form.document
     if document is not None and not importing:
         # Read step: tick everything, and show the server the drafts will call.
@@ -199,13 +213,19 @@ def _second_step(form: OpenApiImportForm, document: OpenApiDocument) -> OpenApiI
     return fresh
 
 
-def _import(form: OpenApiImportForm, actor: Any) -> list[Tool] | None:
+def _import(form: OpenApiImportForm, request: HttpRequest) -> list[Tool] | None:
     """Create the drafts, or put the reason on the form and return None (nothing created)."""
     data = form.cleaned_data
     document = form.document
     assert document is not None  # set by a valid form's clean()
     if not data["operations"]:
         form.add_error("operations", "Tick at least one operation to import.")
+        return None
+    if data.get("endpoints") and not request.user.has_perm(ENDPOINT_PERMISSION):
+        # Publishing changes what the endpoints serve, as the list's "add to endpoints" does.
+        form.add_error(
+            "endpoints", f"Publishing on endpoints needs the permission {ENDPOINT_PERMISSION}."
+        )
         return None
     credential = data.get("credential")
     try:
@@ -217,7 +237,8 @@ def _import(form: OpenApiImportForm, actor: Any) -> list[Tool] | None:
             credential=credential.name if credential is not None else None,
             allow_hosts=_split_list(data.get("allow_hosts", "")),
             allow_networks=_split_list(data.get("allow_networks", "")),
-            actor=actor,
+            enabled=data.get("enable", False),
+            actor=request.user,
         )
     except OpenApiError as exc:
         form.add_error(None, exc.message)

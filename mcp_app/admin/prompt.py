@@ -11,8 +11,9 @@ from django.forms.models import BaseInlineFormSet
 from django.http import HttpRequest
 
 from mcp_app.admin.access import ACCESS_FIELDSET
+from mcp_app.admin.bulk import CatalogItemAdmin
 from mcp_app.admin.forms import JSON_FORMFIELD, CodeTextarea
-from mcp_app.admin.writes import CatalogRowAdmin, CatalogRowForm
+from mcp_app.admin.writes import CatalogRowForm
 from mcp_app.models import Prompt, PromptArgument, PromptMessage
 from mcp_app.services import history
 from mcp_app.services.catalog_writes import (
@@ -55,7 +56,7 @@ class PromptMessageInline(admin.StackedInline):
 
 
 @admin.register(Prompt)
-class PromptAdmin(CatalogRowAdmin):
+class PromptAdmin(CatalogItemAdmin):
     form = CatalogRowForm
     list_display = ["name", "title", "enabled", "updated_at"]
     list_filter = ["enabled", "endpoints"]

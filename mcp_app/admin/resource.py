@@ -6,13 +6,14 @@ from django.contrib import admin
 from django.db import models
 
 from mcp_app.admin.access import ACCESS_FIELDSET
+from mcp_app.admin.bulk import CatalogItemAdmin
 from mcp_app.admin.forms import JSON_FORMFIELD
-from mcp_app.admin.writes import CatalogRowAdmin, CatalogRowForm
+from mcp_app.admin.writes import CatalogRowForm
 from mcp_app.models import Resource
 
 
 @admin.register(Resource)
-class ResourceAdmin(CatalogRowAdmin):
+class ResourceAdmin(CatalogItemAdmin):
     form = CatalogRowForm
     list_display = ["uri", "name", "mime_type", "size", "upstream", "enabled", "updated_at"]
     list_filter = ["enabled", "mime_type", "endpoints"]

@@ -6,13 +6,13 @@ from __future__ import annotations
 from django.contrib import admin
 
 from mcp_app.admin.access import ACCESS_FIELDSET
+from mcp_app.admin.bulk import CatalogItemAdmin
 from mcp_app.admin.forms import ResourceTemplateForm
-from mcp_app.admin.writes import CatalogRowAdmin
 from mcp_app.models import ResourceTemplate
 
 
 @admin.register(ResourceTemplate)
-class ResourceTemplateAdmin(CatalogRowAdmin):
+class ResourceTemplateAdmin(CatalogItemAdmin):
     form = ResourceTemplateForm
     list_display = ["uri_template", "name", "kind", "mime_type", "enabled", "updated_at"]
     list_filter = ["kind", "enabled", "upstream", "endpoints"]

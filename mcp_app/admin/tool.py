@@ -15,6 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from mcp_app.admin.access import ACCESS_FIELDSET
+from mcp_app.admin.bulk import CatalogItemAdmin
 from mcp_app.admin.figures import (
     FiguresChangeList,
     calls_cell,
@@ -28,7 +29,6 @@ from mcp_app.admin.figures import (
 from mcp_app.admin.forms import ToolForm, kind_config_fields
 from mcp_app.admin.openapi import openapi_import_view
 from mcp_app.admin.try_it import try_it_view
-from mcp_app.admin.writes import CatalogRowAdmin
 from mcp_app.audit.selectors import Figures, tool_endpoint_figures, tool_figures
 from mcp_app.executors import get_executors
 from mcp_app.models import Endpoint, Tool
@@ -48,11 +48,13 @@ def tool_save_warnings(tool: Tool, endpoints: Sequence[Endpoint]) -> list[str]:
 
 
 @admin.register(Tool)
-class ToolAdmin(CatalogRowAdmin):
+class ToolAdmin(CatalogItemAdmin):
     form = ToolForm
+    # What fits beside the navigation and the filters at 1366 px: the title and the last
+    # change are on the tool's page; kind and mode by their short values.
     list_display = [
-        "name", "title", "kind", "execution_mode", "enabled", "endpoint_list", "calls_24h",
-        "errors_24h", "p95_24h", "updated_at",
+        "name", "kind_value", "mode_value", "enabled", "endpoint_list", "calls_24h",
+        "errors_24h", "p95_24h",
     ]  # fmt: skip
     list_filter = ["kind", "execution_mode", "enabled", "endpoints"]
     search_fields = ["name", "title", "description"]
@@ -187,6 +189,14 @@ class ToolAdmin(CatalogRowAdmin):
     def p95_24h(self, tool: Tool) -> str:
         p95 = figures_of(tool).p95
         return "—" if p95 is None else f"{p95:,.0f} ms"
+
+    @admin.display(description="kind", ordering="kind")
+    def kind_value(self, tool: Tool) -> str:
+        return tool.kind
+
+    @admin.display(description="mode", ordering="execution_mode")
+    def mode_value(self, tool: Tool) -> str:
+        return tool.execution_mode
 
     @admin.display(description="endpoints")
     def endpoint_list(self, tool: Tool) -> str:

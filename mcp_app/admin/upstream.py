@@ -3,7 +3,8 @@
 The sync page ("Import tools") lists what the upstream offers now against the tools that call
 it: new tools, tools the upstream changed (each field, ours against theirs), tools the upstream
 no longer has, and the same for its resources, templates and prompts. The operator ticks what
-to apply, the endpoints that publish new rows and whether they start enabled;
+to apply, the endpoints that publish new rows (with the change permission on endpoints) and
+whether they start enabled, so "enable and publish eleven synced tools" is one submit;
 ``services.upstreams.upstream_offer_apply`` does it. The list is fetched again on apply, so the
 server keeps no state between the two steps.
 A stdio upstream's fields are checked against the administrator's allow-list by the model
@@ -26,6 +27,7 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
 
+from mcp_app.admin.bulk import ENDPOINT_PERMISSION
 from mcp_app.admin.connection import UpstreamForm
 from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.admin.writes import SettingRowAdmin
@@ -214,6 +216,14 @@ class UpstreamAdmin(InUseProtectedAdmin, SettingRowAdmin):
                     pk__in=[v for v in ticked.get("endpoint", ()) if v.isdigit()]
                 )
             )
+            if endpoints and not request.user.has_perm(ENDPOINT_PERMISSION):
+                # Publishing changes what the endpoints serve, as the lists' action does.
+                messages.error(
+                    request,
+                    f"Publishing on endpoints needs the permission {ENDPOINT_PERMISSION}. "
+                    "Nothing was applied.",
+                )
+                return HttpResponseRedirect(request.path)
             outcome, items_outcome = upstream_offer_apply(
                 upstream,
                 offer,
@@ -258,7 +268,9 @@ class UpstreamAdmin(InUseProtectedAdmin, SettingRowAdmin):
             if not error and items["prompt"]
             else None,
             "tool_opts": Tool._meta,
-            "endpoints": Endpoint.objects.order_by("slug"),
+            "endpoints": Endpoint.objects.order_by("slug")
+            if request.user.has_perm(ENDPOINT_PERMISSION)
+            else None,
         }
         return TemplateResponse(request, "admin/mcp_app/upstream/sync.html", context)
 

@@ -15,6 +15,11 @@ put errors beside their own fields, but the rules live only here, in three steps
   acts and from where (``history.catalog_change``). The model signals then bump catalog
   versions and send list_changed.
 
+Many rows at once (the admin's bulk actions): ``catalog_rows_enable``,
+``catalog_rows_publish`` and ``catalog_rows_unpublish``, each in one transaction (one
+list_changed per endpoint) and all or nothing; switching a row on runs ``catalog_row_check``
+on it first.
+
 Every write function here takes ``actor``, the user acting (None: the request's, or nobody),
 and runs inside ``writing``: a rule about who may change which rows (an endpoint's owners)
 has that one place, and no interface can go around it. Upstreams and credentials, reverts
@@ -248,6 +253,123 @@ def catalog_row_detach(
         return
     with writing(row, actor=actor, source=source):
         row.endpoints.remove(*endpoint_ids)
+
+
+# -- many rows at once (the admin's bulk actions): one transaction, so clients hear of the
+# change once (``notify.list_changed_on_commit`` merges a transaction's announcements).
+
+ItemRow = Tool | Resource | ResourceTemplate | Prompt
+
+# The endpoint's many-to-many field publishing each kind of item.
+_ENDPOINT_FIELD: dict[type[models.Model], str] = {
+    Tool: "tools",
+    Resource: "resources",
+    ResourceTemplate: "resource_templates",
+    Prompt: "prompts",
+}
+
+
+def catalog_rows_enable(
+    rows: Sequence[ItemRow], *, enabled: bool, actor: Actor, source: str | None
+) -> list[ItemRow]:
+    """Switch ``rows`` on or off, all or none; return those whose flag changed.
+
+    A row being switched on passes ``catalog_row_check`` first (a synced tool whose config
+    names a credential that is gone cannot go live); switching off is never refused, as for
+    ``catalog_row_enable``. Each row's history row names ``actor`` and ``source``.
+
+    Raises:
+        ValidationError: one message per row refused, naming it and why; nothing changed.
+    """
+    with transaction.atomic(), history.catalog_change(source=source, actor=actor):
+        changing = _rows_flagged(rows, enabled=not enabled)
+        if enabled:
+            problems = []
+            for row in changing:
+                row.enabled = True
+                try:
+                    catalog_row_check(row)
+                except ValidationError as exc:
+                    problems.append(f"{_label(row)}: {' '.join(_messages(exc))}")
+                finally:
+                    row.enabled = False
+            if problems:
+                raise ValidationError(problems)
+        for row in changing:
+            with writing(row, actor=actor, source=source):
+                row.enabled = enabled
+                row.save(update_fields=["enabled", "updated_at"])
+    return changing
+
+
+def catalog_rows_publish(
+    rows: Sequence[ItemRow],
+    *,
+    endpoints: Sequence[Endpoint],
+    enable: bool = False,
+    actor: Actor,
+    source: str | None,
+) -> None:
+    """Publish ``rows`` (all of one model) on each of ``endpoints`` too and, with ``enable``,
+    switch them on (``catalog_rows_enable``), all or none.
+
+    Raises:
+        ValidationError: tool names would clash on an endpoint, or a row cannot be enabled;
+            nothing changed.
+    """
+    if not rows:
+        return
+    field = _ENDPOINT_FIELD[type(rows[0])]
+    with transaction.atomic(), history.catalog_change(source=source, actor=actor):
+        if isinstance(rows[0], Tool):
+            check_unique_tool_names(
+                endpoint_ids=[endpoint.pk for endpoint in endpoints],
+                tools=[(row.pk, row.name) for row in rows],
+            )
+        for endpoint in endpoints:
+            with writing(endpoint, actor=actor, source=source):
+                getattr(endpoint, field).add(*rows)
+        if enable:
+            catalog_rows_enable(rows, enabled=True, actor=actor, source=source)
+
+
+def catalog_rows_unpublish(
+    rows: Sequence[ItemRow], *, endpoints: Sequence[Endpoint], actor: Actor, source: str | None
+) -> None:
+    """Stop publishing ``rows`` (all of one model) on each of ``endpoints``."""
+    if not rows:
+        return
+    field = _ENDPOINT_FIELD[type(rows[0])]
+    with transaction.atomic(), history.catalog_change(source=source, actor=actor):
+        for endpoint in endpoints:
+            with writing(endpoint, actor=actor, source=source):
+                getattr(endpoint, field).remove(*rows)
+
+
+def _rows_flagged(rows: Sequence[ItemRow], *, enabled: bool) -> list[ItemRow]:
+    """Those of ``rows`` whose stored flag is ``enabled``, locked until the transaction ends
+    (what a form set in memory does not count)."""
+    if not rows:
+        return []
+    model = type(rows[0])
+    stored = set(
+        model._default_manager.select_for_update()
+        .filter(pk__in=[row.pk for row in rows], enabled=enabled)
+        .values_list("pk", flat=True)
+    )
+    return [row for row in rows if row.pk in stored]
+
+
+def _label(row: models.Model) -> str:
+    return f"{row._meta.verbose_name} {row}"
+
+
+def _messages(exc: ValidationError) -> list[str]:
+    return [
+        message if name == "__all__" else f"{name}: {message}"
+        for name, found in _by_field(exc).items()
+        for message in found
+    ]
 
 
 def _check_name_on_current_endpoints(tool: Tool) -> None:

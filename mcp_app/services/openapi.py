@@ -716,12 +716,14 @@ def openapi_tools_create(
     credential: str | None = None,
     allow_hosts: Sequence[str] = (),
     allow_networks: Sequence[str] = (),
+    enabled: bool = False,
     actor: Actor = None,
 ) -> list[Tool]:
-    """Create a disabled HTTP tool per chosen operation, published on ``endpoints``.
+    """Create an HTTP tool per chosen operation, published on ``endpoints``.
 
-    Drafts stay disabled until an operator has reviewed them; all or none are created, by
-    ``actor`` (the history names them "openapi import").
+    Drafts stay disabled until an operator has reviewed them, unless ``enabled`` (the
+    operator has reviewed the document); all or none are created, by ``actor`` (the history
+    names them "openapi import"), in one transaction, so clients hear of them once.
 
     Raises:
         OpenApiError: an operation key is unknown, or the base URL is not http(s).
@@ -747,7 +749,7 @@ def openapi_tools_create(
             input_schema=dict(draft.input_schema),
             read_only_hint=draft.read_only_hint,
             idempotent_hint=draft.idempotent_hint,
-            enabled=False,
+            enabled=enabled,
             actor=actor,
             source=history.OPENAPI,
         )

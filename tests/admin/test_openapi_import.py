@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
@@ -163,3 +164,61 @@ def test_staff_without_add_permission_cannot_import(client: Client, django_user_
 
     assert response.status_code == 403
     assert not Tool.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_import_may_create_the_tools_enabled_on_the_endpoint_in_one_step(
+    admin_client: Client,
+) -> None:
+    endpoint = endpoint_create(slug="pets")
+
+    response = admin_client.post(
+        IMPORT_URL,
+        {
+            "document_text": as_text(petstore()),
+            "operations": ["GET /pets", "PUT /pets/{petId}"],
+            "endpoints": [endpoint.pk],
+            "enable": "on",
+            "_import": "Import",
+        },
+        follow=True,
+    )
+
+    assert [str(m) for m in response.context["messages"]] == [
+        "Created 2 enabled tools: listPets, updatePet."
+    ]
+    assert response.redirect_chain[-1][0].endswith("?enabled__exact=1")
+    assert sorted(endpoint.tools.filter(enabled=True).values_list("name", flat=True)) == [
+        "listPets",
+        "updatePet",
+    ]
+
+
+@pytest.mark.django_db
+def test_publishing_an_import_needs_the_endpoint_permission(
+    client: Client, django_user_model: Any
+) -> None:
+    endpoint = endpoint_create(slug="pets")
+    user = django_user_model.objects.create_user("importer", password="pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["add_tool", "change_tool", "view_tool"])
+    )
+    client.force_login(user)
+    data = {
+        "document_text": as_text(petstore()),
+        "operations": ["GET /pets"],
+        "endpoints": [endpoint.pk],
+        "enable": "on",
+        "_import": "Import",
+    }
+
+    refused = client.post(IMPORT_URL, data)
+    assert refused.status_code == 200
+    assert errors(refused) == [
+        "Publishing on endpoints needs the permission mcp_app.change_endpoint."
+    ]
+    assert not Tool.objects.exists()
+
+    without_endpoints = client.post(IMPORT_URL, {**data, "endpoints": []})
+    assert without_endpoints.status_code == 302
+    assert list(Tool.objects.values_list("name", "enabled")) == [("listPets", True)]

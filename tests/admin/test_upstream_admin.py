@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Permission
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -106,6 +107,31 @@ def test_import_onto_other_endpoints_keeps_the_name_and_may_enable(
 
     draft = Tool.objects.get(kind=Tool.Kind.MCP_UPSTREAM)
     assert (draft.name, draft.enabled, list(draft.endpoints.all())) == ("echo", True, [other])
+
+
+def test_publishing_synced_rows_needs_the_endpoint_permission(
+    client: Client, server: RunningUpstream, django_user_model: Any
+) -> None:
+    upstream = make_upstream(server.url)
+    main = endpoint_create(slug="main")
+    user = django_user_model.objects.create_user("syncer", password="pw", is_staff=True)
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["add_tool", "change_tool", "view_upstream"])
+    )
+    client.force_login(user)
+
+    page = client.get(sync_url(upstream))
+    assert b'id="sync-endpoints"' not in page.content
+    response = client.post(
+        sync_url(upstream),
+        {"add": ["echo"], "endpoint": [str(main.pk)], "enable": "on"},
+        follow=True,
+    )
+
+    assert [str(m) for m in response.context["messages"]] == [
+        "Publishing on endpoints needs the permission mcp_app.change_endpoint. Nothing was applied."
+    ]
+    assert not Tool.objects.exists()
 
 
 def test_resync_shows_changed_and_removed_and_applies_the_ticked(

@@ -437,3 +437,84 @@ async def test_edits_in_a_row_reach_a_stream_once_per_window_and_the_last_one_to
                     break
     assert set(methods) == {"notifications/tools/list_changed"}
     assert 2 <= len(methods) <= 2 + math.ceil(burst / window)
+
+
+ENABLE_SLUG = "notify-enable"
+ENABLE_TOOLS = 40
+
+
+def seed_disabled_tools() -> list[int]:
+    """An endpoint publishing a prompt and 40 disabled tools, as an import leaves them."""
+    endpoint = make_endpoint(ENABLE_SLUG)
+    endpoint.prompts.add(Prompt.objects.create(name="enable_hello", description="Says hello."))
+    tools = [
+        make_python_tool(f"enable_{number:02}", "echo", enabled=False)
+        for number in range(ENABLE_TOOLS)
+    ]
+    endpoint.tools.add(*tools)
+    return [tool.pk for tool in tools]
+
+
+def touch_enable_prompt() -> None:
+    prompt = Prompt.objects.get(name="enable_hello")
+    prompt.description += " Again."
+    prompt.save()
+
+
+def enable_in_admin(pks: list[int]) -> None:
+    """The operator ticks every tool in the list and runs "Enable selected"."""
+    user = get_user_model().objects.create_superuser(
+        "bulk-operator", "bulk@example.com", "pw-123456"
+    )
+    admin = AdminClient()
+    admin.force_login(user)
+    response = admin.post(
+        reverse("admin:mcp_app_tool_changelist"),
+        {"action": "enable_selected", "_selected_action": [str(pk) for pk in pks]},
+    )
+    assert response.status_code == 302
+    assert Tool.objects.filter(pk__in=pks, enabled=True).count() == len(pks)
+
+
+@pytest.mark.spec("2025-11-25", "server/tools", "notifications/tools/list_changed")
+async def test_a_bulk_enable_in_the_admin_reaches_a_legacy_client_once(
+    endpoints, unwindowed_server, django_db_blocker
+):
+    """Our choice: one admin action is one transaction, so one list_changed, not one a row."""
+    pks = await edit(django_db_blocker, seed_disabled_tools)
+    methods: list[str] = []
+    arrived = asyncio.Event()
+
+    async def on_message(message: Any) -> None:
+        if (method := getattr(message, "method", None)) is not None:
+            methods.append(method)
+            arrived.set()
+
+    async def next_method(method: str) -> None:
+        while method not in methods:
+            arrived.clear()
+            await arrived.wait()
+
+    async with (
+        asyncio.timeout(60),
+        Client(
+            f"{unwindowed_server}/mcp/{ENABLE_SLUG}", mode="legacy", message_handler=on_message
+        ) as legacy,
+    ):
+        # The SDK opens the GET stream on its own: it is open once a change reaches it.
+        while "notifications/prompts/list_changed" not in methods:
+            await edit(django_db_blocker, touch_enable_prompt)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1):
+                    await next_method("notifications/prompts/list_changed")
+        assert await all_tool_names(legacy) == []
+        methods.clear()
+
+        await edit(django_db_blocker, lambda: enable_in_admin(pks))
+        # A later change of another kind closes the count: the stream keeps its order.
+        await edit(django_db_blocker, touch_enable_prompt)
+        await next_method("notifications/prompts/list_changed")
+        tools = await all_tool_names(legacy)
+
+    assert methods.count("notifications/tools/list_changed") == 1
+    assert len(tools) == ENABLE_TOOLS
