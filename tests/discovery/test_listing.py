@@ -17,6 +17,7 @@ from django.urls import reverse
 from rest_framework.test import APIClient
 
 from mcp_app.models import Endpoint
+from mcp_app.services.catalog_io import catalog_export, catalog_import
 from mcp_app.services.catalog_writes import endpoint_create
 from tests.discovery.test_server_cards import CATALOG, endpoint_change_form
 
@@ -151,3 +152,29 @@ def test_listing_is_recorded_in_the_endpoints_history(
     assert newest.listed is True
     assert newest.history_user is not None
     assert newest.history_user.username == "robot"
+
+
+def test_listing_travels_with_export_and_import(shop: Endpoint, client: Client) -> None:
+    endpoint_create(slug="shown", listed=True)
+    document = catalog_export()
+    Endpoint.objects.update(listed=False)
+
+    catalog_import(document=document)
+    after_import = catalog_slugs(client)
+    # A document written before the field existed leaves an endpoint's listing as it is.
+    catalog_import(
+        document={
+            **document,
+            "endpoints": [
+                {name: value for name, value in entry.items() if name != "listed"}
+                for entry in document["endpoints"]
+            ],
+        }
+    )
+
+    assert {entry["slug"]: entry["listed"] for entry in document["endpoints"]} == {
+        "shop": False,
+        "shown": True,
+    }
+    assert after_import == ["shown"]
+    assert catalog_slugs(client) == ["shown"]
