@@ -16,6 +16,7 @@ from django.urls import include, path
 from django.views import defaults
 from oauth2_provider import views as oauth_views
 
+from mcp_app import discovery
 from mcp_app.api.errors import api_error_response
 from mcp_app.auth import views as auth
 
@@ -56,6 +57,10 @@ urlpatterns = [
         auth.protected_resource_metadata,
         name="oauth-resource-metadata",
     ),
+    # Discovery (mcp_app/discovery.py): the site catalog and a server card per listed
+    # endpoint, beside the endpoint's own URL (which asgi.py routes to MCP, not here).
+    path(".well-known/ai-catalog.json", discovery.site_catalog_view, name="ai-catalog"),
+    path("mcp/<slug:slug>/server-card", discovery.server_card_view, name="server-card"),
     path("", include("mcp_app.urls")),
 ]
 

@@ -51,10 +51,10 @@ PREVIEW_VERSIONS = (LATEST_MODERN, LATEST_LEGACY)
 class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
     form = EndpointForm
     list_display = [
-        "slug", "title", "enabled", "auth_mode", "tool_count", "calls_24h", "errors_24h",
+        "slug", "title", "enabled", "listed", "auth_mode", "tool_count", "calls_24h", "errors_24h",
         "p95_24h", "catalog_version", "links",
     ]  # fmt: skip
-    list_filter = ["enabled", "auth_mode"]
+    list_filter = ["enabled", "listed", "auth_mode"]
     search_fields = ["slug", "title", "description"]
     actions = ["export_yaml", "export_json"]
     filter_horizontal = ["tools", "resources", "resource_templates", "prompts"]
@@ -64,6 +64,7 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
         ("Calls", {"fields": ["last_24_hours"]}),
         ("Catalog", {"fields": ["tools", "resources", "resource_templates", "prompts"]}),
         ("Access", {"fields": ["allowed_origins"]}),
+        ("Discovery", {"fields": ["listed"]}),
         ("Authorization", {"fields": ["auth_mode", "scopes", "base_scope"]}),
         ("History", {"fields": ["catalog_version", "created_at", "updated_at"]}),
     ]

@@ -340,8 +340,8 @@ class EndpointForm(StorableInputForm, CatalogRowForm):
     class Meta:
         model = Endpoint
         fields = [
-            "slug", "title", "description", "instructions", "enabled", "allowed_origins",
-            "tools", "resources", "resource_templates", "prompts",
+            "slug", "title", "description", "instructions", "enabled", "listed",
+            "allowed_origins", "tools", "resources", "resource_templates", "prompts",
             "auth_mode", "scopes", "base_scope",
         ]  # fmt: skip
 

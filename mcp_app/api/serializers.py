@@ -193,9 +193,9 @@ class EndpointSerializer(CatalogRowSerializer):
     class Meta:
         model = Endpoint
         fields = [
-            "id", "slug", "title", "description", "instructions", "enabled", "allowed_origins",
-            "auth_mode", "scopes", "base_scope", "catalog_version", "url", "tools", "resources",
-            "resource_templates", "prompts", "created_at", "updated_at",
+            "id", "slug", "title", "description", "instructions", "enabled", "listed",
+            "allowed_origins", "auth_mode", "scopes", "base_scope", "catalog_version", "url",
+            "tools", "resources", "resource_templates", "prompts", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = ["catalog_version", "created_at", "updated_at"]
 

@@ -55,6 +55,16 @@ class Endpoint(TimestampedModel):
     enabled = models.BooleanField(
         default=True, help_text="A disabled endpoint answers every request with an error."
     )
+    # Off by default: an endpoint is found by its URL alone until an operator chooses to
+    # advertise it (mcp_app/discovery.py).
+    listed = models.BooleanField(
+        default=False,
+        help_text=(
+            "Advertise this endpoint in the site's discovery catalog "
+            "(/.well-known/ai-catalog.json) with a server card at /mcp/&lt;slug&gt;/server-card. "
+            "A disabled endpoint is never listed."
+        ),
+    )
     # The classes, not their names: django-stubs then types both sides (tool.endpoints).
     tools = models.ManyToManyField(Tool, related_name="endpoints", blank=True)
     resources = models.ManyToManyField(Resource, related_name="endpoints", blank=True)

@@ -60,8 +60,8 @@ from mcp_app.services.row_writes import row_delete, setting_row_save
 FORMAT = "mcphost-catalog/1"
 
 ENDPOINT_FIELDS = (
-    "title", "description", "instructions", "enabled", "allowed_origins", "auth_mode", "scopes",
-    "base_scope",
+    "title", "description", "instructions", "enabled", "listed", "allowed_origins", "auth_mode",
+    "scopes", "base_scope",
 )  # fmt: skip
 TOOL_FIELDS = (
     "title", "description", "enabled", "kind", "config", "input_schema", "output_schema",

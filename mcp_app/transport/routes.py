@@ -39,8 +39,8 @@ from mcp_app.transport import follow, http
 from mcp_app.transport.exchange import SESSION_HEADER, VERSION_HEADER, Exchange, Refused
 from mcp_app.transport.streams import RequestStream, Resumable, StreamClientRequester
 
-SERVER_NAME = "mcphost"
-SERVER_VERSION = "0.1.0"
+SERVER_NAME = lifecycle.SERVER_NAME
+SERVER_VERSION = lifecycle.SERVER_VERSION
 
 _tool_runner = CatalogToolRunner()
 _session_store = DatabaseSessionStore()

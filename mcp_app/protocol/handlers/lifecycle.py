@@ -22,6 +22,12 @@ from mcp_app.protocol.versions import (
     supports,
 )
 
+# The Implementation every endpoint presents (its title is the endpoint's); server cards
+# (mcp_app/discovery.py) declare the same version, as discovery asks a card to agree with
+# what a connected client sees.
+SERVER_NAME = "mcphost"
+SERVER_VERSION = "0.1.0"
+
 # Catalog edits reach every open legacy GET stream and 2026 listen stream of the endpoint
 # (mcp_app.services.notify), and resource edits reach the resource's subscribers.
 NOTIFIES_LIST_CHANGES = True
