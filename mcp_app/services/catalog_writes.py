@@ -211,11 +211,22 @@ def _relations_set(row: CatalogRow, relations: Mapping[str, Sequence[models.Mode
 def catalog_row_enable(row: CatalogRow, *, enabled: bool, actor: Actor, source: str | None) -> None:
     """Switch ``row`` on or off (saving that flag only).
 
-    Not checked: a flag makes no row invalid, and a row whose config stopped preparing (a
+    Switching on checks the row as it would go live (``catalog_row_check``), as the bulk
+    ``catalog_rows_enable`` does: a synced tool whose config names a credential gone since
+    stays off. Switching off is never refused: a row whose config stopped preparing (a
     python function removed) must still be switched off.
+
+    Raises:
+        ValidationError: the row cannot go live, by field name; nothing changed.
     """
     if row.enabled == enabled:
         return
+    if enabled:
+        row.enabled = True
+        try:
+            catalog_row_check(row)
+        finally:
+            row.enabled = False
     with writing(row, actor=actor, source=source):
         row.enabled = enabled
         row.save(update_fields=["enabled", "updated_at"])
@@ -275,8 +286,8 @@ def catalog_rows_enable(
     """Switch ``rows`` on or off, all or none; return those whose flag changed.
 
     A row being switched on passes ``catalog_row_check`` first (a synced tool whose config
-    names a credential that is gone cannot go live); switching off is never refused, as for
-    ``catalog_row_enable``. Each row's history row names ``actor`` and ``source``.
+    names a credential that is gone cannot go live); switching off is never refused, as for one
+    row with ``catalog_row_enable``. Each row's history row names ``actor`` and ``source``.
 
     Raises:
         ValidationError: one message per row refused, naming it and why; nothing changed.

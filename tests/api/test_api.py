@@ -180,6 +180,26 @@ def test_disable_and_enable_bump_the_catalog_version(api: APIClient, main: Endpo
     assert Endpoint.objects.get().catalog_version > version > main.catalog_version
 
 
+def test_enable_refuses_a_row_that_cannot_go_live_as_the_admin_does(
+    api: APIClient, main: Endpoint
+) -> None:
+    tool = tool_create(name="echo", kind="python", config={"function": "echo"}, enabled=False)
+    # A synced tool whose upstream is gone since: its config no longer passes the write path.
+    Tool.objects.filter(pk=tool.pk).update(
+        kind=Tool.Kind.MCP_UPSTREAM, config={"upstream": "gone", "tool": "search"}
+    )
+    versions = tool.history.count()
+
+    refused = api.post(f"/api/v1/tools/{tool.pk}/enable/")
+    disabled = api.post(f"/api/v1/tools/{tool.pk}/disable/")
+
+    assert refused.status_code == 400, refused.content
+    assert "No upstream named 'gone' here." in refused.content.decode()
+    assert disabled.status_code == 200
+    assert not Tool.objects.get(pk=tool.pk).enabled
+    assert tool.history.count() == versions
+
+
 # The call log's writer thread commits on its own connection: these tests use committed data.
 @pytest.mark.django_db(transaction=True)
 def test_try_it_runs_the_tool_and_records_an_admin_test_call(
