@@ -1078,7 +1078,10 @@ async def _send_request(
     message = {"jsonrpc": "2.0", "id": request_id, "method": method, "params": sent_params}
     try:
         async with _post(target, session, message) as response:
-            if response.status_code == 404 and session.session_id and method != "initialize":
+            # The session the request named, not the session's id now: the listener may have
+            # seen the same 404 on its stream and reset the session meanwhile.
+            named = response.request.headers.get("mcp-session-id")
+            if response.status_code == 404 and named and method != "initialize":
                 raise _SessionExpired
             if response.status_code == 401 and target.caller_auth is not None:
                 raise UpstreamUnauthorized(

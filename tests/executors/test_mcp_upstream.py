@@ -385,6 +385,93 @@ def junk() -> Iterator[str]:
     httpd.server_close()
 
 
+class _Forgetful(BaseHTTPRequestHandler):
+    """A stateful upstream that forgets its sessions when told (a restart), and can hold its
+    404 for the forgotten session until the test releases it."""
+
+    sessions = 0
+    forgotten: set[str] = set()
+    holding = threading.Event()
+    release = threading.Event()
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+    def do_GET(self) -> None:  # noqa: N802  (no stream of its own: no listener races here)
+        self._answer(405, b"")
+
+    def do_POST(self) -> None:  # noqa: N802
+        message = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))
+        session = self.headers.get("Mcp-Session-Id", "")
+        if "id" not in message:
+            self._answer(202, b"")
+            return
+        if message["method"] == "initialize":
+            type(self).sessions += 1
+            result: dict[str, Any] = {
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "forgetful", "version": "0"},
+            }
+            self._answer(200, _reply(message, result), f"s{self.sessions}")
+            return
+        if session in self.forgotten:
+            self.holding.set()
+            self.release.wait(10)
+            self._answer(404, b"")
+            return
+        text = message["params"]["arguments"]["text"]
+        self._answer(200, _reply(message, {"content": [{"type": "text", "text": text}]}))
+
+    def _answer(self, status: int, body: bytes, session: str = "") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        if session:
+            self.send_header("Mcp-Session-Id", session)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def _reply(message: dict[str, Any], result: dict[str, Any]) -> bytes:
+    return json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}).encode()
+
+
+@pytest.fixture
+def forgetful() -> Iterator[str]:
+    _Forgetful.sessions = 0
+    _Forgetful.forgotten = set()
+    _Forgetful.holding.clear()
+    _Forgetful.release.clear()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Forgetful)
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}/mcp"
+    _Forgetful.release.set()
+    httpd.shutdown()
+    httpd.server_close()
+
+
+async def test_a_404_for_a_session_reset_meanwhile_still_opens_a_new_one(forgetful, ctx):
+    """The upstream restarted: a call and the session's listener both meet the 404, and the
+    listener resets the session first. The call must still see a forgotten session (and open
+    a new one), not an upstream answering 404."""
+    await database_sync_to_async(make_upstream)(forgetful)
+    assert (await call("echo", {"text": "first"}, ctx)).content[0]["text"] == "first"
+    (session,) = mcp_upstream._sessions[asyncio.get_running_loop()].values()
+    _Forgetful.forgotten.add("s1")
+
+    pending = asyncio.create_task(call("echo", {"text": "again"}, ctx))
+    assert await asyncio.to_thread(_Forgetful.holding.wait, 10)
+    await mcp_upstream._expire(session, "s1")  # what the listener does on its own 404
+    _Forgetful.release.set()
+    result = await pending
+
+    assert not result.is_error, result.content
+    assert result.content == [{"type": "text", "text": "again"}]
+    assert _Forgetful.sessions == 2
+
+
 async def test_an_upstream_answering_garbage_is_an_error_and_recorded(junk, ctx):
     upstream = await database_sync_to_async(make_upstream)(junk)
     with pytest.raises(ToolError, match="invalid JSON"):
