@@ -11,7 +11,6 @@ class McpAppConfig(AppConfig):
 
     def ready(self) -> None:
         from mcp_app import checks, signals  # noqa: F401  (registration side effects)
-        from mcp_app.services import upstream_subscriptions, upstreams
+        from mcp_app.services import upstream_subscriptions
 
-        upstreams.connect_upstream_events()
         upstream_subscriptions.connect_upstream_events()

@@ -129,6 +129,11 @@ class UpstreamTarget:
     report: Callable[[str | None], Awaitable[None]] | None = field(
         default=None, repr=False, compare=False
     )
+    # Told when the upstream says its tool list changed (the services mark its row, or sync
+    # it): this layer reads and writes no rows.
+    tools_changed: Callable[[], Awaitable[None]] | None = field(
+        default=None, repr=False, compare=False
+    )
 
 
 class Resolvers(Protocol):

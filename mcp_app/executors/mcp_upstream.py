@@ -206,10 +206,6 @@ _sessions: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[str, _Sessi
 # Last revision each upstream negotiated in this process, for the health fields.
 _revisions: dict[str, str] = {}
 _ids = itertools.count(1)
-# Called with an upstream's key when it says its tool list changed (connected by
-# services.upstreams from AppConfig.ready: this module reads and writes no rows).
-ToolsChanged = Callable[[str], Awaitable[None]]
-tools_changed_handlers: list[ToolsChanged] = []
 # Connected by services.upstream_subscriptions from AppConfig.ready (this module reads and
 # writes no rows): told the subscribers of a resource the upstream says changed; and asked
 # which of some subscribers still want updates (the others are dropped, and the upstream told
@@ -882,8 +878,8 @@ async def _notice(
 ) -> None:
     method = message.get("method")
     if method == "notifications/tools/list_changed":
-        for handler in tools_changed_handlers:
-            await handler(target.key)
+        if target.tools_changed is not None:
+            await target.tools_changed()
     elif method == "notifications/resources/updated" and session is not None:
         params = message.get("params")
         uri = params.get("uri") if isinstance(params, Mapping) else None

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime
+import functools
 import hashlib
 import json
 import logging
@@ -157,6 +158,7 @@ async def upstream_resolve(
         stateless=upstream.stateless and caller_auth is None,
         session_idle_seconds=upstream.session_idle_seconds,
         max_sessions=upstream.max_sessions,
+        tools_changed=functools.partial(upstream_tools_changed, upstream.pk),
     )
     if caller_auth is not None:
         target = replace(target, caller_auth=caller_auth, secrets=secrets + caller_auth.secrets())
@@ -196,6 +198,7 @@ async def _stdio_resolve(upstream: Upstream) -> _Loaded:
         stateless=upstream.stateless,
         session_idle_seconds=upstream.session_idle_seconds,
         max_sessions=upstream.max_sessions,
+        tools_changed=functools.partial(upstream_tools_changed, upstream.pk),
     )
     return _Loaded(pk=upstream.pk, target=target)
 
@@ -283,22 +286,14 @@ def _record_tools_changed(pk: int) -> str | None:
     )
 
 
-async def upstream_tools_changed(key: str) -> None:
-    """Note that the upstream of session ``key`` said its tool list changed; with the sync
-    policy "apply", apply its changes soon (in a task: this runs in the upstream's stream
-    reader, which the listing must not wait for)."""
-    pk = int(key.split(":", 1)[0])
+async def upstream_tools_changed(pk: int) -> None:
+    """Note that the upstream ``pk`` said its tool list changed (``UpstreamTarget.
+    tools_changed``); with the sync policy "apply", apply its changes soon (in a task: this
+    runs in the upstream's stream reader, which the listing must not wait for)."""
     logger.info("Upstream %s: its tool list changed; its tools are out of sync", pk)
     name = await in_thread(_record_tools_changed)(pk)
     if name is not None:
         _policy_sync_soon(pk, name)
-
-
-def connect_upstream_events() -> None:
-    """Have an upstream's tools/list_changed reach its row (``upstream_tools_changed``): the
-    relay reads and writes no rows. Called once per process, from ``AppConfig.ready``."""
-    if upstream_tools_changed not in mcp_upstream.tools_changed_handlers:
-        mcp_upstream.tools_changed_handlers.append(upstream_tools_changed)
 
 
 def upstream_renamed(upstream: Upstream, old_name: str) -> None:
