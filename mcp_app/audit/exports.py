@@ -22,8 +22,8 @@ from mcp_app.audit.selectors import (
     as_export_row,
     call_log_chunks,
     call_log_search,
+    caller_names,
 )
-from mcp_app.auth.clients import client_names
 from mcp_app.models import CallLog
 
 FORMATS = ("csv", "jsonl")
@@ -55,16 +55,12 @@ def _export(
     iterator whole before sending its first byte (and hold the whole export in memory).
     Each chunk is still read and formatted in a thread, by ``acall_log_chunks``.
     """
-    # The user's name comes with each row (a join); the OAuth clients' names are one query
-    # per chunk that has any.
-    qs = call_log_search(filters=filters).select_related(None).select_related("principal")
+    qs = call_log_search(filters=filters).select_related(None)
 
     def text(rows: list[CallLog]) -> str:
-        ids = sorted({row.client_id for row in rows if row.client_id})
-        names = client_names(ids) if ids else {}
-        return "".join(
-            line(as_export_row(row, payloads=payloads, oauth_names=names)) for row in rows
-        )
+        # Users' and OAuth clients' names: a query each per chunk that names any.
+        names = caller_names(rows)
+        return "".join(line(as_export_row(row, payloads=payloads, names=names)) for row in rows)
 
     async def achunks() -> AsyncIterator[str]:
         if header:

@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import (
     Aggregate,
@@ -36,7 +37,7 @@ from django.db.models.functions import Trunc
 from django.utils import timezone
 from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 
-from mcp_app.auth.clients import client_ids_named
+from mcp_app.auth.clients import client_ids_named, client_names
 from mcp_app.models import BackgroundCall, CallLog, Endpoint, Session, Tool
 from mcp_app.models.call_log import STATUS_CHOICES
 
@@ -129,7 +130,7 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
         if text.isdigit() and int(text) < 2**63:
             match |= Q(pk=int(text))
         qs = qs.filter(match)
-    return qs.select_related("endpoint", "principal").order_by("-id")
+    return qs.select_related("endpoint").order_by("-id")
 
 
 def sessions_of_client(filters: CallFilter) -> QuerySet[Session]:
@@ -382,15 +383,33 @@ def _truncate(moment: datetime, kind: str) -> datetime:
     return moment
 
 
+def caller_names(rows: Sequence[CallLog]) -> tuple[dict[int, str], dict[str, str]]:
+    """The usernames and OAuth client names the records name, by id: a query for each kind
+    the records hold (none without callers). Read apart rather than joined, so the list and
+    export queries keep their backward index scans."""
+    user_ids = {row.principal_id for row in rows if row.principal_id is not None}
+    client_ids = sorted({row.client_id for row in rows if row.client_id})
+    User = get_user_model()
+    users = (
+        dict(User._default_manager.filter(pk__in=user_ids).values_list("pk", User.USERNAME_FIELD))
+        if user_ids
+        else {}
+    )
+    return users, (client_names(client_ids) if client_ids else {})
+
+
 def as_export_row(
-    record: CallLog, *, payloads: bool, oauth_names: Mapping[str, str] | None = None
+    record: CallLog,
+    *,
+    payloads: bool,
+    names: tuple[Mapping[int, str], Mapping[str, str]] = ({}, {}),
 ) -> dict[str, Any]:
     """One record as plain JSON data (CSV and JSON Lines exports share this).
 
-    Names stand next to ids: the user's (``principal`` must be selected with the record) and
-    the OAuth client's, from ``oauth_names`` (client id → registered name).
+    Names stand next to ids, from ``names`` (``caller_names``): the user's and the OAuth
+    client's registered name ("" when unknown or deleted).
     """
-    principal = record.principal if record.principal_id is not None else None
+    users, clients = names
     row: dict[str, Any] = {
         "id": record.pk,
         "created_at": record.created_at.isoformat(),
@@ -406,9 +425,9 @@ def as_export_row(
         "rpc_id": record.rpc_id,
         "target": record.target,
         "principal_id": record.principal_id,
-        "user": principal.get_username() if principal is not None else "",
+        "user": users.get(record.principal_id, "") if record.principal_id is not None else "",
         "client_id": record.client_id,
-        "oauth_client_name": (oauth_names or {}).get(record.client_id, ""),
+        "oauth_client_name": clients.get(record.client_id, ""),
         "client_name": record.client_name,
         "client_version": record.client_version,
         "client_info": record.client_info,

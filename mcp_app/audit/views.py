@@ -39,6 +39,7 @@ from mcp_app.audit.selectors import (
     call_log_page,
     call_log_search,
     call_log_stats,
+    caller_names,
     tool_for_call,
     tool_version_for_call,
 )
@@ -88,12 +89,14 @@ def _query_without(request: HttpRequest, *names: str) -> str:
 ERROR_EXCERPT_CHARS = 120
 
 
-def _name_oauth_clients(rows: list[CallLog]) -> list[CallLog]:
-    """Set ``oauth_client_name`` on each row: one query for the page, none without OAuth."""
-    ids = sorted({row.client_id for row in rows if row.client_id})
-    names = client_names(ids) if ids else {}
+def _name_callers(rows: list[CallLog]) -> list[CallLog]:
+    """Set ``username`` and ``oauth_client_name`` on each row: a query each for the page,
+    none when no row names a user or an OAuth client."""
+    users, clients = caller_names(rows)
     for row in rows:
-        row.oauth_client_name = names.get(row.client_id, "")  # type: ignore[attr-defined]
+        found = users.get(row.principal_id) if row.principal_id is not None else None
+        row.username = found or ""  # type: ignore[attr-defined]
+        row.oauth_client_name = clients.get(row.client_id, "")  # type: ignore[attr-defined]
     return rows
 
 
@@ -103,7 +106,6 @@ def _excerpt(text: str) -> str:
 
 
 def _row_json(record: CallLog) -> dict[str, Any]:
-    principal = record.principal if record.principal_id is not None else None
     return {
         "id": record.pk,
         "url": reverse("mcp_app:audit_detail", args=[record.pk]),
@@ -122,7 +124,7 @@ def _row_json(record: CallLog) -> dict[str, Any]:
         "client_version": record.client_version,
         "client_from_user_agent": record.client_from_user_agent,
         "client_url": _list_url(client_name=record.client_name) if record.client_name else "",
-        "user": principal.get_username() if principal is not None else "",
+        "user": getattr(record, "username", ""),
         "oauth_client_name": getattr(record, "oauth_client_name", ""),
         "client_id": record.client_id,
         "error": _excerpt(record.error_message),
@@ -144,7 +146,7 @@ def call_list(request: HttpRequest) -> HttpResponse:
     context = {
         "nav": "audit",
         "form": form,
-        "rows": _name_oauth_clients(rows),
+        "rows": _name_callers(rows),
         "before": before,
         "next_before": next_before,
         "query": query,
@@ -167,7 +169,7 @@ def call_feed(request: HttpRequest) -> JsonResponse:
     """The live tail: records newer than ``?after=<id>`` matching the same filters."""
     after = _int_param(request, "after") or 0
     rows = call_log_newer(call_log_search(filters=_filters(request).call_filter()), after=after)
-    _name_oauth_clients(rows)
+    _name_callers(rows)
     return JsonResponse(
         {"rows": [_row_json(row) for row in rows], "latest": rows[0].pk if rows else after}
     )
