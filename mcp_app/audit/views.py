@@ -109,7 +109,7 @@ def _row_json(record: CallLog) -> dict[str, Any]:
     return {
         "id": record.pk,
         "url": reverse("mcp_app:audit_detail", args=[record.pk]),
-        "created_at": timezone.localtime(record.created_at).strftime("%Y-%m-%d %H:%M:%S"),
+        "created_at": timezone.localtime(record.created_at).strftime("%Y-%m-%d %H:%M:%S %Z"),
         "try_it": record.http_method == ADMIN_TEST_HTTP_METHOD,
         "endpoint": record.endpoint_slug,
         "method": record.rpc_method or record.http_method,
