@@ -22,6 +22,7 @@ from rest_framework.exceptions import ParseError
 
 from mcp_app.api.errors import django_errors
 from mcp_app.api.parsers import TOO_DEEP_MESSAGE, check_value, loads
+from mcp_app.auth.clients import client_names
 from mcp_app.models import (
     BackgroundCall,
     CallLog,
@@ -423,14 +424,29 @@ class UpstreamSerializer(SettingRowSerializer):
         ]  # fmt: skip
 
 
+class CallLogListSerializer(serializers.ListSerializer):
+    """A page of call-log rows: the OAuth clients' names in one query for the page."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        rows = list(data.all() if hasattr(data, "all") else data)
+        ids = sorted({row.client_id for row in rows if row.client_id})
+        self.child.context["oauth_names"] = client_names(ids) if ids else {}
+        return super().to_representation(rows)
+
+
 class CallLogSerializer(serializers.ModelSerializer):
     class Meta:
         model = CallLog
         exclude = ["principal"]
+        list_serializer_class = CallLogListSerializer
 
     def to_representation(self, instance: CallLog) -> dict[str, Any]:
         data = super().to_representation(instance)
         data["principal"] = instance.principal.get_username() if instance.principal else None
+        names = self.context.get("oauth_names")
+        if names is None and instance.client_id:
+            names = client_names([instance.client_id])
+        data["oauth_client_name"] = (names or {}).get(instance.client_id, "")
         request = self.context.get("request")
         if request is None or not request.user.has_perm("mcp_app.view_call_payloads"):
             # As /audit/: payloads need their own permission.

@@ -765,8 +765,9 @@ def _sync_outcome(tools: SyncOutcome, items: SyncOutcome) -> dict[str, Any]:
 
 
 class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
-    """The call log, with the filters of /audit/ (endpoint, tool, method, status, era,
-    session, since, until, q); payloads need "Can see recorded arguments and results"."""
+    """The call log, with the filters of /audit/ (the client program's name and version,
+    user, OAuth client by id or name, "failed" as status, quick ranges...); payloads need
+    "Can see recorded arguments and results"."""
 
     queryset = CallLog.objects.select_related("principal")
     serializer_class = s.CallLogSerializer

@@ -22,6 +22,7 @@ from mcp_app.audit.selectors import (
     as_export_row,
     call_log_chunks,
     call_log_search,
+    caller_names,
 )
 from mcp_app.models import CallLog
 
@@ -57,7 +58,9 @@ def _export(
     qs = call_log_search(filters=filters).select_related(None)
 
     def text(rows: list[CallLog]) -> str:
-        return "".join(line(as_export_row(row, payloads=payloads)) for row in rows)
+        # Users' and OAuth clients' names: a query each per chunk that names any.
+        names = caller_names(rows)
+        return "".join(line(as_export_row(row, payloads=payloads, names=names)) for row in rows)
 
     async def achunks() -> AsyncIterator[str]:
         if header:

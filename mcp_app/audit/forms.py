@@ -3,17 +3,22 @@
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from typing import Any
 
 from django import forms
 from django.utils import timezone
 
-from mcp_app.audit.selectors import CallFilter
+from mcp_app.audit.selectors import ANY_FAILURE, CallFilter
 from mcp_app.models import CallLog, Endpoint
 from mcp_app.models.call_log import STATUS_CHOICES
 
-# The stats page's quick ranges (the ``range`` parameter), newest data last.
-RANGES = {"1h": timedelta(hours=1), "24h": timedelta(days=1), "7d": timedelta(days=7),
-          "30d": timedelta(days=30)}  # fmt: skip
+# Quick ranges (the ``range`` parameter): the last N before now, read when the page loads,
+# so a saved link shows the latest hour, not the hour it was saved in.
+RANGES = {"15m": timedelta(minutes=15), "1h": timedelta(hours=1), "24h": timedelta(days=1),
+          "7d": timedelta(days=7), "30d": timedelta(days=30)}  # fmt: skip
+RANGE_LABELS = {"15m": "15 min", "1h": "1 h", "24h": "24 h", "7d": "7 d", "30d": "30 d"}
+# The call list's quick-range links.
+LIST_RANGES = ("15m", "1h", "24h", "7d")
 DEFAULT_RANGE = "24h"
 MAX_RANGE = timedelta(days=400)
 KNOWN_METHODS = [
@@ -25,6 +30,12 @@ KNOWN_METHODS = [
 
 
 class CallFilterForm(forms.Form):
+    """The call list's filters (also the stats page's, the exports' and the API's).
+
+    A value that does not parse is reported on its field and left out; the other filters
+    still apply (``call_filter``).
+    """
+
     endpoint = forms.ModelChoiceField(
         queryset=Endpoint.objects.order_by("slug"),
         to_field_name="slug",
@@ -33,11 +44,14 @@ class CallFilterForm(forms.Form):
     )
     tool = forms.CharField(required=False, max_length=512, label="Tool / target")
     method = forms.CharField(required=False, max_length=128)
-    status = forms.ChoiceField(choices=[("", "any status"), *STATUS_CHOICES], required=False)
+    status = forms.ChoiceField(
+        choices=[("", "any status"), (ANY_FAILURE, "any failure"), *STATUS_CHOICES],
+        required=False,
+    )
     era = forms.ChoiceField(choices=[("", "any era"), *CallLog.Era.choices], required=False)
     session = forms.CharField(required=False, max_length=64, widget=forms.HiddenInput)
     user = forms.CharField(required=False, max_length=150, label="User")
-    client = forms.CharField(required=False, max_length=200, label="OAuth client id")
+    client = forms.CharField(required=False, max_length=200, label="OAuth client")
     request_id = forms.CharField(required=False, max_length=64, label="Request id")
     upstream = forms.CharField(required=False, max_length=128, label="Upstream")
     client_name = forms.CharField(required=False, max_length=200, label="Client name")
@@ -57,12 +71,34 @@ class CallFilterForm(forms.Form):
         ),
     )
     range = forms.ChoiceField(
-        choices=[("", "custom"), *((key, key) for key in RANGES)], required=False
+        choices=[("", "any time"), *((key, f"last {RANGE_LABELS[key]}") for key in RANGES)],
+        required=False,
+        label="Time",
     )
 
+    def full_clean(self) -> None:
+        super().full_clean()
+        for name in self.errors:
+            if name in self.fields:
+                self.fields[name].widget.attrs["aria-invalid"] = "true"
+
+    def valid_data(self) -> dict[str, Any]:
+        """The values that parsed: a field with an error is left out, the others stay."""
+        if not self.is_bound:
+            return {}
+        self.is_valid()
+        return {name: value for name, value in self.cleaned_data.items() if name not in self.errors}
+
     def call_filter(self) -> CallFilter:
-        """The filters as a selector argument; call after ``is_valid()`` (invalid ones drop)."""
-        data = self.cleaned_data if self.is_bound and self.is_valid() else {}
+        """The filters as a selector argument; a value that does not parse is left out.
+
+        A quick range (``range``) sets the start to that long before now and takes the place
+        of From and To.
+        """
+        data = self.valid_data()
+        since, until = data.get("since"), data.get("until")
+        if data.get("range"):
+            since, until = timezone.now() - RANGES[data["range"]], None
         return CallFilter(
             endpoint=data.get("endpoint"),
             tool=data.get("tool", ""),
@@ -70,8 +106,8 @@ class CallFilterForm(forms.Form):
             status=data.get("status", ""),
             era=data.get("era", ""),
             session=data.get("session", ""),
-            since=data.get("since"),
-            until=data.get("until"),
+            since=since,
+            until=until,
             q=data.get("q", ""),
             user=data.get("user", ""),
             client=data.get("client", ""),
@@ -83,7 +119,7 @@ class CallFilterForm(forms.Form):
 
     def time_range(self) -> tuple[datetime, datetime]:
         """The stats range: a quick range, else since/until, else the last 24 hours."""
-        data = self.cleaned_data if self.is_bound and self.is_valid() else {}
+        data = self.valid_data()
         now = timezone.now()
         if data.get("range"):
             return now - RANGES[data["range"]], now
@@ -99,10 +135,14 @@ class OverviewFilterForm(forms.Form):
     """The overview's filters: who called (user, OAuth client) and with what (clientInfo)."""
 
     user = forms.CharField(required=False, max_length=150, label="User")
-    client = forms.CharField(required=False, max_length=200, label="OAuth client id")
+    client = forms.CharField(required=False, max_length=200, label="OAuth client")
     client_name = forms.CharField(required=False, max_length=200, label="Client name")
     client_version = forms.CharField(required=False, max_length=100, label="Client version")
 
     def call_filter(self) -> CallFilter:
-        data = self.cleaned_data if self.is_bound and self.is_valid() else {}
+        """The filters as a selector argument; a value that does not parse is left out."""
+        if not self.is_bound:
+            return CallFilter()
+        self.is_valid()
+        data = {k: v for k, v in self.cleaned_data.items() if k not in self.errors}
         return CallFilter(**{name: data.get(name, "") for name in self.fields})

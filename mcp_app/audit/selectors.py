@@ -13,12 +13,13 @@ import dataclasses
 import math
 import os
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 from asgiref.sync import sync_to_async
+from django.contrib.auth import get_user_model
 from django.db import connection
 from django.db.models import (
     Aggregate,
@@ -36,7 +37,9 @@ from django.db.models.functions import Trunc
 from django.utils import timezone
 from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 
+from mcp_app.auth.clients import client_ids_named, client_names
 from mcp_app.models import BackgroundCall, CallLog, Endpoint, Session, Tool
+from mcp_app.models.call_log import STATUS_CHOICES
 
 PAGE_SIZE = 50
 FEED_LIMIT = 200
@@ -46,6 +49,11 @@ STATS_GROUPS = 15
 PERCENTILE_SAMPLE = 200_000
 PERCENTILES = (0.5, 0.95, 0.99)
 _OK_STATUSES = (CallLog.Status.OK, CallLog.Status.RUNNING)
+# The status filter's "any failure": every status but ok and running (CallLog.is_error).
+ANY_FAILURE = "failed"
+FAILURE_STATUSES = tuple(
+    value for value, _ in STATUS_CHOICES if value not in {s.value for s in _OK_STATUSES}
+)
 T = TypeVar("T")
 
 
@@ -67,8 +75,7 @@ class CallFilter:
     request_id: str = ""
     # The upstream MCP server relayed requests went to (CallLog.upstream).
     upstream: str = ""
-    # clientInfo of the legacy session the call belongs to (2026-07-28 requests carry theirs
-    # per request and the call log does not keep it).
+    # The client program (CallLog.client_name/client_version), in every era.
     client_name: str = ""
     client_version: str = ""
 
@@ -82,7 +89,9 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
         qs = qs.filter(target=filters.tool)
     if filters.method:
         qs = qs.filter(rpc_method=filters.method)
-    if filters.status:
+    if filters.status == ANY_FAILURE:
+        qs = qs.filter(status__in=FAILURE_STATUSES)
+    elif filters.status:
         qs = qs.filter(status=filters.status)
     if filters.era:
         qs = qs.filter(era=filters.era)
@@ -91,13 +100,18 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
     if filters.user:
         qs = qs.filter(principal__username=filters.user)
     if filters.client:
-        qs = qs.filter(client_id=filters.client)
+        # The OAuth client by id or by its registered name (one subquery, no round trip).
+        qs = qs.filter(
+            Q(client_id=filters.client) | Q(client_id__in=client_ids_named(filters.client))
+        )
     if filters.request_id:
         qs = qs.filter(request_id=filters.request_id)
     if filters.upstream:
         qs = qs.filter(upstream=filters.upstream)
-    if filters.client_name or filters.client_version:
-        qs = qs.filter(session_id__in=sessions_of_client(filters).values("id"))
+    if filters.client_name:
+        qs = qs.filter(client_name=filters.client_name)
+    if filters.client_version:
+        qs = qs.filter(client_version=filters.client_version)
     if filters.since is not None:
         qs = qs.filter(created_at__gte=filters.since)
     if filters.until is not None:
@@ -120,7 +134,8 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
 
 
 def sessions_of_client(filters: CallFilter) -> QuerySet[Session]:
-    """Legacy sessions whose clientInfo matches the filter's client name and version."""
+    """Legacy sessions whose clientInfo matches the filter's client name and version (the
+    overview's count of active sessions)."""
     sessions = Session.objects.order_by()
     if filters.client_name:
         sessions = sessions.filter(client_info__name=filters.client_name)
@@ -261,6 +276,7 @@ class CallStats:
     buckets: list[Bucket]
     per_tool: list[LatencyRow]
     per_endpoint: list[LatencyRow]
+    per_client: list[LatencyRow]
 
     @property
     def total(self) -> int:
@@ -285,9 +301,9 @@ def bucket_kind(span: timedelta) -> str:
 
 
 def call_log_stats(*, filters: CallFilter, since: datetime, until: datetime) -> CallStats:
-    """Calls over time, error rate and latency percentiles per tool and per endpoint.
+    """Calls over time, error rate and latency percentiles per tool, endpoint and client.
 
-    Three aggregate queries, whatever the number of rows; the time range is required so
+    Four aggregate queries, whatever the number of rows; the time range is required so
     every one of them is bounded by the created_at index.
     """
     qs = call_log_search(filters=filters).filter(created_at__gte=since, created_at__lt=until)
@@ -303,7 +319,10 @@ def call_log_stats(*, filters: CallFilter, since: datetime, until: datetime) -> 
     ]
     per_tool = _latency(qs.filter(rpc_method="tools/call").exclude(target=""), "target")
     per_endpoint = _latency(qs.exclude(endpoint_slug=""), "endpoint_slug")
-    return CallStats(since, until, kind, _fill(buckets, kind, since, until), per_tool, per_endpoint)
+    per_client = _latency(qs.exclude(client_name=""), "client_name")
+    return CallStats(
+        since, until, kind, _fill(buckets, kind, since, until), per_tool, per_endpoint, per_client
+    )
 
 
 def _latency(qs: QuerySet[CallLog], group: str) -> list[LatencyRow]:
@@ -364,8 +383,33 @@ def _truncate(moment: datetime, kind: str) -> datetime:
     return moment
 
 
-def as_export_row(record: CallLog, *, payloads: bool) -> dict[str, Any]:
-    """One record as plain JSON data (CSV and JSON Lines exports share this)."""
+def caller_names(rows: Sequence[CallLog]) -> tuple[dict[int, str], dict[str, str]]:
+    """The usernames and OAuth client names the records name, by id: a query for each kind
+    the records hold (none without callers). Read apart rather than joined, so the list and
+    export queries keep their backward index scans."""
+    user_ids = {row.principal_id for row in rows if row.principal_id is not None}
+    client_ids = sorted({row.client_id for row in rows if row.client_id})
+    User = get_user_model()
+    users = (
+        dict(User._default_manager.filter(pk__in=user_ids).values_list("pk", User.USERNAME_FIELD))
+        if user_ids
+        else {}
+    )
+    return users, (client_names(client_ids) if client_ids else {})
+
+
+def as_export_row(
+    record: CallLog,
+    *,
+    payloads: bool,
+    names: tuple[Mapping[int, str], Mapping[str, str]] = ({}, {}),
+) -> dict[str, Any]:
+    """One record as plain JSON data (CSV and JSON Lines exports share this).
+
+    Names stand next to ids, from ``names`` (``caller_names``): the user's and the OAuth
+    client's registered name ("" when unknown or deleted).
+    """
+    users, clients = names
     row: dict[str, Any] = {
         "id": record.pk,
         "created_at": record.created_at.isoformat(),
@@ -381,7 +425,12 @@ def as_export_row(record: CallLog, *, payloads: bool) -> dict[str, Any]:
         "rpc_id": record.rpc_id,
         "target": record.target,
         "principal_id": record.principal_id,
+        "user": users.get(record.principal_id, "") if record.principal_id is not None else "",
         "client_id": record.client_id,
+        "oauth_client_name": clients.get(record.client_id, ""),
+        "client_name": record.client_name,
+        "client_version": record.client_version,
+        "client_info": record.client_info,
         "remote_addr": record.remote_addr,
         "user_agent": record.user_agent,
         "status": record.status,
@@ -557,13 +606,21 @@ class Breakdown:
 
 
 @dataclass(frozen=True, slots=True)
-class ClientApp:
-    """Legacy sessions of one client program (``clientInfo`` name and version)."""
+class ClientProgram:
+    """Calls of one client program (name and version), in every era.
+
+    ``from_user_agent``: no call of it declared a ``clientInfo``; the User-Agent named it.
+    """
 
     name: str
     version: str
-    sessions: int
-    active: int
+    calls: int
+    errors: int
+    from_user_agent: bool
+
+    @property
+    def error_rate(self) -> float:
+        return self.errors / self.calls if self.calls else 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -600,7 +657,7 @@ class Overview:
     users: list[Breakdown]
     clients: list[Breakdown]
     open_streams: OpenStreams
-    client_apps: list[ClientApp]
+    client_programs: list[ClientProgram]
 
 
 def call_log_overview(
@@ -610,7 +667,8 @@ def call_log_overview(
 
     The rankings cover the STATS_GROUPS busiest tools of the window (one percentile query).
     ``filters`` (user, OAuth client, client name and version) narrow the rankings, the
-    per-caller counts and the sessions; open streams and background calls are the fleet's.
+    per-caller and per-client counts and the legacy sessions; open streams and background
+    calls are the fleet's.
     """
     filters = filters or CallFilter()
     window = call_log_search(filters=filters).filter(created_at__gte=since)
@@ -623,7 +681,10 @@ def call_log_overview(
     if filters.user:
         sessions = sessions.filter(user__username=filters.user)
     if filters.client:
-        sessions = sessions.filter(oauth_client_id=filters.client)
+        sessions = sessions.filter(
+            Q(oauth_client_id=filters.client)
+            | Q(oauth_client_id__in=client_ids_named(filters.client))
+        )
     background = dict(
         BackgroundCall.objects.filter(status__in=ACTIVE_BACKGROUND)
         .order_by()
@@ -639,23 +700,27 @@ def call_log_overview(
         users=_breakdown(window.exclude(principal__isnull=True), "principal__username"),
         clients=_breakdown(window.exclude(client_id=""), "client_id"),
         open_streams=open_streams(),
-        client_apps=_client_apps(sessions.filter(last_seen_at__gte=since), live=live),
+        client_programs=_client_programs(window),
     )
 
 
-def _client_apps(sessions: QuerySet[Session], *, live: datetime) -> list[ClientApp]:
-    active = Q(closed_at__isnull=True, last_seen_at__gte=live)
+def _client_programs(window: QuerySet[CallLog]) -> list[ClientProgram]:
     rows = (
-        sessions.values("client_info__name", "client_info__version")
-        .annotate(n=Count("id"), active=Count("id", filter=active))
-        .order_by("-n")[:BREAKDOWN_TOP]
+        window.values("client_name", "client_version")
+        .annotate(
+            calls=Count("id"),
+            errors=Count("id", filter=~Q(status__in=_OK_STATUSES)),
+            declared=Count("id", filter=Q(client_info__isnull=False)),
+        )
+        .order_by("-calls")[:BREAKDOWN_TOP]
     )
     return [
-        ClientApp(
-            str(row["client_info__name"] or ""),
-            str(row["client_info__version"] or ""),
-            row["n"],
-            row["active"],
+        ClientProgram(
+            row["client_name"],
+            row["client_version"],
+            row["calls"],
+            row["errors"],
+            bool(row["client_name"]) and not row["declared"],
         )
         for row in rows
     ]

@@ -12,6 +12,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from functools import wraps
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -26,6 +27,8 @@ from mcp_app.audit.exports import call_log_export
 from mcp_app.audit.forms import (
     DEFAULT_RANGE,
     KNOWN_METHODS,
+    LIST_RANGES,
+    RANGE_LABELS,
     RANGES,
     CallFilterForm,
     OverviewFilterForm,
@@ -36,6 +39,7 @@ from mcp_app.audit.selectors import (
     call_log_page,
     call_log_search,
     call_log_stats,
+    caller_names,
     tool_for_call,
     tool_version_for_call,
 )
@@ -81,6 +85,26 @@ def _query_without(request: HttpRequest, *names: str) -> str:
     return params.urlencode()
 
 
+# The list's error column: this many characters of the message (the whole one on hover).
+ERROR_EXCERPT_CHARS = 120
+
+
+def _name_callers(rows: list[CallLog]) -> list[CallLog]:
+    """Set ``username`` and ``oauth_client_name`` on each row: a query each for the page,
+    none when no row names a user or an OAuth client."""
+    users, clients = caller_names(rows)
+    for row in rows:
+        found = users.get(row.principal_id) if row.principal_id is not None else None
+        row.username = found or ""  # type: ignore[attr-defined]
+        row.oauth_client_name = clients.get(row.client_id, "")  # type: ignore[attr-defined]
+    return rows
+
+
+def _excerpt(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= ERROR_EXCERPT_CHARS else text[: ERROR_EXCERPT_CHARS - 1] + "…"
+
+
 def _row_json(record: CallLog) -> dict[str, Any]:
     return {
         "id": record.pk,
@@ -96,7 +120,20 @@ def _row_json(record: CallLog) -> dict[str, Any]:
         "http_status": record.http_status,
         "duration_ms": record.duration_ms,
         "session_id": record.session_id,
+        "client_name": record.client_name,
+        "client_version": record.client_version,
+        "client_from_user_agent": record.client_from_user_agent,
+        "client_url": _list_url(client_name=record.client_name) if record.client_name else "",
+        "user": getattr(record, "username", ""),
+        "oauth_client_name": getattr(record, "oauth_client_name", ""),
+        "client_id": record.client_id,
+        "error": _excerpt(record.error_message),
+        "error_full": record.error_message,
     }
+
+
+def _list_url(**params: str) -> str:
+    return f"{reverse('mcp_app:audit_list')}?{urlencode(params)}"
 
 
 @auditor_required
@@ -105,10 +142,11 @@ def call_list(request: HttpRequest) -> HttpResponse:
     before = _int_param(request, "before")
     rows, next_before = call_log_page(call_log_search(filters=form.call_filter()), before=before)
     query = _query_without(request, "before")
+    ranges_base = _query_without(request, "before", "range", "since", "until")
     context = {
         "nav": "audit",
         "form": form,
-        "rows": rows,
+        "rows": _name_callers(rows),
         "before": before,
         "next_before": next_before,
         "query": query,
@@ -116,6 +154,12 @@ def call_list(request: HttpRequest) -> HttpResponse:
         "methods": KNOWN_METHODS,
         "try_it_method": ADMIN_TEST_HTTP_METHOD,
         "filtered": bool(query),
+        "quick_ranges": [
+            (key, RANGE_LABELS[key], f"?{ranges_base}{'&' if ranges_base else ''}range={key}")
+            for key in LIST_RANGES
+        ],
+        "current_range": request.GET.get("range", ""),
+        "time_zone": timezone.get_current_timezone_name(),
     }
     return render(request, "audit/list.html", context)
 
@@ -125,6 +169,7 @@ def call_feed(request: HttpRequest) -> JsonResponse:
     """The live tail: records newer than ``?after=<id>`` matching the same filters."""
     after = _int_param(request, "after") or 0
     rows = call_log_newer(call_log_search(filters=_filters(request).call_filter()), after=after)
+    _name_callers(rows)
     return JsonResponse(
         {"rows": [_row_json(row) for row in rows], "latest": rows[0].pk if rows else after}
     )
@@ -145,6 +190,8 @@ def call_detail(request: HttpRequest, pk: int) -> HttpResponse:
         "arguments": _pretty(record.arguments) if payloads else None,
         "result": _pretty(record.result) if payloads else None,
         "progress": _pretty(record.progress) if payloads else None,
+        "client_info": _pretty(record.client_info),
+        "client_url": _list_url(client_name=record.client_name) if record.client_name else "",
     }
     return render(request, "audit/detail.html", context)
 
@@ -179,9 +226,9 @@ def call_overview(request: HttpRequest) -> HttpResponse:
             (row, names.get(row.key, row.key), links.filtered(client=row.key))
             for row in overview.clients
         ],
-        "client_apps": [
+        "client_programs": [
             (row, links.filtered(client_name=row.name, client_version=row.version))
-            for row in overview.client_apps
+            for row in overview.client_programs
         ],
         "refresh_seconds": STATS_REFRESH_SECONDS,
     }
@@ -236,7 +283,7 @@ def call_stats(request: HttpRequest) -> HttpResponse:
         "form": form,
         "stats": stats,
         "error_pct": round(stats.error_rate * 100, 1),
-        "ranges": list(RANGES),
+        "ranges": [(key, RANGE_LABELS[key]) for key in RANGES],
         "current_range": request.GET.get("range", "" if "since" in request.GET else "24h"),
         "query": _query_without(request, "range", "since", "until"),
         "calls_chart": charts.calls_chart(stats.buckets, stats.bucket, links.bucket),
@@ -247,6 +294,7 @@ def call_stats(request: HttpRequest) -> HttpResponse:
         ),
         "tool_rows": [(row, links.tool(row.name)) for row in stats.per_tool],
         "endpoint_rows": [(row, links.endpoint(row.name)) for row in stats.per_endpoint],
+        "client_rows": [(row, links.filtered(client_name=row.name)) for row in stats.per_client],
         "refresh_seconds": STATS_REFRESH_SECONDS,
     }
     return render(request, "audit/stats.html", context)

@@ -60,3 +60,9 @@ def client_names(client_ids: list[str]) -> dict[str, str]:
     Application = get_application_model()
     found = Application.objects.filter(client_id__in=client_ids).values_list("client_id", "name")
     return dict(found)
+
+
+def client_ids_named(name: str) -> QuerySet:
+    """The ids of the OAuth clients registered under ``name`` (any case), as a subquery."""
+    Application = get_application_model()
+    return Application.objects.filter(name__iexact=name).values("client_id")

@@ -78,6 +78,13 @@ class CallLog(models.Model):
     client_id = models.CharField(max_length=200, blank=True, help_text="OAuth client id.")
     remote_addr = models.GenericIPAddressField(null=True, blank=True)
     user_agent = models.CharField(max_length=512, blank=True)
+    # The client program: the clientInfo it declared (2026-07-28: in each request's _meta;
+    # legacy: at initialize, for its session), else the User-Agent's first product token.
+    # client_info holds the declaration as sent (None: nothing declared, the name and version
+    # are the User-Agent's). Defaults as for upstream: raw bulk loads may leave them out.
+    client_name = models.CharField(max_length=200, blank=True, default="", db_default="")
+    client_version = models.CharField(max_length=100, blank=True, default="", db_default="")
+    client_info = models.JSONField(null=True, blank=True)
     status = models.CharField(max_length=16, choices=STATUS_CHOICES)
     # The upstream MCP server (Upstream.name) a relayed request went to: a tools/call of an MCP
     # upstream tool, a resource, template, prompt or completion read from one. Empty otherwise.
@@ -121,6 +128,7 @@ class CallLog(models.Model):
             models.Index(fields=["status", "-id"], name="calllog_status_id"),
             models.Index(fields=["session_id", "-id"], name="calllog_session_id"),
             models.Index(fields=["request_id", "-id"], name="calllog_request_id"),
+            models.Index(fields=["client_name", "-id"], name="calllog_client_name_id"),
             # Only relayed requests name an upstream: the rest stay out of this index.
             models.Index(
                 fields=["upstream", "-id"],
@@ -136,3 +144,8 @@ class CallLog(models.Model):
     @property
     def is_error(self) -> bool:
         return self.status not in (self.Status.OK, self.Status.RUNNING)
+
+    @property
+    def client_from_user_agent(self) -> bool:
+        """The client's name and version were read from the User-Agent, not declared."""
+        return self.client_info is None and bool(self.client_name)

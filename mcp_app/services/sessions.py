@@ -211,6 +211,16 @@ def _from_memory(
     return True, cached.session
 
 
+def session_held(session_id: str) -> LegacySession | None:
+    """The session as this process holds it in memory, however old; None when not held.
+
+    No query: for what only labels a request (the call log's client of a DELETE), never for
+    deciding whether a session is live or whose it is.
+    """
+    held = _cache.held(session_id)
+    return held.session if held is not None else None
+
+
 def _claim_touch(session_id: str, now: datetime) -> bool:
     """Whether the caller should refresh the session's idle clock now (once per interval)."""
     cached = _cache.get(session_id)

@@ -29,7 +29,7 @@ from mcp_app.protocol.dispatch import handle_request
 from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.versions import LATEST_LEGACY
 from mcp_app.services.calllog.capture import REDACTED, is_secret_name
-from mcp_app.services.calllog.recorder import record_admin_test_call
+from mcp_app.services.calllog.recorder import TRY_IT_CLIENT_INFO, record_admin_test_call
 from mcp_app.services.catalog import tool_def
 from mcp_app.services.contexts import request_context
 from mcp_app.services.runner import CatalogToolRunner
@@ -67,7 +67,7 @@ def tool_try(*, tool: Tool, arguments: Mapping[str, Any], user_id: int | None) -
         version=LATEST_LEGACY,
         tools=CatalogToolRunner(),
         server_info=TRY_SERVER_INFO,
-        client_info={"name": "mcphost admin try-it"},
+        client_info=TRY_IT_CLIENT_INFO,
         request_id=1,
     )
     params = {"name": tool.name, "arguments": dict(arguments)}

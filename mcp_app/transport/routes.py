@@ -33,6 +33,7 @@ from mcp_app.services.sessions import (
     asession_is_live,
     asession_load,
     asession_open,
+    session_held,
 )
 from mcp_app.services.tasks import CatalogTaskStore
 from mcp_app.transport import follow, http
@@ -422,8 +423,12 @@ async def serve_delete(ex: Exchange, state: EndpointState) -> None:
     session_id = ex.header(SESSION_HEADER)
     if not session_id:
         raise Refused(400, "Missing Mcp-Session-Id header")
+    # Read before closing, which forgets it: the call log names the session's client.
+    held = session_held(session_id)
     if not await asession_close(session_id=session_id, endpoint_id=state.id, **ex.session_owner()):
         raise Refused(404, "Session not found")
+    if held is not None:
+        ex.recorder.session(held)
     await notify.apublish_session_closed(session_id=session_id)
     await ex.responder.respond(204)
 

@@ -24,30 +24,59 @@
   let timer = null;
   let busy = false;
 
-  function cell(text, className) {
+  function cell(text, className, label) {
     const td = document.createElement("td");
     if (className) td.className = className;
+    if (label) td.dataset.label = label;
     td.textContent = text == null ? "" : String(text);
     return td;
+  }
+
+  function muted(text, title) {
+    const span = document.createElement("span");
+    span.className = "muted";
+    span.textContent = text;
+    if (title) span.title = title;
+    return span;
   }
 
   function rowFor(record) {
     const tr = document.createElement("tr");
     tr.className = "fresh";
-    const id = document.createElement("td");
+    const id = cell("", "", "#");
     const link = document.createElement("a");
     link.href = record.url;
     link.textContent = record.id;
     id.appendChild(link);
     tr.appendChild(id);
-    tr.appendChild(cell(record.created_at, "nowrap"));
-    tr.appendChild(cell(record.endpoint || "\u2014"));
-    const method = cell("");
+    tr.appendChild(cell(record.created_at, "nowrap", "Time"));
+    const client = cell("", "client", "Client");
+    if (record.client_name) {
+      const name = document.createElement("a");
+      name.href = record.client_url;
+      name.textContent = record.client_name;
+      client.appendChild(name);
+      if (record.client_version) client.append(" ", muted(record.client_version));
+      if (record.client_from_user_agent) {
+        client.append(" ", muted("(user agent)", "No clientInfo declared: named by its User-Agent"));
+      }
+    } else {
+      client.appendChild(muted("\u2014"));
+    }
+    tr.appendChild(client);
+    const user = cell(record.user, "user", "User");
+    if (record.client_id) {
+      user.append(" ", muted("via " + (record.oauth_client_name || record.client_id), "OAuth client " + record.client_id));
+    }
+    if (!record.user && !record.client_id) user.appendChild(muted("\u2014"));
+    tr.appendChild(user);
+    tr.appendChild(cell(record.endpoint || "\u2014", "", "Endpoint"));
+    const method = cell("", "", "Method");
     const code = document.createElement("code");
     code.textContent = record.method;
     method.appendChild(code);
     tr.appendChild(method);
-    const target = cell(record.target, "target");
+    const target = cell(record.target, "target", "Tool / target");
     if (record.try_it) {
       const tag = document.createElement("span");
       tag.className = "tag try-it";
@@ -56,20 +85,17 @@
       target.append(" ", tag);
     }
     tr.appendChild(target);
-    tr.appendChild(cell(record.era));
-    const state = cell("");
+    const state = cell("", "", "Status");
     const badge = document.createElement("span");
     badge.className = "status " + record.status;
     badge.textContent = record.status_label;
     state.appendChild(badge);
-    if (record.http_status >= 400) {
-      const code = document.createElement("span");
-      code.className = "muted";
-      code.textContent = " " + record.http_status;
-      state.appendChild(code);
-    }
+    if (record.http_status >= 400) state.append(" ", muted(String(record.http_status)));
     tr.appendChild(state);
-    tr.appendChild(cell(record.duration_ms == null ? "" : record.duration_ms.toFixed(1), "num"));
+    tr.appendChild(cell(record.duration_ms == null ? "" : record.duration_ms.toFixed(1), "num", "ms"));
+    const error = cell(record.error, "error", "Error");
+    if (record.error_full) error.title = record.error_full;
+    tr.appendChild(error);
     return tr;
   }
 

@@ -108,6 +108,11 @@ def test_a_python_tool_runs_and_is_recorded_as_an_admin_test_call(
         admin_user.pk,
     )
     assert (row.arguments, row.result) == ({"a": 2, "b": 3}, outcome.result)
+    # The client is the one the run declares, not the admin's user agent.
+    assert (row.client_name, row.client_info) == (
+        "mcphost admin try-it",
+        {"name": "mcphost admin try-it"},
+    )
 
 
 @pytest.mark.django_db(transaction=True)

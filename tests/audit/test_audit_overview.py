@@ -1,5 +1,6 @@
-"""The overview's live figures and filters: open streams, sessions per client program, and
-narrowing by user, OAuth client and clientInfo name/version (the list takes the same filters)."""
+"""The overview's live figures and filters: open streams, calls per client program in every
+era, and narrowing by user, OAuth client and client name/version (the list takes the same
+filters)."""
 
 from __future__ import annotations
 
@@ -37,35 +38,52 @@ def two_clients(endpoint: Endpoint) -> None:
             id=sid, endpoint=endpoint, protocol_version="2025-11-25",
             client_info={"name": name, "version": version}, user=user,
         )  # fmt: skip
+    inspector = {"client_name": "Inspector", "client_version": "0.9",
+                 "client_info": {"name": "Inspector", "version": "0.9"}}  # fmt: skip
+    code = {"client_name": "claude-code", "client_version": "2.0",
+            "client_info": {"name": "claude-code", "version": "2.0"}}  # fmt: skip
     for _ in range(3):
-        make_call(endpoint, target="inspect", session_id="s-insp-1", era="legacy", principal=ada)
-    make_call(endpoint, target="inspect", session_id="s-insp-2", era="legacy")
+        make_call(
+            endpoint, target="inspect", session_id="s-insp-1", era="legacy", principal=ada,
+            **inspector,
+        )  # fmt: skip
+    make_call(endpoint, target="inspect", session_id="s-insp-2", era="legacy", **inspector)
     for _ in range(2):
-        make_call(endpoint, target="code", session_id="s-code-1", era="legacy")
-    make_call(endpoint, target="modern")  # 2026-07-28: no session, no recorded clientInfo
+        make_call(endpoint, target="code", session_id="s-code-1", era="legacy", **code)
+    # 2026-07-28: no session; the client declared itself in the request's _meta.
+    make_call(endpoint, target="code", **code)
+    # No clientInfo declared: named by the User-Agent.
+    make_call(endpoint, target="modern", client_name="curl", client_version="8.5.0")
 
 
-def test_the_overview_counts_sessions_per_client_program_and_links_their_calls(
+def test_the_overview_counts_calls_per_client_program_in_every_era_and_links_them(
     staff_client: Client, two_clients: None
 ) -> None:
     response = staff_client.get(reverse("mcp_app:audit_overview"))
     overview = response.context["overview"]
     page = response.content.decode()
 
-    apps = [(a.name, a.version, a.sessions, a.active) for a in overview.client_apps]
-    assert apps == [("Inspector", "0.9", 2, 2), ("claude-code", "2.0", 1, 1)]
+    programs = [(p.name, p.version, p.calls, p.from_user_agent) for p in overview.client_programs]
+    assert programs == [
+        ("Inspector", "0.9", 4, False),
+        ("claude-code", "2.0", 3, False),
+        ("curl", "8.5.0", 1, True),
+    ]
+    assert overview.active_sessions == 3
     assert overview.open_streams.count == 0 and not overview.open_streams.all_processes
     assert re.search(r'id="open-streams">0<', page)
-    link = re.search(r'<a href="([^"]+)">Inspector</a>', page)
+    assert "legacy sessions only" not in page and "does not keep" not in page
+    link = re.search(r'<a href="([^"]+)">claude-code</a>', page)
     assert link is not None
     listed = staff_client.get(html.unescape(link.group(1))).context["rows"]
-    assert sorted({row.session_id for row in listed}) == ["s-insp-1", "s-insp-2"]
+    # The 2026-07-28 call is among them: the client is the call's, not its session's.
+    assert sorted(row.session_id for row in listed) == ["", "s-code-1", "s-code-1"]
 
 
 @pytest.mark.parametrize(
     ("params", "busiest", "apps"),
     [
-        ({"client_name": "claude-code"}, [("code", 2)], ["claude-code"]),
+        ({"client_name": "claude-code"}, [("code", 3)], ["claude-code"]),
         ({"client_name": "Inspector", "client_version": "0.9"}, [("inspect", 4)], ["Inspector"]),
         ({"client_version": "1.0"}, [], []),
         ({"user": "ada"}, [("inspect", 3)], ["Inspector"]),
@@ -82,7 +100,7 @@ def test_the_overview_narrows_to_a_user_or_client_program(
     overview = response.context["overview"]
 
     assert [(row.name, row.calls) for row in overview.busiest] == busiest
-    assert [app.name for app in overview.client_apps] == apps
+    assert [program.name for program in overview.client_programs] == apps
     assert "open streams and background calls are the whole fleet" in response.content.decode()
     # Every tool link keeps the filter, so the list shows the same calls.
     for row, link in response.context["busiest"]:
@@ -97,5 +115,5 @@ def test_the_call_list_filters_by_client_name_and_version(
     by_name = staff_client.get(url, {"client_name": "claude-code"}).context["rows"]
     by_version = staff_client.get(url, {"client_version": "0.9"}).context["rows"]
 
-    assert [row.target for row in by_name] == ["code", "code"]
+    assert [row.target for row in by_name] == ["code", "code", "code"]
     assert {row.target for row in by_version} == {"inspect"} and len(by_version) == 4

@@ -387,3 +387,27 @@ def test_a_client_response_with_a_huge_error_code_is_recorded_whole():
         "no",
     )
     assert row.capture != call_log_writer.REJECTED_CAPTURE
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_client_is_the_declared_client_info_else_the_user_agent():
+    icon = "data:image/png;base64," + "A" * 4000
+    declared, unnamed, oversized, odd = (
+        pending(),
+        pending(user_agent=f"curl/8.5.0 writer-{uuid.uuid4()}"),
+        pending(),
+        pending(user_agent=f"writer-{uuid.uuid4()}"),
+    )
+    declared.client_info = {"name": "Claude\x00 Code", "version": "2.1", "title": "Claude"}
+    oversized.client_info = {"name": "big", "version": "1", "icons": [{"src": icon}]}
+    odd.client_info = "not an object"
+    rows = write(declared, unnamed, oversized, odd)
+    assert all(row is not None for row in rows)
+    named, by_agent, big, not_object = rows
+    assert (named.client_name, named.client_version) == (f"Claude{FFFD} Code", "2.1")
+    assert named.client_info == {"name": f"Claude{FFFD} Code", "version": "2.1", "title": "Claude"}
+    assert (by_agent.client_name, by_agent.client_version) == ("curl", "8.5.0")
+    assert by_agent.client_info is None and by_agent.client_from_user_agent
+    assert big.client_info == {"name": "big", "version": "1", "truncated": True}
+    # A client_info that is no object declares nothing: the User-Agent names the client.
+    assert not_object.client_name.startswith("writer-") and not_object.client_info is None

@@ -11,6 +11,7 @@ import httpx
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
+from mcp.types import Implementation
 
 from mcp_app.models import CallLog, Endpoint
 from mcp_app.protocol import errors
@@ -415,3 +416,54 @@ def test_a_call_stopped_at_its_time_limit_is_timed_out(audit_url, mode):
         row = only(calls(recorded_since(mark, server)))
     assert row.status == CallLog.Status.TIMED_OUT
     assert row.error_message == "Tool timed out after 0.2 s"
+
+
+# -- the client program, in every era -------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["legacy", "2026-07-28"])
+def test_every_row_names_the_client_the_sdk_declared(audit_url, mode):
+    mark = last_id()
+    declared = Implementation(name="audit-sdk", version="9.1", title="Audit SDK")
+
+    async def scenario() -> None:
+        async with Client(audit_url, mode=mode, client_info=declared) as client:
+            await client.call_tool("echo", {"message": "who am I"})
+
+    run(scenario())
+    rows = recorded_since(mark, base(audit_url))
+    assert calls(rows)
+    # Every request of the conversation, the legacy session's notifications included.
+    assert {(row.client_name, row.client_version) for row in rows} == {("audit-sdk", "9.1")}
+    row = only(calls(rows))
+    assert row.client_info["title"] == "Audit SDK" and not row.client_from_user_agent
+
+
+def test_a_request_declaring_no_client_is_named_by_its_user_agent(audit_url):
+    mark = last_id()
+    headers, body = modern_call("echo", {"message": "anonymous"})
+    with httpx.Client(timeout=10) as client:
+        response = client.post(
+            audit_url, headers={**headers, "user-agent": "curl/8.5.0"}, json=body
+        )
+    assert response.status_code == 200
+    row = only(calls(recorded_since(mark, base(audit_url))))
+    assert (row.client_name, row.client_version, row.client_info) == ("curl", "8.5.0", None)
+    assert row.client_from_user_agent
+
+
+def test_a_refused_initialize_still_names_its_client(audit_url):
+    mark = last_id()
+    with httpx.Client(timeout=10) as client:
+        response = client.post(
+            audit_url,
+            headers={**JSON, "mcp-session-id": "no-such-session"},
+            json={
+                "jsonrpc": "2.0", "id": 1, "method": "initialize",
+                "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                           "clientInfo": {"name": "refused-client", "version": "3"}},
+            },
+        )  # fmt: skip
+    assert response.status_code == 404
+    row = only(recorded_since(mark, base(audit_url)))
+    assert (row.status, row.client_name, row.client_version) == ("rejected", "refused-client", "3")

@@ -54,8 +54,15 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, An
             id="s-1", endpoint=demo, protocol_version="2025-11-25",
             client_info={"name": "Inspector", "version": "0.9"},
         )  # fmt: skip
-        call = make_call(demo, request_id="4bf92f3577b34da6a3ce929d0e0e4736", session_id="s-1")
-        make_call(demo, target="add", status="tool_error", duration_ms=900.0, session_id="s-1")
+        inspector = {"client_name": "Inspector", "client_version": "0.9",
+                     "client_info": {"name": "Inspector", "version": "0.9"}}  # fmt: skip
+        call = make_call(
+            demo, request_id="4bf92f3577b34da6a3ce929d0e0e4736", session_id="s-1", **inspector
+        )
+        make_call(
+            demo, target="add", status="tool_error", duration_ms=900.0, session_id="s-1",
+            **inspector,
+        )  # fmt: skip
         client_id = make_client("Look test client").client_id
     with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
         yield {"url": url, "call": call.pk, "client_id": client_id}
@@ -81,7 +88,7 @@ def pages(site: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
         "detail": (f"/audit/{site['call']}/", [*header, "#request-id a"]),
         "overview": ("/audit/overview/?client_name=Inspector",
                      [*header, "#id_user", "#id_client", "#id_client_name", "#id_client_version",
-                      "form.filters button[type=submit]", "#busiest a", "#client-apps a"]),
+                      "form.filters button[type=submit]", "#busiest a", "#client-programs a"]),
         "stats": ("/audit/stats/", [*header, "#id_range", "form.filters button[type=submit]"]),
         "endpoints": ("/endpoints/", [*header, "td.actions a[href$='/connect/']"]),
         "connect": ("/endpoints/secure/connect/", [*header, "button.copy[data-copy-target=url]",

@@ -29,6 +29,7 @@ from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import LegacySession
 from mcp_app.protocol.dispatch import Reply
 from mcp_app.protocol.errors import McpError
+from mcp_app.protocol.inbound import CLIENT_INFO_KEY
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.methods import target_of
 from mcp_app.protocol.results import Outcome
@@ -67,6 +68,9 @@ class _Entry:
     # Background calls: the call's id (also its MCP task id) and the worker that ran it.
     task_id: str = ""
     worker: str = ""
+    # The clientInfo this message declared: a 2026-07-28 request's _meta, an initialize's
+    # params (the writer reads name and version from it, off the request's path).
+    client_info: Any = None
 
 
 def _json_id(value: Any) -> str:
@@ -125,6 +129,8 @@ class CallRecorder:
         self._submitted = False
         self._principal_id: int | None = None
         self._client_id = ""
+        # The clientInfo the legacy session was opened with (no query: the session is loaded).
+        self._session_client_info: Any = None
         self._body: bytes | None = None
 
     def endpoint(self, state: EndpointState | None) -> None:
@@ -165,6 +171,7 @@ class CallRecorder:
                     entry.arguments = params.get("arguments")
                 elif params:
                     entry.arguments = {k: v for k, v in params.items() if k != "_meta"} or None
+                entry.client_info = _declared_client(message.method, params)
                 if isinstance(message, Request):
                     entry.rpc_id = _json_id(message.id)
             elif isinstance(message, Response):
@@ -184,6 +191,7 @@ class CallRecorder:
         self._session_id = session.id[:64]
         self._version = session.protocol_version
         self._era = _LEGACY
+        self._session_client_info = session.client_info or None
 
     def dispatched(self, request: Request, version: str) -> None:
         entry = self._by_message.get(id(request))
@@ -312,6 +320,11 @@ class CallRecorder:
                     input_schema=tool.input_schema if tool is not None else None,
                     policy_tag=self._policy_tag,
                     secrets=self._credentials,
+                    client_info=(
+                        entry.client_info
+                        if entry.client_info is not None
+                        else self._session_client_info
+                    ),
                 )
             )
         return records
@@ -436,6 +449,18 @@ def _template_key(snapshot: CatalogSnapshot, uri: str) -> Any:
     return None
 
 
+def _declared_client(method: str, params: Mapping[str, Any]) -> Any:
+    """The clientInfo a message declares: ``params._meta`` (2026-07-28, every request) or an
+    initialize's ``params.clientInfo``; None when it declares none. Read as sent: the writer
+    keeps only a mapping's name and version."""
+    meta = params.get("_meta")
+    if isinstance(meta, Mapping) and CLIENT_INFO_KEY in meta:
+        return meta[CLIENT_INFO_KEY]
+    if method == "initialize":
+        return params.get("clientInfo")
+    return None
+
+
 def _first_text(content: Any) -> str:
     if isinstance(content, list):
         for block in content:
@@ -449,6 +474,8 @@ def _first_text(content: Any) -> str:
 # Marks rows of calls made from the admin's try-it page rather than over HTTP by a client.
 ADMIN_TEST_HTTP_METHOD = "ADMIN"
 ADMIN_TEST_USER_AGENT = "mcphost admin test call"
+# The client a try-it run declares (services/try_it.py runs the tool as this client).
+TRY_IT_CLIENT_INFO = {"name": "mcphost admin try-it"}
 
 
 def record_admin_test_call(
@@ -508,6 +535,7 @@ def record_admin_test_call(
         tool_pk=tool.pk,
         input_schema=tool.input_schema,
         policy_tag=(0, edited),
+        client_info=TRY_IT_CLIENT_INFO,
     )
     try:
         writer().put([pending])

@@ -14,7 +14,7 @@ import multiprocessing.util
 import os
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +68,8 @@ class PendingCall:
     policy_tag: tuple[int, int] | None
     # The caller's own credentials (its bearer token), scrubbed from every stored payload.
     secrets: tuple[str, ...] = ()
+    # The clientInfo the request declared, as sent (None: none; the User-Agent stands in).
+    client_info: Any = None
 
 
 # -- the writer thread ----------------------------------------------------------------------
@@ -88,7 +90,9 @@ _COLUMNS = tuple(field.get_attname_column()[1] or field.name for field in _FIELD
 # The value of each column a record does not name (an admin test call names no client).
 _ROW_DEFAULTS = tuple(_BY_ATTNAME[name].get_default() for name in _ROW_KEYS)
 _JSON_INDEXES = frozenset(
-    i for i, field in enumerate(_FIELDS) if field.attname in {"arguments", "result", "progress"}
+    i
+    for i, field in enumerate(_FIELDS)
+    if field.attname in {"arguments", "result", "progress", "client_info"}
 )
 # Marks a record the database refused whole: only its metadata (ASCII-escaped) was kept.
 REJECTED_CAPTURE = "rejected"
@@ -252,6 +256,7 @@ class _Writer:
         rows = []
         for pending in batch:
             try:
+                _client_columns(pending)
                 rows.append(self._row(pending))
             except Exception:
                 # A record this code cannot shape still leaves its metadata.
@@ -429,6 +434,41 @@ class _Writer:
         return (*self._bare_values(pending), "", None, None, None, None, False, None)
 
 
+# A declared clientInfo is kept whole up to this size; past it, only its short strings.
+CLIENT_INFO_BYTES = 2048
+_CLIENT_NAME_CHARS = _BY_ATTNAME["client_name"].max_length or 200
+_CLIENT_VERSION_CHARS = _BY_ATTNAME["client_version"].max_length or 100
+
+
+def _client_columns(pending: PendingCall) -> None:
+    """Fill the client columns: from the declared clientInfo, else the User-Agent.
+
+    The declaration is kept as sent (its title, description, website...), unless it is
+    larger than ``CLIENT_INFO_BYTES`` (icons as data URIs): then only its strings of up to
+    200 characters, marked ``"truncated": true``.
+    """
+    row, info = pending.row, pending.client_info
+    if isinstance(info, Mapping) and info:
+        name, version = info.get("name"), info.get("version")
+        row["client_name"] = name[:_CLIENT_NAME_CHARS] if isinstance(name, str) else ""
+        row["client_version"] = version[:_CLIENT_VERSION_CHARS] if isinstance(version, str) else ""
+        text = json_text(info)
+        if text is not None and len(text) > CLIENT_INFO_BYTES:
+            short = {k: v for k, v in info.items() if isinstance(v, str) and len(v) <= 200}
+            text = json_text({**short, "truncated": True})
+        row["client_info"] = text
+        return
+    row["client_name"], row["client_version"] = user_agent_product(row.get("user_agent") or "")
+    row["client_info"] = None
+
+
+def user_agent_product(user_agent: str) -> tuple[str, str]:
+    """The first product token of a User-Agent (RFC 9110 10.1.5) as (name, version)."""
+    token = user_agent.strip().split(" ", 1)[0]
+    name, _, version = token.partition("/")
+    return name[:_CLIENT_NAME_CHARS], version[:_CLIENT_VERSION_CHARS]
+
+
 def _scrub_row(pending: PendingCall) -> None:
     # The columns a client's text reaches besides the payloads: an error naming what it sent.
     for key in ("error_message", "target"):
@@ -440,7 +480,7 @@ def _reduced(row: Row) -> Row:
     """The metadata of a refused row: no payloads, every string ASCII-escaped, and a marker."""
     values = []
     for field, value in zip(_FIELDS, row, strict=True):
-        if field.attname in {"arguments", "result", "progress", "error_code"}:
+        if field.attname in {"arguments", "result", "progress", "client_info", "error_code"}:
             value = None  # payloads, and the one number a client chooses freely
         elif field.attname == "capture":
             value = REJECTED_CAPTURE
