@@ -14,7 +14,10 @@ from __future__ import annotations
 import bisect
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp_app.protocol.policies import CallPolicies
 
 JSON = Any
 """A JSON value as produced by ``orjson.loads``."""
@@ -148,6 +151,8 @@ class CatalogSnapshot:
     resource_templates: tuple[ResourceTemplateDef, ...] = ()
     prompts: tuple[PromptDef, ...] = ()
     version: int = 0
+    # The endpoint's operator policies around calls (protocol/policies.py); None: it has none.
+    policies: CallPolicies | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tools", _sorted(self.tools, "name"))

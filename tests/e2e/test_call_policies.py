@@ -1,0 +1,200 @@
+"""Policies around calls, end to end: the official SDK client against a live Daphne process.
+
+A tool that leaks an API key, an email, a card and a phone number has them masked in what the
+client gets and in what the call log keeps; a deny pattern refuses a call with its reason; a
+size cap refuses a result too large; a permissive policy records what it would have done and
+changes nothing. Resource reads and prompt gets go through the same pipeline. Both eras.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.shared.exceptions import MCPError
+
+from mcp_app.models import CallLog, Policy, Prompt, PromptArgument, PromptMessage, Resource, Tool
+from mcp_app.protocol.errors import INVALID_PARAMS
+from mcp_app.services.policies.writes import policy_save
+from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
+from tests.support.live import flush_database
+
+pytestmark = pytest.mark.django_db
+
+MODES = ["legacy", "2026-07-28"]
+SLUG = "policies-e2e"
+PERMISSIVE_SLUG = "policies-permissive"
+KEY = "sk-live0123456789abcdefXYZ"
+CARD = "4111 1111 1111 1111"  # passes the Luhn check
+LEAK = f"key {KEY}, mail {{{{ who }}}}@example.com, card {CARD}, phone +1 415-555-0100"
+
+
+def _leaky_tool() -> Tool:
+    tool = Tool(
+        name="leak",
+        description="Answers with secrets it should not.",
+        kind=Tool.Kind.TEMPLATE,
+        config={"template": LEAK, "output": "text"},
+        input_schema={"type": "object", "properties": {"who": {"type": "string"}}},
+        capture_mode=Tool.Capture.FULL,
+    )
+    tool.full_clean()
+    tool.save()
+    return tool
+
+
+def _policy(endpoint: Any, name: str, kind: str, position: int, **fields: Any) -> None:
+    policy = Policy(endpoint=endpoint, name=name, kind=kind, position=position, **fields)
+    policy_save(policy, actor=None, source="test")
+
+
+@pytest.fixture(scope="module")
+def urls(live_server_url: str, django_db_blocker: Any) -> Iterator[dict[str, str]]:
+    with django_db_blocker.unblock():
+        endpoint = make_endpoint(SLUG)
+        leak = _leaky_tool()
+        echo = make_python_tool("echo", "echo", input_schema=echo_schema())
+        Tool.objects.filter(pk=echo.pk).update(capture_mode=Tool.Capture.FULL)
+        contact = Resource.objects.create(
+            uri="policies://contact", name="contact", text="Write to ops@example.org."
+        )
+        prompt = Prompt.objects.create(name="letter", description="A letter.")
+        PromptArgument.objects.create(prompt=prompt, position=0, name="to", required=True)
+        PromptMessage.objects.create(
+            prompt=prompt, position=0, role="user", kind="text", text="Write to {to}."
+        )
+        endpoint.tools.add(leak, echo)
+        endpoint.resources.add(contact)
+        endpoint.prompts.add(prompt)
+        _policy(endpoint, "mask-secrets", "mask", 10)
+        _policy(
+            endpoint,
+            "no-sql",
+            "deny",
+            20,
+            config={"patterns": [r"(?i)drop\s+table"], "reason": "SQL is not allowed here"},
+        )
+        _policy(endpoint, "small-echo", "max_result_size", 30, target="echo",
+                config={"max_bytes": 2000})  # fmt: skip
+        permissive = make_endpoint(PERMISSIVE_SLUG)
+        permissive.tools.add(leak)
+        _policy(permissive, "mask-watch", "mask", 0, mode=Policy.Mode.PERMISSIVE)
+    yield {
+        "enforce": f"{live_server_url}/mcp/{SLUG}",
+        "permissive": f"{live_server_url}/mcp/{PERMISSIVE_SLUG}",
+    }
+    flush_database(django_db_blocker)
+
+
+async def _log_row(slug: str, target: str, after: int) -> CallLog:
+    """The call log row of the newest call of ``target`` after row ``after`` (written by the
+    server's writer thread, so waited for, within a bound)."""
+    async with asyncio.timeout(15):
+        while True:
+            row = (
+                await CallLog.objects.filter(endpoint_slug=slug, target=target, pk__gt=after)
+                .order_by("-id")
+                .afirst()
+            )
+            if row is not None:
+                return row
+            await asyncio.sleep(0.05)
+
+
+async def _last_id() -> int:
+    row = await CallLog.objects.order_by("-id").afirst()
+    return row.pk if row is not None else 0
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_leaking_tool_is_masked_for_the_client_and_in_the_call_log(
+    urls: dict[str, str], mode: str
+) -> None:
+    after = await _last_id()
+    async with asyncio.timeout(20), Client(urls["enforce"], mode=mode) as client:
+        result = await client.call_tool("leak", {"who": "alice"})
+    assert not result.is_error
+    assert result.content[0].text == (
+        "key [masked:api_key], mail [masked:email], card [masked:card], phone [masked:phone]"
+    )
+    row = await _log_row(SLUG, "leak", after)
+    assert row.status == CallLog.Status.OK
+    assert KEY not in str(row.result) and "alice@example.com" not in str(row.result)
+    assert "[masked:api_key]" in str(row.result)
+    assert row.policy_decisions == [
+        {
+            "policy": "mask-secrets",
+            "kind": "mask",
+            "mode": "enforce",
+            "phase": "after",
+            "action": "masked",
+            "detail": "1 api_key, 1 card, 1 email, 1 phone",
+            "applied": True,
+        }
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_masked_arguments_are_what_the_call_log_keeps(urls: dict[str, str], mode: str):
+    after = await _last_id()
+    async with asyncio.timeout(20), Client(urls["enforce"], mode=mode) as client:
+        result = await client.call_tool("echo", {"message": "mail bob@example.com"})
+    assert result.content[0].text == "mail [masked:email]"
+    row = await _log_row(SLUG, "echo", after)
+    assert row.arguments == {"message": "mail [masked:email]"}
+    assert "bob@example.com" not in str(row.result)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_deny_pattern_refuses_the_call_with_its_reason(urls: dict[str, str], mode: str):
+    after = await _last_id()
+    async with asyncio.timeout(20), Client(urls["enforce"], mode=mode) as client:
+        result = await client.call_tool("echo", {"message": "please DROP  TABLE users"})
+    assert result.is_error
+    assert result.content[0].text == "Refused by policy no-sql: SQL is not allowed here"
+    row = await _log_row(SLUG, "echo", after)
+    assert row.status == CallLog.Status.REJECTED
+    assert [(d["policy"], d["phase"], d["action"]) for d in row.policy_decisions] == [
+        ("no-sql", "before", "refused")
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_result_over_the_size_cap_is_refused(urls: dict[str, str], mode: str) -> None:
+    async with asyncio.timeout(20), Client(urls["enforce"], mode=mode) as client:
+        small = await client.call_tool("echo", {"message": "x" * 100})
+        large = await client.call_tool("echo", {"message": "x" * 3000})
+    assert not small.is_error
+    assert large.is_error
+    assert large.content[0].text.startswith("Refused by policy small-echo: the result (")
+    assert large.content[0].text.endswith("bytes) exceeds the 2000-byte limit")
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_resource_reads_and_prompt_gets_pass_the_policies(urls: dict[str, str], mode: str):
+    async with asyncio.timeout(20), Client(urls["enforce"], mode=mode) as client:
+        read = await client.read_resource("policies://contact")
+        got = await client.get_prompt("letter", {"to": "carol@example.net"})
+        with pytest.raises(MCPError) as refused:
+            await client.get_prompt("letter", {"to": "x; DROP TABLE letters"})
+    assert read.contents[0].text == "Write to [masked:email]."
+    assert got.messages[0].content.text == "Write to [masked:email]."
+    assert refused.value.error.code == INVALID_PARAMS
+    assert refused.value.error.message == "Refused by policy no-sql: SQL is not allowed here"
+    assert refused.value.error.data == {"policy": "no-sql", "reason": "SQL is not allowed here"}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_permissive_policy_records_but_changes_nothing(urls: dict[str, str], mode: str):
+    after = await _last_id()
+    async with asyncio.timeout(20), Client(urls["permissive"], mode=mode) as client:
+        result = await client.call_tool("leak", {"who": "dave"})
+    assert KEY in result.content[0].text and "dave@example.com" in result.content[0].text
+    row = await _log_row(PERMISSIVE_SLUG, "leak", after)
+    assert KEY in str(row.result)
+    assert [(d["policy"], d["action"], d["applied"]) for d in row.policy_decisions] == [
+        ("mask-watch", "masked", False)
+    ]
