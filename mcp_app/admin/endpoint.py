@@ -25,6 +25,7 @@ from mcp_app.admin.figures import (
 )
 from mcp_app.admin.forms import EndpointForm
 from mcp_app.admin.history import recent_changes_view
+from mcp_app.admin.policy import policy_list
 from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.admin.writes import CatalogRowAdmin
 from mcp_app.audit.selectors import Figures, endpoint_figures
@@ -58,12 +59,15 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
     search_fields = ["slug", "title", "description"]
     actions = ["export_yaml", "export_json"]
     filter_horizontal = ["tools", "resources", "resource_templates", "prompts"]
-    readonly_fields = ["mcp_url", "catalog_version", "created_at", "updated_at", "last_24_hours"]
+    readonly_fields = [
+        "mcp_url", "catalog_version", "created_at", "updated_at", "last_24_hours", "policies",
+    ]  # fmt: skip
     fieldsets = [
         (None, {"fields": ["slug", "mcp_url", "title", "description", "instructions", "enabled"]}),
         ("Calls", {"fields": ["last_24_hours"]}),
         ("Catalog", {"fields": ["tools", "resources", "resource_templates", "prompts"]}),
         ("Access", {"fields": ["allowed_origins"]}),
+        ("Policies around calls", {"fields": ["policies"]}),
         ("Authorization", {"fields": ["auth_mode", "scopes", "base_scope"]}),
         ("History", {"fields": ["catalog_version", "created_at", "updated_at"]}),
     ]
@@ -232,6 +236,10 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
     @admin.display(description="tools", ordering="_tool_count")
     def tool_count(self, endpoint: Endpoint) -> int:
         return endpoint._tool_count  # type: ignore[attr-defined]  # annotated in get_queryset
+
+    @admin.display(description="policies")
+    def policies(self, endpoint: Endpoint | None) -> str:
+        return policy_list(endpoint)
 
     @admin.display(description="MCP URL")
     def mcp_url(self, endpoint: Endpoint) -> str:
