@@ -49,6 +49,10 @@ _OK_STATUSES = (CallLog.Status.OK, CallLog.Status.RUNNING)
 T = TypeVar("T")
 
 
+# The policy filter's value for "any policy decided about the call".
+ANY_POLICY = "*"
+
+
 @dataclass(frozen=True, slots=True)
 class CallFilter:
     """The audit list's filters, all optional; the same object drives list, export and stats."""
@@ -67,6 +71,8 @@ class CallFilter:
     request_id: str = ""
     # The upstream MCP server relayed requests went to (CallLog.upstream).
     upstream: str = ""
+    # Calls a policy of this name decided about (CallLog.policy_decisions); "*": any policy.
+    policy: str = ""
     # clientInfo of the legacy session the call belongs to (2026-07-28 requests carry theirs
     # per request and the call log does not keep it).
     client_name: str = ""
@@ -96,6 +102,11 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
         qs = qs.filter(request_id=filters.request_id)
     if filters.upstream:
         qs = qs.filter(upstream=filters.upstream)
+    if filters.policy:
+        # Only rows with decisions are in the partial index calllog_policy_id.
+        qs = qs.filter(policy_decisions__isnull=False)
+        if filters.policy != ANY_POLICY:
+            qs = qs.filter(policy_decisions__contains=[{"policy": filters.policy}])
     if filters.client_name or filters.client_version:
         qs = qs.filter(session_id__in=sessions_of_client(filters).values("id"))
     if filters.since is not None:
@@ -388,6 +399,7 @@ def as_export_row(record: CallLog, *, payloads: bool) -> dict[str, Any]:
         "error_code": record.error_code,
         "error_message": record.error_message,
         "upstream": record.upstream,
+        "policy_decisions": record.policy_decisions,
         "capture": record.capture,
         "arguments_bytes": record.arguments_bytes,
         "result_bytes": record.result_bytes,
