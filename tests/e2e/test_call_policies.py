@@ -3,7 +3,8 @@
 A tool that leaks an API key, an email, a card and a phone number has them masked in what the
 client gets and in what the call log keeps; a deny pattern refuses a call with its reason; a
 size cap refuses a result too large; a permissive policy records what it would have done and
-changes nothing. Resource reads and prompt gets go through the same pipeline. Both eras.
+changes nothing. Resource reads and prompt gets go through the same pipeline, and a tool run
+on a Celery worker is masked there, its decisions on the web request's call-log row. Both eras.
 """
 
 from __future__ import annotations
@@ -16,16 +17,27 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_app.models import CallLog, Policy, Prompt, PromptArgument, PromptMessage, Resource, Tool
+from mcp_app.models import (
+    BackgroundCall,
+    CallLog,
+    Policy,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    Resource,
+    Tool,
+)
 from mcp_app.protocol.errors import INVALID_PARAMS
 from mcp_app.services.policies.writes import policy_save
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
-from tests.support.live import flush_database
+from tests.support.live import asgi_server, flush_database
+from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
 
 MODES = ["legacy", "2026-07-28"]
 SLUG = "policies-e2e"
+BACKGROUND_SLUG = "policies-bg"
 PERMISSIVE_SLUG = "policies-permissive"
 KEY = "sk-live0123456789abcdefXYZ"
 CARD = "4111 1111 1111 1111"  # passes the Luhn check
@@ -198,3 +210,40 @@ async def test_a_permissive_policy_records_but_changes_nothing(urls: dict[str, s
     assert [(d["policy"], d["action"], d["applied"]) for d in row.policy_decisions] == [
         ("mask-watch", "masked", False)
     ]
+
+
+@pytest.fixture(scope="module")
+def background_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
+    with django_db_blocker.unblock():
+        endpoint = make_endpoint(BACKGROUND_SLUG)
+        echo = make_python_tool(
+            "bg_echo",
+            "echo",
+            input_schema=echo_schema(),
+            capture_mode=Tool.Capture.FULL,
+            execution_mode=Tool.Execution.BACKGROUND,
+        )
+        endpoint.tools.add(echo)
+        _policy(endpoint, "mask-secrets", "mask", 0)
+    with celery_worker() as _worker, asgi_server("daphne", BACKGROUND_ENV) as server:
+        yield f"{server}/mcp/{BACKGROUND_SLUG}"
+    flush_database(django_db_blocker)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_result_from_a_worker_is_masked_there_and_its_decision_logged(
+    background_url: str, mode: str
+) -> None:
+    after = await _last_id()
+    async with asyncio.timeout(30), Client(background_url, mode=mode) as client:
+        result = await client.call_tool("bg_echo", {"message": f"key {KEY} for eve@example.com"})
+    assert result.content[0].text == "key [masked:api_key] for [masked:email]"
+    row = await _log_row(BACKGROUND_SLUG, "bg_echo", after)
+    assert row.task_id and row.worker
+    assert row.arguments == {"message": "key [masked:api_key] for [masked:email]"}
+    assert KEY not in str(row.result)
+    assert [(d["policy"], d["phase"], d["detail"]) for d in row.policy_decisions] == [
+        ("mask-secrets", "after", "1 api_key, 1 email")
+    ]
+    call = await BackgroundCall.objects.aget(id=row.task_id)
+    assert KEY not in str(call.result) and call.policy_decisions == row.policy_decisions

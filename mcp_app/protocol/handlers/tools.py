@@ -135,14 +135,23 @@ async def run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, A
     if policies is None:
         return await _run_tool(ctx, tool, arguments)
     # The endpoint's policies see the call here, wherever it runs (inline, or on a worker,
-    # which calls this too): a result relayed from a worker was already seen there, and
-    # every built-in policy leaves a result it has rewritten as it is.
+    # which calls this too, so a task's result is seen before its row keeps it). A result
+    # relayed from a worker was seen there; one without its decisions (a row written
+    # before policies existed) is seen again: every built-in policy leaves a result it has
+    # rewritten as it is.
     call = PolicyCall(TOOLS_CALL, tool.name, tool.annotations)
     ctx.logged_arguments = policies.logged_arguments(call, arguments)
     result: ToolResult | None = None
     try:
         arguments = policies.before(call, arguments, ctx.policy_decisions)
         result = await _run_tool(ctx, tool, arguments)
+        relayed = result.detail.get("policy_decisions") if result.detail else None
+        if isinstance(relayed, list):
+            # It ran on a worker, whose policies saw it there: their verdicts on the result
+            # and the user's confirmation join this request's (the arguments' were this
+            # process's own, above).
+            ctx.policy_decisions.extend(d for d in relayed if d.get("phase") != "before")
+            return result
         return _with_json(result, policies.after(call, result_json(result), ctx.policy_decisions))
     except PolicyRefused as refused:
         # The caller reads why, as for any tool error; the call log records it as rejected
