@@ -13,6 +13,7 @@ import asyncio
 from collections.abc import Iterator
 from typing import Any
 
+import mcp.types as types
 import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
@@ -78,7 +79,8 @@ def urls(live_server_url: str, django_db_blocker: Any) -> Iterator[dict[str, str
         PromptMessage.objects.create(
             prompt=prompt, position=0, role="user", kind="text", text="Write to {to}."
         )
-        endpoint.tools.add(leak, echo)
+        wipe = make_python_tool("wipe", "echo", input_schema=echo_schema(), destructive_hint=True)
+        endpoint.tools.add(leak, echo, wipe)
         endpoint.resources.add(contact)
         endpoint.prompts.add(prompt)
         _policy(endpoint, "mask-secrets", "mask", 10)
@@ -91,6 +93,8 @@ def urls(live_server_url: str, django_db_blocker: Any) -> Iterator[dict[str, str
         )
         _policy(endpoint, "small-echo", "max_result_size", 30, target="echo",
                 config={"max_bytes": 2000})  # fmt: skip
+        _policy(endpoint, "confirm-wipe", "confirm_destructive", 40,
+                config={"message": "Really run {tool}?"})  # fmt: skip
         permissive = make_endpoint(PERMISSIVE_SLUG)
         permissive.tools.add(leak)
         _policy(permissive, "mask-watch", "mask", 0, mode=Policy.Mode.PERMISSIVE)
@@ -101,16 +105,15 @@ def urls(live_server_url: str, django_db_blocker: Any) -> Iterator[dict[str, str
     flush_database(django_db_blocker)
 
 
-async def _log_row(slug: str, target: str, after: int) -> CallLog:
+async def _log_row(slug: str, target: str, after: int, *, decided: bool = False) -> CallLog:
     """The call log row of the newest call of ``target`` after row ``after`` (written by the
-    server's writer thread, so waited for, within a bound)."""
+    server's writer thread, so waited for, within a bound); ``decided``: with decisions."""
+    rows = CallLog.objects.filter(endpoint_slug=slug, target=target, pk__gt=after)
+    if decided:
+        rows = rows.filter(policy_decisions__isnull=False)
     async with asyncio.timeout(15):
         while True:
-            row = (
-                await CallLog.objects.filter(endpoint_slug=slug, target=target, pk__gt=after)
-                .order_by("-id")
-                .afirst()
-            )
+            row = await rows.order_by("-id").afirst()
             if row is not None:
                 return row
             await asyncio.sleep(0.05)
@@ -223,8 +226,16 @@ def background_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[st
             capture_mode=Tool.Capture.FULL,
             execution_mode=Tool.Execution.BACKGROUND,
         )
-        endpoint.tools.add(echo)
+        wipe = make_python_tool(
+            "bg_wipe",
+            "echo",
+            input_schema=echo_schema(),
+            destructive_hint=True,
+            execution_mode=Tool.Execution.BACKGROUND,
+        )
+        endpoint.tools.add(echo, wipe)
         _policy(endpoint, "mask-secrets", "mask", 0)
+        _policy(endpoint, "confirm-wipe", "confirm_destructive", 1)
     with celery_worker() as _worker, asgi_server("daphne", BACKGROUND_ENV) as server:
         yield f"{server}/mcp/{BACKGROUND_SLUG}"
     flush_database(django_db_blocker)
@@ -247,3 +258,73 @@ async def test_a_result_from_a_worker_is_masked_there_and_its_decision_logged(
     ]
     call = await BackgroundCall.objects.aget(id=row.task_id)
     assert KEY not in str(call.result) and call.policy_decisions == row.policy_decisions
+
+
+def _answering(confirm: bool, asked: list[str]) -> Any:
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        assert params.requested_schema["properties"]["confirm"]["type"] == "boolean"
+        return types.ElicitResult(action="accept", content={"confirm": confirm})
+
+    return answer
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_destructive_tool_runs_once_the_user_confirms(urls: dict[str, str], mode: str):
+    after = await _last_id()
+    asked: list[str] = []
+    callback = _answering(True, asked)
+    async with (
+        asyncio.timeout(20),
+        Client(urls["enforce"], mode=mode, elicitation_callback=callback) as client,
+    ):
+        result = await client.call_tool("wipe", {"message": "gone"})
+        echoed = await client.call_tool("echo", {"message": "not destructive"})
+    assert (result.is_error, result.content[0].text) == (False, "gone")
+    assert not echoed.is_error
+    assert asked == ["Really run wipe?"]  # asked once, and only for the destructive tool
+    row = await _log_row(SLUG, "wipe", after, decided=True)
+    assert row.status == CallLog.Status.OK
+    assert [(d["policy"], d["phase"], d["action"]) for d in row.policy_decisions] == [
+        ("confirm-wipe", "confirm", "confirmed")
+    ]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_destructive_tool_the_user_declines_is_refused(urls: dict[str, str], mode: str):
+    after = await _last_id()
+    callback = _answering(False, [])
+    async with (
+        asyncio.timeout(20),
+        Client(urls["enforce"], mode=mode, elicitation_callback=callback) as client,
+    ):
+        result = await client.call_tool("wipe", {"message": "gone"})
+    assert result.is_error
+    assert result.content[0].text == (
+        "Refused by policy confirm-wipe: the user did not confirm the call"
+    )
+    row = await _log_row(SLUG, "wipe", after, decided=True)
+    assert row.status == CallLog.Status.REJECTED
+    assert [d["action"] for d in row.policy_decisions] == ["declined"]
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_destructive_background_tool_asks_from_its_worker(
+    background_url: str, mode: str
+) -> None:
+    after = await _last_id()
+    asked: list[str] = []
+    callback = _answering(True, asked)
+    async with (
+        asyncio.timeout(30),
+        Client(background_url, mode=mode, elicitation_callback=callback) as client,
+    ):
+        result = await client.call_tool("bg_wipe", {"message": "gone"})
+    assert (result.is_error, result.content[0].text) == (False, "gone")
+    assert asked == ["Run bg_wipe? It may change or delete data."]
+    # 2026-07-28: the round that asked has its own row; the decision is on the one that ran.
+    row = await _log_row(BACKGROUND_SLUG, "bg_wipe", after, decided=True)
+    assert row.task_id
+    assert [(d["policy"], d["action"]) for d in row.policy_decisions] == [
+        ("confirm-wipe", "confirmed")
+    ]

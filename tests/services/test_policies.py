@@ -86,6 +86,8 @@ def test_a_kind_listed_by_dotted_path_in_settings_is_used() -> None:
         ("max_result_size", {"max_bytes": 0}, "max_bytes: max_bytes must be a whole number"),
         ("max_result_size", {"max_bytes": "10"}, "max_bytes: max_bytes must be a whole number"),
         ("max_result_size", {"max_bytes": True}, "max_bytes: max_bytes must be a whole number"),
+        ("confirm_destructive", {"message": " "}, "message: message must be text of 1 to 500"),
+        ("confirm_destructive", {"unmarked": 1}, "unmarked: unmarked must be true or false."),
     ],
 )
 def test_a_bad_config_is_refused_with_its_reason_and_nothing_is_saved(
@@ -224,3 +226,31 @@ def test_a_policy_whose_kind_is_gone_refuses_the_calls_it_guards() -> None:
     with pytest.raises(PolicyRefused) as refused:
         _policies(endpoint).before(LEAK, {}, [])
     assert refused.value.message == "Refused by policy loud: the policy cannot run (see its config)"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "unmarked", "asked"),
+    [
+        ({"destructiveHint": True}, False, True),
+        ({"destructiveHint": False}, True, False),
+        ({}, False, False),
+        ({}, True, True),  # the spec's default: not read-only, so destructive
+        ({"readOnlyHint": True}, True, False),
+    ],
+)
+def test_confirmation_is_asked_for_tools_marked_destructive(
+    annotations: dict[str, Any], unmarked: bool, asked: bool
+) -> None:
+    endpoint = make_endpoint("confirming")
+    config = {"unmarked": unmarked, "message": "Run {tool}?"}
+    _save(endpoint, "confirm", "confirm_destructive", config=config)
+    _save(endpoint, "watch", "confirm_destructive", 1, mode=Policy.Mode.PERMISSIVE)
+    decisions: list[dict[str, Any]] = []
+    call = PolicyCall(TOOLS_CALL, "wipe", annotations)
+    questions = _policies(endpoint).confirmations(call, {}, decisions)
+    assert questions == ([("confirm", "Run wipe?")] if asked else [])
+    # The permissive one only records that it would have asked (default: marked tools only).
+    would = annotations.get("destructiveHint") is True
+    assert [(d["policy"], d["action"]) for d in decisions] == (
+        [("watch", "would ask")] if would else []
+    )

@@ -1,8 +1,9 @@
 """The registry of policy kinds: ``get_policy_kinds()``.
 
 Kinds are listed by dotted path in the ``MCP_POLICY_KINDS`` setting (default: the built-in
-mask, deny and max_result_size kinds); a project adds its own by listing its class. The
-registry is built once and rebuilt when that setting changes, as ``mcp_app.executors`` is.
+mask, deny, max_result_size and confirm_destructive kinds); a project adds its own by listing
+its class. The registry is built once and rebuilt when that setting changes, as
+``mcp_app.executors`` is.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ DEFAULT_POLICY_KINDS: tuple[str, ...] = (
     "mcp_app.services.policies.builtin.MaskPolicy",
     "mcp_app.services.policies.builtin.DenyPolicy",
     "mcp_app.services.policies.builtin.MaxResultSizePolicy",
+    "mcp_app.services.policies.builtin.ConfirmDestructivePolicy",
 )
 
 

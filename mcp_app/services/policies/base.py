@@ -2,9 +2,10 @@
 
 A kind is stateless and reads no rows: ``prepare`` checks a policy's config once (when it is
 saved, and when the endpoint's catalog snapshot is built) and returns what ``before``,
-``after`` and ``logged_arguments`` then receive on every call. Each returns None when it has
-nothing to say about the call; the pipeline (``pipeline.py``) applies a decision in enforce
-mode, records it without applying it in permissive mode, and never calls a policy that is off.
+``after``, ``confirmation`` and ``logged_arguments`` then receive on every call. Each returns
+None when it has nothing to say about the call; the pipeline (``pipeline.py``) applies a
+decision in enforce mode, records it without applying it in permissive mode, and never calls
+a policy that is off.
 """
 
 from __future__ import annotations
@@ -65,6 +66,15 @@ class PolicyKind:
     def after(self, prepared: Any, call: PolicyCall, result: Mapping[str, Any]) -> Decision | None:
         """Decide about the call's wire result (a CallToolResult, ReadResourceResult or
         GetPromptResult) after it ran."""
+        return None
+
+    def confirmation(
+        self, prepared: Any, call: PolicyCall, arguments: Mapping[str, Any]
+    ) -> str | None:
+        """Return what to ask the user to confirm before the tool runs, or None: no question.
+
+        Asked where the tool runs (``services.policies.confirm``), through elicitation.
+        """
         return None
 
     def logged_arguments(self, prepared: Any, call: PolicyCall, arguments: Any) -> Any:

@@ -5,6 +5,8 @@
   call itself gets them as sent). Which patterns, and extra ones, are configurable.
 - ``deny``: refuses a call whose arguments (a resource read's URI) match a pattern.
 - ``max_result_size``: refuses to pass on a result larger than a number of bytes (JSON).
+- ``confirm_destructive``: asks the user to confirm (elicitation) before a tool marked
+  destructive (``destructiveHint``) runs; ``services.policies.confirm`` asks.
 
 Each leaves a result it has already rewritten as it is (a masked value matches no pattern
 again), so applying one twice, on a worker and then in the web process, changes nothing more.
@@ -20,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from mcp_app.protocol.policies import RESOURCES_READ, PolicyCall
+from mcp_app.protocol.policies import RESOURCES_READ, TOOLS_CALL, PolicyCall
 from mcp_app.services.policies.base import Decision, PolicyConfigError, PolicyKind, config_keys
 
 # How deep a payload is walked: deeper values pass unchanged (a payload is bounded anyway).
@@ -269,3 +271,42 @@ class MaxResultSizePolicy(PolicyKind):
             f"{size} bytes",
             refusal=f"the result ({size} bytes) exceeds the {prepared}-byte limit",
         )
+
+
+@dataclass(frozen=True, slots=True)
+class _Confirm:
+    message: str
+    unmarked: bool
+
+
+class ConfirmDestructivePolicy(PolicyKind):
+    """Asks the user to confirm before a tool marked destructive runs.
+
+    A tool is destructive when its annotations say ``destructiveHint: true``; with
+    ``unmarked: true``, also when they say nothing of it and the tool is not read-only (the
+    spec's default for ``destructiveHint``, 2025-06-18 server/tools, "ToolAnnotations").
+    Config: ``message`` (``{tool}`` is the tool's name), ``unmarked``.
+    """
+
+    kind = "confirm_destructive"
+    label = "Ask the user before a destructive tool runs"
+    operations = frozenset({TOOLS_CALL})
+
+    def prepare(self, config: Mapping[str, Any]) -> _Confirm:
+        config_keys(config, {"message", "unmarked"})
+        message = config.get("message", "Run {tool}? It may change or delete data.")
+        if not isinstance(message, str) or not message.strip() or len(message) > 500:
+            raise PolicyConfigError("message must be text of 1 to 500 characters.", "message")
+        unmarked = config.get("unmarked", False)
+        if not isinstance(unmarked, bool):
+            raise PolicyConfigError("unmarked must be true or false.", "unmarked")
+        return _Confirm(message, unmarked)
+
+    def confirmation(
+        self, prepared: _Confirm, call: PolicyCall, arguments: Mapping[str, Any]
+    ) -> str | None:
+        hints = call.annotations
+        destructive = hints.get("destructiveHint")
+        if destructive is None and prepared.unmarked:
+            destructive = not hints.get("readOnlyHint", False)
+        return prepared.message.replace("{tool}", call.target) if destructive is True else None

@@ -22,6 +22,8 @@ from mcp_app.services.policies.base import Decision, PolicyConfigError, PolicyKi
 logger = logging.getLogger(__name__)
 
 ENFORCE = Policy.Mode.ENFORCE.value
+# The phase of a decision about the user's confirmation (asked where the tool runs).
+CONFIRM = "confirm"
 
 
 class _Broken(PolicyKind):
@@ -91,6 +93,44 @@ class EndpointPolicies:
                 decision = entry.kind.after(entry.prepared, call, result)
                 result = _applied(entry, "after", decision, result, decisions)
         return result
+
+    def confirmations(
+        self,
+        call: PolicyCall,
+        arguments: Mapping[str, Any],
+        decisions: MutableSequence[dict[str, Any]],
+    ) -> list[tuple[str, str]]:
+        """Return ``(policy, question)`` for each enforced policy that wants the user to
+        confirm the call; a permissive one records that it would have asked."""
+        asked = []
+        for entry in self.entries:
+            if not entry.applies(call):
+                continue
+            question = entry.kind.confirmation(entry.prepared, call, arguments)
+            if question is None:
+                continue
+            if entry.mode == ENFORCE:
+                asked.append((entry.name, question))
+            else:
+                entry.record(decisions, CONFIRM, Decision("would ask", question))
+        return asked
+
+    def confirmed(
+        self,
+        call: PolicyCall,
+        policy: str,
+        answer: str,
+        decisions: MutableSequence[dict[str, Any]],
+    ) -> None:
+        """Record the user's ``answer`` to ``policy``'s question ("confirmed", "declined"...).
+
+        Raises:
+            PolicyRefused: the user did not confirm.
+        """
+        entry = next(entry for entry in self.entries if entry.name == policy)
+        refusal = "" if answer == "confirmed" else "the user did not confirm the call"
+        decision = Decision(answer, refusal=refusal)
+        _applied(entry, CONFIRM, decision, None, decisions)
 
     def logged_arguments(self, call: PolicyCall, arguments: Any) -> Any:
         logged = None
