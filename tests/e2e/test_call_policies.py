@@ -10,9 +10,11 @@ on a Celery worker is masked there, its decisions on the web request's call-log 
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any
 
+import httpx
 import mcp.types as types
 import pytest
 from mcp import Client
@@ -32,6 +34,7 @@ from mcp_app.protocol.errors import INVALID_PARAMS
 from mcp_app.services.policies.writes import policy_save
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
 from tests.support.live import asgi_server, flush_database
+from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_messages
 from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
@@ -328,3 +331,38 @@ async def test_a_destructive_background_tool_asks_from_its_worker(
     assert [(d["policy"], d["action"]) for d in row.policy_decisions] == [
         ("confirm-wipe", "confirmed")
     ]
+
+
+async def _rpc(http: httpx.AsyncClient, url: str, session: str, rpc_id: int, method: str,
+               params: dict[str, Any]) -> dict[str, Any]:  # fmt: skip
+    headers = {**JSON_HEADERS, "mcp-session-id": session, "mcp-protocol-version": "2025-11-25"}
+    message = {"jsonrpc": "2.0", "id": rpc_id, "method": method, "params": params}
+    async with http.stream("POST", url, headers=headers, json=message) as response:
+        assert response.status_code == 200
+        if response.headers["content-type"].startswith("application/json"):
+            return dict(json.loads(await response.aread())["result"])
+        async for reply in sse_messages(response):
+            if reply.get("id") == rpc_id:
+                return dict(reply["result"])
+    raise AssertionError("no reply")
+
+
+async def test_a_task_keeps_masked_arguments_and_answers_a_masked_result(
+    background_url: str,
+) -> None:
+    """A 2025-11-25 task never passes run_tool in the web process: its call log row still
+    keeps the arguments masked, and its result is masked on the worker before its row
+    keeps it."""
+    after = await _last_id()
+    async with asyncio.timeout(30), httpx.AsyncClient(timeout=20) as http:
+        session = await open_session(http, background_url)
+        arguments = {"message": "for zoe@example.com"}
+        params = {"name": "bg_echo", "arguments": arguments, "task": {"ttl": 60000}}
+        created = await _rpc(http, background_url, session, 7, "tools/call", params)
+        task_id = created["task"]["taskId"]
+        result = await _rpc(http, background_url, session, 8, "tasks/result", {"taskId": task_id})
+    assert result["content"] == [{"type": "text", "text": "for [masked:email]"}]
+    row = await _log_row(BACKGROUND_SLUG, "bg_echo", after)
+    assert row.arguments == {"message": "for [masked:email]"}
+    call = await BackgroundCall.objects.aget(id=task_id)
+    assert "zoe@example.com" not in str(call.result)

@@ -73,6 +73,10 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
         raise InvalidParams(f"Unknown tool: {params.name}")
     plan = tasks.plan_call(ctx, tool, params)
     arguments = params.arguments
+    if ctx.catalog.policies is not None:
+        # What the call log keeps, however the call goes on (inline, a task, refused).
+        call = PolicyCall(TOOLS_CALL, tool.name, tool.annotations)
+        ctx.logged_arguments = ctx.catalog.policies.logged_arguments(call, arguments)
     if tool.execution != "inline" or plan.start_now or plan.may_become_task:
         # Such a call may be written to a BackgroundCall row, arguments and answers and all.
         require_storable(arguments, "params.arguments")
@@ -140,7 +144,6 @@ async def run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, A
     # before policies existed) is seen again: every built-in policy leaves a result it has
     # rewritten as it is.
     call = PolicyCall(TOOLS_CALL, tool.name, tool.annotations)
-    ctx.logged_arguments = policies.logged_arguments(call, arguments)
     result: ToolResult | None = None
     try:
         arguments = policies.before(call, arguments, ctx.policy_decisions)
