@@ -29,7 +29,7 @@ from mcp_app.admin.policy import policy_list
 from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.admin.writes import CatalogRowAdmin
 from mcp_app.audit.selectors import Figures, endpoint_figures
-from mcp_app.models import BackgroundCall, Endpoint, Session
+from mcp_app.models import BackgroundCall, Endpoint, Policy, Session
 from mcp_app.protocol.shaping import shape_tool
 from mcp_app.protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from mcp_app.services import history
@@ -111,8 +111,13 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
         # Sessions and background calls are the endpoint's own state, read-only in the admin
         # and deleted with it: whether they block the delete is services.references' rule
-        # (live ones of an enabled endpoint do), not the admin's delete permission.
-        own = {str(Session._meta.verbose_name), str(BackgroundCall._meta.verbose_name)}
+        # (live ones of an enabled endpoint do), not the admin's delete permission. Its
+        # policies are part of it too, and go with it.
+        own = {
+            str(Session._meta.verbose_name),
+            str(BackgroundCall._meta.verbose_name),
+            str(Policy._meta.verbose_name),
+        }
         perms_needed = {name for name in perms_needed if str(name) not in own}
         return deleted, counts, perms_needed, protected
 

@@ -149,3 +149,12 @@ def test_each_admin_route_needs_its_permission(
     assert (still is None) == (expected["delete"] == 302)
     if still is not None:
         assert still.config == ({"patterns": ["email"]} if expected["post"] == 302 else {})
+
+
+def test_an_endpoint_is_deleted_with_its_policies_without_their_permission() -> None:
+    endpoint = make_endpoint("guarded", enabled=False)
+    _policy(endpoint)
+    client = _staff("view_endpoint", "delete_endpoint")
+    url = reverse("admin:mcp_app_endpoint_delete", args=[endpoint.pk])
+    assert client.post(url, {"post": "yes"}).status_code == 302
+    assert not Endpoint.objects.exists() and not Policy.objects.exists()
