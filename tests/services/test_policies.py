@@ -25,7 +25,7 @@ LEAK = PolicyCall(TOOLS_CALL, "leak")
 
 
 class ShoutPolicy(PolicyKind):
-    """A kind from outside mcp_app: upper-cases text results."""
+    """A kind from outside mcp_app: upper-cases the arguments and text results."""
 
     kind = "shout"
     label = "Shout"
@@ -33,6 +33,10 @@ class ShoutPolicy(PolicyKind):
     def prepare(self, config: Mapping[str, Any]) -> None:
         if config:
             raise PolicyConfigError("shout takes no config.")
+
+    def before(self, prepared: None, call: PolicyCall, arguments: Mapping[str, Any]) -> Decision:
+        upper = {name: str(value).upper() for name, value in arguments.items()}
+        return Decision("shouted", replacement=upper)
 
     def after(self, prepared: None, call: PolicyCall, result: Mapping[str, Any]) -> Decision:
         content = [{**block, "text": block["text"].upper()} for block in result["content"]]
@@ -66,9 +70,13 @@ def test_a_kind_listed_by_dotted_path_in_settings_is_used() -> None:
         assert get_policy_kinds()["shout"].label == "Shout"
         _save(endpoint, "loud", "shout")
         decisions: list[dict[str, Any]] = []
+        arguments = _policies(endpoint).before(LEAK, {"who": "ann"}, decisions)
         result = _policies(endpoint).after(LEAK, _text("hello"), decisions)
-    assert result == _text("HELLO")
-    assert decisions[0]["kind"] == "shout" and decisions[0]["action"] == "shouted"
+    assert (arguments, result) == ({"who": "ANN"}, _text("HELLO"))
+    assert [(d["kind"], d["phase"], d["action"]) for d in decisions] == [
+        ("shout", "before", "shouted"),
+        ("shout", "after", "shouted"),
+    ]
     assert "shout" not in get_policy_kinds()  # the registry follows the setting back
 
 
