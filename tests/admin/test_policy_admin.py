@@ -158,3 +158,21 @@ def test_an_endpoint_is_deleted_with_its_policies_without_their_permission() -> 
     url = reverse("admin:mcp_app_endpoint_delete", args=[endpoint.pk])
     assert client.post(url, {"post": "yes"}).status_code == 302
     assert not Endpoint.objects.exists() and not Policy.objects.exists()
+
+
+def test_a_policys_history_is_shown_and_a_version_restored_through_the_write_path(
+    admin_client: Client,
+) -> None:
+    endpoint = make_endpoint("guarded")
+    policy = _policy(endpoint)
+    first = policy.history.earliest("history_id")
+    policy.config = {"patterns": ["email"]}
+    policy_save(policy, actor=None, source="test")
+    history = reverse("admin:mcp_app_policy_history", args=[policy.pk])
+    assert admin_client.get(history).status_code == 200
+    revert = reverse("admin:mcp_app_policy_simple_history", args=[policy.pk, first.history_id])
+    response = admin_client.post(revert, _payload(endpoint, name="mask", kind="mask", config={}))
+    assert response.status_code == 302
+    policy.refresh_from_db()
+    assert policy.config == {}
+    assert policy.history.count() == 3
