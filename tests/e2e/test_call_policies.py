@@ -17,12 +17,14 @@ from typing import Any
 import httpx
 import mcp.types as types
 import pytest
+from channels.db import database_sync_to_async
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
 from mcp_app.models import (
     BackgroundCall,
     CallLog,
+    Endpoint,
     Policy,
     Prompt,
     PromptArgument,
@@ -31,7 +33,7 @@ from mcp_app.models import (
     Tool,
 )
 from mcp_app.protocol.errors import INVALID_PARAMS
-from mcp_app.services.policies.writes import policy_save
+from mcp_app.services.policies.writes import policy_delete, policy_save
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
 from tests.support.live import asgi_server, flush_database
 from tests.support.raw_mcp import JSON_HEADERS, open_session, sse_messages
@@ -366,3 +368,61 @@ async def test_a_task_keeps_masked_arguments_and_answers_a_masked_result(
     assert row.arguments == {"message": "for [masked:email]"}
     call = await BackgroundCall.objects.aget(id=task_id)
     assert "zoe@example.com" not in str(call.result)
+
+
+async def _committed(django_db_blocker: Any, change: Any) -> Any:
+    """Run an edit committed in this process (its own connection), as the admin would."""
+
+    def run() -> Any:
+        with django_db_blocker.unblock():
+            return change()
+
+    return await database_sync_to_async(run, thread_sensitive=False)()
+
+
+async def _echoed_until(url: str, expected: str) -> None:
+    """Call echo until the live server answers ``expected`` (its snapshot rebuilt after an
+    edit, told through Redis), within a bound."""
+    async with asyncio.timeout(15), Client(url, mode="2026-07-28") as client:
+        while True:
+            result = await client.call_tool("echo", {"message": "to ann@example.com"})
+            if result.content[0].text == expected:
+                return
+            await asyncio.sleep(0.05)
+
+
+async def test_a_policy_edit_reaches_the_running_server(
+    urls: dict[str, str], django_db_blocker: Any
+) -> None:
+    def create() -> Endpoint:
+        endpoint = make_endpoint("policies-live")
+        endpoint.tools.add(make_python_tool("echo", "echo", input_schema=echo_schema()))
+        return endpoint
+
+    endpoint = await _committed(django_db_blocker, create)
+    url = urls["enforce"].replace(SLUG, "policies-live")
+    await _echoed_until(url, "to ann@example.com")  # cached without policies
+
+    def add() -> Policy:
+        policy = Policy(endpoint=endpoint, name="mask", kind="mask")
+        policy_save(policy, actor=None, source="test")
+        return policy
+
+    policy = await _committed(django_db_blocker, add)
+    await _echoed_until(url, "to [masked:email]")
+
+    def relax() -> None:
+        policy.mode = Policy.Mode.PERMISSIVE
+        policy_save(policy, actor=None, source="test")
+
+    await _committed(django_db_blocker, relax)
+    await _echoed_until(url, "to ann@example.com")
+
+    def enforce() -> None:
+        policy.mode = Policy.Mode.ENFORCE
+        policy_save(policy, actor=None, source="test")
+
+    await _committed(django_db_blocker, enforce)
+    await _echoed_until(url, "to [masked:email]")
+    await _committed(django_db_blocker, lambda: policy_delete(policy, actor=None, source="test"))
+    await _echoed_until(url, "to ann@example.com")
