@@ -1,5 +1,5 @@
-"""System checks: misconfigured executors, python tool modules, secret keys or stdio allow-list
-fail ``check``.
+"""System checks: misconfigured executors, python tool modules, policy kinds, secret keys or
+stdio allow-list fail ``check``.
 
 With a database (``check --database default``, ``migrate``), the catalog rows are also checked
 against the executors, as a warning: a row whose function went away fails only that tool.
@@ -24,6 +24,7 @@ from mcp_app.executors.python import resource_functions, tool_functions
 from mcp_app.models import ResourceTemplate, Tool
 from mcp_app.protocol.results import ToolError
 from mcp_app.services.credentials import configured_keys, secret_keys_configured
+from mcp_app.services.policies import get_policy_kinds
 from mcp_app.services.stdio import stdio_servers
 
 
@@ -48,6 +49,24 @@ def check_executors(
             id="mcp_app.E002",
         )
     ]
+
+
+@register("mcp")
+def check_policy_kinds(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    # A kind that does not load would refuse every call its policies guard (fail closed).
+    try:
+        get_policy_kinds()
+    except (ImproperlyConfigured, ImportError) as exc:
+        return [
+            Error(
+                str(exc),
+                hint="List PolicyKind classes by dotted path in MCP_POLICY_KINDS.",
+                id="mcp_app.E030",
+            )
+        ]
+    return []
 
 
 @register("mcp", "database")

@@ -18,6 +18,7 @@ from simple_history.signals import pre_create_historical_record
 from mcp_app.models import (
     Endpoint,
     MembershipChange,
+    Policy,
     Prompt,
     PromptArgument,
     PromptMessage,
@@ -112,6 +113,13 @@ def _prompt_part_changed(
     catalog_changed(
         endpoint_ids=endpoint_ids_for(prompt_ids=[instance.prompt_id]), kinds=["prompts"]
     )
+
+
+@receiver(post_save, sender=Policy, dispatch_uid="mcp_policy_saved")
+@receiver(post_delete, sender=Policy, dispatch_uid="mcp_policy_deleted")
+def _policy_changed(sender: type[Policy], instance: Policy, **kwargs: Any) -> None:
+    # The snapshot carries the endpoint's policies; no list changes, so nothing to announce.
+    catalog_changed(endpoint_ids=[instance.endpoint_id])
 
 
 @receiver(post_save, sender=Endpoint, dispatch_uid="mcp_endpoint_saved")

@@ -25,10 +25,11 @@ from mcp_app.admin.figures import (
 )
 from mcp_app.admin.forms import EndpointForm
 from mcp_app.admin.history import recent_changes_view
+from mcp_app.admin.policy import policy_list
 from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.admin.writes import CatalogRowAdmin
 from mcp_app.audit.selectors import Figures, endpoint_figures
-from mcp_app.models import BackgroundCall, Endpoint, Session
+from mcp_app.models import BackgroundCall, Endpoint, Policy, Session
 from mcp_app.protocol.shaping import shape_tool
 from mcp_app.protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from mcp_app.services import history
@@ -58,13 +59,16 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
     search_fields = ["slug", "title", "description"]
     actions = ["export_yaml", "export_json"]
     filter_horizontal = ["tools", "resources", "resource_templates", "prompts"]
-    readonly_fields = ["mcp_url", "catalog_version", "created_at", "updated_at", "last_24_hours"]
+    readonly_fields = [
+        "mcp_url", "catalog_version", "created_at", "updated_at", "last_24_hours", "policies",
+    ]  # fmt: skip
     fieldsets = [
         (None, {"fields": ["slug", "mcp_url", "title", "description", "instructions", "enabled"]}),
         ("Calls", {"fields": ["last_24_hours"]}),
         ("Catalog", {"fields": ["tools", "resources", "resource_templates", "prompts"]}),
         ("Access", {"fields": ["allowed_origins"]}),
         ("Discovery", {"fields": ["listed"]}),
+        ("Policies around calls", {"fields": ["policies"]}),
         ("Authorization", {"fields": ["auth_mode", "scopes", "base_scope"]}),
         ("History", {"fields": ["catalog_version", "created_at", "updated_at"]}),
     ]
@@ -108,8 +112,13 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
         # Sessions and background calls are the endpoint's own state, read-only in the admin
         # and deleted with it: whether they block the delete is services.references' rule
-        # (live ones of an enabled endpoint do), not the admin's delete permission.
-        own = {str(Session._meta.verbose_name), str(BackgroundCall._meta.verbose_name)}
+        # (live ones of an enabled endpoint do), not the admin's delete permission. Its
+        # policies are part of it too, and go with it.
+        own = {
+            str(Session._meta.verbose_name),
+            str(BackgroundCall._meta.verbose_name),
+            str(Policy._meta.verbose_name),
+        }
         perms_needed = {name for name in perms_needed if str(name) not in own}
         return deleted, counts, perms_needed, protected
 
@@ -233,6 +242,10 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
     @admin.display(description="tools", ordering="_tool_count")
     def tool_count(self, endpoint: Endpoint) -> int:
         return endpoint._tool_count  # type: ignore[attr-defined]  # annotated in get_queryset
+
+    @admin.display(description="policies")
+    def policies(self, endpoint: Endpoint | None) -> str:
+        return policy_list(endpoint)
 
     @admin.display(description="MCP URL")
     def mcp_url(self, endpoint: Endpoint) -> str:

@@ -28,6 +28,7 @@ from mcp_app.models import (
     CallLog,
     Credential,
     Endpoint,
+    Policy,
     Prompt,
     PromptArgument,
     PromptMessage,
@@ -47,6 +48,7 @@ from mcp_app.services.catalog_writes import (
     tool_values,
 )
 from mcp_app.services.credentials import credential_set_secret
+from mcp_app.services.policies.writes import policy_check, policy_save
 from mcp_app.services.row_writes import setting_row_save
 
 ACCESS_FIELDS = ["required_scope", "allowed_groups"]
@@ -390,6 +392,48 @@ class CredentialSerializer(SettingRowSerializer):
         _full_clean(row, attrs)
         self.checked = row
         return attrs
+
+
+class PolicySerializer(ModelCheckedSerializer):
+    """A policy around an endpoint's calls: checked by its kind (``policy_check``) and saved
+    through the write path (``policy_save``) as the API's user."""
+
+    endpoint = serializers.SlugRelatedField(
+        slug_field="slug", queryset=Endpoint.objects.all(), help_text="The endpoint's slug."
+    )
+
+    class Meta:
+        model = Policy
+        fields = [
+            "id", "endpoint", "name", "kind", "mode", "position", "target", "config",
+            "created_at", "updated_at",
+        ]  # fmt: skip
+        read_only_fields = ["created_at", "updated_at"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        row = Policy() if self.instance is None else Policy.objects.get(pk=self.instance.pk)
+        for name, value in attrs.items():
+            setattr(row, name, value)
+        try:
+            policy_check(row)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(django_errors(exc)) from None
+        self.checked = row
+        return attrs
+
+    def create(self, validated_data: dict[str, Any]) -> Any:
+        return self._save()
+
+    def update(self, instance: Any, validated_data: dict[str, Any]) -> Any:
+        return self._save()
+
+    def _save(self) -> Policy:
+        row: Policy = self.checked
+        try:
+            policy_save(row, actor=self.context["request"].user, source=history.API)
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(django_errors(exc)) from None
+        return row
 
 
 class UpstreamSerializer(SettingRowSerializer):

@@ -51,6 +51,7 @@ from mcp_app.models import (
     CallLog,
     Credential,
     Endpoint,
+    Policy,
     Prompt,
     Resource,
     ResourceTemplate,
@@ -74,6 +75,7 @@ from mcp_app.services.catalog_io import (
     catalog_permissions_missing,
 )
 from mcp_app.services.catalog_writes import catalog_row_enable
+from mcp_app.services.policies.writes import policy_delete
 from mcp_app.services.references import RowInUseError
 from mcp_app.services.row_writes import row_delete, row_revert
 from mcp_app.services.sessions import session_close
@@ -487,6 +489,21 @@ class CredentialViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):
     ordering_fields = ["name", "created_at", "updated_at"]
     ordering = ["name"]
     action_permissions = HistoryMixin.action_permissions
+
+
+class PolicyViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):
+    """Policies around endpoints' calls (README, "Governance: policies"): checked by their
+    kind, saved and deleted through the write path."""
+
+    queryset = Policy.objects.select_related("endpoint")
+    serializer_class = s.PolicySerializer
+    filter_fields = {"endpoint": "endpoint__slug", "kind": "kind", "mode": "mode"}
+    search_fields = ["name", "target"]
+    ordering_fields = ["position", "name", "created_at", "updated_at"]
+    ordering = ["endpoint__slug", "position", "id"]
+
+    def perform_destroy(self, instance: Any) -> None:
+        policy_delete(instance, actor=self.request.user, source=history.API)
 
 
 # The models a sync lists and writes, by permission codename.

@@ -54,6 +54,12 @@ class CallFilterForm(forms.Form):
     client = forms.CharField(required=False, max_length=200, label="OAuth client")
     request_id = forms.CharField(required=False, max_length=64, label="Request id")
     upstream = forms.CharField(required=False, max_length=128, label="Upstream")
+    policy = forms.CharField(
+        required=False,
+        max_length=100,
+        label="Policy",
+        help_text="Calls a policy of this name decided about; * for any policy.",
+    )
     client_name = forms.CharField(required=False, max_length=200, label="Client name")
     client_version = forms.CharField(required=False, max_length=100, label="Client version")
     since = forms.DateTimeField(
@@ -113,6 +119,7 @@ class CallFilterForm(forms.Form):
             client=data.get("client", ""),
             request_id=data.get("request_id", ""),
             upstream=data.get("upstream", ""),
+            policy=data.get("policy", ""),
             client_name=data.get("client_name", ""),
             client_version=data.get("client_version", ""),
         )

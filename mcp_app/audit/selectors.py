@@ -57,6 +57,10 @@ FAILURE_STATUSES = tuple(
 T = TypeVar("T")
 
 
+# The policy filter's value for "any policy decided about the call".
+ANY_POLICY = "*"
+
+
 @dataclass(frozen=True, slots=True)
 class CallFilter:
     """The audit list's filters, all optional; the same object drives list, export and stats."""
@@ -75,6 +79,8 @@ class CallFilter:
     request_id: str = ""
     # The upstream MCP server relayed requests went to (CallLog.upstream).
     upstream: str = ""
+    # Calls a policy of this name decided about (CallLog.policy_decisions); "*": any policy.
+    policy: str = ""
     # The client program (CallLog.client_name/client_version), in every era.
     client_name: str = ""
     client_version: str = ""
@@ -108,6 +114,11 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
         qs = qs.filter(request_id=filters.request_id)
     if filters.upstream:
         qs = qs.filter(upstream=filters.upstream)
+    if filters.policy:
+        # Only rows with decisions are in the partial index calllog_policy_id.
+        qs = qs.filter(policy_decisions__isnull=False)
+        if filters.policy != ANY_POLICY:
+            qs = qs.filter(policy_decisions__contains=[{"policy": filters.policy}])
     if filters.client_name:
         qs = qs.filter(client_name=filters.client_name)
     if filters.client_version:
@@ -437,6 +448,7 @@ def as_export_row(
         "error_code": record.error_code,
         "error_message": record.error_message,
         "upstream": record.upstream,
+        "policy_decisions": record.policy_decisions,
         "capture": record.capture,
         "arguments_bytes": record.arguments_bytes,
         "result_bytes": record.result_bytes,

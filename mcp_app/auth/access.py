@@ -48,13 +48,9 @@ def _filtered(snapshot: CatalogSnapshot, groups: frozenset[str]) -> CatalogSnaps
         len(snapshot.prompts),
     ):
         return snapshot
-    return CatalogSnapshot(
-        endpoint=snapshot.endpoint,
-        tools=tools,
-        resources=resources,
-        resource_templates=templates,
-        prompts=prompts,
-        version=snapshot.version,
+    # Everything else (the endpoint, its version, its policies) as the full snapshot has it.
+    return dataclasses.replace(
+        snapshot, tools=tools, resources=resources, resource_templates=templates, prompts=prompts
     )
 
 

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("mcp_app", "0022_upstream_synced_items"),
+        ("mcp_app", "0024_call_policies"),
     ]
 
     operations = [

@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mcp_app', '0022_upstream_synced_items'),
+        ('mcp_app', '0025_calllog_client'),
     ]
 
     operations = [

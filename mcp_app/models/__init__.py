@@ -7,6 +7,7 @@ from mcp_app.models.connection import UpstreamConnection
 from mcp_app.models.credential import Credential
 from mcp_app.models.endpoint import Endpoint
 from mcp_app.models.membership import MembershipChange
+from mcp_app.models.policy import Policy
 from mcp_app.models.prompt import Prompt, PromptArgument, PromptMessage
 from mcp_app.models.resource import Resource, ResourceTemplate
 from mcp_app.models.session import Session
@@ -20,6 +21,7 @@ __all__ = [
     "Credential",
     "Endpoint",
     "MembershipChange",
+    "Policy",
     "Prompt",
     "PromptArgument",
     "PromptMessage",

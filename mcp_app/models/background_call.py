@@ -79,6 +79,9 @@ class BackgroundCall(models.Model):
     # error object when it failed with a protocol error.
     result = models.JSONField(null=True, blank=True)
     error = models.JSONField(null=True, blank=True)
+    # What the endpoint's policies decided on the worker (services/policies), which the web
+    # request's call-log row takes over; None: none.
+    policy_decisions = models.JSONField(null=True, blank=True)
     # MCP tasks: the questions the call waits on, and the answers given so far.
     input_requests = models.JSONField(null=True, blank=True)
     input_responses = models.JSONField(default=dict, blank=True)

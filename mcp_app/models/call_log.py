@@ -110,6 +110,9 @@ class CallLog(models.Model):
     # the serving process's snapshot had them. Empty for rows from before history was kept.
     catalog_version = models.PositiveBigIntegerField(null=True, blank=True)
     tool_history_id = models.PositiveBigIntegerField(null=True, blank=True)
+    # What the endpoint's policies decided about the call (services/policies): one object per
+    # decision, {"policy", "kind", "mode", "phase", "action", "detail", "applied"}; None: none.
+    policy_decisions = models.JSONField(null=True, blank=True)
 
     class Meta:
         # Append-only: no add/change/delete permissions exist to grant.
@@ -130,6 +133,12 @@ class CallLog(models.Model):
             models.Index(fields=["request_id", "-id"], name="calllog_request_id"),
             models.Index(fields=["client_name", "-id"], name="calllog_client_name_id"),
             # Only relayed requests name an upstream: the rest stay out of this index.
+            # Only calls a policy acted on have decisions (the audit filter "policy acted").
+            models.Index(
+                fields=["-id"],
+                name="calllog_policy_id",
+                condition=models.Q(policy_decisions__isnull=False),
+            ),
             models.Index(
                 fields=["upstream", "-id"],
                 name="calllog_upstream_id",

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mcp_app.protocol.policies import CallPolicies
 
 JSON = Any
 """A JSON value as produced by ``orjson.loads``."""
@@ -151,6 +154,8 @@ class CatalogSnapshot:
     # session: a request's context then carries ports bound to its caller (a request of an
     # endpoint without any shares them).
     caller_bound: bool = False
+    # The endpoint's operator policies around calls (protocol/policies.py); None: it has none.
+    policies: CallPolicies | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "tools", _sorted(self.tools, "name"))

@@ -104,6 +104,10 @@ class RequestContext:
     # Set by tools/call when a tool running inline may still turn the call into a task
     # (ToolCallContext.continue_as_task); never on a worker.
     may_become_task: bool = False
+    # What the endpoint's policies decided about this request (protocol/policies.py), and the
+    # arguments the call log keeps when a policy masked them (None: as received).
+    policy_decisions: list[dict[str, Any]] = field(default_factory=list)
+    logged_arguments: Any = None
 
     @property
     def era(self) -> Era:

@@ -10,8 +10,8 @@ in which era is decided in ``methods.py``; this table must name exactly those.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from mcp_app.protocol.context import RequestContext
@@ -125,6 +125,10 @@ class Reply:
     detail: Mapping[str, Any] | None
     # The tool name, prompt name or resource URI the request named, if any.
     target: str | None
+    # What the endpoint's policies decided (protocol/policies.py), and the arguments the call
+    # log keeps in place of those received when a policy masked them (None: as received).
+    decisions: Sequence[Mapping[str, Any]] = ()
+    logged_arguments: Any = None
 
     @property
     def result(self) -> Any:
@@ -162,8 +166,21 @@ async def reply(ctx: RequestContext, request: Request) -> Reply:
         error = InternalError("Internal error")
     else:
         body = {"jsonrpc": "2.0", "id": request.id, "result": answer.result}
-        return Reply(body, None, answer.outcome, answer.detail, target)
-    return refusal(request, error)
+        return Reply(
+            body,
+            None,
+            answer.outcome,
+            answer.detail,
+            target,
+            ctx.policy_decisions,
+            ctx.logged_arguments,
+        )
+    refused = refusal(request, error)
+    if ctx.policy_decisions or ctx.logged_arguments is not None:
+        refused = replace(
+            refused, decisions=ctx.policy_decisions, logged_arguments=ctx.logged_arguments
+        )
+    return refused
 
 
 async def handle_request(

@@ -49,6 +49,7 @@ from mcp_app.protocol.catalog import (
 )
 from mcp_app.services import history, invalidation, notify
 from mcp_app.services.database import in_thread
+from mcp_app.services.policies.pipeline import endpoint_policies
 
 logger = logging.getLogger(__name__)
 
@@ -170,8 +171,8 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
     """Return what ``endpoint`` publishes: its enabled tools, resources, templates and prompts.
 
     Runs a fixed number of queries whatever the catalog size (one per kind of row, one per
-    kind for the allowed groups, plus two prefetches for prompt arguments and messages, and
-    one more for tools: see ``_tool_defs``).
+    kind for the allowed groups, plus two prefetches for prompt arguments and messages, one
+    more for tools: see ``_tool_defs``, and one for the endpoint's policies).
     """
     tools = _tool_defs(endpoint)
     resources = tuple(
@@ -213,6 +214,7 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
             for items in (resources, templates, prompts)
             for item in items
         ),
+        policies=endpoint_policies(endpoint),
     )
 
 

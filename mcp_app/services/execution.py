@@ -22,6 +22,7 @@ from mcp_app.services import tracing
 from mcp_app.services.catalog import ToolKey
 from mcp_app.services.credentials import credential_resolve_by_name
 from mcp_app.services.deadlines import Deadline
+from mcp_app.services.policies.confirm import policy_confirm
 from mcp_app.services.upstreams import upstream_target
 
 
@@ -49,11 +50,18 @@ async def execute_tool(
 ) -> ToolResult:
     """Run ``tool`` with its executor, stopped after ``seconds``.
 
+    The endpoint's policies first ask the user what they want confirmed (a destructive
+    tool's call: ``services.policies.confirm``), outside the time limit.
+
     Raises:
         ConfigError: the tool's config no longer prepares (the snapshot logged why).
-        ToolError: the tool failed in a way the caller should read.
+        ToolError: the tool failed in a way the caller should read (``PolicyDeclined``: the
+            user did not confirm it).
         ToolTimeout: the tool ran past ``seconds``.
+        InputRequired: a 2026-07-28 call's confirmation has no answer yet.
     """
+    if ctx.request.catalog.policies is not None:
+        await policy_confirm(tool, arguments, ctx)
     if (tracer := tracing.tracer) is None:
         return await _execute(tool, arguments, ctx, seconds)
     # The tool call's own span, inline under the request's span or on a worker under the

@@ -20,6 +20,7 @@ from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.errors import InternalError, InvalidParams
 from mcp_app.protocol.handlers.listing import list_page
 from mcp_app.protocol.messages import GetPromptParams, ListParams
+from mcp_app.protocol.policies import PROMPTS_GET, PolicyCall, PolicyRefused, policy_refusal
 from mcp_app.protocol.shaping import shape_content, shape_prompt
 from mcp_app.protocol.versions import Feature
 
@@ -110,6 +111,22 @@ async def handle_prompts_get(ctx: RequestContext, params: GetPromptParams) -> di
     if missing:
         names = ", ".join(a.name for a in missing)
         raise InvalidParams(f"Missing required arguments: {names}")
+    policies = ctx.catalog.policies
+    if policies is None:
+        return await _rendered(ctx, prompt, arguments)
+    call = PolicyCall(PROMPTS_GET, prompt.name)
+    ctx.logged_arguments = policies.logged_arguments(call, arguments)
+    try:
+        arguments = dict(policies.before(call, arguments, ctx.policy_decisions))
+    except PolicyRefused as refused:
+        raise policy_refusal(refused) from None
+    return policies.after(call, await _rendered(ctx, prompt, arguments), ctx.policy_decisions)
+
+
+async def _rendered(
+    ctx: RequestContext, prompt: PromptDef, arguments: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The prompt rendered with ``arguments`` (by the server it came from, if another)."""
     if ctx.prompts is not None:
         got = await ctx.prompts.get_prompt(prompt, arguments)
         if got is not None:

@@ -28,6 +28,7 @@ from mcp_app.protocol.errors import (
 )
 from mcp_app.protocol.handlers.listing import list_page
 from mcp_app.protocol.messages import ListParams, UriParams
+from mcp_app.protocol.policies import RESOURCES_READ, PolicyCall, PolicyRefused, policy_refusal
 from mcp_app.protocol.ports import SessionStore
 from mcp_app.protocol.shaping import shape_resource, shape_resource_template
 from mcp_app.protocol.storable import is_storable_text, require_storable
@@ -91,6 +92,13 @@ async def handle_resources_read(ctx: RequestContext, params: UriParams) -> dict[
         InternalError: the reader failed unexpectedly.
     """
     uri = params.uri
+    policies = ctx.catalog.policies
+    call = PolicyCall(RESOURCES_READ, uri)
+    if policies is not None:
+        try:
+            policies.before(call, {"uri": uri}, ctx.policy_decisions)
+        except PolicyRefused as refused:
+            raise policy_refusal(refused) from None
     try:
         contents, private = await _read(ctx, uri)
     except RelayedError as exc:
@@ -110,6 +118,8 @@ async def handle_resources_read(ctx: RequestContext, params: UriParams) -> dict[
         # Narrower than the default scope, which finish_result keeps (2026-07-28
         # server/utilities/caching: "private" when the response depends on the caller).
         result["cacheScope"] = "private"
+    if policies is not None:
+        result = policies.after(call, result, ctx.policy_decisions)
     return result
 
 

@@ -4,7 +4,8 @@ A call runs in four steps: find the tool, check the arguments against its input 
 run it through the ``ToolRunner`` port, check the output against its output schema. Bad
 arguments and tool failures are *results* with ``isError: true`` so the model can correct
 itself (2025-11-25 server/tools, "Error Handling"); only an unknown tool or malformed params
-are protocol errors.
+are protocol errors. The endpoint's policies (``protocol/policies.py``) see the arguments
+before the tool runs and its result after, in ``run_tool``; a refusal is an error result.
 """
 
 from __future__ import annotations
@@ -21,7 +22,9 @@ from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
 from mcp_app.protocol.handlers import tasks
 from mcp_app.protocol.handlers.listing import list_page
 from mcp_app.protocol.messages import CallToolParams, ListParams
+from mcp_app.protocol.policies import TOOLS_CALL, PolicyCall, PolicyRefused
 from mcp_app.protocol.results import (
+    NO_STRUCTURED,
     Answer,
     CallCancelled,
     ContinueAsTask,
@@ -70,6 +73,10 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
         raise InvalidParams(f"Unknown tool: {params.name}")
     plan = tasks.plan_call(ctx, tool, params)
     arguments = params.arguments
+    if ctx.catalog.policies is not None:
+        # What the call log keeps, however the call goes on (inline, a task, refused).
+        call = PolicyCall(TOOLS_CALL, tool.name, tool.annotations)
+        ctx.logged_arguments = ctx.catalog.policies.logged_arguments(call, arguments)
     if tool.execution != "inline" or plan.start_now or plan.may_become_task:
         # Such a call may be written to a BackgroundCall row, arguments and answers and all.
         require_storable(arguments, "params.arguments")
@@ -128,6 +135,37 @@ async def run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, A
         McpError, CallCancelled, ServiceUnavailable: passed on as they are.
         InternalError: the tool failed unexpectedly (logged; its text never reaches the wire).
     """
+    policies = ctx.catalog.policies
+    if policies is None:
+        return await _run_tool(ctx, tool, arguments)
+    # The endpoint's policies see the call here, wherever it runs (inline, or on a worker,
+    # which calls this too, so a task's result is seen before its row keeps it). A result
+    # relayed from a worker was seen there; one without its decisions (a row written
+    # before policies existed) is seen again: every built-in policy leaves a result it has
+    # rewritten as it is.
+    call = PolicyCall(TOOLS_CALL, tool.name, tool.annotations)
+    result: ToolResult | None = None
+    try:
+        arguments = policies.before(call, arguments, ctx.policy_decisions)
+        result = await _run_tool(ctx, tool, arguments)
+        relayed = result.detail.get("policy_decisions") if result.detail else None
+        if isinstance(relayed, list):
+            # It ran on a worker, whose policies saw it there: their verdicts on the result
+            # and the user's confirmation join this request's (the arguments' were this
+            # process's own, above).
+            ctx.policy_decisions.extend(d for d in relayed if d.get("phase") != "before")
+            return result
+        return _with_json(result, policies.after(call, result_json(result), ctx.policy_decisions))
+    except PolicyRefused as refused:
+        # The caller reads why, as for any tool error; the call log records it as rejected
+        # (and where the refused result ran).
+        refusal = ToolResult.error(refused.message)
+        refusal.outcome = Outcome.REJECTED
+        refusal.detail = result.detail if result is not None else None
+        return refusal
+
+
+async def _run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, Any]) -> ToolResult:
     try:
         result = await ctx.tools.run_tool(tool, arguments, ToolCallContext(ctx, tool.name))
     except ToolError as failure:
@@ -143,6 +181,24 @@ async def run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, A
     if result.detail is not None:
         return result
     return finish_tool_result(tool, result)
+
+
+def result_json(result: ToolResult) -> dict[str, Any]:
+    """A ``ToolResult``'s CallToolResult fields, unshaped (what policies and rows read)."""
+    data: dict[str, Any] = {"content": [dict(block) for block in result.content]}
+    if result.has_structured:
+        data["structuredContent"] = result.structured
+    if result.is_error:
+        data["isError"] = True
+    return data
+
+
+def _with_json(result: ToolResult, data: Mapping[str, Any]) -> ToolResult:
+    """``result`` with the content, structured content and error flag of ``data``."""
+    result.content = list(data.get("content") or [])
+    result.structured = data.get("structuredContent", NO_STRUCTURED)
+    result.is_error = bool(data.get("isError"))
+    return result
 
 
 def finish_tool_result(tool: ToolDef, result: ToolResult) -> ToolResult:

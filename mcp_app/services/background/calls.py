@@ -137,7 +137,8 @@ def call_result(call: BackgroundCall) -> ToolResult:
     The result was finished where the tool ran (its output schema checked there), so it is
     returned as stored, with how it ended (``outcome``: timed out, upstream unreachable, or
     None when ``isError`` says it all) and where it ran (``detail``: ``{"task_id",
-    "worker"}``). A row settled as lost or never started holds an error result saying so.
+    "worker"}``, and ``"policy_decisions"`` when the endpoint's policies decided there). A
+    row settled as lost or never started holds an error result saying so.
 
     Raises:
         CallCancelled: the call was cancelled (no response may be sent).
@@ -155,7 +156,10 @@ def call_result(call: BackgroundCall) -> ToolResult:
                 ttl_seconds=state_ttl(),
             )
         raise InputRequired(call.input_requests or {})
-    where = {"task_id": call.id, "worker": call.worker}
+    where: dict[str, Any] = {"task_id": call.id, "worker": call.worker}
+    if call.policy_decisions:
+        # The endpoint's policies saw the result there (protocol.handlers.tools.run_tool).
+        where["policy_decisions"] = call.policy_decisions
     if call.outcome == Outcome.PROTOCOL_ERROR:
         error = _remote_error(call.error)
         error.detail = where

@@ -18,7 +18,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any
 
 from asgiref.sync import sync_to_async
@@ -232,7 +232,9 @@ class _WorkerRun:
                     watcher.cancel()
                     with contextlib.suppress(asyncio.CancelledError):
                         await watcher
-                await self._finish(Status.COMPLETED, result.ended, result)
+                await self._finish(
+                    Status.COMPLETED, result.ended, result, decisions=ctx.policy_decisions
+                )
                 return
 
     def _context(self, snapshot: CatalogSnapshot, answers: Mapping[str, Any]) -> RequestContext:
@@ -461,6 +463,7 @@ class _WorkerRun:
         error: McpError | None = None,
         requests: Mapping[str, Any] | None = None,
         continuation: str = "",
+        decisions: Sequence[Mapping[str, Any]] = (),
     ) -> bool:
         """Write the final status, unless the call was cancelled or settled meanwhile (then
         return False)."""
@@ -478,6 +481,8 @@ class _WorkerRun:
         if error is not None:
             fields["error"] = error.to_error_object()
             fields["status_message"] = error.message[:500]
+        if decisions:
+            fields["policy_decisions"] = [dict(decision) for decision in decisions]
         if requests is not None:
             fields["input_requests"] = dict(requests)
             fields["continuation"] = continuation

@@ -71,6 +71,8 @@ class _Entry:
     # The clientInfo this message declared: a 2026-07-28 request's _meta, an initialize's
     # params (the writer reads name and version from it, off the request's path).
     client_info: Any = None
+    # What the endpoint's policies decided (services/policies), as the call log keeps it.
+    policy_decisions: Any = None
 
 
 def _json_id(value: Any) -> str:
@@ -80,6 +82,11 @@ def _json_id(value: Any) -> str:
         return orjson.dumps(value).decode()[:200]
     except orjson.JSONEncodeError:  # a lone surrogate: the writer's safe_text replaces it
         return str(value)[:200]
+
+
+def _json_text(value: Any) -> str | None:
+    # The writer passes JSON columns through as text (writer._JSON_INDEXES).
+    return None if value is None else orjson.dumps(value).decode()
 
 
 def _cut(text: str, limit: int = ERROR_MESSAGE_CHARS) -> str:
@@ -212,6 +219,10 @@ class CallRecorder:
         if reply.detail:
             entry.task_id = str(reply.detail.get("task_id") or "")[:64]
             entry.worker = str(reply.detail.get("worker") or "")[:200]
+        if reply.decisions:
+            entry.policy_decisions = list(reply.decisions)
+        if reply.logged_arguments is not None:
+            entry.arguments = reply.logged_arguments  # a policy masked them for the log
         if reply.error is not None:
             entry.error_code = _code(reply.error.code)
             entry.error_message = _cut(reply.error.message)
@@ -313,6 +324,7 @@ class CallRecorder:
                         # The definitions that answered (services/history.py).
                         "catalog_version": self._policy_tag[1] if self._policy_tag else None,
                         "tool_history_id": tool.key.history_id if tool is not None else None,
+                        "policy_decisions": _json_text(entry.policy_decisions),
                     },
                     arguments=entry.arguments,
                     result=entry.result,

@@ -92,7 +92,7 @@ _ROW_DEFAULTS = tuple(_BY_ATTNAME[name].get_default() for name in _ROW_KEYS)
 _JSON_INDEXES = frozenset(
     i
     for i, field in enumerate(_FIELDS)
-    if field.attname in {"arguments", "result", "progress", "client_info"}
+    if field.attname in {"arguments", "result", "progress", "client_info", "policy_decisions"}
 )
 # Marks a record the database refused whole: only its metadata (ASCII-escaped) was kept.
 REJECTED_CAPTURE = "rejected"
@@ -480,7 +480,14 @@ def _reduced(row: Row) -> Row:
     """The metadata of a refused row: no payloads, every string ASCII-escaped, and a marker."""
     values = []
     for field, value in zip(_FIELDS, row, strict=True):
-        if field.attname in {"arguments", "result", "progress", "client_info", "error_code"}:
+        if field.attname in {
+            "arguments",
+            "result",
+            "progress",
+            "client_info",
+            "error_code",
+            "policy_decisions",
+        }:
             value = None  # payloads, and the one number a client chooses freely
         elif field.attname == "capture":
             value = REJECTED_CAPTURE
