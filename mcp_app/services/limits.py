@@ -1,0 +1,443 @@
+"""Rate limits, concurrency caps and quotas: which apply to a call, and counting them in Redis.
+
+The transport asks ``aadmit`` before it dispatches a call (``tools/call``, ``resources/read``,
+``prompts/get``; nothing else is ever limited). The endpoint's limits (``models.RateLimit``)
+are kept per process like endpoint states: loaded on first use, dropped when any process
+changes one (``services/invalidation.py``) and re-read at most ``MCP_CACHE_RECHECK_SECONDS``
+after they were read. A call no limit matches costs no Redis round trip; one that some limit
+matches costs one (``_ADMIT``, a Lua script: every matching limit is checked and, only if all
+pass, counted, atomically across every process), plus one more at its end to give back its
+concurrency slots when a cap applies.
+
+Counts live under ``redis_key("rl:...")``: a token bucket per limit and subject (a hash), a
+sorted set of held concurrency slots (score: when the slot expires if its holder died), and
+a counter per quota period. The subject of a per-caller limit is the OAuth user, or on a public
+endpoint the client address (``auth.addresses.client_address``), never the MCP session: a new
+session does not buy a new budget.
+
+When Redis cannot be reached within ``MCP_RATE_LIMIT_TIMEOUT_SECONDS``, a call goes through
+unless a matching limit says fail closed (``on_redis_down``); either way it is logged and
+counted (``mcphost_rate_limit_redis_errors_total``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import secrets
+import threading
+import time
+import weakref
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import redis.asyncio as aioredis
+from django.conf import settings
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisError
+
+from mcp_app.conf import get_conf, redis_key
+from mcp_app.models import RateLimit
+from mcp_app.models.limits import WINDOW_SECONDS
+from mcp_app.services import invalidation, metrics
+from mcp_app.services.database import in_thread
+
+logger = logging.getLogger(__name__)
+
+# Which kind of item each limited method acts on; other methods are never limited.
+LIMITED_METHODS: Final = {
+    "tools/call": "tool",
+    "resources/read": "resource",
+    "prompts/get": "prompt",
+}
+# What a client is told to wait when a concurrency cap is full (a slot may free any moment),
+# and when Redis is down for a fail-closed limit.
+CONCURRENCY_RETRY_SECONDS: Final = 1
+REDIS_DOWN_RETRY_SECONDS: Final = 5
+# The key of a refusal's data in a tool error result's ``_meta``.
+META_KEY: Final = "mcphost/rateLimit"
+
+# KEYS: one per check. ARGV: the slot member, the slot lifetime (s), then 3 values per check:
+# its kind ("r" rate, "c" concurrency, "q" quota) and two numbers: a rate's bucket size and
+# refill per second; a cap's size; a quota's size and the seconds left in its period.
+# Returns {0} when every check passed (all counted), else {i, wait}: check i refused and
+# the longest wait among the refusals, in seconds (a string: Lua numbers lose their fraction).
+_ADMIT: Final = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local worst, wait = 0, 0
+local tokens = {}
+for i = 1, #KEYS do
+  local kind, a, b = ARGV[3 * i], tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  local need = 0
+  if kind == 'r' then
+    local held = redis.call('HMGET', KEYS[i], 'tokens', 'at')
+    local have = tonumber(held[1]) or a
+    local at = tonumber(held[2]) or now
+    have = math.min(a, have + math.max(0, now - at) * b)
+    tokens[i] = have
+    if have < 1 then need = (1 - have) / b end
+  elseif kind == 'c' then
+    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
+    if redis.call('ZCARD', KEYS[i]) >= a then need = tonumber(ARGV[2 + 3 * #KEYS + 1]) end
+  else
+    if tonumber(redis.call('GET', KEYS[i]) or '0') >= a then need = b end
+  end
+  if need > wait then worst, wait = i, need end
+end
+if worst > 0 then return {worst, tostring(wait)} end
+for i = 1, #KEYS do
+  local kind, a, b = ARGV[3 * i], tonumber(ARGV[3 * i + 1]), tonumber(ARGV[3 * i + 2])
+  if kind == 'r' then
+    redis.call('HSET', KEYS[i], 'tokens', tostring(tokens[i] - 1), 'at', tostring(now))
+    redis.call('EXPIRE', KEYS[i], math.ceil(a / b) + 1)
+  elseif kind == 'c' then
+    redis.call('ZADD', KEYS[i], now + tonumber(ARGV[2]), ARGV[1])
+    redis.call('EXPIRE', KEYS[i], tonumber(ARGV[2]))
+  else
+    redis.call('INCR', KEYS[i])
+    redis.call('EXPIRE', KEYS[i], math.ceil(b) + 3600)
+  end
+end
+return {0}
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One enabled ``RateLimit`` row, as the hot path reads it."""
+
+    id: int
+    per_caller: bool
+    target_kind: str
+    target_name: str
+    label: str
+    fail_closed: bool
+    # A token bucket: its size and refill per second (None: no rate).
+    bucket: tuple[int, float] | None
+    max_concurrent: int | None
+    quota: int | None
+    quota_period: str
+
+    @classmethod
+    def of(cls, row: RateLimit) -> Rule:
+        bucket = None
+        if row.rate is not None:
+            bucket = (row.burst or row.rate, row.rate / WINDOW_SECONDS[row.window])
+        return cls(
+            id=row.pk,
+            per_caller=row.scope == RateLimit.Scope.CALLER,
+            target_kind=row.target_kind,
+            target_name=row.target_name,
+            label=row.label,
+            fail_closed=row.on_redis_down == RateLimit.RedisDown.CLOSED,
+            bucket=bucket,
+            max_concurrent=row.max_concurrent,
+            quota=row.quota,
+            quota_period=row.quota_period,
+        )
+
+    def matches(self, kind: str, target: str | None) -> bool:
+        return not self.target_kind or (self.target_kind == kind and self.target_name == target)
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    """Why a call may not run now: the limit, what about it refused, when to retry."""
+
+    rule: Rule
+    reason: str  # "rate", "concurrency", "quota" or "unavailable" (Redis down, fail closed)
+    retry_after: int
+
+    @property
+    def message(self) -> str:
+        what = {
+            "rate": "Rate limit reached",
+            "concurrency": "Too many calls running at once",
+            "quota": "Quota used up",
+            "unavailable": "The rate limiter is unavailable",
+        }[self.reason]
+        return f"{what} ({self.rule.label}); retry after {self.retry_after} s."
+
+    @property
+    def data(self) -> dict[str, Any]:
+        """The machine-readable part, in a JSON-RPC error's ``data`` and a tool error's
+        ``_meta`` (``retryAfterSeconds`` as ToolHive sends it)."""
+        return {
+            "retryAfterSeconds": self.retry_after,
+            "limit": {
+                "id": self.rule.id,
+                "reason": self.reason,
+                "scope": "caller" if self.rule.per_caller else "endpoint",
+                "target": (
+                    {"kind": self.rule.target_kind, "name": self.rule.target_name}
+                    if self.rule.target_kind
+                    else None
+                ),
+                "description": self.rule.label,
+            },
+        }
+
+
+@dataclass(slots=True)
+class Lease:
+    """The concurrency slots one admitted call holds; ``arelease`` gives them back."""
+
+    keys: tuple[str, ...] = ()
+    member: str = ""
+
+    async def arelease(self) -> None:
+        if not self.keys:
+            return
+        try:
+            async with asyncio.timeout(get_conf().MCP_RATE_LIMIT_TIMEOUT_SECONDS):
+                async with _redis().pipeline(transaction=False) as pipe:
+                    for key in self.keys:
+                        pipe.zrem(key, self.member)
+                    await pipe.execute()
+        except (RedisError, OSError, TimeoutError):
+            # The slot expires by itself (MCP_RATE_LIMIT_SLOT_SECONDS).
+            logger.warning("Could not give back a concurrency slot; it expires in time")
+
+
+NO_LEASE: Final = Lease()
+
+
+# -- which limits apply -----------------------------------------------------------------------
+
+
+@dataclass
+class _Cached:
+    rules: tuple[Rule, ...]
+    read_at: float
+
+
+class _RuleCache:
+    """Each endpoint's enabled limits, per process (invalidated like endpoint states)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[int, _Cached] = {}
+        self._epoch = 0
+
+    def get(self, endpoint_id: int) -> tuple[Rule, ...] | None:
+        entry = self._entries.get(endpoint_id)
+        if entry is None or time.monotonic() - entry.read_at > get_conf().MCP_CACHE_RECHECK_SECONDS:
+            return None
+        return entry.rules
+
+    def epoch(self) -> int:
+        return self._epoch
+
+    def store(self, endpoint_id: int, rules: tuple[Rule, ...], epoch: int) -> None:
+        with self._lock:
+            # Read before an invalidation landed: used once, then read again.
+            read_at = time.monotonic() if epoch == self._epoch else float("-inf")
+            self._entries[endpoint_id] = _Cached(rules, read_at)
+
+    def forget(self, message: invalidation.Invalidation) -> None:
+        with self._lock:
+            self._epoch += 1
+            if message.everything:
+                self._entries.clear()
+            for endpoint_id in message.endpoint_ids:
+                self._entries.pop(endpoint_id, None)
+
+
+_rules = _RuleCache()
+invalidation.register(_rules.forget)
+
+
+def rules_load(endpoint_id: int) -> tuple[Rule, ...]:
+    """The endpoint's enabled limits, read from the database."""
+    rows = RateLimit.objects.filter(endpoint_id=endpoint_id, enabled=True).order_by("id")
+    return tuple(Rule.of(row) for row in rows)
+
+
+async def arules_for(endpoint_id: int) -> tuple[Rule, ...]:
+    """The endpoint's enabled limits; no query while this process holds a fresh copy."""
+    rules = _rules.get(endpoint_id)
+    if rules is None:
+        epoch = _rules.epoch()
+        rules = await in_thread(rules_load)(endpoint_id)
+        _rules.store(endpoint_id, rules, epoch)
+    return rules
+
+
+def limits_changed(*, endpoint_id: int) -> None:
+    """Make every process re-read the endpoint's limits (after the change commits)."""
+    invalidation.invalidate(endpoint_ids=[endpoint_id])
+
+
+# -- counting ---------------------------------------------------------------------------------
+
+
+def caller_subject(*, user_id: int | None, client_id: str, address: str) -> str:
+    """The subject of a per-caller limit: the OAuth user (or a user-less OAuth client), else
+    the client address; never the MCP session."""
+    if user_id is not None:
+        return f"user:{user_id}"
+    return f"client:{client_id}" if client_id else f"addr:{address}"
+
+
+def _period(period: str, now: datetime) -> tuple[str, float]:
+    """The quota period containing ``now`` (UTC): its stamp and the seconds left in it."""
+    if period == RateLimit.Period.MONTH:
+        year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
+        stamp, end = now.strftime("%Y%m"), datetime(year, month, 1, tzinfo=UTC).timestamp()
+    else:
+        start = datetime(now.year, now.month, now.day, tzinfo=UTC).timestamp()
+        stamp, end = now.strftime("%Y%m%d"), start + 86400
+    return stamp, max(1.0, end - now.timestamp())
+
+
+def quota_key(rule_id: int, period: str, subject: str, now: datetime | None = None) -> str:
+    stamp, _left = _period(period, now or datetime.now(UTC))
+    return redis_key(f"rl:{rule_id}:q:{stamp}:{subject}")
+
+
+def _checks(
+    rules: Sequence[Rule], subject: str, now: datetime
+) -> tuple[list[str], list[Any], list[tuple[Rule, str]]]:
+    keys: list[str] = []
+    args: list[Any] = []
+    which: list[tuple[Rule, str]] = []
+    for rule in rules:
+        who = subject if rule.per_caller else "*"
+        if rule.bucket is not None:
+            keys.append(redis_key(f"rl:{rule.id}:r:{who}"))
+            args += ["r", rule.bucket[0], repr(rule.bucket[1])]
+            which.append((rule, "rate"))
+        if rule.max_concurrent is not None:
+            keys.append(redis_key(f"rl:{rule.id}:c:{who}"))
+            args += ["c", rule.max_concurrent, 0]
+            which.append((rule, "concurrency"))
+        if rule.quota is not None:
+            stamp, left = _period(rule.quota_period, now)
+            keys.append(redis_key(f"rl:{rule.id}:q:{stamp}:{who}"))
+            args += ["q", rule.quota, repr(left)]
+            which.append((rule, "quota"))
+    return keys, args, which
+
+
+async def aadmit(
+    *, endpoint_id: int, method: str, target: str | None, subject: str
+) -> Lease | Refusal:
+    """Count a call against every limit of the endpoint that matches it, or refuse it.
+
+    ``subject`` is ``caller_of(...)``. Returns the call's ``Lease`` (its concurrency slots,
+    to give back with ``arelease`` when it ends) or the ``Refusal`` to answer instead.
+    """
+    kind = LIMITED_METHODS.get(method)
+    if kind is None:
+        return NO_LEASE
+    rules = [rule for rule in await arules_for(endpoint_id) if rule.matches(kind, target)]
+    if not rules:
+        return NO_LEASE
+    keys, args, which = _checks(rules, subject, datetime.now(UTC))
+    member = secrets.token_hex(8)
+    conf = get_conf()
+    try:
+        async with asyncio.timeout(conf.MCP_RATE_LIMIT_TIMEOUT_SECONDS):
+            answer = await _script()(
+                keys=keys,
+                args=[member, conf.MCP_RATE_LIMIT_SLOT_SECONDS, *args, CONCURRENCY_RETRY_SECONDS],
+            )
+    except (RedisError, OSError, TimeoutError):
+        return _redis_down(rules)
+    index = int(answer[0])
+    if index == 0:
+        slots = tuple(
+            key for key, (_, what) in zip(keys, which, strict=True) if what == "concurrency"
+        )
+        return Lease(slots, member) if slots else NO_LEASE
+    rule, reason = which[index - 1]
+    wait = float(answer[1].decode() if isinstance(answer[1], bytes) else answer[1])
+    refusal = Refusal(rule, reason, max(1, math.ceil(wait)))
+    metrics.RATE_LIMIT_REJECTIONS.labels(str(rule.id), reason).inc()
+    return refusal
+
+
+def _redis_down(rules: Sequence[Rule]) -> Lease | Refusal:
+    closed = next((rule for rule in rules if rule.fail_closed), None)
+    result = "closed" if closed is not None else "open"
+    metrics.RATE_LIMIT_REDIS_ERRORS.labels(result).inc()
+    logger.warning("Rate limits unchecked: Redis unreachable; failing %s", result)
+    if closed is None:
+        return NO_LEASE
+    metrics.RATE_LIMIT_REJECTIONS.labels(str(closed.id), "unavailable").inc()
+    return Refusal(closed, "unavailable", REDIS_DOWN_RETRY_SECONDS)
+
+
+def _url() -> str:
+    return get_conf().MCP_RATE_LIMIT_REDIS_URL or settings.REDIS_URL or "redis://127.0.0.1:0"
+
+
+_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[str, aioredis.Redis, Any]] = (
+    weakref.WeakKeyDictionary()
+)
+
+
+def _client_and_script() -> tuple[aioredis.Redis, Any]:
+    # A client belongs to the event loop that created it.
+    loop = asyncio.get_running_loop()
+    url = _url()
+    held = _clients.get(loop)
+    if held is None or held[0] != url:
+        timeout = get_conf().MCP_RATE_LIMIT_TIMEOUT_SECONDS
+        # No retries: an unreachable Redis must cost a call at most the timeout.
+        client = aioredis.from_url(
+            url,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            retry=Retry(NoBackoff(), 0),
+        )
+        held = (url, client, client.register_script(_ADMIT))
+        _clients[loop] = held
+    return held[1], held[2]
+
+
+def _redis() -> aioredis.Redis:
+    return _client_and_script()[0]
+
+
+def _script() -> Any:
+    return _client_and_script()[1]
+
+
+# -- what the operator sees -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    subject: str
+    used: int
+
+
+def quota_usage(limit: RateLimit, *, top: int = 50) -> list[Usage] | None:
+    """The current quota period's use of ``limit`` by subject, most used first (``top`` of
+    them); None when Redis cannot be read. Empty for a limit without a quota."""
+    import redis
+
+    if limit.quota is None or limit.pk is None:
+        return []
+    prefix = quota_key(limit.pk, limit.quota_period, "")
+    client = redis.Redis.from_url(_url(), socket_timeout=2.0, socket_connect_timeout=2.0)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}*", count=500))
+        values = client.mget(keys) if keys else []
+    except (RedisError, OSError):
+        return None
+    finally:
+        client.close()
+    usage = [
+        Usage(key.decode()[len(prefix) :], int(value))
+        for key, value in zip(keys, values, strict=True)
+        if value is not None
+    ]
+    usage.sort(key=lambda item: (-item.used, item.subject))
+    return usage[:top]
