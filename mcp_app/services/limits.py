@@ -2,12 +2,12 @@
 
 The transport asks ``aadmit`` before it dispatches a call (``tools/call``, ``resources/read``,
 ``prompts/get``; nothing else is ever limited). The endpoint's limits (``models.RateLimit``)
-are kept per process like endpoint states: loaded on first use, dropped when any process
-changes one (``services/invalidation.py``) and re-read at most ``MCP_CACHE_RECHECK_SECONDS``
-after they were read. A call no limit matches costs no Redis round trip; one that some limit
-matches costs one (``_ADMIT``, a Lua script: every matching limit is checked and, only if all
-pass, counted, atomically across every process), plus one more at its end to give back its
-concurrency slots when a cap applies.
+travel with its cached state (``services.catalog.EndpointState.limits``): read with the
+endpoint row, dropped with it when any process changes a limit (``limits_changed``,
+``services/invalidation.py``). A call no limit matches costs no query and no Redis round
+trip; one that some limit matches costs one (``_ADMIT``, a Lua script: every matching limit
+is checked and, only if all pass, counted, atomically across every process), plus one more at
+its end to give back its concurrency slots when a cap applies.
 
 Counts live under ``redis_key("rl:...")``: a token bucket per limit and subject (a hash), a
 sorted set of held concurrency slots (score: when the slot expires if its holder died), and
@@ -26,8 +26,6 @@ import asyncio
 import logging
 import math
 import secrets
-import threading
-import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -44,7 +42,6 @@ from mcp_app.conf import get_conf, redis_key
 from mcp_app.models import RateLimit
 from mcp_app.models.limits import WINDOW_SECONDS
 from mcp_app.services import invalidation, metrics
-from mcp_app.services.database import in_thread
 
 logger = logging.getLogger(__name__)
 
@@ -210,62 +207,10 @@ NO_LEASE: Final = Lease()
 # -- which limits apply -----------------------------------------------------------------------
 
 
-@dataclass
-class _Cached:
-    rules: tuple[Rule, ...]
-    read_at: float
-
-
-class _RuleCache:
-    """Each endpoint's enabled limits, per process (invalidated like endpoint states)."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._entries: dict[int, _Cached] = {}
-        self._epoch = 0
-
-    def get(self, endpoint_id: int) -> tuple[Rule, ...] | None:
-        entry = self._entries.get(endpoint_id)
-        if entry is None or time.monotonic() - entry.read_at > get_conf().MCP_CACHE_RECHECK_SECONDS:
-            return None
-        return entry.rules
-
-    def epoch(self) -> int:
-        return self._epoch
-
-    def store(self, endpoint_id: int, rules: tuple[Rule, ...], epoch: int) -> None:
-        with self._lock:
-            # Read before an invalidation landed: used once, then read again.
-            read_at = time.monotonic() if epoch == self._epoch else float("-inf")
-            self._entries[endpoint_id] = _Cached(rules, read_at)
-
-    def forget(self, message: invalidation.Invalidation) -> None:
-        with self._lock:
-            self._epoch += 1
-            if message.everything:
-                self._entries.clear()
-            for endpoint_id in message.endpoint_ids:
-                self._entries.pop(endpoint_id, None)
-
-
-_rules = _RuleCache()
-invalidation.register(_rules.forget)
-
-
 def rules_load(endpoint_id: int) -> tuple[Rule, ...]:
-    """The endpoint's enabled limits, read from the database."""
+    """The endpoint's enabled limits, read from the database (with its endpoint state)."""
     rows = RateLimit.objects.filter(endpoint_id=endpoint_id, enabled=True).order_by("id")
     return tuple(Rule.of(row) for row in rows)
-
-
-async def arules_for(endpoint_id: int) -> tuple[Rule, ...]:
-    """The endpoint's enabled limits; no query while this process holds a fresh copy."""
-    rules = _rules.get(endpoint_id)
-    if rules is None:
-        epoch = _rules.epoch()
-        rules = await in_thread(rules_load)(endpoint_id)
-        _rules.store(endpoint_id, rules, epoch)
-    return rules
 
 
 def limits_changed(*, endpoint_id: int) -> None:
@@ -325,17 +270,18 @@ def _checks(
 
 
 async def aadmit(
-    *, endpoint_id: int, method: str, target: str | None, subject: str
+    *, limits: Sequence[Rule], method: str, target: str | None, subject: str
 ) -> Lease | Refusal:
-    """Count a call against every limit of the endpoint that matches it, or refuse it.
+    """Count a call against every one of the endpoint's ``limits`` that matches it, or refuse
+    it.
 
-    ``subject`` is ``caller_of(...)``. Returns the call's ``Lease`` (its concurrency slots,
+    ``subject`` is ``caller_subject(...)``. Returns the call's ``Lease`` (its concurrency slots,
     to give back with ``arelease`` when it ends) or the ``Refusal`` to answer instead.
     """
     kind = LIMITED_METHODS.get(method)
     if kind is None:
         return NO_LEASE
-    rules = [rule for rule in await arules_for(endpoint_id) if rule.matches(kind, target)]
+    rules = [rule for rule in limits if rule.matches(kind, target)]
     if not rules:
         return NO_LEASE
     keys, args, which = _checks(rules, subject, datetime.now(UTC))

@@ -237,7 +237,7 @@ async def run(ex: Exchange, state: EndpointState, ctx: RequestContext, request: 
     ex.recorder.dispatched(request, ctx.version)
     target = target_of(request.method, request.params)
     admission = await limits.aadmit(
-        endpoint_id=state.id,
+        limits=state.limits,
         method=request.method,
         target=target,
         subject=_caller(ex),
