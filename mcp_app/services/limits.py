@@ -104,6 +104,38 @@ return {0}
 """
 
 
+# A call that became an MCP task hands its slots over to the task. KEYS: the slots' sorted
+# sets, then the task's set of them, then the task's "ended" mark. ARGV: the call's member,
+# the task's member, the slot lifetime (s). A task that already ended frees the slots instead.
+_HAND_OVER: Final = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
+local ended = redis.call('EXISTS', KEYS[#KEYS]) == 1
+for i = 1, #KEYS - 2 do
+  redis.call('ZREM', KEYS[i], ARGV[1])
+  if not ended then
+    redis.call('ZADD', KEYS[i], now + tonumber(ARGV[3]), ARGV[2])
+    redis.call('EXPIRE', KEYS[i], tonumber(ARGV[3]))
+    redis.call('SADD', KEYS[#KEYS - 1], KEYS[i])
+  end
+end
+if not ended then redis.call('EXPIRE', KEYS[#KEYS - 1], tonumber(ARGV[3])) end
+return 0
+"""
+
+# A background call ended: free the slots handed to it. KEYS: its set of slots, its "ended"
+# mark; ARGV: its member, how long the mark stays (a hand-over arriving later frees instead).
+_TASK_ENDED: Final = """
+for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do redis.call('ZREM', key, ARGV[1]) end
+redis.call('DEL', KEYS[1])
+redis.call('SET', KEYS[2], '1', 'EX', tonumber(ARGV[2]))
+return 0
+"""
+# How long a background call's "ended" mark stays: longer than a task handle takes to reach
+# the process that hands the slots over.
+TASK_ENDED_MARK_SECONDS: Final = 600
+
+
 @dataclass(frozen=True, slots=True)
 class Rule:
     """One enabled ``RateLimit`` row, as the hot path reads it."""
@@ -200,8 +232,50 @@ class Lease:
             # The slot expires by itself (MCP_RATE_LIMIT_SLOT_SECONDS).
             logger.warning("Could not give back a concurrency slot; it expires in time")
 
+    async def ahand_over(self, call_id: str) -> None:
+        """Keep the slots until background call ``call_id`` (an MCP task) ends, when
+        ``abackground_call_ended`` frees them."""
+        if not self.keys:
+            return
+        task = _task_keys(call_id)
+        try:
+            async with asyncio.timeout(get_conf().MCP_RATE_LIMIT_TIMEOUT_SECONDS):
+                await _scripts()[1](
+                    keys=[*self.keys, *task],
+                    args=[
+                        self.member,
+                        _task_member(call_id),
+                        get_conf().MCP_RATE_LIMIT_SLOT_SECONDS,
+                    ],
+                )
+        except (RedisError, OSError, TimeoutError):
+            logger.warning("Could not hand concurrency slots to a task; they expire in time")
+
 
 NO_LEASE: Final = Lease()
+
+
+def _task_keys(call_id: str) -> list[str]:
+    return [redis_key(f"rl:task:{call_id}:slots"), redis_key(f"rl:task:{call_id}:ended")]
+
+
+def _task_member(call_id: str) -> str:
+    return f"task:{call_id}"
+
+
+async def abackground_call_ended(call_id: str) -> None:
+    """Free the concurrency slots a background call held (the worker, a cancellation or the
+    settling of a lost call says it ended); best effort, bounded by the limiter's timeout."""
+    if not _url():
+        return
+    try:
+        async with asyncio.timeout(get_conf().MCP_RATE_LIMIT_TIMEOUT_SECONDS):
+            await _scripts()[2](
+                keys=_task_keys(call_id),
+                args=[_task_member(call_id), TASK_ENDED_MARK_SECONDS],
+            )
+    except (RedisError, OSError, TimeoutError):
+        logger.warning("Could not free a background call's concurrency slots; they expire in time")
 
 
 # -- which limits apply -----------------------------------------------------------------------
@@ -287,9 +361,11 @@ async def aadmit(
     keys, args, which = _checks(rules, subject, datetime.now(UTC))
     member = secrets.token_hex(8)
     conf = get_conf()
+    if not _url():
+        return _redis_down(rules)
     try:
         async with asyncio.timeout(conf.MCP_RATE_LIMIT_TIMEOUT_SECONDS):
-            answer = await _script()(
+            answer = await _scripts()[0](
                 keys=keys,
                 args=[member, conf.MCP_RATE_LIMIT_SLOT_SECONDS, *args, CONCURRENCY_RETRY_SECONDS],
             )
@@ -320,15 +396,16 @@ def _redis_down(rules: Sequence[Rule]) -> Lease | Refusal:
 
 
 def _url() -> str:
-    return get_conf().MCP_RATE_LIMIT_REDIS_URL or settings.REDIS_URL or "redis://127.0.0.1:0"
+    """The limiter's Redis; "" when there is none (limits then act as if it were down)."""
+    return get_conf().MCP_RATE_LIMIT_REDIS_URL or settings.REDIS_URL or ""
 
 
-_clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, tuple[str, aioredis.Redis, Any]] = (
-    weakref.WeakKeyDictionary()
-)
+_clients: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, tuple[str, aioredis.Redis, tuple[Any, Any, Any]]
+] = weakref.WeakKeyDictionary()
 
 
-def _client_and_script() -> tuple[aioredis.Redis, Any]:
+def _connection() -> tuple[aioredis.Redis, tuple[Any, Any, Any]]:
     # A client belongs to the event loop that created it.
     loop = asyncio.get_running_loop()
     url = _url()
@@ -342,17 +419,19 @@ def _client_and_script() -> tuple[aioredis.Redis, Any]:
             socket_connect_timeout=timeout,
             retry=Retry(NoBackoff(), 0),
         )
-        held = (url, client, client.register_script(_ADMIT))
+        scripts = tuple(client.register_script(lua) for lua in (_ADMIT, _HAND_OVER, _TASK_ENDED))
+        held = (url, client, (scripts[0], scripts[1], scripts[2]))
         _clients[loop] = held
     return held[1], held[2]
 
 
 def _redis() -> aioredis.Redis:
-    return _client_and_script()[0]
+    return _connection()[0]
 
 
-def _script() -> Any:
-    return _client_and_script()[1]
+def _scripts() -> tuple[Any, Any, Any]:
+    """The registered scripts: admit, hand over, task ended (EVALSHA, EVAL once if unknown)."""
+    return _connection()[1]
 
 
 # -- what the operator sees -------------------------------------------------------------------
@@ -372,6 +451,8 @@ def quota_usage(limit: RateLimit, *, top: int = 50) -> list[Usage] | None:
     if limit.quota is None or limit.pk is None:
         return []
     prefix = quota_key(limit.pk, limit.quota_period, "")
+    if not _url():
+        return None
     client = redis.Redis.from_url(_url(), socket_timeout=2.0, socket_connect_timeout=2.0)
     try:
         keys = list(client.scan_iter(match=f"{prefix}*", count=500))

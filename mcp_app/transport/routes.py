@@ -247,10 +247,27 @@ async def run(ex: Exchange, state: EndpointState, ctx: RequestContext, request: 
     else:
         try:
             reply = await dispatch.reply(ctx, request)
-        finally:
+        except BaseException:
+            await admission.arelease()
+            raise
+        task_id = _task_started(reply)
+        if task_id is not None:
+            # The call goes on as an MCP task: its slots are freed when the task ends.
+            await admission.ahand_over(task_id)
+        else:
             await admission.arelease()
     ex.recorder.answered(request, reply)
     return reply
+
+
+def _task_started(reply: Reply) -> str | None:
+    """The task id of a reply that is a task handle (the call runs on), else None."""
+    result = reply.result
+    if not reply.detail or not isinstance(result, dict):
+        return None
+    if result.get("resultType") != "task" and "task" not in result:
+        return None
+    return str(reply.detail.get("task_id") or "") or None
 
 
 def _caller(ex: Exchange) -> str:

@@ -21,7 +21,16 @@ import pytest
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
-from mcp_app.models import CallLog, Endpoint, Prompt, PromptMessage, RateLimit, Resource, Tool
+from mcp_app.models import (
+    BackgroundCall,
+    CallLog,
+    Endpoint,
+    Prompt,
+    PromptMessage,
+    RateLimit,
+    Resource,
+    Tool,
+)
 from mcp_app.protocol import errors
 from mcp_app.services.api_tokens import api_token_create
 from mcp_app.services.catalog_writes import endpoint_create, tool_create
@@ -283,30 +292,32 @@ async def test_redis_unreachable_fails_open_or_closed_as_each_limit_says(no_redi
 def background(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
     with django_db_blocker.unblock():
         endpoint = endpoint_create(slug="rl-background", auth_mode="public")
+        tasks = endpoint_create(slug="rl-tasks", auth_mode="public")
         tool_create(
             name="sleepy",
             kind="python",
             config={"function": "sleep_with_progress"},
             execution_mode=Tool.Execution.BACKGROUND,
-            endpoints=[endpoint],
+            task_support="optional",
+            endpoints=[endpoint, tasks],
         )
         _limit(endpoint, scope="endpoint", max_concurrent=1)
+        _limit(tasks, scope="endpoint", max_concurrent=1)
     env = {**BACKGROUND_ENV, **TOOL_MODULES}
     with celery_worker(extra_env=TOOL_MODULES), asgi_server("daphne", env) as server:
-        yield f"{server}/mcp/rl-background"
+        yield server
     flush_database(django_db_blocker)
 
 
 async def test_a_background_call_holds_its_concurrency_slot_until_it_ends(background):
-    from mcp_app.models import BackgroundCall
-
-    async with asyncio.timeout(60), Client(background, mode="legacy") as first:
+    url = f"{background}/mcp/rl-background"
+    async with asyncio.timeout(60), Client(url, mode="legacy") as first:
         running = asyncio.create_task(first.call_tool("sleepy", {"seconds": 2, "steps": 2}))
         while not await BackgroundCall.objects.filter(
             tool_name="sleepy", status="working"
         ).aexists():
             await asyncio.sleep(0.05)
-        async with Client(background, mode="2026-07-28") as second:
+        async with Client(url, mode="2026-07-28") as second:
             refused = await second.call_tool("sleepy", {"seconds": 0, "steps": 1})
             done = await running
             after = await second.call_tool("sleepy", {"seconds": 0, "steps": 1})
@@ -314,3 +325,43 @@ async def test_a_background_call_holds_its_concurrency_slot_until_it_ends(backgr
     assert refused.meta[META_KEY]["limit"]["reason"] == "concurrency"
     assert not done.is_error, done.content
     assert not after.is_error, after.content
+
+
+async def _modern_call(
+    http: httpx.AsyncClient, url: str, method: str, params: dict[str, Any], *, tasks: bool
+) -> dict[str, Any]:
+    capabilities: dict[str, Any] = {}
+    if tasks:
+        capabilities["extensions"] = {"io.modelcontextprotocol/tasks": {}}
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    }
+    name = params.get("taskId", params.get("name"))
+    headers = {**MODERN_HEADERS, "mcp-method": method, "mcp-name": name}
+    body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {**params, "_meta": meta}}
+    response = await http.post(url, json=body, headers=headers)
+    assert response.status_code == 200, response.text
+    return response.json()["result"]
+
+
+async def test_an_mcp_task_holds_its_concurrency_slot_until_the_task_ends(background):
+    url = f"{background}/mcp/rl-tasks"
+    call = {"name": "sleepy", "arguments": {"seconds": 1, "steps": 1}}
+    quick = {"name": "sleepy", "arguments": {"seconds": 0, "steps": 1}}
+    async with asyncio.timeout(60), httpx.AsyncClient(timeout=20) as http:
+        task = await _modern_call(http, url, "tools/call", call, tasks=True)
+        assert task["resultType"] == "task"
+        # The call has answered (a task handle), but its task still holds the only slot.
+        refused = await _modern_call(http, url, "tools/call", quick, tasks=False)
+        assert refused["isError"]
+        assert refused["_meta"][META_KEY]["limit"]["reason"] == "concurrency"
+        while (await _modern_call(http, url, "tasks/get", {"taskId": task["taskId"]}, tasks=True))[
+            "status"
+        ] != "completed":
+            await asyncio.sleep(0.05)
+        # The worker frees the slot just after it writes the outcome.
+        while (after := await _modern_call(http, url, "tools/call", quick, tasks=False))["isError"]:
+            assert after["_meta"][META_KEY]["limit"]["reason"] == "concurrency"
+            await asyncio.sleep(0.05)
+    assert after["content"][0]["text"].startswith("Slept 0")
