@@ -22,26 +22,22 @@ counted (``mcphost_rate_limit_redis_errors_total``).
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import math
 import secrets
-import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Final
 
-import redis.asyncio as aioredis
 from django.conf import settings
-from redis.asyncio.retry import Retry
-from redis.backoff import NoBackoff
 from redis.exceptions import RedisError
 
 from mcp_app.conf import get_conf, redis_key
 from mcp_app.models import RateLimit
 from mcp_app.models.limits import WINDOW_SECONDS
-from mcp_app.services import invalidation, metrics
+from mcp_app.services import invalidation, metrics, resp
+from mcp_app.services.resp import RespError
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +59,7 @@ META_KEY: Final = "mcphost/rateLimit"
 # refill per second; a cap's size; a quota's size and the seconds left in its period.
 # Returns {0} when every check passed (all counted), else {i, wait}: check i refused and
 # the longest wait among the refusals, in seconds (a string: Lua numbers lose their fraction).
-_ADMIT: Final = """
+_ADMIT: Final = resp.Script("""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local worst, wait = 0, 0
@@ -101,13 +97,13 @@ for i = 1, #KEYS do
   end
 end
 return {0}
-"""
+""")
 
 
 # A call that became an MCP task hands its slots over to the task. KEYS: the slots' sorted
 # sets, then the task's set of them, then the task's "ended" mark. ARGV: the call's member,
 # the task's member, the slot lifetime (s). A task that already ended frees the slots instead.
-_HAND_OVER: Final = """
+_HAND_OVER: Final = resp.Script("""
 local t = redis.call('TIME')
 local now = tonumber(t[1]) + tonumber(t[2]) / 1000000
 local ended = redis.call('EXISTS', KEYS[#KEYS]) == 1
@@ -121,16 +117,16 @@ for i = 1, #KEYS - 2 do
 end
 if not ended then redis.call('EXPIRE', KEYS[#KEYS - 1], tonumber(ARGV[3])) end
 return 0
-"""
+""")
 
 # A background call ended: free the slots handed to it. KEYS: its set of slots, its "ended"
 # mark; ARGV: its member, how long the mark stays (a hand-over arriving later frees instead).
-_TASK_ENDED: Final = """
+_TASK_ENDED: Final = resp.Script("""
 for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do redis.call('ZREM', key, ARGV[1]) end
 redis.call('DEL', KEYS[1])
 redis.call('SET', KEYS[2], '1', 'EX', tonumber(ARGV[2]))
 return 0
-"""
+""")
 # How long a background call's "ended" mark stays: longer than a task handle takes to reach
 # the process that hands the slots over.
 TASK_ENDED_MARK_SECONDS: Final = 600
@@ -151,6 +147,8 @@ class Rule:
     max_concurrent: int | None
     quota: int | None
     quota_period: str
+    # Where its counts live: ``<namespace>:rl:<id>:`` (read once, not per call).
+    prefix: str = ""
 
     @classmethod
     def of(cls, row: RateLimit) -> Rule:
@@ -168,6 +166,7 @@ class Rule:
             max_concurrent=row.max_concurrent,
             quota=row.quota,
             quota_period=row.quota_period,
+            prefix=redis_key(f"rl:{row.pk}:"),
         )
 
     def matches(self, kind: str, target: str | None) -> bool:
@@ -223,12 +222,8 @@ class Lease:
         if not self.keys:
             return
         try:
-            async with asyncio.timeout(get_conf().MCP_RATE_LIMIT_TIMEOUT_SECONDS):
-                async with _redis().pipeline(transaction=False) as pipe:
-                    for key in self.keys:
-                        pipe.zrem(key, self.member)
-                    await pipe.execute()
-        except (RedisError, OSError, TimeoutError):
+            await _client().pipeline([[b"ZREM", key, self.member] for key in self.keys])
+        except (RespError, OSError, TimeoutError):
             # The slot expires by itself (MCP_RATE_LIMIT_SLOT_SECONDS).
             logger.warning("Could not give back a concurrency slot; it expires in time")
 
@@ -238,17 +233,11 @@ class Lease:
         if not self.keys:
             return
         task = _task_keys(call_id)
+        slot_seconds = get_conf().MCP_RATE_LIMIT_SLOT_SECONDS
+        args: list[resp.Arg] = [self.member, _task_member(call_id), slot_seconds]
         try:
-            async with asyncio.timeout(get_conf().MCP_RATE_LIMIT_TIMEOUT_SECONDS):
-                await _scripts()[1](
-                    keys=[*self.keys, *task],
-                    args=[
-                        self.member,
-                        _task_member(call_id),
-                        get_conf().MCP_RATE_LIMIT_SLOT_SECONDS,
-                    ],
-                )
-        except (RedisError, OSError, TimeoutError):
+            await _client().evalsha(_HAND_OVER, [*self.keys, *task], args)
+        except (RespError, OSError, TimeoutError):
             logger.warning("Could not hand concurrency slots to a task; they expire in time")
 
 
@@ -268,13 +257,10 @@ async def abackground_call_ended(call_id: str) -> None:
     settling of a lost call says it ended); best effort, bounded by the limiter's timeout."""
     if not _url():
         return
+    args: list[resp.Arg] = [_task_member(call_id), TASK_ENDED_MARK_SECONDS]
     try:
-        async with asyncio.timeout(get_conf().MCP_RATE_LIMIT_TIMEOUT_SECONDS):
-            await _scripts()[2](
-                keys=_task_keys(call_id),
-                args=[_task_member(call_id), TASK_ENDED_MARK_SECONDS],
-            )
-    except (RedisError, OSError, TimeoutError):
+        await _client().evalsha(_TASK_ENDED, _task_keys(call_id), args)
+    except (RespError, OSError, TimeoutError):
         logger.warning("Could not free a background call's concurrency slots; they expire in time")
 
 
@@ -320,37 +306,40 @@ def quota_key(rule_id: int, period: str, subject: str, now: datetime | None = No
 
 
 def _checks(
-    rules: Sequence[Rule], subject: str, now: datetime
-) -> tuple[list[str], list[Any], list[tuple[Rule, str]]]:
+    rules: Sequence[Rule], subject: str
+) -> tuple[list[str], list[resp.Arg], list[tuple[Rule, str]]]:
     keys: list[str] = []
-    args: list[Any] = []
+    args: list[resp.Arg] = []
     which: list[tuple[Rule, str]] = []
+    now = None
     for rule in rules:
         who = subject if rule.per_caller else "*"
         if rule.bucket is not None:
-            keys.append(redis_key(f"rl:{rule.id}:r:{who}"))
-            args += ["r", rule.bucket[0], repr(rule.bucket[1])]
+            keys.append(f"{rule.prefix}r:{who}")
+            args += ["r", rule.bucket[0], rule.bucket[1]]
             which.append((rule, "rate"))
         if rule.max_concurrent is not None:
-            keys.append(redis_key(f"rl:{rule.id}:c:{who}"))
+            keys.append(f"{rule.prefix}c:{who}")
             args += ["c", rule.max_concurrent, 0]
             which.append((rule, "concurrency"))
         if rule.quota is not None:
+            now = now or datetime.now(UTC)
             stamp, left = _period(rule.quota_period, now)
-            keys.append(redis_key(f"rl:{rule.id}:q:{stamp}:{who}"))
-            args += ["q", rule.quota, repr(left)]
+            keys.append(f"{rule.prefix}q:{stamp}:{who}")
+            args += ["q", rule.quota, left]
             which.append((rule, "quota"))
     return keys, args, which
 
 
 async def aadmit(
-    *, limits: Sequence[Rule], method: str, target: str | None, subject: str
+    *, limits: Sequence[Rule], method: str, target: str | None, subject: Callable[[], str]
 ) -> Lease | Refusal:
     """Count a call against every one of the endpoint's ``limits`` that matches it, or refuse
     it.
 
-    ``subject`` is ``caller_subject(...)``. Returns the call's ``Lease`` (its concurrency slots,
-    to give back with ``arelease`` when it ends) or the ``Refusal`` to answer instead.
+    ``subject`` gives ``caller_subject(...)``, asked only when a per-caller limit matches.
+    Returns the call's ``Lease`` (its concurrency slots, to give back with ``arelease`` when it
+    ends) or the ``Refusal`` to answer instead.
     """
     kind = LIMITED_METHODS.get(method)
     if kind is None:
@@ -358,18 +347,17 @@ async def aadmit(
     rules = [rule for rule in limits if rule.matches(kind, target)]
     if not rules:
         return NO_LEASE
-    keys, args, which = _checks(rules, subject, datetime.now(UTC))
+    who = subject() if any(rule.per_caller for rule in rules) else "*"
+    keys, args, which = _checks(rules, who)
     member = secrets.token_hex(8)
-    conf = get_conf()
     if not _url():
         return _redis_down(rules)
+    slot_seconds = get_conf().MCP_RATE_LIMIT_SLOT_SECONDS
     try:
-        async with asyncio.timeout(conf.MCP_RATE_LIMIT_TIMEOUT_SECONDS):
-            answer = await _scripts()[0](
-                keys=keys,
-                args=[member, conf.MCP_RATE_LIMIT_SLOT_SECONDS, *args, CONCURRENCY_RETRY_SECONDS],
-            )
-    except (RedisError, OSError, TimeoutError):
+        answer = await _client().evalsha(
+            _ADMIT, keys, [member, slot_seconds, *args, CONCURRENCY_RETRY_SECONDS]
+        )
+    except (RespError, OSError, TimeoutError):
         return _redis_down(rules)
     index = int(answer[0])
     if index == 0:
@@ -400,38 +388,9 @@ def _url() -> str:
     return get_conf().MCP_RATE_LIMIT_REDIS_URL or settings.REDIS_URL or ""
 
 
-_clients: weakref.WeakKeyDictionary[
-    asyncio.AbstractEventLoop, tuple[str, aioredis.Redis, tuple[Any, Any, Any]]
-] = weakref.WeakKeyDictionary()
-
-
-def _connection() -> tuple[aioredis.Redis, tuple[Any, Any, Any]]:
-    # A client belongs to the event loop that created it.
-    loop = asyncio.get_running_loop()
-    url = _url()
-    held = _clients.get(loop)
-    if held is None or held[0] != url:
-        timeout = get_conf().MCP_RATE_LIMIT_TIMEOUT_SECONDS
-        # No retries: an unreachable Redis must cost a call at most the timeout.
-        client = aioredis.from_url(
-            url,
-            socket_timeout=timeout,
-            socket_connect_timeout=timeout,
-            retry=Retry(NoBackoff(), 0),
-        )
-        scripts = tuple(client.register_script(lua) for lua in (_ADMIT, _HAND_OVER, _TASK_ENDED))
-        held = (url, client, (scripts[0], scripts[1], scripts[2]))
-        _clients[loop] = held
-    return held[1], held[2]
-
-
-def _redis() -> aioredis.Redis:
-    return _connection()[0]
-
-
-def _scripts() -> tuple[Any, Any, Any]:
-    """The registered scripts: admit, hand over, task ended (EVALSHA, EVAL once if unknown)."""
-    return _connection()[1]
+def _client() -> resp.Client:
+    # No retries: an unreachable Redis must cost a call at most the timeout.
+    return resp.client(_url(), get_conf().MCP_RATE_LIMIT_TIMEOUT_SECONDS)
 
 
 # -- what the operator sees -------------------------------------------------------------------

@@ -235,15 +235,18 @@ async def run(ex: Exchange, state: EndpointState, ctx: RequestContext, request: 
     retry). A concurrency slot is held until the call ends, a background call's included.
     """
     ex.recorder.dispatched(request, ctx.version)
-    target = target_of(request.method, request.params)
-    admission = await limits.aadmit(
-        limits=state.limits,
-        method=request.method,
-        target=target,
-        subject=_caller(ex),
-    )
+    admission: limits.Lease | limits.Refusal = limits.NO_LEASE
+    if state.limits:
+        admission = await limits.aadmit(
+            limits=state.limits,
+            method=request.method,
+            target=target_of(request.method, request.params),
+            subject=lambda: _caller(ex),
+        )
     if isinstance(admission, limits.Refusal):
-        reply = _rate_limited(ctx, request, target, admission)
+        reply = _rate_limited(ctx, request, admission)
+    elif not admission.keys:
+        reply = await dispatch.reply(ctx, request)
     else:
         try:
             reply = await dispatch.reply(ctx, request)
@@ -283,9 +286,8 @@ def _caller(ex: Exchange) -> str:
     )
 
 
-def _rate_limited(
-    ctx: RequestContext, request: Request, target: str | None, refusal: limits.Refusal
-) -> Reply:
+def _rate_limited(ctx: RequestContext, request: Request, refusal: limits.Refusal) -> Reply:
+    target = target_of(request.method, request.params)
     detail = {"rate_limit": refusal.rule.id}
     if request.method == "tools/call":
         # A result, not an error: the model reads it and can wait or choose another tool.

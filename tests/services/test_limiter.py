@@ -3,12 +3,13 @@ meets, all-or-nothing counting, the token bucket, and limits travelling with the
 
 from __future__ import annotations
 
+import asyncio
 import secrets
 
 import pytest
 
 from mcp_app.models import RateLimit
-from mcp_app.services import limits
+from mcp_app.services import limits, resp
 from mcp_app.services.catalog import get_endpoint_state
 from mcp_app.services.catalog_writes import endpoint_create
 
@@ -23,7 +24,9 @@ def _rule(**fields: object) -> limits.Rule:
 
 
 async def _admit(rules: list[limits.Rule], method: str = "tools/call", target: str = "echo"):
-    return await limits.aadmit(limits=rules, method=method, target=target, subject="addr:10.0.0.1")
+    return await limits.aadmit(
+        limits=rules, method=method, target=target, subject=lambda: "addr:10.0.0.1"
+    )
 
 
 async def test_a_burst_passes_then_the_sustained_rate_refuses_with_a_wait():
@@ -92,3 +95,28 @@ def test_the_caller_is_the_user_then_the_client_then_the_address():
     assert limits.caller_subject(user_id=7, client_id="c", address="1.2.3.4") == "user:7"
     assert limits.caller_subject(user_id=None, client_id="c", address="1.2.3.4") == "client:c"
     assert limits.caller_subject(user_id=None, client_id="", address="::1") == "addr:::1"
+
+
+async def test_a_script_redis_forgot_is_sent_again():
+    import redis
+    from django.conf import settings
+
+    rule = _rule(rate=5, window="minute")
+    await _admit([rule])
+    redis.Redis.from_url(settings.REDIS_URL).script_flush()
+    assert not isinstance(await _admit([rule]), limits.Refusal)
+
+
+async def test_replies_split_across_reads_are_parsed_in_order():
+    connection = resp._Connection()
+    loop = asyncio.get_running_loop()
+    futures = [loop.create_future() for _ in range(3)]
+    connection.waiters.extend(futures)
+    wire = b"*2\r\n:3\r\n$4\r\n1.25\r\n-NOSCRIPT No matching script\r\n$-1\r\n"
+    for i in range(len(wire)):
+        connection.data_received(wire[i : i + 1])
+    assert futures[0].result() == [3, b"1.25"]
+    with pytest.raises(resp.RespError, match="NOSCRIPT"):
+        futures[1].result()
+    assert futures[2].result() is None
+    assert not connection.buffer
