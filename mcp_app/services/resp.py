@@ -87,13 +87,14 @@ def _parse(buf: bytes | bytearray, pos: int) -> tuple[Any, int]:
 
 class _Connection(asyncio.Protocol):
     def __init__(self) -> None:
-        self.transport: asyncio.Transport | None = None
+        # uvloop's transports are not asyncio.Transport subclasses, and it may call
+        # connection_made after create_connection returned: both set it.
+        self.transport: Any = None
         self.waiters: deque[asyncio.Future[Any]] = deque()
         self.buffer = bytearray()
         self.closed = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
         self.transport = transport
 
     def data_received(self, data: bytes) -> None:
@@ -126,7 +127,6 @@ class _Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in range(replies)]
         self.waiters.extend(futures)
-        assert self.transport is not None
         self.transport.write(payload)
         return futures
 
@@ -158,14 +158,15 @@ class Client:
         parts = urlsplit(self.url)
         async with asyncio.timeout(self.timeout):
             if parts.scheme == "unix":
-                _, connection = await loop.create_unix_connection(_Connection, parts.path)
+                transport, connection = await loop.create_unix_connection(_Connection, parts.path)
             else:
-                _, connection = await loop.create_connection(
+                transport, connection = await loop.create_connection(
                     _Connection,
                     parts.hostname or "127.0.0.1",
                     parts.port or 6379,
                     ssl=ssl.create_default_context() if parts.scheme == "rediss" else None,
                 )
+            connection.transport = transport
             setup: list[list[Arg]] = []
             if parts.password:
                 user = unquote(parts.username or "default")

@@ -93,6 +93,8 @@ def limited(live_server_url: str, django_db_blocker: Any) -> Iterator[dict[str, 
         endpoint = _endpoint("rl-quota")
         ids["quota"] = _limit(endpoint, scope="caller", quota=2, quota_period="month").pk
         _endpoint("rl-unlimited")
+        endpoint = _endpoint("rl-uvicorn")
+        _limit(endpoint, scope="caller", rate=2, window="hour", max_concurrent=5)
         user = make_user("limits-operator", ["mcp_app.view_ratelimit"])
         _token, key = api_token_create(user=user, name="e2e")
     yield {"base": live_server_url, "ids": ids, "api_key": key}
@@ -216,6 +218,16 @@ async def test_a_call_no_limit_matches_goes_through(limited):
     async with asyncio.timeout(30), Client(_url(limited, "rl-unlimited"), mode="legacy") as client:
         answers = [await client.call_tool("echo", {"message": "x"}) for _ in range(10)]
     assert not any(answer.is_error for answer in answers)
+
+
+async def test_limits_hold_under_uvicorn_and_uvloop(limited, uvicorn_server_url):
+    # Production's server: uvloop's transports and its order of callbacks differ from
+    # asyncio's, under which Daphne runs.
+    url = f"{uvicorn_server_url}/mcp/rl-uvicorn"
+    async with asyncio.timeout(30), Client(url, mode="2026-07-28") as client:
+        answers = [await client.call_tool("echo", {"message": "x"}) for _ in range(3)]
+    assert [answer.is_error for answer in answers] == [False, False, True]
+    assert answers[2].meta[META_KEY]["limit"]["reason"] == "rate"
 
 
 # -- two processes, one count -----------------------------------------------------------------
