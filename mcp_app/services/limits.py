@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import math
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -51,6 +52,10 @@ LIMITED_METHODS: Final = {
 # and when Redis is down for a fail-closed limit.
 CONCURRENCY_RETRY_SECONDS: Final = 1
 REDIS_DOWN_RETRY_SECONDS: Final = 5
+# While Redis is unreachable, the warning is logged at most this often per process (every
+# such call is counted in the metrics).
+OUTAGE_LOG_SECONDS: Final = 10.0
+_last_outage_log = [float("-inf")]
 # The key of a refusal's data in a tool error result's ``_meta``.
 META_KEY: Final = "mcphost/rateLimit"
 
@@ -376,7 +381,11 @@ def _redis_down(rules: Sequence[Rule]) -> Lease | Refusal:
     closed = next((rule for rule in rules if rule.fail_closed), None)
     result = "closed" if closed is not None else "open"
     metrics.RATE_LIMIT_REDIS_ERRORS.labels(result).inc()
-    logger.warning("Rate limits unchecked: Redis unreachable; failing %s", result)
+    now = time.monotonic()
+    if now - _last_outage_log[0] >= OUTAGE_LOG_SECONDS:
+        # Once per interval, not once per call: an outage under load would flood the log.
+        _last_outage_log[0] = now
+        logger.warning("Rate limits unchecked: Redis unreachable; failing %s", result)
     if closed is None:
         return NO_LEASE
     metrics.RATE_LIMIT_REJECTIONS.labels(str(closed.id), "unavailable").inc()

@@ -93,6 +93,9 @@ class _Connection(asyncio.Protocol):
         self.waiters: deque[asyncio.Future[Any]] = deque()
         self.buffer = bytearray()
         self.closed = False
+        # Commands written within one turn of the event loop go out in one write (under
+        # load, many calls' commands share a system call, and their replies a read).
+        self.outgoing: list[bytes] = []
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -127,8 +130,15 @@ class _Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in range(replies)]
         self.waiters.extend(futures)
-        self.transport.write(payload)
+        if not self.outgoing:
+            loop.call_soon(self._flush)
+        self.outgoing.append(payload)
         return futures
+
+    def _flush(self) -> None:
+        payload, self.outgoing = b"".join(self.outgoing), []
+        if not self.closed:
+            self.transport.write(payload)
 
     def close(self) -> None:
         self.closed = True
@@ -193,6 +203,8 @@ class Client:
             async with asyncio.timeout(self.timeout):
                 connection = await self._connected()
                 futures = connection.send(b"".join(encode(c) for c in commands), len(commands))
+                if len(futures) == 1:
+                    return [await futures[0]]
                 return list(await asyncio.gather(*futures))
         except (OSError, TimeoutError):
             self.drop()
