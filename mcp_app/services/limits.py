@@ -263,10 +263,15 @@ async def abackground_call_ended(call_id: str) -> None:
     if not _url():
         return
     args: list[resp.Arg] = [_task_member(call_id), TASK_ENDED_MARK_SECONDS]
+    # A connection of its own, closed at once: a Celery worker runs each call in an event
+    # loop of its own (asyncio.run), which would leave a shared one open behind it.
+    client = resp.Client(_url(), get_conf().MCP_RATE_LIMIT_TIMEOUT_SECONDS)
     try:
-        await _client().evalsha(_TASK_ENDED, _task_keys(call_id), args)
+        await client.evalsha(_TASK_ENDED, _task_keys(call_id), args)
     except (RespError, OSError, TimeoutError):
         logger.warning("Could not free a background call's concurrency slots; they expire in time")
+    finally:
+        client.drop()
 
 
 # -- which limits apply -----------------------------------------------------------------------
