@@ -3,10 +3,12 @@
 Everything is real: Daphne processes on the test PostgreSQL, counting in the test Redis, a
 Celery worker for the background call, the official SDK as client in both eras (raw HTTP
 where the wire itself is checked). Covered: a runaway client is contained and told when to
-retry; a per-caller limit on a public endpoint survives a new session; a refused read is a
-429 with Retry-After; a background call holds its concurrency slot until it ends; a quota's
-use is visible; two processes share one count exactly; Redis unreachable fails open or
-closed as each limit says.
+retry (and counted in the metrics); a per-caller limit on a public endpoint survives a new
+session and a spoofed X-Forwarded-For, and gives each OAuth user a budget of their own; a
+refused read is a 429 with Retry-After; a background call and an MCP task hold their
+concurrency slot until they end; a quota's use is visible; two processes share one count
+exactly; limits hold under uvicorn (uvloop); Redis unreachable fails open or closed as each
+limit says.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from typing import Any
 
 import httpx
 import pytest
+from django.contrib.auth.models import User
 from mcp import Client
 from mcp.shared.exceptions import MCPError
 
@@ -37,6 +40,7 @@ from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.api.conftest import make_user
 from tests.support.catalog import make_python_tool
 from tests.support.live import asgi_server, flush_database
+from tests.support.oauth import issue_token
 from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
@@ -93,11 +97,24 @@ def limited(live_server_url: str, django_db_blocker: Any) -> Iterator[dict[str, 
         endpoint = _endpoint("rl-quota")
         ids["quota"] = _limit(endpoint, scope="caller", quota=2, quota_period="month").pk
         _endpoint("rl-unlimited")
+        endpoint = _endpoint("rl-spoof")
+        _limit(endpoint, scope="caller", rate=1, window="hour")
+        secured = endpoint_create(slug="rl-oauth", auth_mode="oauth")
+        secured.tools.add(Tool.objects.get(name="echo"))
+        _limit(secured, scope="caller", rate=1, window="hour")
+        tokens = {
+            name: issue_token(
+                User.objects.create_user(name),
+                resource=[f"{live_server_url}/mcp/rl-oauth"],
+                scope=secured.base_scope,
+            )
+            for name in ("alice", "bob")
+        }
         endpoint = _endpoint("rl-uvicorn")
         _limit(endpoint, scope="caller", rate=2, window="hour", max_concurrent=5)
         user = make_user("limits-operator", ["mcp_app.view_ratelimit"])
         _token, key = api_token_create(user=user, name="e2e")
-    yield {"base": live_server_url, "ids": ids, "api_key": key}
+    yield {"base": live_server_url, "ids": ids, "api_key": key, "tokens": tokens}
     flush_database(django_db_blocker)
 
 
@@ -143,6 +160,10 @@ async def test_a_runaway_client_is_contained_and_told_when_to_retry(limited, mod
     assert [row.status for row in rows] == ["ok"] * 3 + ["rate_limited"] * 3 + ["ok"]
     assert {row.rate_limit_id for row in rows[3:6]} == {limited["ids"][f"runaway-{mode}"]}
     assert rows[0].rate_limit_id is None
+    async with httpx.AsyncClient(timeout=20) as http:
+        metrics = (await http.get(f"{limited['base']}/metrics")).text
+    limit_id = limited["ids"][f"runaway-{mode}"]
+    assert f'mcphost_rate_limit_rejections_total{{limit="{limit_id}",reason="rate"}} 3.0' in metrics
 
 
 async def test_a_new_session_does_not_reset_a_per_caller_limit(limited):
@@ -157,6 +178,51 @@ async def test_a_new_session_does_not_reset_a_per_caller_limit(limited):
     assert not any(answer.is_error for answer in first)
     assert again.is_error and again.meta[META_KEY]["limit"]["scope"] == "caller"
     assert modern.is_error
+
+
+def _modern_echo(token: str | None = None, **headers: str) -> tuple[dict[str, Any], dict[str, str]]:
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {
+            "name": "echo",
+            "arguments": {"message": "x"},
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        },
+    }
+    sent = {**MODERN_HEADERS, "mcp-method": "tools/call", "mcp-name": "echo", **headers}
+    if token is not None:
+        sent["authorization"] = f"Bearer {token}"
+    return body, sent
+
+
+async def test_each_oauth_user_has_a_budget_of_their_own(limited):
+    url = _url(limited, "rl-oauth")
+    alice, bob = limited["tokens"]["alice"], limited["tokens"]["bob"]
+    async with httpx.AsyncClient(timeout=20) as http:
+        answers = [
+            (await http.post(url, json=body, headers=headers)).json()["result"]["isError"]
+            for body, headers in (_modern_echo(alice), _modern_echo(alice), _modern_echo(bob))
+        ]
+    assert answers == [False, True, False]
+
+
+async def test_a_spoofed_forwarded_for_buys_no_fresh_budget(limited):
+    # No proxy is trusted (TRUSTED_PROXIES empty): the header is the client's own word.
+    url = _url(limited, "rl-spoof")
+    async with httpx.AsyncClient(timeout=20) as http:
+        answers = [
+            (await http.post(url, json=body, headers=headers)).json()["result"]["isError"]
+            for body, headers in (
+                _modern_echo(**{"x-forwarded-for": "203.0.113.1"}),
+                _modern_echo(**{"x-forwarded-for": "203.0.113.2"}),
+            )
+        ]
+    assert answers == [False, True]
 
 
 async def test_a_refused_read_is_429_with_retry_after(limited):
