@@ -41,6 +41,7 @@ from tests.api.conftest import make_user
 from tests.support.catalog import make_python_tool
 from tests.support.live import asgi_server, flush_database
 from tests.support.oauth import issue_token
+from tests.support.raw_mcp import JSON_HEADERS, open_session
 from tests.support.worker import BACKGROUND_ENV, celery_worker
 
 pytestmark = pytest.mark.django_db
@@ -97,6 +98,12 @@ def limited(live_server_url: str, django_db_blocker: Any) -> Iterator[dict[str, 
         endpoint = _endpoint("rl-quota")
         ids["quota"] = _limit(endpoint, scope="caller", quota=2, quota_period="month").pk
         _endpoint("rl-unlimited")
+        endpoint = _endpoint("rl-batch")
+        endpoint.prompts.add(prompt)
+        ids["batch"] = _limit(
+            endpoint, scope="caller", target_kind="prompt", target_name="hello", rate=1,
+            window="day",
+        ).pk  # fmt: skip
         endpoint = _endpoint("rl-spoof")
         _limit(endpoint, scope="caller", rate=1, window="hour")
         secured = endpoint_create(slug="rl-oauth", auth_mode="oauth")
@@ -252,6 +259,28 @@ async def test_a_refused_read_is_429_with_retry_after(limited):
     assert error["code"] == errors.RATE_LIMITED == 429
     assert error["data"]["retryAfterSeconds"] == retry_after
     assert error["data"]["limit"]["id"] == limited["ids"]["resource"]
+
+
+async def test_in_a_batch_a_refusal_is_the_reply_of_its_message(limited):
+    url = _url(limited, "rl-batch")
+    async with httpx.AsyncClient(timeout=20) as http:
+        session = await open_session(http, url, version="2025-03-26")
+        headers = {
+            **JSON_HEADERS,
+            "mcp-session-id": session,
+            "mcp-protocol-version": "2025-03-26",
+        }
+        batch = [
+            {"jsonrpc": "2.0", "id": i, "method": "prompts/get", "params": {"name": "hello"}}
+            for i in (1, 2)
+        ]
+        response = await http.post(url, json=batch, headers=headers)
+    # One answer for the whole batch: the refused message's reply says it, the other ran.
+    assert response.status_code == 200
+    first, second = sorted(response.json(), key=lambda reply: reply["id"])
+    assert "messages" in first["result"]
+    assert second["error"]["code"] == errors.RATE_LIMITED
+    assert second["error"]["data"]["limit"]["id"] == limited["ids"]["batch"]
 
 
 async def test_a_refused_prompt_is_a_json_rpc_error_the_sdk_raises(limited):
