@@ -208,3 +208,17 @@ def test_staff_without_the_permission_cannot_open_the_admin(client: Client, endp
     assert client.get(reverse("admin:mcp_app_ratelimit_changelist")).status_code == 403
     assert client.post(ADD_URL, _admin_payload(endpoint, rate="5")).status_code == 403
     assert not RateLimit.objects.exists()
+
+
+def test_a_limit_is_reverted_through_the_write_path(
+    token_client: Callable[..., APIClient], endpoint: Any
+):
+    client = token_client(*ALL)
+    created = client.post(URL, {"endpoint": "limited", "rate": 5}, format="json").json()
+    assert client.patch(f"{URL}{created['id']}/", {"rate": 9}, format="json").status_code == 200
+    versions = client.get(f"{URL}{created['id']}/history/").json()
+    first = versions[-1]["history_id"]
+    response = client.post(f"{URL}{created['id']}/revert/", {"history_id": first}, format="json")
+    assert response.status_code == 200, response.json()
+    assert RateLimit.objects.get().rate == 5
+    assert client.get(f"{URL}{created['id']}/history/").json()[0]["source"] == "api"
