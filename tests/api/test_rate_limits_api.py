@@ -222,3 +222,20 @@ def test_a_limit_is_reverted_through_the_write_path(
     assert response.status_code == 200, response.json()
     assert RateLimit.objects.get().rate == 5
     assert client.get(f"{URL}{created['id']}/history/").json()[0]["source"] == "api"
+
+
+def test_staff_with_view_only_sees_limits_and_changes_none(client: Client, endpoint: Any):
+    row = _limit(endpoint, rate=4)
+    user = User.objects.create_user("viewer", password="unused-password-123", is_staff=True)
+    user.user_permissions.add(Permission.objects.get(codename="view_ratelimit"))
+    client.force_login(user)
+    change_url = reverse("admin:mcp_app_ratelimit_change", args=[row.pk])
+    assert client.get(reverse("admin:mcp_app_ratelimit_changelist")).status_code == 200
+    assert client.get(change_url).status_code == 200
+    assert client.post(change_url, _admin_payload(endpoint, rate="40")).status_code == 403
+    assert client.post(ADD_URL, _admin_payload(endpoint, rate="5")).status_code == 403
+    delete_url = reverse("admin:mcp_app_ratelimit_delete", args=[row.pk])
+    assert client.post(delete_url, {"post": "yes"}).status_code == 403
+    row.refresh_from_db()
+    assert row.rate == 4
+    assert RateLimit.objects.count() == 1
