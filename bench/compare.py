@@ -89,6 +89,8 @@ ACCEPT = {"accept": "application/json, text/event-stream"}
 
 # Endpoints of our server (made once per run in the bench database).
 PUBLIC, OAUTH, LIST_10, LIST_10K = "echo", "echo-oauth", "list-10", "list-10k"
+# The public echo endpoint again, under three rate limits no call reaches (issue #27).
+LIMITED = "echo-limited"
 EDITED_TOOL = "tool_00000"
 
 # Servers, by target name: how to start them.
@@ -127,6 +129,11 @@ SCENARIOS = [
         "`tools/call` echo, 2026-07-28, OAuth bearer",
         ("ours-uvicorn", "ours-daphne"),
         ("call-2026", "sdk-2026"),
+    ),
+    Scenario(
+        "call-2026-limits",
+        "`tools/call` echo, 2026-07-28, public, three active rate limits",
+        ("ours-uvicorn",),
     ),
     Scenario(
         "call-legacy",
@@ -332,7 +339,7 @@ def prepare_database(port: int) -> str:
     from django.db import transaction
 
     from mcp_app.auth.resources import endpoint_resource
-    from mcp_app.models import Tool
+    from mcp_app.models import RateLimit, Tool
     from mcp_app.services.catalog import catalog_changed
     from mcp_app.services.catalog_writes import endpoint_create, tool_create
     from tests.support.oauth import issue_token
@@ -344,6 +351,16 @@ def prepare_database(port: int) -> str:
         name="echo", kind="python", config={"function": "echo"}, endpoints=[public, secured]
     )
     echo = Tool.objects.get(name="echo")
+    limited = endpoint_create(slug=LIMITED, auth_mode="public")
+    limited.tools.add(echo)
+    # Endpoint-wide, per caller and per tool; counted on every call, never reached.
+    most = 2_000_000_000
+    for fields in (
+        {"scope": "endpoint", "rate": most},
+        {"scope": "caller", "quota": most},
+        {"scope": "caller", "target_kind": "tool", "target_name": "echo", "rate": most},
+    ):
+        RateLimit.objects.create(endpoint=limited, **fields)
     for slug, count in ((LIST_10, 10), (LIST_10K, 10_000)):
         endpoint = endpoint_create(slug=slug, auth_mode="public")
         # Row by row (signals, full_clean) would take minutes for 10,000; the version bump
@@ -406,6 +423,8 @@ def request_for(scenario: str, target: str, base: str) -> tuple[str, Request]:
     ours = target.startswith("ours")
     bearer = {"authorization": "Bearer {token}"}
     slug = OAUTH if scenario.endswith("-oauth") else PUBLIC
+    if scenario == "call-2026-limits":
+        slug = LIMITED
     url = f"{base}/mcp/{slug}" if ours else f"{base}/mcp"
     auth = bearer if scenario.endswith("-oauth") else {}
     if scenario.startswith("call-2026"):
@@ -610,6 +629,7 @@ def summarize(results: list[dict[str, Any]]) -> tuple[str, dict[str, Any]]:
             )
             figures[f"{scenario.name}/{target}"] = {
                 "rps": _median([r["rps"] for r in got]),
+                "cpu_us": _median([r["cpu_us_per_req"] for r in got]),
                 "ratio": _median(ratio),
                 "p99_ms": _median(p99s),
                 # A request still unanswered after wrk's timeout has no latency in wrk's
@@ -707,6 +727,18 @@ def budgets(figures: dict[str, Any]) -> str:
             "2025-11-25 session `tools/call`, OAuth + call log ≥ 2.5× SDK stateful",
             f"{ratio:.2f}×" if ratio else "n/a",
             None if ratio is None else ratio >= 2.5,
+        )
+    )
+    bare, limited = (
+        get("call-2026/ours-uvicorn", "cpu_us"),
+        get("call-2026-limits/ours-uvicorn", "cpu_us"),
+    )
+    more = limited / bare if bare and limited else None
+    checks.append(
+        (
+            "`tools/call` under three active rate limits ≤ 1.15× the server CPU of none",
+            f"{more:.2f}× ({limited:.0f} vs {bare:.0f} µs/req)" if more else "n/a",
+            None if more is None else more <= 1.15,
         )
     )
     small, large = get("list-10/ours-uvicorn", "rps"), get("list-10k/ours-uvicorn", "rps")

@@ -116,6 +116,13 @@ class McpConf:
     MCP_STDIO_SERVERS: str = ""
     MCP_STDIO_BRIDGE_URL: str = ""
     MCP_STDIO_BRIDGE_SECRET: str = field(default="", repr=False)
+    # Rate limits (services/limits.py, docs/operations.md "Rate limits"): the Redis holding the
+    # counts (empty: REDIS_URL), how long a check may wait for it before the limit's
+    # on_redis_down choice applies, and how long a concurrency slot outlives a process that
+    # died holding it.
+    MCP_RATE_LIMIT_REDIS_URL: str = ""
+    MCP_RATE_LIMIT_TIMEOUT_SECONDS: float = 0.25
+    MCP_RATE_LIMIT_SLOT_SECONDS: int = 3600
 
 
 def redis_key(name: str) -> str:

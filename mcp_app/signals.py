@@ -22,6 +22,7 @@ from mcp_app.models import (
     Prompt,
     PromptArgument,
     PromptMessage,
+    RateLimit,
     Resource,
     ResourceTemplate,
     Tool,
@@ -30,6 +31,7 @@ from mcp_app.models import (
 from mcp_app.services import history, invalidation, notify
 from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
 from mcp_app.services.catalog_writes import check_tools_attachable, check_unique_tool_names
+from mcp_app.services.limits import limits_changed
 from mcp_app.services.upstreams import upstream_renamed
 
 # Which endpoint_ids_for() keyword finds the endpoints of each catalog model.
@@ -215,3 +217,13 @@ def _history_row_stamped(sender: type, history_instance: Any, **kwargs: Any) -> 
     # Saves from the admin, the API, an import or an upstream sync all reach the history
     # through the same library signal; the interface said which one it is.
     history.stamp_history_row(history_instance)
+
+
+# -- rate limits ------------------------------------------------------------------------------
+
+
+@receiver(post_save, sender=RateLimit, dispatch_uid="mcp_rate_limit_saved")
+@receiver(post_delete, sender=RateLimit, dispatch_uid="mcp_rate_limit_deleted")
+def _rate_limit_changed(sender: type, instance: RateLimit, **kwargs: Any) -> None:
+    # Every process re-reads the endpoint's limits (services/limits.py), whoever edited them.
+    limits_changed(endpoint_id=instance.endpoint_id)

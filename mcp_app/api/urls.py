@@ -10,7 +10,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.routers import APIRootView, DefaultRouter
 
-from mcp_app.api import views
+from mcp_app.api import limits, views
 from mcp_app.api.parsers import check_query
 from mcp_app.api.schema import SchemaView
 
@@ -36,6 +36,7 @@ router.register("policies", views.PolicyViewSet)
 router.register("call-log", views.CallLogViewSet)
 router.register("background-calls", views.BackgroundCallViewSet)
 router.register("sessions", views.SessionViewSet)
+router.register("rate-limits", limits.RateLimitViewSet)
 router.register("catalog", views.CatalogViewSet, basename="catalog")
 
 urlpatterns = [

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('mcp_app', '0022_upstream_synced_items'),
+        ('mcp_app', '0023_rate_limits'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -25,6 +25,7 @@ STATUS_CHOICES = [
     (Outcome.CANCELLED.value, "cancelled"),
     (Outcome.TIMED_OUT.value, "timed out"),
     (Outcome.UPSTREAM_ERROR.value, "upstream unreachable"),
+    (Outcome.RATE_LIMITED.value, "rate limited"),
 ]
 
 
@@ -90,6 +91,15 @@ class CallLog(models.Model):
     # upstream tool, a resource, template, prompt or completion read from one. Empty otherwise.
     # Both defaults: the writer fills the column itself, raw bulk loads may leave it out.
     upstream = models.CharField(max_length=128, blank=True, default="", db_default="")
+    # The rate limit (models/limits.py) that refused a rate_limited call; its id outlives it.
+    rate_limit = models.ForeignKey(
+        "mcp_app.RateLimit",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        related_name="+",
+    )
     error_code = models.IntegerField(null=True, blank=True)
     error_message = models.TextField(blank=True)
     # What the tool's capture policy kept (services/calllog/capture.py); None: nothing kept.

@@ -7,6 +7,8 @@ with ``isError: true`` (see ``results.py``).
 
 Code ranges (2026-07-28 basic/index, "Error Codes"): -32700..-32600 are JSON-RPC's own,
 -32002 is the legacy resource-not-found code, -32020..-32022 are the 2026-07-28 additions.
+429 (rate limited) is an application code outside JSON-RPC's reserved -32768..-32000, as
+ToolHive settled on (stacklok/toolhive#6120): the same code in every revision.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ RESOURCE_NOT_FOUND: Final = -32002
 HEADER_MISMATCH: Final = -32020
 MISSING_CLIENT_CAPABILITY: Final = -32021
 UNSUPPORTED_PROTOCOL_VERSION: Final = -32022
+RATE_LIMITED: Final = 429
 
 # HTTP status of a JSON-RPC error sent as a plain JSON reply in the modern era (protocol.md
 # §1.8, the SDK's ERROR_CODE_HTTP_STATUS). Unlisted codes, -32603 included, travel as 200.
@@ -37,6 +40,7 @@ HTTP_STATUS_FOR_CODE: Final[Mapping[int, int]] = {
     MISSING_CLIENT_CAPABILITY: 400,
     UNSUPPORTED_PROTOCOL_VERSION: 400,
     METHOD_NOT_FOUND: 404,
+    RATE_LIMITED: 429,
 }
 
 
@@ -136,3 +140,18 @@ class UnsupportedProtocolVersion(McpError):
             "Unsupported protocol version",
             {"supported": list(SUPPORTED_FOR_ERRORS), "requested": requested},
         )
+
+
+class RateLimited(McpError):
+    """A rate limit, concurrency cap or quota refused the request before it ran.
+
+    ``data`` says which limit and when to retry (``retryAfterSeconds``, as ToolHive's);
+    ``detail`` names the limit's row for the call log.
+    """
+
+    code = RATE_LIMITED
+
+    def __init__(self, message: str, data: Mapping[str, Any], limit_id: int) -> None:
+        super().__init__(message, dict(data))
+        self.outcome = Outcome.RATE_LIMITED
+        self.detail = {"rate_limit": limit_id}

@@ -18,8 +18,9 @@ NO_STRUCTURED = object()
 class Outcome(StrEnum):
     """How a request or a tool call ended: one vocabulary for the call log and background calls.
 
-    A call-log row uses the first seven and ``UPSTREAM_ERROR``; a background call ends with any
-    but ``REJECTED`` and ``RUNNING``. The values are stored in rows: never change one.
+    A call-log row uses the first seven, ``UPSTREAM_ERROR`` and ``RATE_LIMITED``; a background
+    call ends with any but ``REJECTED``, ``RUNNING`` and ``RATE_LIMITED``. The values are
+    stored in rows: never change one.
     """
 
     OK = "ok"
@@ -38,6 +39,9 @@ class Outcome(StrEnum):
     # as MCP (refused connection, timeout with no sign of life, HTTP 5xx, breaker open): the
     # upstream failed, not its tool, which would be ``TOOL_ERROR``.
     UPSTREAM_ERROR = "upstream_error"
+    # Refused by an endpoint's rate limit, concurrency cap or quota before it ran (the call
+    # log names the limit).
+    RATE_LIMITED = "rate_limited"
 
 
 class ToolError(Exception):

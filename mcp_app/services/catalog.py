@@ -22,7 +22,7 @@ from datetime import datetime
 from typing import Any
 
 from django.db import DatabaseError
-from django.db.models import F, Prefetch, Q
+from django.db.models import Exists, F, OuterRef, Prefetch, Q
 from django.db.models.functions import Now
 
 from mcp_app.conf import get_conf
@@ -33,6 +33,7 @@ from mcp_app.models import (
     Prompt,
     PromptArgument,
     PromptMessage,
+    RateLimit,
     Resource,
     ResourceTemplate,
     Tool,
@@ -49,6 +50,7 @@ from mcp_app.protocol.catalog import (
 )
 from mcp_app.services import history, invalidation, notify
 from mcp_app.services.database import in_thread
+from mcp_app.services.limits import Rule, rules_load
 from mcp_app.services.policies.pipeline import endpoint_policies
 
 logger = logging.getLogger(__name__)
@@ -165,6 +167,8 @@ class EndpointState:
     auth_mode: str = "public"
     scopes: tuple[tuple[str, str], ...] = ()
     base_scope: str = ""
+    # Its enabled rate limits (services/limits.py), read with the row: none, no extra query.
+    limits: tuple[Rule, ...] = ()
 
 
 def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
@@ -500,8 +504,10 @@ def snapshot_builds() -> int:
 
 
 def _load_endpoint_state(slug: str) -> EndpointState | None:
-    """Read the endpoint row (one query) and pair it with its snapshot (built if new)."""
-    endpoint = Endpoint.objects.filter(slug=slug).first()
+    """Read the endpoint row (one query; a second when it has rate limits) and pair it with
+    its snapshot (built if new)."""
+    limited = RateLimit.objects.filter(endpoint=OuterRef("pk"), enabled=True)
+    endpoint = Endpoint.objects.filter(slug=slug).annotate(limited=Exists(limited)).first()
     if endpoint is None:
         return None
     return EndpointState(
@@ -514,6 +520,7 @@ def _load_endpoint_state(slug: str) -> EndpointState | None:
         auth_mode=endpoint.auth_mode,
         scopes=endpoint.scope_list(),
         base_scope=endpoint.base_scope,
+        limits=rules_load(endpoint.pk) if endpoint.limited else (),
     )
 
 

@@ -78,6 +78,19 @@ TOKEN_CACHE = Counter(
     ["result"],
 )
 TOKEN_CACHE_HIT = TOKEN_CACHE.labels("hit")
+# Rate limits (services/limits.py): labelled by the limit's id (bounded by the rows an
+# operator made) and the reason (rate, concurrency, quota, unavailable).
+RATE_LIMIT_REJECTIONS = Counter(
+    "mcphost_rate_limit_rejections",
+    "Calls refused by a rate limit, concurrency cap or quota, by limit id and reason.",
+    ["limit", "reason"],
+)
+RATE_LIMIT_REDIS_ERRORS = Counter(
+    "mcphost_rate_limit_redis_errors",
+    "Limit checks that could not reach Redis, by what the call got (open: let through; "
+    "closed: refused).",
+    ["result"],
+)
 TOKEN_CACHE_MISS = TOKEN_CACHE.labels("miss")
 CALL_LOG_QUEUE = Gauge(
     "mcphost_call_log_queue_depth",

@@ -28,7 +28,7 @@ from typing import cast
 
 from django.db import models, transaction
 
-from mcp_app.models import Credential, Prompt, Upstream
+from mcp_app.models import Credential, Prompt, RateLimit, Upstream
 from mcp_app.services import history
 from mcp_app.services.catalog_writes import Actor, CatalogRow, catalog_row_save, writing
 from mcp_app.services.connections import upstream_connections_revoke
@@ -36,12 +36,13 @@ from mcp_app.services.references import ensure_unused
 
 logger = logging.getLogger(__name__)
 
-SettingRow = Upstream | Credential
+SettingRow = Upstream | Credential | RateLimit
 Row = CatalogRow | SettingRow
 
 
 def setting_row_save(row: SettingRow, *, actor: Actor, source: str | None) -> None:
-    """Check ``row`` (an upstream or a credential, its new values set) and save it.
+    """Check ``row`` (an upstream, a credential or a rate limit, its new values set) and save
+    it.
 
     A credential's new secret is set on it first by ``credential_set_secret`` (the admin form
     and the API serializer do), stored encrypted; a row holds no secret in clear.

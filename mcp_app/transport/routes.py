@@ -3,8 +3,9 @@
 A POST body is one message or (2025-03-26 sessions) a batch; ``protocol.inbound.classify`` says
 which machinery serves a message: a 2026-07-28 request (no session, everything in the
 request), ``initialize`` (opens a legacy session) or a message of a legacy session. Every
-request that reaches a handler goes through ``run``, the one place that dispatches and tells
-the call log the reply. GET and DELETE exist only for legacy sessions (the version rule is
+request that reaches a handler goes through ``run``, the one place that checks the endpoint's
+rate limits (``services/limits.py``), dispatches and tells the call log the reply. GET and
+DELETE exist only for legacy sessions (the version rule is
 ``protocol.inbound.stream_method_refusal``); GET's streams are ``follow.py``'s.
 """
 
@@ -13,16 +14,25 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_app.auth import access, bearer
+from mcp_app.auth import access, addresses, bearer
 from mcp_app.conf import get_conf
 from mcp_app.protocol import dispatch, inbound, jsonrpc
 from mcp_app.protocol.context import LegacySession, RequestContext
 from mcp_app.protocol.dispatch import Reply
-from mcp_app.protocol.errors import InvalidRequest, McpError, modern_http_status
+from mcp_app.protocol.errors import (
+    RATE_LIMITED,
+    InvalidRequest,
+    McpError,
+    RateLimited,
+    modern_http_status,
+)
 from mcp_app.protocol.handlers import lifecycle
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
+from mcp_app.protocol.methods import target_of
+from mcp_app.protocol.results import Outcome
+from mcp_app.protocol.shaping import finish_result
 from mcp_app.protocol.versions import Feature, supports
-from mcp_app.services import events, notify, tracing
+from mcp_app.services import events, limits, notify, tracing
 from mcp_app.services.background import web as background
 from mcp_app.services.catalog import EndpointState
 from mcp_app.services.contexts import request_context
@@ -218,12 +228,94 @@ def _legacy_context(
     )
 
 
-async def run(ex: Exchange, ctx: RequestContext, request: Request) -> Reply:
-    """Dispatch one request and tell the call log its reply."""
+async def run(ex: Exchange, state: EndpointState, ctx: RequestContext, request: Request) -> Reply:
+    """Dispatch one request within the endpoint's rate limits and tell the call log its reply.
+
+    A call over a limit is not dispatched: ``tools/call`` gets a tool error the model can act
+    on, other requests the JSON-RPC error ``RateLimited`` (both say which limit and when to
+    retry). A concurrency slot is held until the call ends, a background call's included.
+    """
     ex.recorder.dispatched(request, ctx.version)
-    reply = await dispatch.reply(ctx, request)
+    admission: limits.Lease | limits.Refusal = limits.NO_LEASE
+    if state.limits:
+        admission = await limits.aadmit(
+            limits=state.limits,
+            method=request.method,
+            target=target_of(request.method, request.params),
+            subject=lambda: _caller(ex),
+        )
+    if isinstance(admission, limits.Refusal):
+        reply = _rate_limited(ctx, request, admission)
+    elif not admission.keys:
+        reply = await dispatch.reply(ctx, request)
+    else:
+        try:
+            reply = await dispatch.reply(ctx, request)
+        except BaseException:
+            await admission.arelease()
+            raise
+        task_id = _task_started(reply)
+        if task_id is not None:
+            # The call goes on as an MCP task: its slots are freed when the task ends.
+            await admission.ahand_over(task_id)
+        else:
+            await admission.arelease()
     ex.recorder.answered(request, reply)
     return reply
+
+
+def _task_started(reply: Reply) -> str | None:
+    """The task id of a reply that is a task handle (the call runs on), else None."""
+    result = reply.result
+    if not reply.detail or not isinstance(result, dict):
+        return None
+    if result.get("resultType") != "task" and "task" not in result:
+        return None
+    return str(reply.detail.get("task_id") or "") or None
+
+
+def _caller(ex: Exchange) -> str:
+    client = ex.scope.get("client")
+    meta = {
+        "REMOTE_ADDR": client[0] if client else "",
+        "HTTP_X_FORWARDED_FOR": ex.header("x-forwarded-for") or "",
+    }
+    return limits.caller_subject(
+        user_id=ex.principal.user_id,
+        client_id=ex.principal.client_id,
+        address=addresses.client_address(meta),
+    )
+
+
+def _rate_limited(ctx: RequestContext, request: Request, refusal: limits.Refusal) -> Reply:
+    target = target_of(request.method, request.params)
+    detail = {"rate_limit": refusal.rule.id}
+    if request.method == "tools/call":
+        # A result, not an error: the model reads it and can wait or choose another tool.
+        result: dict[str, Any] = {
+            "content": [{"type": "text", "text": refusal.message}],
+            "isError": True,
+            "_meta": {limits.META_KEY: refusal.data},
+        }
+        finish_result(result, ctx.version, ctx.server_info, cacheable=False)
+        body = {"jsonrpc": "2.0", "id": request.id, "result": result}
+        return Reply(body, None, Outcome.RATE_LIMITED, detail, target)
+    return dispatch.refusal(request, RateLimited(refusal.message, refusal.data, refusal.rule.id))
+
+
+def _answer_status(reply: Reply, stream: RequestStream, default: int) -> int:
+    """The HTTP status of a single request's reply; a refusal by a limit gets 429 with
+    Retry-After (RFC 6585 section 4), a tool's rate-limit result its header only."""
+    retry_after = None
+    if isinstance(reply.error, RateLimited):
+        retry_after = reply.error.data["retryAfterSeconds"]
+    elif reply.outcome is Outcome.RATE_LIMITED:
+        retry_after = reply.result["_meta"][limits.META_KEY]["retryAfterSeconds"]
+    if retry_after is not None:
+        stream.headers.append(("retry-after", str(retry_after)))
+    if reply.error is not None and reply.error.code == RATE_LIMITED:
+        return 429
+    return default
 
 
 # -- the eras ---------------------------------------------------------------------------------
@@ -260,8 +352,9 @@ async def _modern(ex: Exchange, state: EndpointState, message: Any) -> None:
         client_info=envelope.client_info,
         log_level=envelope.log_level,
     )
-    reply = await run(ex, ctx, message)
-    await stream.reply(modern_http_status(reply.error.code) if reply.error else 200, reply.body)
+    reply = await run(ex, state, ctx, message)
+    status = modern_http_status(reply.error.code) if reply.error else 200
+    await stream.reply(_answer_status(reply, stream, status), reply.body)
 
 
 async def _initialize(ex: Exchange, state: EndpointState, message: Any) -> None:
@@ -305,11 +398,11 @@ async def _legacy(ex: Exchange, state: EndpointState, message: Any) -> None:
         key = (session.id, jsonrpc.encode(message.id))
         _in_flight[key] = ex
         try:
-            reply = await run(ex, ctx, message)
+            reply = await run(ex, state, ctx, message)
         finally:
             if _in_flight.get(key) is ex:
                 del _in_flight[key]
-        await stream.reply(200, reply.body)
+        await stream.reply(_answer_status(reply, stream, 200), reply.body)
     elif isinstance(message, Notification):
         if message.method == "notifications/cancelled":
             await _cancel(session, message.params)
@@ -385,7 +478,7 @@ async def _batch(ex: Exchange, state: EndpointState, messages: list[Any]) -> Non
                 ex.recorder.answered(message, reply)
             else:
                 ctx = _legacy_context(ex, state, session, message, None)
-                reply = await run(ex, ctx, message)
+                reply = await run(ex, state, ctx, message)
             replies.append(reply.body)
         elif isinstance(message, Notification):
             ctx = _legacy_context(ex, state, session, None, None)

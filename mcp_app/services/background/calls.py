@@ -38,7 +38,7 @@ from mcp_app.protocol.results import (
     ServiceUnavailable,
     ToolResult,
 )
-from mcp_app.services import notify
+from mcp_app.services import limits, notify
 from mcp_app.services.catalog import ToolKey
 
 logger = logging.getLogger(__name__)
@@ -357,6 +357,7 @@ async def asettle(call_id: str) -> BackgroundCall | None:
         logger.warning("Background call settled", extra={"call": call.id, "outcome": outcome})
         # A worker that is merely slow (past its hard limit) stops too.
         await notify.apublish_call_cancel(call_id=call.id)
+        await limits.abackground_call_ended(call.id)
     return await BackgroundCall.objects.filter(id=call_id).afirst()
 
 
@@ -372,6 +373,7 @@ async def acancel_call(call_id: str, message: str = "Cancelled by the client.") 
     )
     if changed:
         await notify.apublish_call_cancel(call_id=call_id)
+        await limits.abackground_call_ended(call_id)
     return bool(changed)
 
 

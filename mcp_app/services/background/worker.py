@@ -33,7 +33,7 @@ from mcp_app.protocol.errors import InternalError, McpError
 from mcp_app.protocol.handlers.tools import run_tool
 from mcp_app.protocol.ports import HeldQuestions
 from mcp_app.protocol.results import InputRequired, Outcome, ToolError, ToolResult
-from mcp_app.services import continuations, notify
+from mcp_app.services import continuations, limits, notify
 from mcp_app.services.background.calls import (
     ACTIVE,
     DB_OUTAGE_TOLERANCE_SECONDS,
@@ -493,6 +493,7 @@ class _WorkerRun:
             ),
         )
         await _announce_done(self.call.id)
+        await limits.abackground_call_ended(self.call.id)
         return bool(written)
 
 

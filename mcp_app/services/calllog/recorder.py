@@ -73,6 +73,8 @@ class _Entry:
     client_info: Any = None
     # What the endpoint's policies decided (services/policies), as the call log keeps it.
     policy_decisions: Any = None
+    # The rate limit that refused the call (outcome rate_limited).
+    rate_limit: int | None = None
 
 
 def _json_id(value: Any) -> str:
@@ -95,7 +97,12 @@ def _cut(text: str, limit: int = ERROR_MESSAGE_CHARS) -> str:
 
 _MODERN, _LEGACY = Era.MODERN.value, Era.LEGACY.value
 # Outcomes of a tools/call whose error result's text is the row's error message.
-_ERROR_RESULTS = (Outcome.TOOL_ERROR, Outcome.TIMED_OUT, Outcome.UPSTREAM_ERROR)
+_ERROR_RESULTS = (
+    Outcome.TOOL_ERROR,
+    Outcome.TIMED_OUT,
+    Outcome.UPSTREAM_ERROR,
+    Outcome.RATE_LIMITED,
+)
 
 
 def _era(version: str) -> str:
@@ -219,6 +226,8 @@ class CallRecorder:
         if reply.detail:
             entry.task_id = str(reply.detail.get("task_id") or "")[:64]
             entry.worker = str(reply.detail.get("worker") or "")[:200]
+            limit = reply.detail.get("rate_limit")
+            entry.rate_limit = limit if isinstance(limit, int) else None
         if reply.decisions:
             entry.policy_decisions = list(reply.decisions)
         if reply.logged_arguments is not None:
@@ -320,6 +329,7 @@ class CallRecorder:
                         "upstream": _upstream_of(self._snapshot, entry, tool),
                         "task_id": entry.task_id,
                         "worker": entry.worker,
+                        "rate_limit_id": entry.rate_limit,
                         "request_id": self._request_id,
                         # The definitions that answered (services/history.py).
                         "catalog_version": self._policy_tag[1] if self._policy_tag else None,

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("mcp_app", "0027_setting_units"),
+        ("mcp_app", "0026_setting_units"),
     ]
 
     operations = [
