@@ -141,8 +141,8 @@ def test_the_overview_counts_an_open_stream_and_narrows_to_a_client_program(
     reload_until(page, "#busiest tbody tr td:first-child", "add")
     page.screenshot(path=shots / "overview-filtered.png", full_page=True)
     assert page.locator("#busiest tbody tr").count() == 1
-    expect(page.locator("#client-apps tbody tr")).to_have_count(1)
-    expect(page.locator("#client-apps tbody tr")).to_contain_text("3.1")
+    expect(page.locator("#client-programs tbody tr")).to_have_count(1)
+    expect(page.locator("#client-programs tbody tr")).to_contain_text("3.1")
     assert overflow(page) == []
     # The tool's link keeps the filter: the list shows this program's call only.
     tab_to(page, "#busiest a")
