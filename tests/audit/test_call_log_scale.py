@@ -1,14 +1,15 @@
 """The call log's list and stats queries at scale: index scans on a million rows (PostgreSQL).
 
-One ``INSERT ... SELECT generate_series`` fills the table inside the test's transaction (rolled
-back afterwards), ANALYZE gives the planner real statistics, and EXPLAIN shows which plan each
-query of the audit UI gets.
+One ``INSERT ... SELECT generate_series`` fills the table once for the module (committed, and
+deleted after its last test: filling it takes seconds), ANALYZE gives the planner real
+statistics, and EXPLAIN shows which plan each query of the audit UI gets.
 """
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
 
@@ -53,20 +54,31 @@ FROM generate_series(1, %(rows)s) AS n
 """
 
 
-@pytest.fixture
-def million_calls() -> dict[str, Endpoint]:
+@pytest.fixture(scope="module")
+def million_calls(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, Endpoint]]:
     if connection.vendor != "postgresql":
         pytest.skip("the plan check is about PostgreSQL")
-    endpoints = {slug: Endpoint.objects.create(slug=slug) for slug in ("alpha", "beta", "gamma")}
-    ids = [endpoint.pk for endpoint in endpoints.values()]
-    started = time.monotonic()
-    with connection.cursor() as cursor:
-        cursor.execute(
-            FILL, {"rows": ROWS, "step": STEP_SECONDS, "e1": ids[0], "e2": ids[1], "e3": ids[2]}
-        )
-        cursor.execute("ANALYZE mcp_app_calllog")
-    print(f"inserted and analyzed {ROWS} call-log rows in {time.monotonic() - started:.1f} s")
-    return endpoints
+    with django_db_blocker.unblock():
+        endpoints = {
+            slug: Endpoint.objects.create(slug=slug) for slug in ("alpha", "beta", "gamma")
+        }
+        ids = [endpoint.pk for endpoint in endpoints.values()]
+        started = time.monotonic()
+        with connection.cursor() as cursor:
+            cursor.execute(
+                FILL,
+                {"rows": ROWS, "step": STEP_SECONDS, "e1": ids[0], "e2": ids[1], "e3": ids[2]},
+            )
+            cursor.execute("ANALYZE mcp_app_calllog")
+        print(f"inserted and analyzed {ROWS} call-log rows in {time.monotonic() - started:.1f} s")
+    try:
+        yield endpoints
+    finally:
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute("DELETE FROM mcp_app_calllog WHERE endpoint_id = ANY(%s)", [ids])
+            cursor.execute("ANALYZE mcp_app_calllog")
+        with django_db_blocker.unblock():
+            Endpoint.objects.filter(pk__in=ids).delete()
 
 
 def explain(qs: Any) -> tuple[list[str], float]:
