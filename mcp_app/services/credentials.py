@@ -227,7 +227,13 @@ class LoadedCredential:
         return f"LoadedCredential(name={self.name!r}, kind={self.kind!r})"
 
 
-def _load(name: str) -> LoadedCredential:
+def credential_load(name: str) -> LoadedCredential:
+    """Read the credential ``name`` and decrypt its secret (a database read: call it in a thread
+    from async code).
+
+    Raises:
+        ToolError: the credential is missing or cannot be decrypted with the configured keys.
+    """
     credential = Credential.objects.filter(name=name).first()
     if credential is None:
         raise ToolError(f"The credential {name!r} does not exist.")
@@ -257,7 +263,7 @@ async def credential_resolve_by_name(*, name: str, policy: NetworkPolicy) -> Htt
     Raises:
         ToolError: the credential is missing, unreadable, or its OAuth token fetch failed.
     """
-    loaded = await in_thread(_load)(name)
+    loaded = await in_thread(credential_load)(name)
     return await credential_resolve(loaded=loaded, policy=policy)
 
 

@@ -35,8 +35,7 @@ from mcp_app.conf import get_conf
 from mcp_app.executors.netguard import global_policy
 from mcp_app.models import Credential, Upstream
 from mcp_app.protocol.results import ToolError
-from mcp_app.services.credentials import LoadedCredential, credential_resolve
-from mcp_app.services.credentials import _load as load_credential
+from mcp_app.services.credentials import LoadedCredential, credential_load, credential_resolve
 from mcp_app.services.database import in_thread
 
 
@@ -97,7 +96,7 @@ def stdio_credentials(stdio_env: Mapping[str, str]) -> dict[str, LoadedCredentia
     Raises:
         ToolError: a credential is missing or cannot be decrypted.
     """
-    return {variable: load_credential(name) for variable, name in stdio_env.items()}
+    return {variable: credential_load(name) for variable, name in stdio_env.items()}
 
 
 async def credential_env_value(loaded: LoadedCredential) -> str:

@@ -66,8 +66,7 @@ from mcp_app.services.catalog_writes import (
     prompt_parts_set,
 )
 from mcp_app.services.connections import user_auth
-from mcp_app.services.credentials import _load as load_credential
-from mcp_app.services.credentials import credential_resolve
+from mcp_app.services.credentials import credential_load, credential_resolve
 from mcp_app.services.database import in_thread
 from mcp_app.services.openapi import tool_names_on_endpoints
 from mcp_app.services.stdio import stdio_bridge, stdio_credentials
@@ -97,7 +96,7 @@ def _load(name: str, *, breaker: bool = True) -> tuple[Upstream, Any]:
             f"The upstream {name!r} is failing (circuit breaker open after "
             f"{upstream.consecutive_failures} consecutive failures); try again later."
         )
-    loaded = load_credential(upstream.credential.name) if upstream.credential else None
+    loaded = credential_load(upstream.credential.name) if upstream.credential else None
     return upstream, loaded
 
 
