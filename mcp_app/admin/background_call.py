@@ -2,17 +2,30 @@
 
 Read-only like the sessions: rows are protocol state written by ``services.background``; the
 one thing staff may do is cancel, which goes through the same service as a client's cancel.
+
+The row keeps a call's arguments and result whole, for its worker; staff see them only with
+the call log's payload permission, and then as the tool's capture policy keeps them (as its
+call-log row does). Answers to its questions and the worker's continuation are never shown.
 """
 
 from __future__ import annotations
+
+import json
+from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
+from django.utils.html import format_html
+from django.utils.safestring import SafeString
 
 from mcp_app.models import BackgroundCall
 from mcp_app.services.background.calls import acancel_call
+from mcp_app.services.calllog.capture import as_captured
+
+PAYLOAD_PERMISSION = "mcp_app.view_call_payloads"
+PAYLOADS = ("captured_arguments", "captured_result")
 
 
 @admin.register(BackgroundCall)
@@ -26,6 +39,24 @@ class BackgroundCallAdmin(admin.ModelAdmin):
     search_fields = ["id", "tool_name", "principal", "session_id"]
     date_hierarchy = "created_at"
     actions = ["cancel_calls"]
+    exclude = ["arguments", "result", "input_responses", "continuation"]
+    readonly_fields = PAYLOADS
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[BackgroundCall]:
+        return super().get_queryset(request).select_related("tool")
+
+    def get_readonly_fields(
+        self, request: HttpRequest, obj: BackgroundCall | None = None
+    ) -> tuple[str, ...]:
+        return PAYLOADS if request.user.has_perm(PAYLOAD_PERMISSION) else ()
+
+    @admin.display(description="arguments")
+    def captured_arguments(self, call: BackgroundCall) -> SafeString:
+        return _json(as_captured(call.tool, call.arguments, call.result)[0])
+
+    @admin.display(description="result")
+    def captured_result(self, call: BackgroundCall) -> SafeString:
+        return _json(as_captured(call.tool, call.arguments, call.result)[1])
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False
@@ -48,3 +79,9 @@ class BackgroundCallAdmin(admin.ModelAdmin):
             for call_id in queryset.values_list("id", flat=True)
         )
         messages.info(request, f"Cancelled {cancelled} running call(s).")
+
+
+def _json(value: Any) -> SafeString:
+    if value is None:
+        return format_html("<p>{}</p>", "Not kept (the tool's capture policy).")
+    return format_html("<pre>{}</pre>", json.dumps(value, indent=2, ensure_ascii=False))

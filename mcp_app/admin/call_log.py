@@ -7,6 +7,9 @@ from django.http import HttpRequest
 
 from mcp_app.models import CallLog
 
+PAYLOAD_PERMISSION = "mcp_app.view_call_payloads"
+PAYLOADS = ("arguments", "result")
+
 
 @admin.register(CallLog)
 class CallLogAdmin(admin.ModelAdmin):
@@ -21,6 +24,14 @@ class CallLogAdmin(admin.ModelAdmin):
     # COUNT(*) over millions of rows on every page view is the slow part of a changelist.
     show_full_result_count = False
     readonly_fields = [field.name for field in CallLog._meta.fields]
+
+    # As /audit/: recorded arguments and results need their own permission.
+    def get_exclude(self, request: HttpRequest, obj: CallLog | None = None) -> tuple[str, ...]:
+        return () if request.user.has_perm(PAYLOAD_PERMISSION) else PAYLOADS
+
+    def get_readonly_fields(self, request: HttpRequest, obj: CallLog | None = None) -> list[str]:
+        hidden = self.get_exclude(request, obj)
+        return [name for name in self.readonly_fields if name not in hidden]
 
     # A call log is evidence: a record that an operator could edit or delete proves nothing,
     # so the admin can neither add, change nor delete one (retention is purge_call_logs).

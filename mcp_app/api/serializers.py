@@ -39,6 +39,7 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.services import history
+from mcp_app.services.calllog.capture import as_captured
 from mcp_app.services.catalog_io import CatalogFormatError, catalog_parse
 from mcp_app.services.catalog_writes import (
     catalog_row_check,
@@ -505,6 +506,20 @@ class BackgroundCallSerializer(serializers.ModelSerializer):
         model = BackgroundCall
         # continuation: plumbing between a worker and the retries of its held run.
         exclude = ["tool", "input_responses", "client_capabilities", "continuation"]
+
+    def to_representation(self, instance: BackgroundCall) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        request = self.context.get("request")
+        if request is None or not request.user.has_perm("mcp_app.view_call_payloads"):
+            # As the call log: payloads need their own permission.
+            data["arguments"] = data["result"] = None
+        else:
+            # The row keeps them whole for its worker; clients of the API see what the tool's
+            # capture policy keeps, as on its call-log row.
+            data["arguments"], data["result"] = as_captured(
+                instance.tool, instance.arguments, instance.result
+            )
+        return data
 
 
 class SessionSerializer(serializers.ModelSerializer):

@@ -832,7 +832,7 @@ class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
 class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     """Background tool calls and MCP tasks (``?is_task=true``)."""
 
-    queryset = BackgroundCall.objects.select_related("endpoint")
+    queryset = BackgroundCall.objects.select_related("endpoint", "tool")
     serializer_class = s.BackgroundCallSerializer
     filter_fields = {
         "status": "status",

@@ -1,12 +1,16 @@
-"""The background-call admin: staff watch calls and cancel running ones, nothing else."""
+"""The background-call admin: staff watch calls and cancel running ones, nothing else; and
+what it and the call-log admin show of a call's payloads."""
 
 from __future__ import annotations
 
 import pytest
+from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
+from django.utils import timezone
 
-from mcp_app.models import BackgroundCall, Endpoint, Tool
+from mcp_app.models import BackgroundCall, CallLog, Endpoint, Tool
+from mcp_app.services.catalog_writes import tool_create
 from tests.admin.conftest import tool_payload
 
 pytestmark = pytest.mark.django_db
@@ -79,3 +83,78 @@ def test_bad_execution_settings_are_refused_and_save_nothing(
     assert response.status_code == 200
     assert error in response.content.decode()
     assert not Tool.objects.exists()
+
+
+def staff_with(*codenames: str) -> User:
+    user = User.objects.create_user("watcher", password="unused-password-123", is_staff=True)
+    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    return user
+
+
+def call_with_payloads(capture_mode: str) -> BackgroundCall:
+    tool = tool_create(
+        name="lookup", kind="template", config={"template": "{{ q }}"},
+        description="Looks up.", capture_mode=capture_mode,
+        input_schema={
+            "type": "object",
+            "properties": {"q": {"type": "string"}, "api_key": {"type": "string"}},
+        },
+    )  # fmt: skip
+    call = make_call(BackgroundCall.Status.COMPLETED)
+    call.tool = tool
+    call.arguments = {"q": "visible-query", "api_key": "sk-hidden-key-123"}
+    call.result = {"content": [{"type": "text", "text": "answer-text"}], "isError": False}
+    call.input_responses = {"ask-1": {"action": "accept", "content": {"pin": "4242"}}}
+    call.save()
+    return call
+
+
+@pytest.mark.parametrize(
+    ("codenames", "capture_mode", "shown", "hidden"),
+    [
+        # No payload permission: neither payload, whatever the tool keeps.
+        (["view_backgroundcall"], "full", [], ["visible-query", "answer-text", "&lt;string&gt;"]),
+        # The permission, and a tool that keeps metadata only: the shapes, no values.
+        (
+            ["view_backgroundcall", "view_call_payloads"], "metadata",
+            ["&lt;string&gt;"], ["visible-query", "answer-text"],
+        ),
+        # Full capture: the values, with the secret-named field redacted.
+        (
+            ["view_backgroundcall", "view_call_payloads"], "full",
+            ["visible-query", "answer-text", "[redacted]"], [],
+        ),
+    ],
+)  # fmt: skip
+def test_a_calls_payloads_show_as_its_call_log_keeps_them(
+    client: Client, codenames: list[str], capture_mode: str, shown: list[str], hidden: list[str]
+) -> None:
+    call = call_with_payloads(capture_mode)
+    client.force_login(staff_with(*codenames))
+    page = client.get(reverse("admin:mcp_app_backgroundcall_change", args=[call.id]))
+    assert page.status_code == 200
+    body = page.content.decode()
+    for text in shown:
+        assert text in body
+    # Never: the secret, the answers to the tool's questions.
+    for text in [*hidden, "sk-hidden-key-123", "4242"]:
+        assert text not in body
+
+
+@pytest.mark.parametrize("payloads", [False, True])
+def test_the_call_log_admin_shows_payloads_only_with_their_permission(
+    client: Client, payloads: bool
+) -> None:
+    endpoint = Endpoint.objects.create(slug="logged", auth_mode="public")
+    row = CallLog.objects.create(
+        endpoint=endpoint, endpoint_slug="logged", era="legacy", rpc_method="tools/call",
+        target="lookup", status="ok", created_at=timezone.now(), arguments={"q": "logged-query"},
+        result={"content": [{"type": "text", "text": "logged-answer"}]},
+    )  # fmt: skip
+    codenames = ["view_calllog", *(["view_call_payloads"] if payloads else [])]
+    client.force_login(staff_with(*codenames))
+    page = client.get(reverse("admin:mcp_app_calllog_change", args=[row.id]))
+    assert page.status_code == 200
+    body = page.content.decode()
+    assert ("logged-query" in body, "logged-answer" in body) == (payloads, payloads)
+    assert "lookup" in body

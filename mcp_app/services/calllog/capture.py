@@ -226,6 +226,28 @@ def capture_call(
     return _fit(cleaned_arguments, policy), _fit(cleaned_result, policy)
 
 
+def tool_capture(tool: Tool | None) -> tuple[CapturePolicy, frozenset[str]]:
+    """``tool``'s capture policy and its secret input fields (None, a deleted tool: the
+    default policy, metadata only)."""
+    if tool is None:
+        return CapturePolicy(), frozenset()
+    policy = CapturePolicy(
+        tool.capture_mode, tool.capture_max_bytes, parse_redact_names(tool.capture_redact)
+    )
+    return policy, secret_fields_of_schema(tool.input_schema)
+
+
+def as_captured(tool: Tool | None, arguments: Any, result: Any) -> tuple[Any, Any]:
+    """A call's whole arguments and result as the call log keeps them under ``tool``'s policy.
+
+    A background call's row keeps both whole (its worker needs them); what staff see of it
+    passes the same policy as its call-log row, so no view shows more than /audit/ does.
+    """
+    policy, secret_fields = tool_capture(tool)
+    kept_arguments, kept_result = capture_call(arguments, result, policy, secret_fields)
+    return kept_arguments.value, kept_result.value
+
+
 def _describe(value: Any) -> Captured:
     if value is None:
         return Captured()
