@@ -14,8 +14,8 @@ PAYLOADS = ("arguments", "result")
 @admin.register(CallLog)
 class CallLogAdmin(admin.ModelAdmin):
     list_display = [
-        "id", "created_at", "endpoint_slug", "rpc_method", "target", "status", "http_status",
-        "duration_ms",
+        "id", "created_at", "endpoint_slug", "client_name", "rpc_method", "target", "status",
+        "http_status", "duration_ms",
     ]  # fmt: skip
     list_filter = ["status", "era", "http_method"]
     list_select_related = ["endpoint"]

@@ -148,7 +148,8 @@ def test_the_call_log_admin_shows_payloads_only_with_their_permission(
     endpoint = Endpoint.objects.create(slug="logged", auth_mode="public")
     row = CallLog.objects.create(
         endpoint=endpoint, endpoint_slug="logged", era="legacy", rpc_method="tools/call",
-        target="lookup", status="ok", created_at=timezone.now(), arguments={"q": "logged-query"},
+        target="lookup", status="ok", created_at=timezone.now(), client_name="claude-code",
+        arguments={"q": "logged-query"},
         result={"content": [{"type": "text", "text": "logged-answer"}]},
     )  # fmt: skip
     codenames = ["view_calllog", *(["view_call_payloads"] if payloads else [])]
@@ -158,3 +159,14 @@ def test_the_call_log_admin_shows_payloads_only_with_their_permission(
     body = page.content.decode()
     assert ("logged-query" in body, "logged-answer" in body) == (payloads, payloads)
     assert "lookup" in body
+
+
+def test_the_call_log_list_names_each_calls_client(admin_client: Client) -> None:
+    endpoint = Endpoint.objects.create(slug="logged", auth_mode="public")
+    CallLog.objects.create(
+        endpoint=endpoint, endpoint_slug="logged", era="modern", rpc_method="tools/call",
+        target="lookup", status="ok", created_at=timezone.now(), client_name="claude-code",
+    )  # fmt: skip
+    page = admin_client.get(reverse("admin:mcp_app_calllog_changelist"))
+    assert page.status_code == 200
+    assert '<td class="field-client_name">claude-code</td>' in page.content.decode()
