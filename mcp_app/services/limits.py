@@ -22,6 +22,8 @@ counted (``mcphost_rate_limit_redis_errors_total``).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import math
 import secrets
@@ -56,6 +58,8 @@ REDIS_DOWN_RETRY_SECONDS: Final = 5
 # such call is counted in the metrics).
 OUTAGE_LOG_SECONDS: Final = 10.0
 _last_outage_log = [float("-inf")]
+# Slots being given back for callers that went away (a reference keeps each task alive).
+_giving_back: set[asyncio.Future[None]] = set()
 # The key of a refusal's data in a tool error result's ``_meta``.
 META_KEY: Final = "mcphost/rateLimit"
 
@@ -363,23 +367,47 @@ async def aadmit(
     if not _url():
         return _redis_down(rules)
     slot_seconds = get_conf().MCP_RATE_LIMIT_SLOT_SECONDS
+    slots = tuple(key for key, (_, what) in zip(keys, which, strict=True) if what == "concurrency")
     try:
         answer = await _client().evalsha(
             _ADMIT, keys, [member, slot_seconds, *args, CONCURRENCY_RETRY_SECONDS]
         )
-    except (RespError, OSError, TimeoutError):
+    except TimeoutError:
+        # The script may have run and taken slots nobody will give back.
+        _give_back_soon(slots, member)
         return _redis_down(rules)
+    except (RespError, OSError):
+        return _redis_down(rules)
+    except asyncio.CancelledError:
+        # The client went away during the round trip: the script was sent and takes the
+        # slots. Give them back on the same connection, after it, or they stay taken for
+        # MCP_RATE_LIMIT_SLOT_SECONDS and a cap of n is full after n such goodbyes.
+        _give_back_soon(slots, member)
+        raise
     index = int(answer[0])
     if index == 0:
-        slots = tuple(
-            key for key, (_, what) in zip(keys, which, strict=True) if what == "concurrency"
-        )
         return Lease(slots, member) if slots else NO_LEASE
     rule, reason = which[index - 1]
     wait = float(answer[1].decode() if isinstance(answer[1], bytes) else answer[1])
     refusal = Refusal(rule, reason, max(1, math.ceil(wait)))
     metrics.RATE_LIMIT_REJECTIONS.labels(str(rule.id), reason).inc()
     return refusal
+
+
+def _give_back_soon(slots: tuple[str, ...], member: str) -> None:
+    """Free ``member``'s slots from a task of their own: the caller is cancelled or gave up.
+    Freeing a slot never taken changes nothing."""
+    if not slots:
+        return
+    task = asyncio.ensure_future(_free(slots, member))
+    _giving_back.add(task)
+    task.add_done_callback(_giving_back.discard)
+
+
+async def _free(slots: tuple[str, ...], member: str) -> None:
+    # Quietly: during an outage this runs for every timed-out call, and the slots expire.
+    with contextlib.suppress(RespError, OSError, TimeoutError):
+        await _client().pipeline([[b"ZREM", key, member] for key in slots])
 
 
 def _redis_down(rules: Sequence[Rule]) -> Lease | Refusal:

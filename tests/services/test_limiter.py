@@ -12,6 +12,7 @@ from mcp_app.models import RateLimit
 from mcp_app.services import limits, resp
 from mcp_app.services.catalog import get_endpoint_state
 from mcp_app.services.catalog_writes import endpoint_create
+from tests.support.waiting import await_until
 
 pytestmark = pytest.mark.django_db
 
@@ -76,6 +77,25 @@ async def test_a_concurrency_slot_is_held_until_released():
     assert refused.reason == "concurrency"
     await lease.arelease()
     assert not isinstance(await _admit([cap]), limits.Refusal)
+
+
+async def test_a_caller_gone_during_admission_gives_its_slot_back():
+    cap = _rule(max_concurrent=1)
+    # A warm connection: the admission's script goes out on the next loop turn.
+    await _admit([_rule(rate=100, window="minute")])
+    admitting = asyncio.ensure_future(_admit([cap]))
+    await asyncio.sleep(0)
+    connection = limits._client()._connection
+    assert connection is not None and connection.waiters, "the script is not on its way"
+    admitting.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await admitting
+
+    async def admitted() -> bool:
+        return not isinstance(await _admit([cap]), limits.Refusal)
+
+    # The script ran and took the slot; the cancelled caller's slot is freed after it.
+    await await_until(admitted, "the slot of the cancelled admission to be free again")
 
 
 def test_the_endpoint_state_carries_its_enabled_limits():
