@@ -18,10 +18,8 @@ The ``WWW-Authenticate`` value is built here only. Clients find ``resource_metad
 from __future__ import annotations
 
 import hashlib
-import threading
 import time
-from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import parse_qs
 
@@ -32,6 +30,7 @@ from mcp_app.conf import get_site
 from mcp_app.services import metrics
 from mcp_app.services.catalog import EndpointState
 from mcp_app.services.database import in_thread
+from mcp_app.services.process_cache import ProcessCache
 
 # Checksums kept per process; the least recently stored are dropped beyond this.
 TOKEN_CACHE_SIZE = 10_000
@@ -94,39 +93,9 @@ class TokenInfo:
     principal: Principal
 
 
-class TokenCache:
-    """A bounded, thread-safe TTL cache of token lookups by checksum (misses included)."""
-
-    def __init__(self, size: int, clock: Callable[[], float] = time.monotonic) -> None:
-        self._size = size
-        self._clock = clock
-        self._lock = threading.Lock()
-        self._items: OrderedDict[str, tuple[float, TokenInfo | None]] = OrderedDict()
-
-    def get(self, checksum: str, ttl: float) -> tuple[bool, TokenInfo | None]:
-        """Return ``(found, info)``; entries older than ``ttl`` seconds are not found.
-
-        No lock and no reordering on a hit (a dict read is atomic): a token in use is put
-        again every ``ttl`` seconds, which keeps it among the recently used.
-        """
-        item = self._items.get(checksum)
-        if item is None or self._clock() - item[0] >= ttl:
-            return False, None
-        return True, item[1]
-
-    def put(self, checksum: str, info: TokenInfo | None) -> None:
-        with self._lock:
-            self._items[checksum] = (self._clock(), info)
-            self._items.move_to_end(checksum)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
-
-
-_cache = TokenCache(TOKEN_CACHE_SIZE)
+# Token lookups by checksum (misses included), trusted for OAUTH_TOKEN_CACHE_SECONDS.
+TokenCache = ProcessCache[str, TokenInfo | None]
+_cache: TokenCache = ProcessCache(TOKEN_CACHE_SIZE)
 
 
 def clear_token_cache() -> None:
@@ -180,10 +149,10 @@ async def token_info(token: str, cache: TokenCache = _cache) -> TokenInfo | None
     key = checksum(token)
     ttl = get_site().OAUTH_TOKEN_CACHE_SECONDS
     if ttl > 0:
-        found, info = cache.get(key, ttl)
-        if found:
+        entry = cache.fresh(key, ttl)
+        if entry is not None:
             metrics.TOKEN_CACHE_HIT.inc()
-            return info
+            return entry.value
         metrics.TOKEN_CACHE_MISS.inc()
     info = await _aload_token(key)
     if ttl > 0:

@@ -9,12 +9,9 @@ the one writer of ``Endpoint.catalog_version``.
 
 from __future__ import annotations
 
-import asyncio
 import base64
-import concurrent.futures
 import logging
 import threading
-import time
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -49,9 +46,9 @@ from mcp_app.protocol.catalog import (
     ToolDef,
 )
 from mcp_app.services import history, invalidation, notify
-from mcp_app.services.database import in_thread
 from mcp_app.services.limits import Rule, rules_load
 from mcp_app.services.policies.pipeline import endpoint_policies
+from mcp_app.services.process_cache import ProcessCache
 
 logger = logging.getLogger(__name__)
 
@@ -524,126 +521,46 @@ def _load_endpoint_state(slug: str) -> EndpointState | None:
     )
 
 
-@dataclass
-class _Entry:
-    state: EndpointState | None  # None: no endpoint has this slug
-    checked_at: float  # time.monotonic() when it was last read from the database
-
-
-class _EndpointDirectory:
-    """This process's endpoint states by slug, trusted until invalidated or due for a re-check.
-
-    Entries are dropped by pushed invalidations (``services.invalidation``) and re-read at
-    most once per ``MCP_CACHE_RECHECK_SECONDS`` in case a push was missed. Loads are
-    single-flight per slug: concurrent requests for an endpoint that must be (re)loaded wait
-    for the one load rather than each querying and building. They wait rather than being
-    served the previous version, because a client that refetches after ``list_changed`` must
-    see the catalog that notification announced.
-    """
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._entries: OrderedDict[str, _Entry] = OrderedDict()
-        self._loading: dict[str, concurrent.futures.Future[EndpointState | None]] = {}
-        # Bumped by every invalidation: a load that overlapped one is not trusted afterwards.
-        self._epoch = 0
-
-    def fresh(self, slug: str, recheck_seconds: float) -> _Entry | None:
-        entry = self._entries.get(slug)
-        if entry is None or time.monotonic() - entry.checked_at > recheck_seconds:
-            return None
-        return entry
-
-    def load(self, slug: str) -> EndpointState | None:
-        """Read the endpoint now (sync callers); on a database error keep serving a cached one."""
-        epoch = self._epoch
-        try:
-            state = _load_endpoint_state(slug)
-        except DatabaseError:
-            stale = self._entries.get(slug)
-            if stale is None:
-                raise
-            self._keep_serving(slug, stale)
-            return stale.state
-        self._store(slug, state, epoch)
-        return state
-
-    async def aload(self, slug: str) -> EndpointState | None:
-        """Load ``slug`` once for every concurrent caller in this process."""
-        with self._lock:
-            future = self._loading.get(slug)
-            owner = future is None
-            if future is None:
-                future = self._loading[slug] = concurrent.futures.Future()
-        if owner:
-            # A task of its own: a waiter (even the one that started it) may be cancelled by
-            # its client without failing the load for the others.
-            task = asyncio.get_running_loop().create_task(self._aload_into(slug, future))
-            _loads.add(task)
-            task.add_done_callback(_loads.discard)
-        return await asyncio.shield(asyncio.wrap_future(future))
-
-    async def _aload_into(
-        self, slug: str, future: concurrent.futures.Future[EndpointState | None]
-    ) -> None:
-        try:
-            result = await in_thread(self.load)(slug)
-        except BaseException as exc:
-            future.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-        else:
-            future.set_result(result)
-        finally:
-            with self._lock:
-                if self._loading.get(slug) is future:
-                    del self._loading[slug]
-
-    @staticmethod
-    def _keep_serving(slug: str, stale: _Entry) -> None:
-        """Go on serving a cached entry while the database is unreachable; retry in a second."""
-        logger.warning("Database unavailable; serving endpoint %r from memory", slug)
-        stale.checked_at = time.monotonic() - get_conf().MCP_CACHE_RECHECK_SECONDS + 1.0
-
-    def _store(self, slug: str, state: EndpointState | None, epoch: int) -> None:
-        with self._lock:
-            # Read before an invalidation landed: usable now, but re-checked on next use.
-            checked = time.monotonic() if epoch == self._epoch else float("-inf")
-            self._entries[slug] = _Entry(state, checked)
-            self._entries.move_to_end(slug)
-            while len(self._entries) > self._size:
-                self._entries.popitem(last=False)
-
-    def forget(self, message: invalidation.Invalidation) -> None:
-        """Drop what an invalidation names (and every unknown-slug entry with endpoint news)."""
-        with self._lock:
-            self._epoch += 1
-            if message.everything:
-                self._entries.clear()
-                return
-            if not (message.endpoint_ids or message.slugs):
-                return
-            for slug in [
-                slug
-                for slug, entry in self._entries.items()
-                if entry.state is None
-                or slug in message.slugs
-                or entry.state.id in message.endpoint_ids
-            ]:
-                del self._entries[slug]
-
-    def clear(self) -> None:
-        with self._lock:
-            self._epoch += 1
-            self._entries.clear()
-
-
 # Endpoint states kept per process; least recently used ones are dropped beyond this.
 DIRECTORY_SIZE = 1024
-_directory = _EndpointDirectory(DIRECTORY_SIZE)
-invalidation.register(_directory.forget)
-_loads: set[asyncio.Task[None]] = set()
+# This process's endpoint states by slug (None: no endpoint has this slug), trusted until an
+# invalidation (``services.invalidation``) drops them, and re-read at most once per
+# ``MCP_CACHE_RECHECK_SECONDS`` in case a push was missed. Concurrent requests for an endpoint
+# that must be (re)loaded wait for the one load rather than being served the previous
+# version: a client that refetches after ``list_changed`` must see the catalog that
+# notification announced.
+_directory: ProcessCache[str, EndpointState | None] = ProcessCache(DIRECTORY_SIZE)
+
+
+def _directory_load(slug: str) -> EndpointState | None:
+    """Read the endpoint now and keep it; on a database error go on with a cached one."""
+    epoch = _directory.epoch
+    try:
+        state = _load_endpoint_state(slug)
+    except DatabaseError:
+        stale = _directory.held(slug)
+        if stale is None:
+            raise
+        logger.warning("Database unavailable; serving endpoint %r from memory", slug)
+        _directory.keep_serving(stale, get_conf().MCP_CACHE_RECHECK_SECONDS)
+        return stale.value
+    _directory.put(slug, state, epoch)
+    return state
+
+
+def _directory_forget(message: invalidation.Invalidation) -> None:
+    """Drop what an invalidation names (and every unknown-slug entry with endpoint news)."""
+    if message.everything or not (message.endpoint_ids or message.slugs):
+        _directory.forget(everything=message.everything)
+        return
+    _directory.forget(
+        where=lambda slug, state: (
+            state is None or slug in message.slugs or state.id in message.endpoint_ids
+        )
+    )
+
+
+invalidation.register(_directory_forget)
 
 
 def clear_snapshot_cache() -> None:
@@ -661,8 +578,8 @@ def get_endpoint_state(slug: str) -> EndpointState | None:
     """
     entry = _directory.fresh(slug, get_conf().MCP_CACHE_RECHECK_SECONDS)
     if entry is not None:
-        return entry.state
-    return _directory.load(slug)
+        return entry.value
+    return _directory_load(slug)
 
 
 async def aget_endpoint_state(slug: str) -> EndpointState | None:
@@ -674,8 +591,8 @@ async def aget_endpoint_state(slug: str) -> EndpointState | None:
     invalidation.ensure_subscribed()
     entry = _directory.fresh(slug, get_conf().MCP_CACHE_RECHECK_SECONDS)
     if entry is not None:
-        return entry.state
-    return await _directory.aload(slug)
+        return entry.value
+    return await _directory.aload(slug, _directory_load)
 
 
 def catalog_changed(

@@ -18,9 +18,6 @@ from __future__ import annotations
 
 import logging
 import secrets
-import threading
-import time
-from collections import OrderedDict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,6 +32,7 @@ from mcp_app.models import Session
 from mcp_app.protocol.context import LegacySession
 from mcp_app.services import invalidation
 from mcp_app.services.database import in_thread
+from mcp_app.services.process_cache import ProcessCache
 
 # Each service call is self-contained (its own autocommit statements or atomic block), so none
 # needs asgiref's single thread-sensitive thread: concurrent requests run on the thread pool.
@@ -58,7 +56,6 @@ class _Cached:
     oauth_client_id: str
     # The idle clock as this process knows it (another process may have refreshed it since).
     last_seen_at: datetime
-    checked_at: float  # time.monotonic() when it was last read from the database
 
     def owned_by(self, endpoint_id: int, user_id: int | None, oauth_client_id: str) -> bool:
         return (self.endpoint_id, self.user_id, self.oauth_client_id) == (
@@ -68,56 +65,20 @@ class _Cached:
         )
 
 
-class _SessionCache:
-    """This process's live sessions by id (an LRU), trusted until invalidated or re-checked."""
-
-    def __init__(self, size: int) -> None:
-        self._size = size
-        self._lock = threading.Lock()
-        self._items: OrderedDict[str, _Cached] = OrderedDict()
-        # Bumped by every invalidation: a read that overlapped one is re-checked on next use.
-        self._epoch = 0
-
-    def get(self, session_id: str) -> _Cached | None:
-        item = self._items.get(session_id)
-        if item is None:
-            return None
-        if time.monotonic() - item.checked_at > get_conf().MCP_CACHE_RECHECK_SECONDS:
-            return None
-        return item
-
-    def held(self, session_id: str) -> _Cached | None:
-        """The entry this process holds, however old (for when the database is down)."""
-        return self._items.get(session_id)
-
-    def epoch(self) -> int:
-        return self._epoch
-
-    def put(self, item: _Cached, epoch: int) -> None:
-        with self._lock:
-            if epoch != self._epoch:
-                item.checked_at = float("-inf")
-            self._items[item.session.id] = item
-            self._items.move_to_end(item.session.id)
-            while len(self._items) > self._size:
-                self._items.popitem(last=False)
-
-    def forget(self, message: invalidation.Invalidation) -> None:
-        with self._lock:
-            self._epoch += 1
-            if message.everything:
-                self._items.clear()
-            for session_id in message.session_ids:
-                self._items.pop(session_id, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._epoch += 1
-            self._items.clear()
+# This process's live sessions by id, trusted until invalidated or re-checked.
+_cache: ProcessCache[str, _Cached] = ProcessCache(SESSION_CACHE_SIZE)
 
 
-_cache = _SessionCache(SESSION_CACHE_SIZE)
-invalidation.register(_cache.forget)
+def _forget(message: invalidation.Invalidation) -> None:
+    _cache.forget(message.session_ids, everything=message.everything)
+
+
+invalidation.register(_forget)
+
+
+def _fresh(session_id: str) -> _Cached | None:
+    entry = _cache.fresh(session_id, get_conf().MCP_CACHE_RECHECK_SECONDS)
+    return entry.value if entry is not None else None
 
 
 def clear_session_cache() -> None:
@@ -128,13 +89,13 @@ def clear_session_cache() -> None:
 def _cached(row: Session, epoch: int) -> LegacySession:
     session = _as_legacy(row)
     _cache.put(
+        row.id,
         _Cached(
             session=session,
             endpoint_id=row.endpoint_id,
             user_id=row.user_id,
             oauth_client_id=row.oauth_client_id,
             last_seen_at=row.last_seen_at,
-            checked_at=time.monotonic(),
         ),
         epoch,
     )
@@ -166,7 +127,7 @@ def session_open(
     oauth_client_id: str = "",
 ) -> LegacySession:
     """Create a session for a successful ``initialize`` and return its state."""
-    epoch = _cache.epoch()
+    epoch = _cache.epoch
     row = Session.objects.create(
         id=_new_session_id(),
         endpoint_id=endpoint_id,
@@ -200,7 +161,7 @@ def _from_memory(
     Not answered when the session is not held, is due for a re-check, or looks idle (another
     process may have used it since): the database decides then.
     """
-    cached = _cache.get(session_id)
+    cached = _fresh(session_id)
     if cached is None:
         return False, None
     if not cached.owned_by(endpoint_id, user_id, oauth_client_id):
@@ -218,12 +179,12 @@ def session_held(session_id: str) -> LegacySession | None:
     deciding whether a session is live or whose it is.
     """
     held = _cache.held(session_id)
-    return held.session if held is not None else None
+    return held.value.session if held is not None else None
 
 
 def _claim_touch(session_id: str, now: datetime) -> bool:
     """Whether the caller should refresh the session's idle clock now (once per interval)."""
-    cached = _cache.get(session_id)
+    cached = _fresh(session_id)
     if cached is None or cached.last_seen_at >= now - TOUCH_INTERVAL:
         return False
     cached.last_seen_at = now
@@ -257,19 +218,19 @@ def session_load(
         if session is not None and _claim_touch(session_id, now):
             _touch(session_id, now)
         return session
-    epoch = _cache.epoch()
+    epoch = _cache.epoch
     try:
         row = Session.objects.filter(
             _live_and_owned(endpoint_id, user_id, oauth_client_id), id=session_id
         ).first()
     except DatabaseError:
         held = _cache.held(session_id)
-        if held is None or not held.owned_by(endpoint_id, user_id, oauth_client_id):
+        if held is None or not held.value.owned_by(endpoint_id, user_id, oauth_client_id):
             raise
         # The database is unreachable: go on with what this process knew, re-check soon.
         logger.warning("Database unavailable; serving a session from memory")
-        held.checked_at = time.monotonic() - get_conf().MCP_CACHE_RECHECK_SECONDS + 1.0
-        return held.session
+        _cache.keep_serving(held, get_conf().MCP_CACHE_RECHECK_SECONDS)
+        return held.value.session
     if row is None:
         return None
     if row.last_seen_at < now - TOUCH_INTERVAL:

@@ -19,6 +19,7 @@ from oauth2_provider.models import AccessToken
 
 from mcp_app.auth.bearer import TokenCache, token_info
 from mcp_app.models import CallLog, Endpoint
+from mcp_app.services.process_cache import ProcessCache
 from tests.auth.conftest import OTHER_SLUG, SLUG, Catalog
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.oauth import AsgiResponse, asgi_call, issue_token
@@ -300,7 +301,7 @@ def test_another_user_cannot_close_a_session(catalog: Catalog):
 
 def test_a_revoked_token_is_accepted_only_while_its_lookup_is_cached(catalog: Catalog):
     now = [1000.0]
-    cache = TokenCache(16, clock=lambda: now[0])
+    cache: TokenCache = ProcessCache(16, clock=lambda: now[0])
     token = token_for(catalog.bob)
     assert async_to_sync(token_info)(token, cache) is not None
 
@@ -313,12 +314,12 @@ def test_a_revoked_token_is_accepted_only_while_its_lookup_is_cached(catalog: Ca
 
 
 def test_the_token_cache_stays_within_its_size():
-    cache = TokenCache(2)
+    cache: TokenCache = ProcessCache(2)
     for key in "abc":
         cache.put(key, None)
 
-    assert cache.get("a", 60) == (False, None)
-    assert cache.get("c", 60) == (True, None)
+    assert cache.fresh("a", 60) is None
+    assert cache.fresh("c", 60) is not None
 
 
 def test_an_oauth_request_costs_no_query_once_token_and_endpoint_are_cached(catalog: Catalog):
