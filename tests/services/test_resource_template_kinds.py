@@ -17,6 +17,7 @@ from mcp import Client as McpClient
 from rest_framework.test import APIClient
 
 import mcp_app
+from mcp_app.admin.forms import UNSTORABLE_MESSAGE
 from mcp_app.checks import check_catalog_rows, check_resource_template_kinds
 from mcp_app.executors.resource_kinds import DEFAULT_RESOURCE_TEMPLATE_KINDS, get_resolvers
 from mcp_app.models import Endpoint, ResourceTemplate
@@ -134,6 +135,19 @@ def test_a_kind_from_a_test_module_has_its_config_checked_everywhere(
     assert [error["message"] for error in posted.json()["errors"]] == [words]
     assert [error["message"] for error in imported.json()["errors"]] == [words]
     assert service.value.message_dict == {"config": [words]}
+    assert not ResourceTemplate.objects.exists()
+
+
+@pytest.mark.django_db
+@WITH_SHOUT
+def test_a_kind_s_admin_field_refuses_what_the_database_cannot_store(
+    admin_client: Client,
+) -> None:
+    form = admin_client.post(
+        reverse("admin:mcp_app_resourcetemplate_add"), admin_form(shout_suffix="!\x00")
+    )
+
+    assert form.context["adminform"].form.errors == {"shout_suffix": [UNSTORABLE_MESSAGE]}
     assert not ResourceTemplate.objects.exists()
 
 
