@@ -1,8 +1,9 @@
-"""System checks: misconfigured executors, python tool modules, policy kinds, secret keys or
-stdio allow-list fail ``check``.
+"""System checks: misconfigured executors, resource-template kinds, python tool modules, policy
+kinds, secret keys or stdio allow-list fail ``check``.
 
 With a database (``check --database default``, ``migrate``), the catalog rows are also checked
-against the executors, as a warning: a row whose function went away fails only that tool.
+against the executors and resolvers, as a warning: a row whose function went away fails only
+that tool or template.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from mcp_app.executors import get_executors
 from mcp_app.executors.base import ConfigError
 from mcp_app.executors.netguard import global_policy
 from mcp_app.executors.python import resource_functions, tool_functions
+from mcp_app.executors.resource_kinds import get_resolvers
 from mcp_app.models import ResourceTemplate, Tool
 from mcp_app.protocol.results import ToolError
 from mcp_app.services.credentials import configured_keys, secret_keys_configured
@@ -52,6 +54,23 @@ def check_executors(
 
 
 @register("mcp")
+def check_resource_template_kinds(
+    app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
+) -> list[CheckMessage]:
+    try:
+        get_resolvers()
+    except ImproperlyConfigured as exc:
+        return [
+            Error(
+                str(exc),
+                hint="List Resolver classes by dotted path in MCP_RESOURCE_TEMPLATE_KINDS.",
+                id="mcp_app.E040",
+            )
+        ]
+    return []
+
+
+@register("mcp")
 def check_policy_kinds(
     app_configs: Sequence[AppConfig] | None = None, **kwargs: Any
 ) -> list[CheckMessage]:
@@ -79,9 +98,10 @@ def check_catalog_rows(
         return []
     try:
         executors = get_executors()
-        functions = resource_functions()
+        resolvers = get_resolvers()
+        resource_functions()
     except (ImproperlyConfigured, ImportError):
-        return []  # reported by check_executors
+        return []  # reported by check_executors and check_resource_template_kinds
     messages: list[CheckMessage] = []
     try:
         for database in databases:
@@ -99,19 +119,23 @@ def check_catalog_rows(
                             id="mcp_app.W001",
                         )
                     )
-            templates = ResourceTemplate.objects.using(database).filter(
-                kind=ResourceTemplate.Kind.PYTHON
-            )
-            messages.extend(
-                Warning(
-                    f"Resource template {template.uri_template!r} names the unregistered "
-                    f"resource function {template.config.get('function')!r}.",
-                    obj=template,
-                    id="mcp_app.W002",
-                )
-                for template in templates
-                if template.config.get("function") not in functions
-            )
+            for template in ResourceTemplate.objects.using(database).only(
+                "pk", "uri_template", "kind", "config"
+            ):
+                resolver = resolvers.get(template.kind)
+                try:
+                    if resolver is None:
+                        raise ConfigError(f"no resolver for kind {template.kind!r}")
+                    resolver.validate_config(template.config)
+                except ConfigError as exc:
+                    messages.append(
+                        Warning(
+                            f"Resource template {template.uri_template!r} (id {template.pk}) "
+                            f"cannot resolve: {exc}",
+                            obj=template,
+                            id="mcp_app.W002",
+                        )
+                    )
     except DatabaseError:
         # Before the first migrate the tables do not exist yet; nothing to check.
         return []

@@ -24,9 +24,9 @@ from django.utils.safestring import SafeString
 from mcp_app.admin.access import ACCESS_FIELDS
 from mcp_app.admin.writes import CatalogRowForm
 from mcp_app.executors import get_executor, get_executors
-from mcp_app.executors.base import ConfigError, ConfigFormError, CredentialChoiceField, Executor
-from mcp_app.executors.forms import CodeTextarea, JsonTextarea, JsonTextField
-from mcp_app.executors.python import resource_functions
+from mcp_app.executors.base import ConfigFormError, CredentialChoiceField, Executor
+from mcp_app.executors.forms import JsonTextarea, JsonTextField
+from mcp_app.executors.resource_kinds import get_resolver, get_resolvers
 from mcp_app.models import Credential, Endpoint, ResourceTemplate, Tool
 from mcp_app.models.fields import validate_input_schema, validate_output_schema
 from mcp_app.protocol.storable import is_storable_text, unstorable_path
@@ -121,12 +121,16 @@ class StorableInputForm(forms.BaseForm):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         for field in self.fields.values():
-            # Each form instance has its own copies of the fields: this wraps only this one's.
-            json_text = isinstance(field, forms.JSONField)
-            field.clean = _guarded(field.clean, json_text=json_text)  # type: ignore[method-assign]
-            if json_text:
-                # A form with errors shows what was typed, which the field parses again.
-                field.bound_data = functools.partial(_shown_back, field.bound_data)  # type: ignore[method-assign]
+            guard_field(field)
+
+
+def guard_field(field: forms.Field) -> None:
+    """Make ``field`` (this form instance's own copy) refuse what ``refuse_hostile`` refuses."""
+    json_text = isinstance(field, forms.JSONField)
+    field.clean = _guarded(field.clean, json_text=json_text)  # type: ignore[method-assign]
+    if json_text:
+        # A form with errors shows what was typed, which the field parses again.
+        field.bound_data = functools.partial(_shown_back, field.bound_data)  # type: ignore[method-assign]
 
 
 def _guarded(clean: Callable[..., Any], *, json_text: bool) -> Callable[..., Any]:
@@ -281,17 +285,13 @@ def _credential_choices() -> list[tuple[str, str]]:
 
 
 class ResourceTemplateForm(StorableInputForm, CatalogRowForm):
-    """Edits a resource template; the resolver config comes from the function / template fields."""
+    """Edits a resource template; the kind's config is entered through the fields its resolver
+    supplies.
 
-    function = forms.ChoiceField(
-        required=False, help_text="Python resolver: the registered resource function to call."
-    )
-    template = forms.CharField(
-        required=False,
-        strip=False,
-        widget=CodeTextarea(attrs={"rows": 6}),
-        help_text="Template resolver: Django template text; the URI variables are the context.",
-    )
+    As ``ToolForm`` does with executors: each resolver's ``config_form`` fields are added
+    (``template_kind_config_fields``), marked with their kind for static/mcp_app/tool_form.js,
+    and the chosen kind's resolver turns them into the row's config (``config_from_form``).
+    """
 
     class Meta:
         model = ResourceTemplate
@@ -303,37 +303,59 @@ class ResourceTemplateForm(StorableInputForm, CatalogRowForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        function_field = self.fields["function"]
-        assert isinstance(function_field, forms.ChoiceField)  # declared above
-        function_field.choices = [("", "---------")] + [
-            (name, f"{name}: {function.description}" if function.description else name)
-            for name, function in sorted(resource_functions().items())
-        ]
-        config = self.instance.config or {}
-        self.initial.setdefault("function", config.get("function", ""))
-        self.initial.setdefault("template", config.get("template", ""))
+        for kind, names in template_kind_config_fields().items():
+            form_class = get_resolver(kind).config_form
+            assert form_class is not None  # template_kind_config_fields lists only those
+            for name in names:
+                field = copy.deepcopy(form_class.base_fields[name])
+                field.widget.attrs["data-tool-kind"] = kind
+                guard_field(field)  # added after StorableInputForm guarded the others
+                self.fields[name] = field
+        resolver = get_resolvers().get(self.instance.kind)
+        if resolver is not None:
+            for name, value in resolver.form_initial(self.instance.config or {}).items():
+                self.initial.setdefault(name, value)
 
     def clean(self) -> dict[str, Any]:
         super().clean()
         data = self.cleaned_data
-        if data.get("kind") == ResourceTemplate.Kind.PYTHON:
-            if not data.get("function"):
-                self.add_error("function", "Choose the resource function that resolves URIs.")
-                return data
-            self.instance.config = {"function": data["function"]}
-        elif data.get("kind") == ResourceTemplate.Kind.TEMPLATE:
-            if not data.get("template"):
-                self.add_error("template", "Enter the template text.")
-                return data
-            try:
-                get_executor(Tool.Kind.TEMPLATE).validate_config({"template": data["template"]})
-            except ConfigError as exc:
-                self.add_error("template", exc.message)
-                return data
-            self.instance.config = {"template": data["template"]}
-        elif data.get("kind") == ResourceTemplate.Kind.UPSTREAM:
-            self.instance.config = {}
+        resolver = get_resolvers().get(data.get("kind", ""))
+        if resolver is None:
+            return data
+        names = template_kind_config_fields().get(resolver.kind, [])
+        if any(name in self.errors for name in names):
+            return data  # a field did not parse: its own error says why
+        try:
+            self.instance.config = resolver.config_from_form(
+                {name: data.get(name) for name in names if name in data}
+            )
+        except ConfigFormError as exc:
+            for name, message in exc.errors.items():
+                self.add_error(name, message)
         return data
+
+
+def template_kind_config_fields() -> dict[str, list[str]]:
+    """Return the names of each resource-template kind's config fields (its resolver's
+    ``config_form``).
+
+    Raises:
+        ImproperlyConfigured: two kinds, or a kind and the template form, use one field name.
+    """
+    taken = set(ResourceTemplateForm.base_fields)
+    fields: dict[str, list[str]] = {}
+    for kind, resolver in get_resolvers().items():
+        if resolver.config_form is None:
+            continue
+        names = list(resolver.config_form.base_fields)
+        if clash := taken.intersection(names):
+            raise ImproperlyConfigured(
+                f"The {kind} resolver's form fields {sorted(clash)} are already in the "
+                "resource template form."
+            )
+        taken.update(names)
+        fields[kind] = names
+    return fields
 
 
 class EndpointForm(StorableInputForm, CatalogRowForm):

@@ -12,8 +12,9 @@ from django.http import HttpRequest
 
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.bulk import CatalogItemAdmin
-from mcp_app.admin.forms import JSON_FORMFIELD, CodeTextarea
+from mcp_app.admin.forms import JSON_FORMFIELD
 from mcp_app.admin.writes import CatalogRowForm
+from mcp_app.executors.forms import CodeTextarea
 from mcp_app.models import Prompt, PromptArgument, PromptMessage
 from mcp_app.services import history
 from mcp_app.services.catalog_writes import (

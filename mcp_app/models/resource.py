@@ -12,8 +12,7 @@ from simple_history.models import HistoricalRecords
 
 from mcp_app.conf import get_conf
 from mcp_app.executors.base import ConfigError
-from mcp_app.executors.python import resource_functions
-from mcp_app.executors.template import compile_template
+from mcp_app.executors.resource_kinds import get_resolver, get_resolvers
 from mcp_app.models.access import AccessRules
 from mcp_app.models.base import TimestampedModel
 from mcp_app.models.fields import (
@@ -108,7 +107,18 @@ class Resource(TimestampedModel, AccessRules):
         return len(self.text.encode())
 
 
+def resource_template_kinds() -> list[tuple[str, str]]:
+    """The kinds a resource template may have: one per configured resolver
+    (MCP_RESOURCE_TEMPLATE_KINDS).
+
+    A callable, so adding a resolver needs no migration of ``ResourceTemplate.kind``.
+    """
+    return [(kind, resolver.label or kind) for kind, resolver in get_resolvers().items()]
+
+
 class ResourceTemplate(TimestampedModel, AccessRules):
+    # The built-in kinds, for code that names one (the upstream sync, the demo); the field's
+    # choices are ``resource_template_kinds``.
     class Kind(models.TextChoices):
         PYTHON = "python", "Python resource function"
         TEMPLATE = "template", "Text template"
@@ -124,24 +134,22 @@ class ResourceTemplate(TimestampedModel, AccessRules):
     title = models.CharField(max_length=200, blank=True)
     description = models.TextField(blank=True)
     mime_type = models.CharField(max_length=200, blank=True)
-    kind = models.CharField(max_length=32, choices=Kind.choices, default=Kind.TEMPLATE)
+    kind = models.CharField(max_length=32, choices=resource_template_kinds, default=Kind.TEMPLATE)
     config = models.JSONField(
         default=empty_dict,
         blank=True,
         validators=[validate_json_object],
-        help_text=(
-            'python: {"function": "<registered resource function>"}; template: {"template": '
-            '"<Django template text; the URI variables are in the context>"}.'
-        ),
+        help_text="Kind-specific settings, checked by the resolver of that kind.",
     )
-    # Kind "upstream": each URI it matches is read from an upstream MCP server.
+    # A kind that reads from an upstream MCP server (its resolver's ``reads_upstream``): each
+    # URI the template matches is read there.
     upstream = models.ForeignKey(
         "mcp_app.Upstream",
         null=True,
         blank=True,
         on_delete=models.PROTECT,
         related_name="resource_templates",
-        help_text="Kind upstream: read the matching URIs from this upstream MCP server.",
+        help_text="A kind read from an upstream: read the matching URIs from this server.",
     )
     remote_uri_template = models.CharField(
         max_length=2048,
@@ -180,9 +188,16 @@ class ResourceTemplate(TimestampedModel, AccessRules):
             for values in self.completions.values()
         ):
             raise ValidationError({"completions": "Each variable maps to a list of strings."})
-        if (self.kind == self.Kind.UPSTREAM) != (self.upstream is not None):
+        resolver = get_resolvers().get(self.kind)
+        if resolver is not None and resolver.reads_upstream != (self.upstream is not None):
+            reading = [kind for kind, other in get_resolvers().items() if other.reads_upstream]
             raise ValidationError(
-                {"upstream": "A template of kind upstream names its upstream; no other kind does."}
+                {
+                    "upstream": (
+                        f"A template of a kind read from an upstream ({', '.join(reading)}) "
+                        "names its upstream; no other kind does."
+                    )
+                }
             )
         if self.remote_uri_template:
             if self.upstream is None:
@@ -203,26 +218,13 @@ class ResourceTemplate(TimestampedModel, AccessRules):
             errors = exc.update_error_dict(errors)
         if not (set(exclude or ()) | set(errors)) & {"kind", "config"}:
             try:
-                self._check_config()
+                get_resolver(self.kind).validate_config(self.config)
             except ConfigError as exc:
                 errors["config"] = [exc.message]
+            except LookupError:
+                errors["kind"] = [f"No resolver is registered for kind {self.kind!r}."]
         if errors:
             raise ValidationError(errors)
-
-    def _check_config(self) -> None:
-        if self.kind == self.Kind.UPSTREAM:
-            if self.config:
-                raise ConfigError("A template read from an upstream has no config.")
-        elif self.kind == self.Kind.PYTHON:
-            function = self.config.get("function")
-            if function not in resource_functions():
-                known = ", ".join(sorted(resource_functions())) or "none"
-                raise ConfigError(f"Unknown resource function {function!r} (registered: {known}).")
-        else:
-            template = self.config.get("template")
-            if not isinstance(template, str):
-                raise ConfigError('Template config needs {"template": "<template text>"}.')
-            compile_template(template)
 
 
 def _variables(template: str) -> set[str]:

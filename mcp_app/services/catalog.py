@@ -133,7 +133,7 @@ class ResourceTemplateKey:
     kind: str
     config: Mapping[str, Any]
     access: Access = OPEN
-    # Kind "upstream": the upstream's name and the template to fill in there.
+    # A kind read from an upstream: the upstream's name and the template to fill in there.
     upstream: str | None = None
     remote_uri_template: str = ""
 

@@ -1,5 +1,6 @@
-// Tool admin form: show only the implementation fields of the selected kind.
-// Each kind's fields come from its executor; ToolForm marks their inputs with data-tool-kind.
+// Tool and resource template admin forms: show only the config fields of the selected kind.
+// Each kind's fields come from its executor (tools) or resolver (resource templates); ToolForm
+// and ResourceTemplateForm mark their inputs with data-tool-kind.
 (function () {
   "use strict";
 

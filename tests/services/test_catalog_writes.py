@@ -365,7 +365,6 @@ ALLOWED = [
     ("admin/prompt.py", "formset.save(commit=False)", "unsaved; prompt_part_save saves them"),
     ("services/catalog_io.py", "Group.objects.create(", "a Django group, not a catalog row"),
     ("services/catalog_io.py", "default_storage.save(", "a file's content"),
-    ("admin/forms.py", "get_executor(Tool.Kind.TEMPLATE)", "resource template kinds: no registry"),
     ("services/openapi.py", "kind=Tool.Kind.HTTP", "OpenAPI operations become HTTP tools"),
     ("management/commands/seed_demo.py", "kind=Tool.Kind.", "the demo's own tools"),
 ]
