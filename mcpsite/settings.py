@@ -170,6 +170,19 @@ DATABASE_WAIT_SECONDS = float(os.environ.get("DATABASE_WAIT_SECONDS", "15"))
 DATABASE_POOL_MAX_SIZE = int(os.environ.get("DATABASE_POOL_MAX_SIZE", "10"))
 # Celery workers keep a connection per thread instead of using the pool (mcpsite/celery.py).
 WORKER_DATABASE_CONN_MAX_AGE = int(os.environ.get("WORKER_DATABASE_CONN_MAX_AGE", "600"))
+# Behind a pooler in transaction mode (PgBouncer's pool_mode = transaction) a server
+# connection serves whichever client has a transaction to run, so nothing a session keeps
+# between transactions holds: no startup options (PgBouncer refuses a connection sending
+# `options`, or ignores them when told to, statement timeout included: set it on the database
+# role instead) and no server-side cursors. docs/operations.md, "Behind PgBouncer".
+DATABASE_POOLER = os.environ.get("DATABASE_POOLER", "").strip().lower()
+if DATABASE_POOLER not in ("", "transaction"):
+    raise ImproperlyConfigured(
+        f"DATABASE_POOLER={DATABASE_POOLER!r}: expected 'transaction' (PgBouncer in "
+        "transaction mode) or nothing (a direct connection, or a pooler in session mode)."
+    )
+if DATABASE_POOLER == "transaction":
+    DATABASES["default"]["DISABLE_SERVER_SIDE_CURSORS"] = True
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Several threads (Channels' sync_to_async pool) write; wait for the lock instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
@@ -180,7 +193,6 @@ else:
             "connect_timeout": int(os.environ.get("DATABASE_CONNECT_TIMEOUT_SECONDS", "5")),
             # Names the process's connections in pg_stat_activity (e.g. mcphost-web).
             "application_name": os.environ.get("DATABASE_APPLICATION_NAME", "mcphost"),
-            "options": f"-c statement_timeout={_statement_ms}",
             "pool": {
                 "min_size": int(os.environ.get("DATABASE_POOL_MIN_SIZE", "1")),
                 "max_size": DATABASE_POOL_MAX_SIZE,
@@ -194,6 +206,8 @@ else:
             },
         }
     )
+    if DATABASE_POOLER != "transaction":
+        DATABASES["default"]["OPTIONS"]["options"] = f"-c statement_timeout={_statement_ms}"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -24,6 +24,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlsplit
 
 # Debian puts each major version's server binaries here, not on PATH.
 PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"
@@ -392,6 +393,91 @@ def _stop_process(process: subprocess.Popen[bytes]) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+# --------------------------------------------------------------------------- PgBouncer
+
+
+def find_pgbouncer() -> Path | None:
+    found = shutil.which("pgbouncer") or next(
+        (p for p in ("/usr/sbin/pgbouncer", "/usr/bin/pgbouncer") if Path(p).exists()), None
+    )
+    return Path(found) if found else None
+
+
+@contextlib.contextmanager
+def pgbouncer(database_url: str, *, pool_mode: str = "transaction") -> Iterator[str]:
+    """Run a throwaway PgBouncer in front of the PostgreSQL at ``database_url`` (a throwaway
+    cluster's: trust auth, user ``postgres``) and yield the URL that goes through it.
+
+    Any database name is passed through to that server. Like a stock PgBouncer, it refuses a
+    client that sends startup ``options``.
+    """
+    binary = find_pgbouncer()
+    if binary is None:
+        apt_install("pgbouncer")
+        binary = find_pgbouncer()
+    if binary is None:
+        raise ServiceError("pgbouncer not found after install")
+    _check_cluster_owner()  # PgBouncer refuses to run as root: it runs as the cluster owner
+    target = urlsplit(database_url)
+    workdir = Path(tempfile.mkdtemp(prefix="mcphost-pgbouncer-"))
+    process: subprocess.Popen[bytes] | None = None
+    try:
+        if is_root():
+            shutil.chown(workdir, user=PG_SYSTEM_USER, group=None)
+        for attempt in range(1, START_ATTEMPTS + 1):
+            port = free_port()
+            ini = workdir / "pgbouncer.ini"
+            ini.write_text(
+                "\n".join(
+                    [
+                        "[databases]",
+                        f"* = host={target.hostname} port={target.port} user=postgres",
+                        "[pgbouncer]",
+                        "listen_addr = 127.0.0.1",
+                        f"listen_port = {port}",
+                        f"unix_socket_dir = {workdir}",
+                        "auth_type = any",
+                        f"pool_mode = {pool_mode}",
+                        "default_pool_size = 20",
+                        "max_client_conn = 500",
+                        "ignore_startup_parameters = extra_float_digits",
+                        "admin_users = postgres",
+                        f"logfile = {workdir / 'pgbouncer.log'}",
+                        "",
+                    ]
+                )
+            )
+            process = subprocess.Popen(
+                _as_cluster_owner([str(binary), str(ini)]),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+            if _wait_listening(port, process):
+                break
+            _stop_process(process)
+            process = None
+            if attempt == START_ATTEMPTS:
+                raise ServiceError(f"PgBouncer did not start:\n{_tail(workdir / 'pgbouncer.log')}")
+        yield f"postgresql://postgres@127.0.0.1:{port}{target.path}"
+    finally:
+        if process is not None:
+            _stop_process(process)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> bool:
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1.0):
+            return True
+        time.sleep(0.05)
+    return False
 
 
 # --------------------------------------------------------------------------- helpers
