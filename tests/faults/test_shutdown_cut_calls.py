@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -32,8 +33,9 @@ import pytest
 
 from tests.faults.conftest import SLUG, FaultStack, WebProcess
 from tests.faults.wire import MODERN_META, modern_headers, session_headers, tool_call
-from tests.support.live import ROOT, STOP_SECONDS, free_port, wait_for_port
+from tests.support.live import ROOT, STOP_SECONDS, free_port, listening, wait_for_port
 from tests.support.raw_mcp import open_session
+from tests.support.waiting import wait_until
 
 INTERRUPTED = "The server shut down before the call ended."
 
@@ -163,6 +165,11 @@ async def test_daphne_records_the_requests_its_shutdown_cuts_and_exits_by_itself
             )
             await on_worker(fault_stack, rpc_id)
             web.process.send_signal(stop)
+            # Daphne closes its port once its "before shutdown" triggers are done; by then the
+            # rows of the requests it cut short are written, not left to the exit.
+            port = int(web.base_url.rpartition(":")[2])
+            await asyncio.to_thread(wait_until, lambda: not listening(port), "a closed port")
+            rows = call_rows(fault_stack, rpc_id), stream_rows(fault_stack, session_id)
             with contextlib.suppress(httpx.HTTPError):
                 await request
     try:
@@ -171,5 +178,35 @@ async def test_daphne_records_the_requests_its_shutdown_cuts_and_exits_by_itself
     except subprocess.TimeoutExpired:
         pytest.fail(f"Daphne still running {STOP_SECONDS} s after {stop.name}:\n{web.log()}")
     assert code == 0, web.log()
-    assert call_rows(fault_stack, rpc_id) == [("cancelled", INTERRUPTED)], web.log()
-    assert stream_rows(fault_stack, session_id) == [("cancelled", INTERRUPTED)], web.log()
+    assert rows == ([("cancelled", INTERRUPTED)], [("cancelled", INTERRUPTED)]), web.log()
+
+
+# A process whose writer thread runs (it has served a request) exits, normally, while a
+# request is running: no server hook ran, only atexit.
+EXIT_SCRIPT = """
+import django
+django.setup()
+from mcp_app.services.calllog.recorder import CallRecorder
+from mcp_app.services.calllog.writer import call_log_flush
+assert call_log_flush(timeout=10)
+scope = {{"method": "POST", "url_route": {{"kwargs": {{"slug": {slug!r}}}}}}}
+CallRecorder(scope, {{}}, {request_id!r}).request_body({body!r})
+"""
+
+
+def test_a_request_running_at_exit_is_recorded_by_the_atexit_handlers(
+    fault_stack: FaultStack,
+) -> None:
+    request_id = f"exit-{time.monotonic_ns()}"
+    body = json.dumps(tool_call("at-exit", "echo", {"text": "hi"})).encode()
+    script = EXIT_SCRIPT.format(slug=SLUG, request_id=request_id, body=body)
+    env = {**os.environ, **fault_stack.env, "DJANGO_SETTINGS_MODULE": "mcpsite.settings"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr.decode(errors="replace")
+    # The recorder's handler queues the row; the writer's, run after it, writes it.
+    assert fault_stack.postgres.query(
+        "SELECT rpc_method, status, error_message FROM mcp_app_calllog WHERE request_id = %s",
+        request_id,
+    ) == [("tools/call", "cancelled", INTERRUPTED)], done.stderr.decode(errors="replace")
