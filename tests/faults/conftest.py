@@ -29,7 +29,7 @@ import psycopg
 import pytest
 
 from scripts import services
-from tests.support.live import ROOT, SECRET_KEY, SERVERS, free_port, wait_for_port
+from tests.support.live import ROOT, SECRET_KEY, SERVERS, STOP_SECONDS, free_port, wait_for_port
 from tests.support.worker import BACKGROUND_ENV, WorkerProcess, celery_worker
 
 SLUG = "faults"
@@ -274,7 +274,7 @@ def web_process(fault_stack: FaultStack) -> Iterator[Callable[..., WebProcess]]:
         if web.process.poll() is None:
             web.process.terminate()
             try:
-                web.process.wait(10)
+                web.process.wait(STOP_SECONDS)
             except subprocess.TimeoutExpired:
                 web.process.kill()
                 web.process.wait(5)

@@ -37,7 +37,7 @@ from mcp_app.protocol.uritemplate import match
 from mcp_app.protocol.versions import MODERN_VERSIONS, Era
 from mcp_app.services import metrics
 from mcp_app.services.calllog.capture import MIN_SCRUB_CHARS
-from mcp_app.services.calllog.writer import EXIT_FLUSH_SECONDS, PendingCall, writer
+from mcp_app.services.calllog.writer import PendingCall, call_log_drain, writer
 from mcp_app.services.catalog import EndpointState
 
 logger = logging.getLogger(__name__)
@@ -360,23 +360,36 @@ class CallRecorder:
         self._note(decoded if isinstance(decoded, list) else [decoded])
 
 
-# The requests of this process whose records are not queued yet. At exit, those still running
-# are recorded as cut short: a server's shutdown may close the event loop without resuming the
-# requests it cancelled, and their records would be lost with the process. Held strongly: a
-# request's frames may be gone by then. Every request submits once, which removes it.
+# The requests of this process whose records are not queued yet. As the server stops, those
+# still running are recorded as cut short: a server's shutdown may close the event loop without
+# resuming the requests it cancelled, and their records would be lost with the process. Held
+# strongly: a request's frames may be gone by then. Every request submits once, which removes it.
 _unsubmitted: set[CallRecorder] = set()
 INTERRUPTED = "The server shut down before the call ended."
 
 
-def submit_cut_short() -> None:
-    """Record every request still running as cancelled by the shutdown; write the queue."""
-    recorders = list(_unsubmitted)
-    for recorder in recorders:
+def record_cut_short() -> None:
+    """Queue the records of every request still running, as cancelled by the shutdown.
+
+    Quick (no I/O): a server's shutdown hook calls it on the event loop's thread, before it
+    cancels the requests, so that they are recorded with ``INTERRUPTED`` as their reason.
+    """
+    for recorder in list(_unsubmitted):
         recorder.interrupted(None, INTERRUPTED)
-    if recorders:
-        writer().flush(EXIT_FLUSH_SECONDS)
 
 
+def submit_cut_short() -> None:
+    """Record every request still running as cancelled by the shutdown; write the queue.
+
+    The writer's exit flush (``call_log_drain``) is bounded, and shared with every other exit
+    hook of the process.
+    """
+    record_cut_short()
+    call_log_drain()
+
+
+# The last chance when the server ran no shutdown hook of ours. Registered after the writer's
+# own handler (this module imports it), so it runs before the writer's thread is stopped.
 atexit.register(submit_cut_short)
 # A multiprocessing child (uvicorn --workers) leaves with os._exit, which skips atexit but
 # runs these finalizers first.

@@ -114,7 +114,8 @@ class _Writer:
     records never shorten) up to ``MAX_PENDING``; past that they are dropped and counted, so
     an outage cannot exhaust the web process. A record the database refuses is written again
     reduced to its metadata, or dropped if even that is refused: it is never retried. At exit
-    the queue is flushed for up to ``EXIT_FLUSH_SECONDS``.
+    the queue is flushed for up to ``EXIT_FLUSH_SECONDS`` (``drain``), however many of the
+    process's exit hooks ask for it, and then the thread ends (``stop``).
     """
 
     def __init__(self) -> None:
@@ -123,6 +124,8 @@ class _Writer:
         self._busy = False
         self._idle = False
         self._stopping = False
+        # When the process's exit flushes give up waiting (set by the first drain()).
+        self._exit_deadline: float | None = None
         self.dropped = 0
         self._dropping = False
         self._down_since: float | None = None
@@ -151,18 +154,35 @@ class _Writer:
                 self._cond.notify_all()
 
     def flush(self, timeout: float) -> bool:
-        """Wait until every queued record is written; False if ``timeout`` passed first."""
+        """Wait until every queued record is written; False if ``timeout`` passed first.
+
+        False at once when the thread is stopped: nothing would write what is queued.
+        """
         deadline = time.monotonic() + timeout
         with self._cond:
             while self._queue or self._busy:
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if remaining <= 0 or self._stopping or not self._thread.is_alive():
                     return False
                 self._cond.wait(remaining)
         return True
 
+    def drain(self) -> bool:
+        """Flush as the process exits; False if the records could not all be written.
+
+        The server's shutdown hook, ``atexit`` and a worker process's finalizers may each ask:
+        together they wait at most ``EXIT_FLUSH_SECONDS`` (a database outage at exit costs
+        that once, not once per hook).
+        """
+        with self._cond:
+            if self._exit_deadline is None:
+                self._exit_deadline = time.monotonic() + EXIT_FLUSH_SECONDS
+            deadline = self._exit_deadline
+        return self.flush(deadline - time.monotonic())
+
     def stop(self) -> None:
-        self.flush(EXIT_FLUSH_SECONDS)
+        """Drain the queue, then end the thread (records queued after this are not written)."""
+        self.drain()
         with self._cond:
             self._stopping = True
             self._cond.notify_all()
@@ -510,12 +530,25 @@ def writer() -> _Writer:
         with _writer_lock:
             if _writer_instance is None:
                 writer = _Writer()
-                atexit.register(writer.stop)
                 # A multiprocessing child (uvicorn --workers) leaves with os._exit, which
                 # skips atexit but runs these finalizers: its queued rows are written too.
+                # Priority 10: after the recorder's (20), which queues the rows of the
+                # requests cut short.
                 multiprocessing.util.Finalize(writer, writer.stop, exitpriority=10)
                 _writer_instance = writer
     return _writer_instance
+
+
+def _stop_at_exit() -> None:
+    if _writer_instance is not None:
+        _writer_instance.stop()
+
+
+# Registered when this module is imported, not when the thread starts: atexit runs its
+# handlers last registered first, and the recorder's (which queues the rows of the requests
+# cut short) must run before the thread is stopped. The recorder imports this module, so its
+# handler is registered later and runs first.
+atexit.register(_stop_at_exit)
 
 
 def _forget_writer() -> None:
@@ -531,3 +564,11 @@ os.register_at_fork(after_in_child=_forget_writer)
 def call_log_flush(*, timeout: float = 10.0) -> bool:
     """Block until this process's queued records are written; False if ``timeout`` passed."""
     return writer().flush(timeout)
+
+
+def call_log_drain() -> bool:
+    """Block until this process's queued records are written, as it exits (``_Writer.drain``).
+
+    Starts no writer: a process that never had one has nothing to write.
+    """
+    return _writer_instance.drain() if _writer_instance is not None else True
