@@ -17,10 +17,13 @@ RUN pip install --no-cache-dir -r requirements.lock
 COPY . .
 
 # Never run the server as root; the var dir holds nothing important when SECRET_KEY is set.
-RUN useradd --system --home-dir /var/lib/mcphost --shell /usr/sbin/nologin mcphost \
-    && mkdir -p /var/lib/mcphost/beat \
+# A fixed uid and gid (10001), so Kubernetes can check runAsNonRoot (deploy/kubernetes/).
+RUN groupadd --system --gid 10001 mcphost \
+    && useradd --system --uid 10001 --gid 10001 --home-dir /var/lib/mcphost \
+        --shell /usr/sbin/nologin mcphost \
+    && mkdir -p /var/lib/mcphost/beat /var/lib/mcphost/media \
     && chown -R mcphost /var/lib/mcphost
-USER mcphost
+USER 10001:10001
 
 EXPOSE 8000
 CMD ["uvicorn", "mcpsite.asgi:application", "--host", "0.0.0.0", "--port", "8000", \
