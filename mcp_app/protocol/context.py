@@ -11,7 +11,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.errors import MissingClientCapability
@@ -27,6 +27,8 @@ from mcp_app.protocol.ports import (
     ToolRunner,
 )
 from mcp_app.protocol.results import ContinueAsTask, InputRequired, ToolError
+from mcp_app.protocol.schemas import SchemaCache
+from mcp_app.protocol.uritemplate import TemplateCache
 from mcp_app.protocol.versions import Era, Feature, era_of, supports
 
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
@@ -96,6 +98,11 @@ class RequestContext:
     request_headers: Mapping[str, Sequence[str]] = field(default_factory=dict)
     # MCP tasks (2025-11-25 core, 2026-07-28 extension); None serves no task methods.
     tasks: TaskStore | None = None
+    # What the handlers derive from the catalog's definitions and keep: compiled schemas,
+    # parsed URI templates (the serving process's, from services/contexts.py; by default
+    # this context's own).
+    schemas: SchemaCache = field(default_factory=SchemaCache)
+    templates: TemplateCache = field(default_factory=TemplateCache)
     # What the endpoint's policies decided about this request (protocol/policies.py), and the
     # arguments the call log keeps when a policy masked them (None: as received).
     policy_decisions: list[dict[str, Any]] = field(default_factory=list)
@@ -355,7 +362,7 @@ class Question:
 
 # What a usable answer to each question must contain; anything else is asked again
 # (2026-07-28 basic/patterns/mrtr: missing or invalid answers SHOULD be re-requested).
-_ANSWER_SHAPES: dict[str, tuple[str, ...]] = {
+_ANSWER_SHAPES: Final[Mapping[str, tuple[str, ...]]] = {
     "elicitation/create": ("action",),
     "sampling/createMessage": ("content",),
     "roots/list": ("roots",),

@@ -76,7 +76,7 @@ class _Entry:
     feature: Feature | None = None
 
 
-_COMMON: Final[dict[str, _Entry]] = {
+_COMMON: Final[Mapping[str, _Entry]] = {
     "tools/list": _Entry(ListParams.parse, handle_tools_list, cacheable=True),
     "tools/call": _Entry(CallToolParams.parse, handle_tools_call),
     "resources/list": _Entry(ListParams.parse, handle_resources_list, cacheable=True),
@@ -88,7 +88,7 @@ _COMMON: Final[dict[str, _Entry]] = {
     "prompts/get": _Entry(GetPromptParams.parse, handle_prompts_get),
     "completion/complete": _Entry(CompleteParams.parse, handle_completion_complete),
 }
-_TABLES: Final[dict[Era, dict[str, _Entry]]] = {
+_TABLES: Final[Mapping[Era, Mapping[str, _Entry]]] = {
     Era.LEGACY: {
         **_COMMON,
         "ping": _Entry(EmptyParams.parse, handle_ping),

@@ -257,41 +257,64 @@ def _value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return node
 
 
-# Each tool's Mcp-Param headers, by the identity of its input schema (kept alive here, so the
-# id cannot be reused): schemas in a snapshot never change, and walking one per call cost more
-# than the rest of the header checks together.
-_PARAM_HEADERS_KEPT: Final = 4096
-_param_headers: dict[int, tuple[Any, list[tuple[tuple[str, ...], str, Mapping[str, Any]]]]] = {}
+ParamHeaders = list[tuple[tuple[str, ...], str, Mapping[str, Any]]]
 
 
-def _checked_param_headers(
-    input_schema: Mapping[str, Any],
-) -> list[tuple[tuple[str, ...], str, Mapping[str, Any]]]:
+class ParamHeaderCache:
+    """Each tool's ``Mcp-Param`` headers, by the identity of its input schema.
+
+    Schemas in a snapshot never change, and walking one per call cost more than the rest of
+    the header checks together. The protocol layer keeps no state of its own: the transport
+    owns one of these and passes it in. Each entry holds its schema, so the id cannot be
+    reused while the entry exists.
+    """
+
+    __slots__ = ("_kept", "_size")
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._kept: dict[int, tuple[Mapping[str, Any], ParamHeaders]] = {}
+
+    def param_headers(self, input_schema: Mapping[str, Any]) -> ParamHeaders:
+        """``checked_param_headers(input_schema)``, walked once."""
+        kept = self._kept.get(id(input_schema))
+        if kept is not None and kept[0] is input_schema:
+            return kept[1]
+        found = checked_param_headers(input_schema)
+        if len(self._kept) >= self._size:
+            self._kept.clear()
+        self._kept[id(input_schema)] = (input_schema, found)
+        return found
+
+
+def checked_param_headers(input_schema: Mapping[str, Any]) -> ParamHeaders:
     """``x_mcp_headers`` of a valid schema; none for a schema with an invalid annotation."""
-    kept = _param_headers.get(id(input_schema))
-    if kept is not None and kept[0] is input_schema:
-        return kept[1]
-    found = (
-        [] if find_invalid_x_mcp_header(input_schema) is not None else x_mcp_headers(input_schema)
-    )
-    if len(_param_headers) >= _PARAM_HEADERS_KEPT:
-        _param_headers.clear()
-    _param_headers[id(input_schema)] = (input_schema, found)
-    return found
+    if find_invalid_x_mcp_header(input_schema) is not None:
+        return []
+    return x_mcp_headers(input_schema)
 
 
 def check_param_headers(
-    input_schema: Mapping[str, Any], arguments: Mapping[str, Any], headers: Headers
+    input_schema: Mapping[str, Any],
+    arguments: Mapping[str, Any],
+    headers: Headers,
+    cache: ParamHeaderCache | None = None,
 ) -> None:
     """Check ``Mcp-Param-*`` headers against the arguments of a ``tools/call``.
 
     A header must be present exactly when its argument is present and not null, appear
-    once, and carry the argument's rendering (booleans ``true``/``false``).
+    once, and carry the argument's rendering (booleans ``true``/``false``). The schema's
+    headers are walked once in ``cache`` (None: afresh).
 
     Raises:
         HeaderMismatch: on the first disagreement.
     """
-    for path, token, schema in _checked_param_headers(input_schema):
+    declared = (
+        cache.param_headers(input_schema)
+        if cache is not None
+        else checked_param_headers(input_schema)
+    )
+    for path, token, schema in declared:
         header = f"Mcp-Param-{token}"
         values = headers.get(PARAM_HEADER_PREFIX + token.lower()) or ()
         argument = ".".join(path)
@@ -314,7 +337,11 @@ def check_param_headers(
 
 
 def _check_headers(
-    request: Request, version: Any, headers: Headers, catalog: CatalogSnapshot
+    request: Request,
+    version: Any,
+    headers: Headers,
+    catalog: CatalogSnapshot,
+    cache: ParamHeaderCache | None,
 ) -> None:
     for name in _ROUTING_HEADERS:
         if len(headers.get(name) or ()) > 1:
@@ -338,7 +365,7 @@ def _check_headers(
         tool = catalog.tool(target)
         arguments = params.get("arguments")
         if tool is not None and isinstance(arguments, Mapping | None):
-            check_param_headers(tool.input_schema, arguments or {}, headers)
+            check_param_headers(tool.input_schema, arguments or {}, headers, cache)
 
 
 def required_client_capabilities(
@@ -375,9 +402,14 @@ def _declares(declared: Any, required: Any) -> bool:
 
 
 def check_modern_request(
-    request: Request, headers: Headers, catalog: CatalogSnapshot
+    request: Request,
+    headers: Headers,
+    catalog: CatalogSnapshot,
+    param_headers: ParamHeaderCache | None = None,
 ) -> ModernEnvelope:
     """Validate a modern request before anything runs; return its envelope.
+
+    ``param_headers`` keeps each tool's ``Mcp-Param`` headers (None: walked afresh).
 
     Raises (in ladder order, protocol.md §1.3):
         InvalidParams: ``params._meta`` lacks the envelope, or the version is not a string.
@@ -406,7 +438,7 @@ def check_modern_request(
         raise InvalidParams(f"params._meta {CLIENT_INFO_KEY} must be an object")
     version = meta[PROTOCOL_VERSION_KEY]
 
-    _check_headers(request, version, headers, catalog)
+    _check_headers(request, version, headers, catalog, param_headers)
 
     if not isinstance(version, str):
         raise InvalidParams(f"params._meta {PROTOCOL_VERSION_KEY} must be a string")

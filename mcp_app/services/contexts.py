@@ -32,6 +32,8 @@ from mcp_app.protocol.ports import (
     TaskStore,
     ToolRunner,
 )
+from mcp_app.protocol.schemas import SchemaCache
+from mcp_app.protocol.uritemplate import TemplateCache
 from mcp_app.services.resources import CatalogResourceReader
 from mcp_app.services.upstream_subscriptions import UpstreamResourceWatcher
 from mcp_app.services.upstreams import UpstreamCompleter, UpstreamPromptSource
@@ -43,6 +45,10 @@ _resource_reader = CatalogResourceReader()
 _prompt_source = UpstreamPromptSource()
 _completer = UpstreamCompleter()
 _watcher = UpstreamResourceWatcher()
+# What the protocol derives from the catalogs' definitions, kept for the process (the
+# protocol layer keeps no state of its own): every context shares them.
+_schemas = SchemaCache()
+_templates = TemplateCache()
 
 
 @functools.lru_cache(maxsize=8)
@@ -137,4 +143,6 @@ def request_context(
         caller=caller,
         request_headers=request_headers if request_headers is not None else {},
         tasks=tasks,
+        schemas=_schemas,
+        templates=_templates,
     )

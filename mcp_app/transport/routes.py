@@ -55,6 +55,8 @@ SERVER_VERSION = lifecycle.SERVER_VERSION
 
 _tool_runner = CatalogToolRunner()
 _session_store = DatabaseSessionStore()
+# Each tool's Mcp-Param headers, walked once for the process (inbound keeps no state).
+_param_headers = inbound.ParamHeaderCache()
 # Legacy requests running in this process, by (session id, JSON-encoded request id), so
 # notifications/cancelled can stop them.
 _in_flight: dict[tuple[str, bytes], Exchange] = {}
@@ -332,7 +334,7 @@ async def _modern(ex: Exchange, state: EndpointState, message: Any) -> None:
         await ex.responder.respond(202)
         return
     try:
-        envelope = inbound.check_modern_request(message, ex.headers, state.snapshot)
+        envelope = inbound.check_modern_request(message, ex.headers, state.snapshot, _param_headers)
     except McpError as exc:
         raise Refused(modern_http_status(exc.code), error=exc, request_id=message.id) from None
     check_scope(ex, state, message)

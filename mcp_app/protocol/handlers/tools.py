@@ -34,7 +34,7 @@ from mcp_app.protocol.results import (
     ToolError,
     ToolResult,
 )
-from mcp_app.protocol.schemas import describe_error, first_error
+from mcp_app.protocol.schemas import SchemaCache, describe_error, first_error
 from mcp_app.protocol.shaping import shape_call_result, shape_tool, structured_text
 from mcp_app.protocol.storable import require_storable
 from mcp_app.protocol.versions import Feature
@@ -81,7 +81,7 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
         # Such a call may be written to a BackgroundCall row, arguments and answers and all.
         require_storable(arguments, "params.arguments")
         require_storable(params.input_responses, "params.inputResponses")
-    error = first_error(tool.input_schema, arguments)
+    error = first_error(tool.input_schema, arguments, ctx.schemas)
     if error is not None:
         result = ToolResult.error(f"Invalid arguments: {describe_error(error)}")
         return Answer(shape_call_result(result, ctx.version), Outcome.TOOL_ERROR)
@@ -190,7 +190,7 @@ async def _run_tool(
         raise InternalError("Tool failed") from None
     if result.detail is not None:
         return result
-    return finish_tool_result(tool, result)
+    return finish_tool_result(tool, result, ctx.schemas)
 
 
 def result_json(result: ToolResult) -> dict[str, Any]:
@@ -211,14 +211,16 @@ def _with_json(result: ToolResult, data: Mapping[str, Any]) -> ToolResult:
     return result
 
 
-def finish_tool_result(tool: ToolDef, result: ToolResult) -> ToolResult:
+def finish_tool_result(
+    tool: ToolDef, result: ToolResult, schemas: SchemaCache | None = None
+) -> ToolResult:
     """Check a successful result against the tool's output schema and give it text content.
 
     Wherever the tool ran (inline, or on a worker), its result passes through here once,
     there (``run_tool``).
     """
     if tool.output_schema is not None and not result.is_error:
-        checked = _checked_output(tool.output_schema, result)
+        checked = _checked_output(tool.output_schema, result, schemas)
         if checked is not result:
             checked.detail = result.detail  # where it ran stays known to the call log
             result = checked
@@ -249,14 +251,16 @@ def _inputs(
     return CallInputs(answers, continuation, may_become_task)
 
 
-def _checked_output(schema: Mapping[str, Any], result: ToolResult) -> ToolResult:
+def _checked_output(
+    schema: Mapping[str, Any], result: ToolResult, schemas: SchemaCache | None
+) -> ToolResult:
     # A tool with an output schema MUST return conforming structured content
     # (2025-06-18 server/tools, "Output Schema"); a tool that does not gets an error result.
     if not result.has_structured:
         return ToolResult.error(
             "Tool output did not match its output schema: no structured content was returned"
         )
-    error = first_error(schema, result.structured)
+    error = first_error(schema, result.structured, schemas)
     if error is not None:
         return ToolResult.error(
             f"Tool output did not match its output schema: {describe_error(error)}"

@@ -33,7 +33,7 @@ from mcp_app.protocol.inbound import CLIENT_INFO_KEY
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.methods import target_of
 from mcp_app.protocol.results import Outcome
-from mcp_app.protocol.uritemplate import match
+from mcp_app.protocol.uritemplate import TemplateCache, match
 from mcp_app.protocol.versions import MODERN_VERSIONS, Era
 from mcp_app.services import metrics
 from mcp_app.services.calllog.capture import MIN_SCRUB_CHARS
@@ -46,6 +46,8 @@ ERROR_MESSAGE_CHARS = 1000
 USER_AGENT_CHARS = 512
 # Whose params.arguments are the call's arguments; other requests keep their params whole.
 _ARGUMENT_METHODS = frozenset({"tools/call", "prompts/get"})
+# The resource templates this process's call log matches read URIs against, parsed once.
+_templates = TemplateCache()
 
 
 @dataclass(slots=True)
@@ -464,7 +466,7 @@ def _upstream_of(snapshot: CatalogSnapshot | None, entry: _Entry, tool: ToolDef 
 def _template_key(snapshot: CatalogSnapshot, uri: str) -> Any:
     for template in snapshot.resource_templates:
         try:
-            if match(template.uri_template, uri) is not None:
+            if match(template.uri_template, uri, _templates) is not None:
                 return template.key
         except ValueError:
             continue
