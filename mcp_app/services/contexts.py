@@ -20,7 +20,7 @@ from typing import Any
 
 from mcp_app.conf import get_conf, get_site
 from mcp_app.executors.mcp_upstream import ONE_CALL_PREFIX
-from mcp_app.protocol.catalog import CatalogSnapshot
+from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import LegacySession, RequestContext, Send
 from mcp_app.protocol.ports import (
     ClientRequester,
@@ -94,6 +94,7 @@ def request_context(
     caller_session: str = "",
     request_headers: Mapping[str, Sequence[str]] | None = None,
     tasks: TaskStore | None = None,
+    called_tool: ToolDef | None = None,
 ) -> RequestContext:
     """A ``RequestContext`` over ``snapshot`` for ``version``, with what the caller's request
     carries (see ``RequestContext`` for each field).
@@ -145,4 +146,5 @@ def request_context(
         tasks=tasks,
         schemas=_schemas,
         templates=_templates,
+        called_tool=called_tool,
     )

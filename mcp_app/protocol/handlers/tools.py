@@ -68,7 +68,9 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
         InternalError: the runner failed unexpectedly (its message never reaches the wire).
         MethodNotFound, MissingClientCapability: the tool's task support refuses this call.
     """
-    tool = ctx.catalog.tool(params.name)
+    tool = ctx.called_tool
+    if tool is None or tool.name != params.name:
+        tool = ctx.catalog.tool(params.name)
     if tool is None:
         raise InvalidParams(f"Unknown tool: {params.name}")
     plan = tasks.plan_call(ctx, tool, params)
