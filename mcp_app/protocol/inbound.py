@@ -360,7 +360,7 @@ def _check_headers(
     tool = resolved.tool
     if tool is not None:
         arguments = params.get("arguments")
-        if tool is not None and isinstance(arguments, Mapping | None):
+        if isinstance(arguments, Mapping | None):
             check_param_headers(tool.input_schema, arguments or {}, headers, cache)
 
 
