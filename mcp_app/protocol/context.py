@@ -111,9 +111,11 @@ class RequestContext:
     policy_decisions: list[dict[str, Any]] = field(default_factory=list)
     logged_arguments: Any = None
 
-    @property
-    def era(self) -> Era:
-        return era_of(self.version)
+    # Decided once, from the version, when the context is built (not on every reading).
+    era: Era = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.era = era_of(self.version)
 
     def supports(self, feature: Feature) -> bool:
         return supports(self.version, feature)
