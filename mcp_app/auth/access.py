@@ -19,7 +19,7 @@ from typing import Any
 from mcp_app.auth.bearer import Principal
 from mcp_app.protocol import uritemplate
 from mcp_app.protocol.catalog import CatalogSnapshot
-from mcp_app.protocol.methods import target_of
+from mcp_app.protocol.inbound import Resolved
 from mcp_app.services.catalog import OPEN, Access, EndpointState
 
 # Filtered snapshots kept per process, by (endpoint, catalog version, groups).
@@ -96,13 +96,18 @@ def state_for(state: EndpointState, principal: Principal) -> EndpointState:
     return state if snapshot is state.snapshot else dataclasses.replace(state, snapshot=snapshot)
 
 
-def _target(snapshot: CatalogSnapshot, method: str, params: Mapping[str, Any]) -> Any:
+# The resource templates scope checks match read URIs against, parsed once for the process.
+_templates = uritemplate.TemplateCache()
+
+
+def _target(snapshot: CatalogSnapshot, resolved: Resolved) -> Any:
     """The catalog item a request uses, or None (unknown items are the handlers' business)."""
-    name = target_of(method, params)
+    name = resolved.target
+    method = resolved.request.method
     if name is None:
         return None
     if method == "tools/call":
-        return snapshot.tool(name)
+        return resolved.tool
     if method == "prompts/get":
         return snapshot.prompt(name)
     if method == "resources/read":
@@ -113,20 +118,21 @@ def _target(snapshot: CatalogSnapshot, method: str, params: Mapping[str, Any]) -
             (
                 template
                 for template in snapshot.resource_templates
-                if uritemplate.match(template.uri_template, name) is not None
+                if uritemplate.match(template.uri_template, name, _templates) is not None
             ),
             None,
         )
     return None
 
 
-def missing_scope(
-    state: EndpointState, method: str, params: Any, principal: Principal
-) -> str | None:
-    """The scope a request needs and the principal lacks, or None when it may go ahead."""
-    if state.auth_mode != "oauth" or not isinstance(params, Mapping):
+def missing_scope(state: EndpointState, resolved: Resolved, principal: Principal) -> str | None:
+    """The scope a request needs and the principal lacks, or None when it may go ahead.
+
+    ``resolved`` is the request as inbound classification resolved it in ``state.snapshot``.
+    """
+    if state.auth_mode != "oauth" or not isinstance(resolved.request.params, Mapping):
         return None
-    needed = _access(_target(state.snapshot, method, params)).scope
+    needed = _access(_target(state.snapshot, resolved)).scope
     if needed and needed not in principal.scopes:
         return needed
     return None

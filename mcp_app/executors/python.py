@@ -293,7 +293,7 @@ class PythonExecutor(Executor[PythonConfig]):
         registered = prepared.registered
         # The row's schema may be looser than the function's (an operator's edit, or a row
         # saved with the no-argument schema): the function's own schema says what it needs.
-        error = first_error(registered.input_schema, arguments)
+        error = first_error(registered.input_schema, arguments, ctx.request.schemas)
         if error is not None:
             raise ToolError(f"Invalid arguments: {describe_error(error)}")
         function = registered.function

@@ -11,9 +11,9 @@ from __future__ import annotations
 import secrets
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
-from mcp_app.protocol.catalog import CatalogSnapshot
+from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
 from mcp_app.protocol.errors import MissingClientCapability
 from mcp_app.protocol.ports import (
     ClientRequester,
@@ -27,6 +27,8 @@ from mcp_app.protocol.ports import (
     ToolRunner,
 )
 from mcp_app.protocol.results import ContinueAsTask, InputRequired, ToolError
+from mcp_app.protocol.schemas import SchemaCache
+from mcp_app.protocol.uritemplate import TemplateCache
 from mcp_app.protocol.versions import Era, Feature, era_of, supports
 
 Send = Callable[[Mapping[str, Any]], Awaitable[None]]
@@ -84,14 +86,9 @@ class RequestContext:
     # Legacy calls: sends server-to-client requests (elicitation, sampling, roots) on the
     # call's stream and waits for the answer. None when the call cannot stream.
     client_requests: ClientRequester | None = None
-    # 2026-07-28 calls: the answers gathered so far (earlier rounds plus this retry's
-    # inputResponses), the key sealing requestState, and who is asking.
-    input_responses: Mapping[str, Any] = field(default_factory=dict)
+    # 2026-07-28 calls: the key sealing requestState, and who is asking.
     state_secret: bytes = b""
     principal: str = ""
-    # A 2026-07-28 retry of a call whose run is held open between rounds: that run's name,
-    # from requestState (services/continuations.py resumes it instead of running the tool).
-    continuation: str = ""
     # Who the call is for, as sessions with upstream MCP servers are kept (services/contexts:
     # "user:<id>", "session:<id>", or "once:<random>" for a caller known for one call only);
     # "" is no one in particular and shares the upstream's one session.
@@ -101,20 +98,50 @@ class RequestContext:
     request_headers: Mapping[str, Sequence[str]] = field(default_factory=dict)
     # MCP tasks (2025-11-25 core, 2026-07-28 extension); None serves no task methods.
     tasks: TaskStore | None = None
-    # Set by tools/call when a tool running inline may still turn the call into a task
-    # (ToolCallContext.continue_as_task); never on a worker.
-    may_become_task: bool = False
+    # What the handlers derive from the catalog's definitions and keep: compiled schemas,
+    # parsed URI templates (the serving process's, from services/contexts.py; by default
+    # this context's own).
+    schemas: SchemaCache = field(default_factory=SchemaCache)
+    # The tool a tools/call names, as inbound classification found it in ``catalog``
+    # (inbound.Resolved); None: the handler looks it up (a worker, try-it, an unknown name).
+    called_tool: ToolDef | None = None
+    templates: TemplateCache = field(default_factory=TemplateCache)
     # What the endpoint's policies decided about this request (protocol/policies.py), and the
     # arguments the call log keeps when a policy masked them (None: as received).
     policy_decisions: list[dict[str, Any]] = field(default_factory=list)
     logged_arguments: Any = None
 
-    @property
-    def era(self) -> Era:
-        return era_of(self.version)
+    # Decided once, from the version, when the context is built (not on every reading).
+    era: Era = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.era = era_of(self.version)
 
     def supports(self, feature: Feature) -> bool:
         return supports(self.version, feature)
+
+
+@dataclass(frozen=True, slots=True)
+class CallInputs:
+    """What a ``tools/call`` hands its running tool besides the arguments.
+
+    Decided by the handler from the request before the tool runs (a worker rebuilds it from
+    the call's row), and passed to ``ToolCallContext``; the ``RequestContext`` never carries
+    it, so nothing downstream reads a value some earlier step wrote there.
+    """
+
+    # 2026-07-28: the answers gathered so far (earlier rounds' from requestState, plus this
+    # retry's inputResponses); a worker's are those its row keeps.
+    answers: Mapping[str, Any] = field(default_factory=dict)
+    # A 2026-07-28 retry of a call whose run is held open between rounds: that run's name,
+    # from requestState (services/continuations.py resumes it instead of running the tool).
+    continuation: str = ""
+    # An inline tool may still turn the call into a task (``continue_as_task``); never on a
+    # worker.
+    may_become_task: bool = False
+
+
+NO_INPUTS = CallInputs()
 
 
 class ToolCallContext:
@@ -128,9 +155,12 @@ class ToolCallContext:
     questions) waits for the retry's answers instead, and runs once.
     """
 
-    def __init__(self, request: RequestContext, tool_name: str) -> None:
+    def __init__(
+        self, request: RequestContext, tool_name: str, inputs: CallInputs = NO_INPUTS
+    ) -> None:
         self.request = request
         self.tool_name = tool_name
+        self.inputs = inputs
         self._last_progress: float | None = None
         self._asked = 0
         self.held: HeldQuestions | None = None
@@ -189,7 +219,7 @@ class ToolCallContext:
         Raises:
             ContinueAsTask: the call becomes a task (the tools/call handler catches it).
         """
-        if self.request.may_become_task:
+        if self.inputs.may_become_task:
             raise ContinueAsTask()
 
     def form_question(self, message: str, requested_schema: Mapping[str, Any]) -> Question:
@@ -271,10 +301,11 @@ class ToolCallContext:
         for question in questions.values():
             self._check_can_ask(question)
         if req.era is Era.MODERN:
+            given = self.inputs.answers
             answers = {
-                key: dict(req.input_responses[key])
+                key: dict(given[key])
                 for key, question in questions.items()
-                if valid_answer(question.method, req.input_responses.get(key))
+                if valid_answer(question.method, given.get(key))
             }
             missing = {
                 key: {"method": q.method, "params": dict(q.params)}
@@ -336,7 +367,7 @@ class Question:
 
 # What a usable answer to each question must contain; anything else is asked again
 # (2026-07-28 basic/patterns/mrtr: missing or invalid answers SHOULD be re-requested).
-_ANSWER_SHAPES: dict[str, tuple[str, ...]] = {
+_ANSWER_SHAPES: Final[Mapping[str, tuple[str, ...]]] = {
     "elicitation/create": ("action",),
     "sampling/createMessage": ("content",),
     "roots/list": ("roots",),

@@ -35,6 +35,7 @@ from mcp_app.protocol.handlers.tasks import (
     handle_tasks_update,
 )
 from mcp_app.protocol.handlers.tools import handle_tools_call, handle_tools_list
+from mcp_app.protocol.inbound import Resolved
 from mcp_app.protocol.jsonrpc import Request
 from mcp_app.protocol.messages import (
     CallToolParams,
@@ -76,7 +77,7 @@ class _Entry:
     feature: Feature | None = None
 
 
-_COMMON: Final[dict[str, _Entry]] = {
+_COMMON: Final[Mapping[str, _Entry]] = {
     "tools/list": _Entry(ListParams.parse, handle_tools_list, cacheable=True),
     "tools/call": _Entry(CallToolParams.parse, handle_tools_call),
     "resources/list": _Entry(ListParams.parse, handle_resources_list, cacheable=True),
@@ -88,7 +89,7 @@ _COMMON: Final[dict[str, _Entry]] = {
     "prompts/get": _Entry(GetPromptParams.parse, handle_prompts_get),
     "completion/complete": _Entry(CompleteParams.parse, handle_completion_complete),
 }
-_TABLES: Final[dict[Era, dict[str, _Entry]]] = {
+_TABLES: Final[Mapping[Era, Mapping[str, _Entry]]] = {
     Era.LEGACY: {
         **_COMMON,
         "ping": _Entry(EmptyParams.parse, handle_ping),
@@ -140,21 +141,28 @@ def error_body(request_id: Any, error: McpError) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": error.to_error_object()}
 
 
-def refusal(request: Request, error: McpError) -> Reply:
-    """The reply of a request that ended in ``error`` (or was refused before it ran)."""
-    target = target_of(request.method, request.params)
+def refusal(request: Request, error: McpError, resolved: Resolved | None = None) -> Reply:
+    """The reply of a request that ended in ``error`` (or was refused before it ran).
+
+    ``resolved`` is ``request`` as inbound classification resolved it (None: its target is
+    found here).
+    """
+    target = resolved.target if resolved is not None else target_of(request.method, request.params)
     body = error_body(request.id, error)
     return Reply(body, error, error.outcome, error.detail, target)
 
 
-async def reply(ctx: RequestContext, request: Request) -> Reply:
+async def reply(ctx: RequestContext, request: Request, resolved: Resolved | None = None) -> Reply:
     """Serve ``request`` and build its reply: a result, or the JSON-RPC error it earned.
+
+    ``resolved`` is ``request`` as inbound classification resolved it (the transport's);
+    without it its target is found here.
 
     Raises:
         CallCancelled: the client cancelled the call elsewhere: nothing may be answered.
         ServiceUnavailable: a service the call needs is down: the transport answers 503.
     """
-    target = target_of(request.method, request.params)
+    target = resolved.target if resolved is not None else target_of(request.method, request.params)
     try:
         answer = await _answer(ctx, request.method, request.params)
     except McpError as exc:
@@ -175,7 +183,7 @@ async def reply(ctx: RequestContext, request: Request) -> Reply:
             ctx.policy_decisions,
             ctx.logged_arguments,
         )
-    refused = refusal(request, error)
+    refused = refusal(request, error, resolved)
     if ctx.policy_decisions or ctx.logged_arguments is not None:
         refused = replace(
             refused, decisions=ctx.policy_decisions, logged_arguments=ctx.logged_arguments

@@ -21,7 +21,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from mcp_app.protocol.catalog import CatalogSnapshot
+from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import LOG_LEVELS
 from mcp_app.protocol.errors import (
     HeaderMismatch,
@@ -257,41 +257,64 @@ def _value_at(arguments: Mapping[str, Any], path: tuple[str, ...]) -> Any:
     return node
 
 
-# Each tool's Mcp-Param headers, by the identity of its input schema (kept alive here, so the
-# id cannot be reused): schemas in a snapshot never change, and walking one per call cost more
-# than the rest of the header checks together.
-_PARAM_HEADERS_KEPT: Final = 4096
-_param_headers: dict[int, tuple[Any, list[tuple[tuple[str, ...], str, Mapping[str, Any]]]]] = {}
+ParamHeaders = list[tuple[tuple[str, ...], str, Mapping[str, Any]]]
 
 
-def _checked_param_headers(
-    input_schema: Mapping[str, Any],
-) -> list[tuple[tuple[str, ...], str, Mapping[str, Any]]]:
+class ParamHeaderCache:
+    """Each tool's ``Mcp-Param`` headers, by the identity of its input schema.
+
+    Schemas in a snapshot never change, and walking one per call cost more than the rest of
+    the header checks together. The protocol layer keeps no state of its own: the transport
+    owns one of these and passes it in. Each entry holds its schema, so the id cannot be
+    reused while the entry exists.
+    """
+
+    __slots__ = ("_kept", "_size")
+
+    def __init__(self, size: int = 4096) -> None:
+        self._size = size
+        self._kept: dict[int, tuple[Mapping[str, Any], ParamHeaders]] = {}
+
+    def param_headers(self, input_schema: Mapping[str, Any]) -> ParamHeaders:
+        """``checked_param_headers(input_schema)``, walked once."""
+        kept = self._kept.get(id(input_schema))
+        if kept is not None and kept[0] is input_schema:
+            return kept[1]
+        found = checked_param_headers(input_schema)
+        if len(self._kept) >= self._size:
+            self._kept.clear()
+        self._kept[id(input_schema)] = (input_schema, found)
+        return found
+
+
+def checked_param_headers(input_schema: Mapping[str, Any]) -> ParamHeaders:
     """``x_mcp_headers`` of a valid schema; none for a schema with an invalid annotation."""
-    kept = _param_headers.get(id(input_schema))
-    if kept is not None and kept[0] is input_schema:
-        return kept[1]
-    found = (
-        [] if find_invalid_x_mcp_header(input_schema) is not None else x_mcp_headers(input_schema)
-    )
-    if len(_param_headers) >= _PARAM_HEADERS_KEPT:
-        _param_headers.clear()
-    _param_headers[id(input_schema)] = (input_schema, found)
-    return found
+    if find_invalid_x_mcp_header(input_schema) is not None:
+        return []
+    return x_mcp_headers(input_schema)
 
 
 def check_param_headers(
-    input_schema: Mapping[str, Any], arguments: Mapping[str, Any], headers: Headers
+    input_schema: Mapping[str, Any],
+    arguments: Mapping[str, Any],
+    headers: Headers,
+    cache: ParamHeaderCache | None = None,
 ) -> None:
     """Check ``Mcp-Param-*`` headers against the arguments of a ``tools/call``.
 
     A header must be present exactly when its argument is present and not null, appear
-    once, and carry the argument's rendering (booleans ``true``/``false``).
+    once, and carry the argument's rendering (booleans ``true``/``false``). The schema's
+    headers are walked once in ``cache`` (None: afresh).
 
     Raises:
         HeaderMismatch: on the first disagreement.
     """
-    for path, token, schema in _checked_param_headers(input_schema):
+    declared = (
+        cache.param_headers(input_schema)
+        if cache is not None
+        else checked_param_headers(input_schema)
+    )
+    for path, token, schema in declared:
         header = f"Mcp-Param-{token}"
         values = headers.get(PARAM_HEADER_PREFIX + token.lower()) or ()
         argument = ".".join(path)
@@ -314,8 +337,9 @@ def check_param_headers(
 
 
 def _check_headers(
-    request: Request, version: Any, headers: Headers, catalog: CatalogSnapshot
+    resolved: Resolved, version: Any, headers: Headers, cache: ParamHeaderCache | None
 ) -> None:
+    request = resolved.request
     for name in _ROUTING_HEADERS:
         if len(headers.get(name) or ()) > 1:
             raise HeaderMismatch(f"{name} header appears more than once")
@@ -333,16 +357,15 @@ def _check_headers(
         raw = _single(headers, NAME_HEADER)
         if raw is None or decode_header_value(raw) != params[name_key]:
             raise HeaderMismatch(f"Mcp-Name header does not match params.{name_key}")
-    target = target_of(request.method, params)
-    if request.method == "tools/call" and target is not None:
-        tool = catalog.tool(target)
+    tool = resolved.tool
+    if tool is not None:
         arguments = params.get("arguments")
-        if tool is not None and isinstance(arguments, Mapping | None):
-            check_param_headers(tool.input_schema, arguments or {}, headers)
+        if isinstance(arguments, Mapping | None):
+            check_param_headers(tool.input_schema, arguments or {}, headers, cache)
 
 
 def required_client_capabilities(
-    request: Request, catalog: CatalogSnapshot
+    request: Request, catalog: CatalogSnapshot, resolved: Resolved | None = None
 ) -> Mapping[str, Any] | None:
     """Return the client capabilities ``request`` cannot be served without, if any.
 
@@ -358,8 +381,9 @@ def required_client_capabilities(
         if isinstance(notifications, Mapping) and notifications.get("taskIds"):
             return REQUIRED_EXTENSION
     if request.method == "tools/call":
-        name = target_of(request.method, request.params)
-        tool = catalog.tool(name) if name is not None else None
+        if resolved is None:
+            resolved = resolve(request, catalog, Era.MODERN)
+        tool = resolved.tool
         if tool is not None and tool.task_support == "required":
             return REQUIRED_EXTENSION
     return None
@@ -374,10 +398,45 @@ def _declares(declared: Any, required: Any) -> bool:
     return all(key in declared and _declares(declared[key], sub) for key, sub in required.items())
 
 
+@dataclass(frozen=True, slots=True)
+class Resolved:
+    """One request as inbound classification resolved it, once: what every later step takes.
+
+    The era its route gave it, the catalog item its params name (``target``: a tool or prompt
+    name, a resource URI), for ``tools/call`` that tool's definition (None: no such tool),
+    and a 2026-07-28 request's envelope once its ladder passed. The transport resolves each
+    request once; the ladder, the scope check, the limits, dispatch, the tools/call handler
+    (``RequestContext.called_tool``) and the call log take this instead of finding the
+    target and looking the tool up again.
+    """
+
+    request: Request
+    era: Era
+    target: str | None
+    tool: ToolDef | None = None
+    envelope: ModernEnvelope | None = None
+
+
+def resolve(request: Request, catalog: CatalogSnapshot, era: Era) -> Resolved:
+    """Find what ``request`` acts on in ``catalog``: its target and, for a call, the tool."""
+    target = target_of(request.method, request.params)
+    tool = None
+    if request.method == "tools/call" and target is not None:
+        tool = catalog.tool(target)
+    return Resolved(request, era, target, tool)
+
+
 def check_modern_request(
-    request: Request, headers: Headers, catalog: CatalogSnapshot
+    request: Request,
+    headers: Headers,
+    catalog: CatalogSnapshot,
+    param_headers: ParamHeaderCache | None = None,
+    resolved: Resolved | None = None,
 ) -> ModernEnvelope:
     """Validate a modern request before anything runs; return its envelope.
+
+    ``param_headers`` keeps each tool's ``Mcp-Param`` headers (None: walked afresh);
+    ``resolved`` is ``request`` resolved in ``catalog`` (None: resolved here).
 
     Raises (in ladder order, protocol.md §1.3):
         InvalidParams: ``params._meta`` lacks the envelope, or the version is not a string.
@@ -405,8 +464,10 @@ def check_modern_request(
     if client_info is not None and not isinstance(client_info, Mapping):
         raise InvalidParams(f"params._meta {CLIENT_INFO_KEY} must be an object")
     version = meta[PROTOCOL_VERSION_KEY]
+    if resolved is None:
+        resolved = resolve(request, catalog, Era.MODERN)
 
-    _check_headers(request, version, headers, catalog)
+    _check_headers(resolved, version, headers, param_headers)
 
     if not isinstance(version, str):
         raise InvalidParams(f"params._meta {PROTOCOL_VERSION_KEY} must be a string")
@@ -414,7 +475,7 @@ def check_modern_request(
         raise UnsupportedProtocolVersion(version)
     if request.method not in known_methods(Era.MODERN):
         raise MethodNotFound(f"Method not found: {request.method}")
-    required = required_client_capabilities(request, catalog)
+    required = required_client_capabilities(request, catalog, resolved)
     if required and not _declares(capabilities, required):
         raise MissingClientCapability(
             f"{request.method} needs client capabilities this request did not declare", required

@@ -57,7 +57,7 @@ TRANSPORT_METHODS: Final = frozenset({"initialize", "subscriptions/listen"})
 # Methods whose `Mcp-Name` header mirrors a body parameter (2026-07-28 transports,
 # "Standard Request Headers"; the tasks extension adds its methods' `taskId`, ext-tasks
 # "Streamable HTTP: Routing Headers").
-NAME_BEARING_PARAMS: Final = {
+NAME_BEARING_PARAMS: Final[Mapping[str, str]] = {
     "tools/call": "name",
     "prompts/get": "name",
     "resources/read": "uri",
@@ -69,7 +69,7 @@ NAME_BEARING_PARAMS: Final = {
 
 # The catalog item a request acts on, by the parameter that names it: what access rules
 # check, the call log records, and the handlers look up.
-TARGET_PARAMS: Final = {
+TARGET_PARAMS: Final[Mapping[str, str]] = {
     "tools/call": "name",
     "prompts/get": "name",
     "resources/read": "uri",

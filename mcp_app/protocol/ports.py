@@ -143,9 +143,12 @@ class TaskStore(Protocol):
         arguments: Mapping[str, Any],
         ctx: RequestContext,
         *,
+        answers: Mapping[str, Any],
         ttl_ms: int | None,
     ) -> TaskInfo:
         """Start ``tool`` as a task and return it once a ``get`` would find it (durable).
+
+        ``answers`` are the client's answers to the tool's questions gathered so far.
 
         ``ttl_ms`` is the lifetime the client asked for (None: the server's default); the
         store may shorten it and reports what it granted.

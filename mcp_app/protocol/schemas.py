@@ -4,7 +4,8 @@
 below, comes from it. It walks the schema anew on every call, though, which was the largest
 single cost of a ``tools/call`` (about a sixth of its CPU). Most tool schemas are simple: an
 object of typed properties, some required, maybe no others allowed. For those a plain Python
-predicate is compiled once, and a call whose arguments it accepts skips ``jsonschema``
+predicate is compiled once (in the caller's ``SchemaCache``), and a call whose arguments it
+accepts skips ``jsonschema``
 entirely. The predicate only ever *accepts*: whatever it refuses, or any schema it does not
 understand, goes to ``jsonschema``, so a gap in it can cost speed but never correctness.
 (``fastjsonschema``, the library that compiles schemas, does not implement 2020-12, the
@@ -16,7 +17,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Final
 
 import orjson
 from jsonschema import Draft202012Validator
@@ -50,7 +51,7 @@ _ANNOTATIONS = frozenset(
         "readOnly", "writeOnly", "format", "contentMediaType", "contentEncoding",
     }
 )  # fmt: skip
-_TYPES: dict[str, Accepts] = {
+_TYPES: Final[Mapping[str, Accepts]] = {
     "object": lambda v: isinstance(v, dict),
     "array": lambda v: isinstance(v, list),
     "string": lambda v: isinstance(v, str),
@@ -248,12 +249,39 @@ class _Checker:
         return best_match(self.validator.iter_errors(instance))
 
 
-# Keyed by the schema object's identity: a catalog snapshot keeps its schemas for its whole
-# life, so the same object comes back call after call and no call pays for serialising it.
-# Each entry holds the schema, so its id cannot be reused while the entry exists. Equal
-# schemas held by other objects share one compiled checker, found by content.
-_by_identity: dict[int, tuple[Mapping[str, Any], _Checker]] = {}
-_by_content: dict[bytes, _Checker] = {}
+class SchemaCache:
+    """The compiled checkers of the schemas a process serves.
+
+    The protocol layer keeps no state of its own: whoever serves requests owns one of these
+    (``services/contexts.py`` gives every ``RequestContext`` the process's) and passes it in.
+    Keyed by the schema object's identity: a catalog snapshot keeps its schemas for its whole
+    life, so the same object comes back call after call and no call pays for serialising it.
+    Each entry holds the schema, so its id cannot be reused while the entry exists. Equal
+    schemas held by other objects (the next snapshot's) share one checker, found by content.
+    """
+
+    __slots__ = ("_by_content", "_by_identity", "_size")
+
+    def __init__(self, size: int = CACHE_SIZE) -> None:
+        self._size = size
+        self._by_identity: dict[int, tuple[Mapping[str, Any], _Checker]] = {}
+        self._by_content: dict[bytes, _Checker] = {}
+
+    def checker(self, schema: Mapping[str, Any]) -> _Checker:
+        found = self._by_identity.get(id(schema))
+        if found is not None and found[0] is schema:
+            return found[1]
+        key = _content_key(schema)
+        checker = self._by_content.get(key)
+        if checker is None:
+            if len(self._by_content) >= self._size:
+                self._by_content.clear()
+            # A private copy: the caller's object may change after this.
+            checker = self._by_content[key] = _Checker(json.loads(key))
+        if len(self._by_identity) >= self._size:
+            self._by_identity.clear()
+        self._by_identity[id(schema)] = (schema, checker)
+        return checker
 
 
 def _content_key(schema: Mapping[str, Any]) -> bytes:
@@ -263,43 +291,35 @@ def _content_key(schema: Mapping[str, Any]) -> bytes:
         return json.dumps(schema, sort_keys=True).encode()
 
 
-def _checker(schema: Mapping[str, Any]) -> _Checker:
-    found = _by_identity.get(id(schema))
-    if found is not None and found[0] is schema:
-        return found[1]
-    key = _content_key(schema)
-    checker = _by_content.get(key)
-    if checker is None:
-        if len(_by_content) >= CACHE_SIZE:
-            _by_content.clear()
-        # A private copy: the caller's object may change after this.
-        checker = _by_content[key] = _Checker(json.loads(key))
-    if len(_by_identity) >= CACHE_SIZE:
-        _by_identity.clear()
-    _by_identity[id(schema)] = (schema, checker)
-    return checker
+def _checker(schema: Mapping[str, Any], cache: SchemaCache | None) -> _Checker:
+    return cache.checker(schema) if cache is not None else _Checker(schema)
 
 
-def compile_schema(schema: Mapping[str, Any]) -> Validator:
-    """Return a jsonschema validator for ``schema`` (checked to be a valid schema).
+def compile_schema(schema: Mapping[str, Any], cache: SchemaCache | None = None) -> Validator:
+    """Return a jsonschema validator for ``schema`` (checked to be a valid schema), kept in
+    ``cache`` (None: compiled afresh).
 
     Remote ``$ref`` is never fetched: the validator's registry holds no retriever.
 
     Raises:
         SchemaError: ``schema`` is not a valid JSON Schema.
     """
-    return _checker(schema).validator
+    return _checker(schema, cache).validator
 
 
-def first_error(schema: Mapping[str, Any], instance: Any) -> ValidationError | None:
+def first_error(
+    schema: Mapping[str, Any], instance: Any, cache: SchemaCache | None = None
+) -> ValidationError | None:
     """The most relevant reason ``instance`` does not conform to ``schema``, or None.
+
+    ``schema`` is compiled once in ``cache`` (None: afresh, for this check only).
 
     Raises:
         InternalError: the schema cannot be evaluated (a broken catalog row: a server fault,
             not the caller's; the catalog validates schemas when an operator saves them).
     """
     try:
-        return _checker(schema).first_error(instance)
+        return _checker(schema, cache).first_error(instance)
     except (SchemaError, Unresolvable):
         logger.error("Tool schema cannot be evaluated")
         raise InternalError("Tool schema is invalid") from None

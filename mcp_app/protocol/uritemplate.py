@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from functools import lru_cache
 from urllib.parse import unquote
 
 # operator -> (first character, separator between variables, named (name=value) form,
@@ -126,9 +125,36 @@ def _compile_expression(
     return "".join(parts)
 
 
-@lru_cache(maxsize=1024)
+class TemplateCache:
+    """The parsed templates a process matches against, by template text.
+
+    The protocol layer keeps no state of its own: whoever serves requests owns one of these
+    (``services/contexts.py`` gives every ``RequestContext`` the process's) and passes it in.
+    """
+
+    __slots__ = ("_parsed", "_size")
+
+    def __init__(self, size: int = 1024) -> None:
+        self._size = size
+        self._parsed: dict[str, UriTemplate] = {}
+
+    def parse(self, template: str) -> UriTemplate:
+        """``parse_template(template)``, parsed once.
+
+        Raises:
+            ValueError: the template is not valid RFC 6570 level 1-3 syntax (not kept).
+        """
+        parsed = self._parsed.get(template)
+        if parsed is None:
+            parsed = parse_template(template)
+            if len(self._parsed) >= self._size:
+                self._parsed.clear()
+            self._parsed[template] = parsed
+        return parsed
+
+
 def parse_template(template: str) -> UriTemplate:
-    """Parse ``template`` once (cached).
+    """Parse ``template`` (``TemplateCache`` keeps what it parses).
 
     Raises:
         ValueError: the template is not valid RFC 6570 level 1-3 syntax.
@@ -158,15 +184,19 @@ def parse_template(template: str) -> UriTemplate:
     )
 
 
-def match(template: str, uri: str) -> dict[str, str] | None:
+def match(template: str, uri: str, cache: TemplateCache | None = None) -> dict[str, str] | None:
     """Return the percent-decoded variables of ``uri`` under ``template``, or ``None``.
+
+    ``template`` is parsed once in ``cache`` (None: afresh).
 
     Raises:
         ValueError: the template itself is invalid.
     """
-    return parse_template(template).match(uri)
+    parsed = cache.parse(template) if cache is not None else parse_template(template)
+    return parsed.match(uri)
 
 
-def variables(template: str) -> tuple[str, ...]:
+def variables(template: str, cache: TemplateCache | None = None) -> tuple[str, ...]:
     """Return the variable names of ``template`` in order of first appearance."""
-    return parse_template(template).variables
+    parsed = cache.parse(template) if cache is not None else parse_template(template)
+    return parsed.variables

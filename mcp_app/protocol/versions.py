@@ -11,6 +11,7 @@ Other modules ask ``supports(version, Feature.X)`` instead of comparing date str
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from typing import Final
 
 LEGACY_VERSIONS: Final[tuple[str, ...]] = ("2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25")
@@ -70,7 +71,7 @@ class Feature(enum.Enum):
     __hash__ = object.__hash__  # as Era's
 
 
-_SINCE: Final[dict[Feature, str]] = {
+_SINCE: Final[Mapping[Feature, str]] = {
     Feature.TOOL_ANNOTATIONS: "2025-03-26",
     Feature.AUDIO_CONTENT: "2025-03-26",
     Feature.PROGRESS_MESSAGE: "2025-03-26",
@@ -84,7 +85,7 @@ _SINCE: Final[dict[Feature, str]] = {
     Feature.ICONS: "2025-11-25",
     Feature.ELICITATION_URL: "2025-11-25",
 }
-_ONLY: Final[dict[Feature, frozenset[str]]] = {
+_ONLY: Final[Mapping[Feature, frozenset[str]]] = {
     Feature.BATCHES: frozenset({"2025-03-26"}),
     Feature.SSE_PRIMING: frozenset({"2025-11-25"}),
     Feature.TASKS_CORE: frozenset({"2025-11-25"}),
@@ -123,7 +124,7 @@ def _supports(version: str, feature: Feature) -> bool:
 
 
 # Every answer for the versions served, worked out once: it is asked several times a request.
-_SUPPORTS: Final[dict[tuple[str, Feature], bool]] = {
+_SUPPORTS: Final[Mapping[tuple[str, Feature], bool]] = {
     (version, feature): _supports(version, feature)
     for version in ALL_VERSIONS
     for feature in Feature

@@ -15,13 +15,25 @@ import functools
 import hashlib
 import hmac
 import secrets
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from mcp_app.conf import get_conf, get_site
 from mcp_app.executors.mcp_upstream import ONE_CALL_PREFIX
-from mcp_app.protocol.catalog import CatalogSnapshot
-from mcp_app.protocol.context import RequestContext
-from mcp_app.protocol.ports import ToolRunner
+from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
+from mcp_app.protocol.context import LegacySession, RequestContext, Send
+from mcp_app.protocol.ports import (
+    ClientRequester,
+    Completer,
+    PromptSource,
+    ResourceReader,
+    ResourceWatcher,
+    SessionStore,
+    TaskStore,
+    ToolRunner,
+)
+from mcp_app.protocol.schemas import SchemaCache
+from mcp_app.protocol.uritemplate import TemplateCache
 from mcp_app.services.resources import CatalogResourceReader
 from mcp_app.services.upstream_subscriptions import UpstreamResourceWatcher
 from mcp_app.services.upstreams import UpstreamCompleter, UpstreamPromptSource
@@ -33,6 +45,10 @@ _resource_reader = CatalogResourceReader()
 _prompt_source = UpstreamPromptSource()
 _completer = UpstreamCompleter()
 _watcher = UpstreamResourceWatcher()
+# What the protocol derives from the catalogs' definitions, kept for the process (the
+# protocol layer keeps no state of its own): every context shares them.
+_schemas = SchemaCache()
+_templates = TemplateCache()
 
 
 @functools.lru_cache(maxsize=8)
@@ -59,46 +75,76 @@ def caller_key(*, principal: str, session_id: str) -> str:
 
 
 def request_context(
-    snapshot: CatalogSnapshot, *, version: str, tools: ToolRunner, **fields: Any
+    snapshot: CatalogSnapshot,
+    *,
+    version: str,
+    tools: ToolRunner,
+    server_info: Mapping[str, Any] | None = None,
+    client_capabilities: Mapping[str, Any] | None = None,
+    client_info: Mapping[str, Any] | None = None,
+    request_id: Any = None,
+    progress_token: str | int | None = None,
+    log_level: str | None = None,
+    session: LegacySession | None = None,
+    sessions: SessionStore | None = None,
+    send: Send | None = None,
+    client_requests: ClientRequester | None = None,
+    principal: str = "",
+    caller: str | None = None,
+    caller_session: str = "",
+    request_headers: Mapping[str, Sequence[str]] | None = None,
+    tasks: TaskStore | None = None,
+    called_tool: ToolDef | None = None,
 ) -> RequestContext:
-    """A ``RequestContext`` over ``snapshot`` for ``version``; ``fields`` set the rest.
+    """A ``RequestContext`` over ``snapshot`` for ``version``, with what the caller's request
+    carries (see ``RequestContext`` for each field).
 
     ``server_info`` defaults to none (a worker answers no ``initialize``); ``caller``
     defaults to ``caller_key`` of the principal and the session (a worker names its
     call's stored session with ``caller_session``).
     """
-    session = fields.get("session")
-    session_id = fields.pop("caller_session", "") or (session.id if session is not None else "")
-    fields.setdefault(
-        "caller", caller_key(principal=fields.get("principal", ""), session_id=session_id)
-    )
-    secret_key = get_site().SECRET_KEY
-    defaults: dict[str, Any] = {
-        "server_info": {},
-        "cursor_secret": derived_key(secret_key, "cursor"),
-        "state_secret": derived_key(secret_key, "request-state"),
-        "page_size": get_conf().MCP_PAGE_SIZE,
-    }
-    caller = fields["caller"]
+    if caller is None:
+        session_id = caller_session or (session.id if session is not None else "")
+        caller = caller_key(principal=principal, session_id=session_id)
     if caller and snapshot.caller_bound:
-        headers = fields.get("request_headers")
-        return RequestContext(
-            version=version,
-            catalog=snapshot,
-            tools=tools,
-            resources=CatalogResourceReader(caller, headers),
-            prompts=UpstreamPromptSource(caller, headers),
-            completions=UpstreamCompleter(caller, headers),
-            watcher=UpstreamResourceWatcher(caller),
-            **{**defaults, **fields},
+        resources: ResourceReader = CatalogResourceReader(caller, request_headers)
+        prompts: PromptSource = UpstreamPromptSource(caller, request_headers)
+        completions: Completer = UpstreamCompleter(caller, request_headers)
+        watcher: ResourceWatcher = UpstreamResourceWatcher(caller)
+    else:
+        resources, prompts, completions, watcher = (
+            _resource_reader,
+            _prompt_source,
+            _completer,
+            _watcher,
         )
+    secret_key = get_site().SECRET_KEY
     return RequestContext(
         version=version,
         catalog=snapshot,
         tools=tools,
-        resources=_resource_reader,
-        prompts=_prompt_source,
-        completions=_completer,
-        watcher=_watcher,
-        **{**defaults, **fields},
+        resources=resources,
+        server_info=server_info if server_info is not None else {},
+        prompts=prompts,
+        completions=completions,
+        watcher=watcher,
+        client_capabilities=client_capabilities if client_capabilities is not None else {},
+        client_info=client_info,
+        request_id=request_id,
+        progress_token=progress_token,
+        log_level=log_level,
+        session=session,
+        sessions=sessions,
+        send=send,
+        cursor_secret=derived_key(secret_key, "cursor"),
+        page_size=get_conf().MCP_PAGE_SIZE,
+        client_requests=client_requests,
+        state_secret=derived_key(secret_key, "request-state"),
+        principal=principal,
+        caller=caller,
+        request_headers=request_headers if request_headers is not None else {},
+        tasks=tasks,
+        schemas=_schemas,
+        templates=_templates,
+        called_tool=called_tool,
     )

@@ -115,7 +115,7 @@ async def arun_held(run: Run, ctx: ToolCallContext, seconds: float) -> ToolResul
 
 
 async def aresume(ctx: ToolCallContext) -> ToolResult:
-    """Answer the held run ``ctx.request.continuation`` names and return what it does next.
+    """Answer the held run ``ctx.inputs.continuation`` names and return what it does next.
 
     Raises:
         InvalidParams: the run no longer waits for this round, or refused the answer.
@@ -123,7 +123,7 @@ async def aresume(ctx: ToolCallContext) -> ToolResult:
         ToolError, McpError: the run ended so (as it would have inline).
     """
     request = ctx.request
-    held_id, _, number = request.continuation.partition("/")
+    held_id, _, number = ctx.inputs.continuation.partition("/")
     if not held_id or not number.isdigit():
         raise InvalidParams("requestState is not a state this server issued")
     reply = notify.held_reply_group(secrets.token_urlsafe(12))
@@ -134,7 +134,7 @@ async def aresume(ctx: ToolCallContext) -> ToolResult:
             await notify.apublish_held_answer(
                 held_id=held_id,
                 round_number=int(number),
-                answers=dict(request.input_responses),
+                answers=dict(ctx.inputs.answers),
                 reply=reply,
                 endpoint=request.catalog.endpoint.slug,
                 principal=request.principal,
@@ -251,7 +251,7 @@ class _HeldRun:
         self.ended = False
         self.task: asyncio.Task[ToolResult] | None = None
         self.server: asyncio.Task[None] | None = None
-        self.run_ctx = ToolCallContext(replace(request, send=self.send), ctx.tool_name)
+        self.run_ctx = ToolCallContext(replace(request, send=self.send), ctx.tool_name, ctx.inputs)
         self.run_ctx.held = self
 
     def start(self, run: Run) -> asyncio.Task[ToolResult]:

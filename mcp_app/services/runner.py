@@ -42,7 +42,7 @@ class CatalogToolRunner:
             InvalidParams: the held run a retry names no longer waits for it.
         """
         key: ToolKey = tool.key
-        if ctx.request.continuation:
+        if ctx.inputs.continuation:
             return await continuations.aresume(ctx)
         if key.execution == "background":
             return await arun_on_worker(tool, arguments, ctx)

@@ -76,11 +76,12 @@ class CatalogTaskStore:
         arguments: Mapping[str, Any],
         ctx: RequestContext,
         *,
+        answers: Mapping[str, Any],
         ttl_ms: int | None,
     ) -> TaskInfo:
         # The row is committed before astart_call returns, so tasks/get finds it at once.
         call = await web.astart_call(
-            tool, arguments, ctx, is_task=True, ttl_ms=granted_ttl_ms(ttl_ms)
+            tool, arguments, ctx, answers=answers, is_task=True, ttl_ms=granted_ttl_ms(ttl_ms)
         )
         return task_info(call)
 

@@ -11,6 +11,7 @@ DELETE exist only for legacy sessions (the version rule is
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -28,10 +29,9 @@ from mcp_app.protocol.errors import (
 )
 from mcp_app.protocol.handlers import lifecycle
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
-from mcp_app.protocol.methods import target_of
 from mcp_app.protocol.results import Outcome
 from mcp_app.protocol.shaping import finish_result
-from mcp_app.protocol.versions import Feature, supports
+from mcp_app.protocol.versions import Era, Feature, supports
 from mcp_app.services import events, limits, notify, tracing
 from mcp_app.services.background import web as background
 from mcp_app.services.catalog import EndpointState
@@ -55,6 +55,8 @@ SERVER_VERSION = lifecycle.SERVER_VERSION
 
 _tool_runner = CatalogToolRunner()
 _session_store = DatabaseSessionStore()
+# Each tool's Mcp-Param headers, walked once for the process (inbound keeps no state).
+_param_headers = inbound.ParamHeaderCache()
 # Legacy requests running in this process, by (session id, JSON-encoded request id), so
 # notifications/cancelled can stop them.
 _in_flight: dict[tuple[str, bytes], Exchange] = {}
@@ -90,22 +92,28 @@ async def serve_post(ex: Exchange, state: EndpointState) -> None:
         await _batch(ex, state, payload)
         return
     route = inbound.classify(payload, ex.header(VERSION_HEADER))
-    ex.recorder.received([payload], modern=route is inbound.Route.MODERN)
-    if route is inbound.Route.MODERN:
-        await _modern(ex, state, payload)
+    modern = route is inbound.Route.MODERN
+    # The one resolution of this request: every step after this one takes it.
+    resolved = None
+    if isinstance(payload, Request):
+        resolved = inbound.resolve(payload, state.snapshot, Era.MODERN if modern else Era.LEGACY)
+    ex.recorder.received([payload], modern=modern, resolved=resolved)
+    if modern:
+        await _modern(ex, state, payload, resolved)
     elif route is inbound.Route.INITIALIZE:
         await _initialize(ex, state, payload)
     else:
-        await _legacy(ex, state, payload)
+        await _legacy(ex, state, payload, resolved)
 
 
-def check_scope(ex: Exchange, state: EndpointState, request: Request) -> None:
+def check_scope(ex: Exchange, state: EndpointState, resolved: inbound.Resolved) -> None:
     """Refuse with 403 ``insufficient_scope`` when the token lacks the scope the item needs.
 
     Sent before any body, so a client can step up and retry (2025-11-25
     basic/authorization, "Scope Challenge Handling").
     """
-    needed = access.missing_scope(state, request.method, request.params, ex.principal)
+    request = resolved.request
+    needed = access.missing_scope(state, resolved, ex.principal)
     if needed is not None:
         challenge = bearer.Challenge(
             403,
@@ -177,13 +185,14 @@ def _context(
     state: EndpointState,
     *,
     version: str,
-    request: Request | None,
+    resolved: inbound.Resolved | None,
     stream: RequestStream | None,
     client_capabilities: Mapping[str, Any],
     client_info: Mapping[str, Any] | None,
     log_level: str | None,
     session: LegacySession | None = None,
 ) -> RequestContext:
+    request = resolved.request if resolved is not None else None
     return request_context(
         state.snapshot,
         version=version,
@@ -205,6 +214,7 @@ def _context(
         principal=ex.principal.key,
         request_headers=ex.headers,
         tasks=CatalogTaskStore(state.id),
+        called_tool=resolved.tool if resolved is not None else None,
     )
 
 
@@ -212,14 +222,14 @@ def _legacy_context(
     ex: Exchange,
     state: EndpointState,
     session: LegacySession,
-    request: Request | None,
+    resolved: inbound.Resolved | None,
     stream: RequestStream | None,
 ) -> RequestContext:
     return _context(
         ex,
         state,
         version=session.protocol_version,
-        request=request,
+        resolved=resolved,
         stream=stream,
         client_capabilities=session.client_capabilities,
         client_info=session.client_info,
@@ -228,29 +238,32 @@ def _legacy_context(
     )
 
 
-async def run(ex: Exchange, state: EndpointState, ctx: RequestContext, request: Request) -> Reply:
+async def run(
+    ex: Exchange, state: EndpointState, ctx: RequestContext, resolved: inbound.Resolved
+) -> Reply:
     """Dispatch one request within the endpoint's rate limits and tell the call log its reply.
 
     A call over a limit is not dispatched: ``tools/call`` gets a tool error the model can act
     on, other requests the JSON-RPC error ``RateLimited`` (both say which limit and when to
     retry). A concurrency slot is held until the call ends, a background call's included.
     """
-    ex.recorder.dispatched(request, ctx.version)
+    request = resolved.request
+    ex.recorder.dispatched(resolved, ctx.version)
     admission: limits.Lease | limits.Refusal = limits.NO_LEASE
     if state.limits:
         admission = await limits.aadmit(
             limits=state.limits,
             method=request.method,
-            target=target_of(request.method, request.params),
+            target=resolved.target,
             subject=lambda: _caller(ex),
         )
     if isinstance(admission, limits.Refusal):
-        reply = _rate_limited(ctx, request, admission)
+        reply = _rate_limited(ctx, resolved, admission)
     elif not admission.keys:
-        reply = await dispatch.reply(ctx, request)
+        reply = await dispatch.reply(ctx, request, resolved)
     else:
         try:
-            reply = await dispatch.reply(ctx, request)
+            reply = await dispatch.reply(ctx, request, resolved)
         except BaseException:
             await admission.arelease()
             raise
@@ -287,8 +300,10 @@ def _caller(ex: Exchange) -> str:
     )
 
 
-def _rate_limited(ctx: RequestContext, request: Request, refusal: limits.Refusal) -> Reply:
-    target = target_of(request.method, request.params)
+def _rate_limited(
+    ctx: RequestContext, resolved: inbound.Resolved, refusal: limits.Refusal
+) -> Reply:
+    request, target = resolved.request, resolved.target
     detail = {"rate_limit": refusal.rule.id}
     if request.method == "tools/call":
         # A result, not an error: the model reads it and can wait or choose another tool.
@@ -300,7 +315,8 @@ def _rate_limited(ctx: RequestContext, request: Request, refusal: limits.Refusal
         finish_result(result, ctx.version, ctx.server_info, cacheable=False)
         body = {"jsonrpc": "2.0", "id": request.id, "result": result}
         return Reply(body, None, Outcome.RATE_LIMITED, detail, target)
-    return dispatch.refusal(request, RateLimited(refusal.message, refusal.data, refusal.rule.id))
+    error = RateLimited(refusal.message, refusal.data, refusal.rule.id)
+    return dispatch.refusal(request, error, resolved)
 
 
 def _answer_status(reply: Reply, stream: RequestStream, default: int) -> int:
@@ -321,21 +337,28 @@ def _answer_status(reply: Reply, stream: RequestStream, default: int) -> int:
 # -- the eras ---------------------------------------------------------------------------------
 
 
-async def _modern(ex: Exchange, state: EndpointState, message: Any) -> None:
+async def _modern(
+    ex: Exchange, state: EndpointState, message: Any, resolved: inbound.Resolved | None
+) -> None:
+    """``resolved`` is ``message`` resolved when it is a request, else None."""
     if isinstance(message, Response):
         raise Refused(400, "Clients must not send responses in protocol 2026-07-28")
-    if isinstance(message, Notification):
+    if resolved is None:
         try:
             inbound.check_modern_notification(message, ex.headers)
         except McpError as exc:
             raise Refused(modern_http_status(exc.code), error=exc) from None
         await ex.responder.respond(202)
         return
+    message = resolved.request
     try:
-        envelope = inbound.check_modern_request(message, ex.headers, state.snapshot)
+        envelope = inbound.check_modern_request(
+            message, ex.headers, state.snapshot, _param_headers, resolved
+        )
     except McpError as exc:
         raise Refused(modern_http_status(exc.code), error=exc, request_id=message.id) from None
-    check_scope(ex, state, message)
+    resolved = dataclasses.replace(resolved, envelope=envelope)
+    check_scope(ex, state, resolved)
     if message.method == "subscriptions/listen":
         await follow.listen_stream(ex, state, message)
         return
@@ -346,13 +369,13 @@ async def _modern(ex: Exchange, state: EndpointState, message: Any) -> None:
         ex,
         state,
         version=envelope.version,
-        request=message,
+        resolved=resolved,
         stream=stream,
         client_capabilities=envelope.client_capabilities,
         client_info=envelope.client_info,
         log_level=envelope.log_level,
     )
-    reply = await run(ex, state, ctx, message)
+    reply = await run(ex, state, ctx, resolved)
     status = modern_http_status(reply.error.code) if reply.error else 200
     await stream.reply(_answer_status(reply, stream, status), reply.body)
 
@@ -387,18 +410,22 @@ async def _initialize(ex: Exchange, state: EndpointState, message: Any) -> None:
     )
 
 
-async def _legacy(ex: Exchange, state: EndpointState, message: Any) -> None:
-    request_id = message.id if isinstance(message, Request) else None
+async def _legacy(
+    ex: Exchange, state: EndpointState, message: Any, resolved: inbound.Resolved | None
+) -> None:
+    """``resolved`` is ``message`` resolved when it is a request, else None."""
+    request_id = resolved.request.id if resolved is not None else None
     session = await load_session(ex, state, request_id)
-    if isinstance(message, Request):
-        check_scope(ex, state, message)
+    if resolved is not None:
+        message = resolved.request
+        check_scope(ex, state, resolved)
         stream = _stream(ex, session, message.id)
         stream.start_poll_timer()
-        ctx = _legacy_context(ex, state, session, message, stream)
+        ctx = _legacy_context(ex, state, session, resolved, stream)
         key = (session.id, jsonrpc.encode(message.id))
         _in_flight[key] = ex
         try:
-            reply = await run(ex, state, ctx, message)
+            reply = await run(ex, state, ctx, resolved)
         finally:
             if _in_flight.get(key) is ex:
                 del _in_flight[key]
@@ -452,17 +479,21 @@ async def _batch(ex: Exchange, state: EndpointState, messages: list[Any]) -> Non
     session = await load_session(ex, state, None)
     if not supports(session.protocol_version, Feature.BATCHES):
         raise Refused(400, f"Batches are not part of protocol {session.protocol_version}")
-    for message in messages:
+    resolved = {
+        id(message): inbound.resolve(message, state.snapshot, Era.LEGACY)
+        for message in messages
+        if isinstance(message, Request)
+    }
+    for one in resolved.values():
         # One status for the whole batch: refused before any of it runs.
-        if isinstance(message, Request):
-            check_scope(ex, state, message)
+        check_scope(ex, state, one)
     replies: list[dict[str, Any]] = []
     background_left = get_conf().MCP_MAX_BATCH_BACKGROUND_CALLS
     for message in messages:
         if isinstance(message, Request):
             refusal = None
-            name = (message.params or {}).get("name")
-            tool = state.snapshot.tool(name) if isinstance(name, str) else None
+            this = resolved[id(message)]
+            tool = this.tool
             if inbound.classify(message, None) is not inbound.Route.LEGACY:
                 refusal = InvalidRequest("initialize cannot be batched")
             elif message.method == "tools/call" and tool and tool.execution == "background":
@@ -474,11 +505,11 @@ async def _batch(ex: Exchange, state: EndpointState, messages: list[Any]) -> Non
                         "call(s); send this call in a request of its own"
                     )
             if refusal is not None:
-                reply = dispatch.refusal(message, refusal)
+                reply = dispatch.refusal(message, refusal, this)
                 ex.recorder.answered(message, reply)
             else:
-                ctx = _legacy_context(ex, state, session, message, None)
-                reply = await run(ex, state, ctx, message)
+                ctx = _legacy_context(ex, state, session, this, None)
+                reply = await run(ex, state, ctx, this)
             replies.append(reply.body)
         elif isinstance(message, Notification):
             ctx = _legacy_context(ex, state, session, None, None)

@@ -17,6 +17,7 @@ from mcp_app.protocol.errors import (
 )
 from mcp_app.protocol.inbound import (
     ModernEnvelope,
+    ParamHeaderCache,
     Route,
     check_modern_notification,
     check_modern_request,
@@ -444,3 +445,10 @@ def test_modern_notification_with_unserved_version_is_rejected() -> None:
     meta = {**ENVELOPE, "io.modelcontextprotocol/protocolVersion": "2099"}
     with pytest.raises(UnsupportedProtocolVersion):
         check_modern_notification(Notification("x", {"_meta": meta}), {})
+
+
+def test_a_param_header_cache_walks_each_schema_once() -> None:
+    schema = {"type": "object", "properties": {"a": {"type": "string", "x-mcp-header": "A"}}}
+    cache = ParamHeaderCache()
+    assert cache.param_headers(schema) is cache.param_headers(schema)
+    assert cache.param_headers(schema) == [(("a",), "A", schema["properties"]["a"])]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -128,6 +129,28 @@ async def test_a_modern_call_asks_round_by_round_until_it_completes(make_ctx: Ma
     )
     assert done["resultType"] == "complete"
     assert done["content"] == [{"type": "text", "text": "accept then decline"}]
+
+
+async def test_a_retry_leaves_its_request_context_as_it_was(make_ctx: MakeContext) -> None:
+    # The answers and the held run a retry brings go to the tool with the call (CallInputs),
+    # not through fields of the request's context that later steps would read back.
+    ctx = make_ctx(
+        MODERN, catalog=asking_catalog(), client_capabilities=ELICITING, state_secret=SECRET
+    )
+    first = await handle_request(ctx, "tools/call", {"name": "ask", "arguments": {}})
+    before = dataclasses.replace(ctx)
+    second = await handle_request(
+        ctx,
+        "tools/call",
+        {
+            "name": "ask",
+            "arguments": {},
+            "inputResponses": {"elicitation-1": {"action": "accept"}},
+            "requestState": first["requestState"],
+        },
+    )
+    assert list(second["inputRequests"]) == ["elicitation-2"]
+    assert ctx == before
 
 
 async def test_a_state_replayed_with_other_arguments_is_invalid_params(

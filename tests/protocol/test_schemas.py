@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 from jsonschema import Draft7Validator, Draft202012Validator
 
 from mcp_app.protocol.errors import InternalError
-from mcp_app.protocol.schemas import compile_schema, describe_error, fast_accepts, first_error
+from mcp_app.protocol.schemas import (
+    SchemaCache,
+    compile_schema,
+    describe_error,
+    fast_accepts,
+    first_error,
+)
 
 SETTINGS = settings(
     max_examples=600, deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow]
@@ -170,10 +176,13 @@ def test_an_invalid_schema_is_a_server_fault_even_when_the_value_would_pass() ->
         first_error({"minLength": -1}, "abc")
 
 
-def test_the_same_schema_object_is_compiled_once() -> None:
+def test_the_same_schema_object_is_compiled_once_in_its_cache() -> None:
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}}
-    assert compile_schema(schema) is compile_schema(schema)
-    assert compile_schema(schema) is compile_schema(dict(schema))
+    cache = SchemaCache()
+    assert compile_schema(schema, cache) is compile_schema(schema, cache)
+    assert compile_schema(schema, cache) is compile_schema(dict(schema), cache)
+    # Without a cache nothing is kept: the protocol layer holds no state of its own.
+    assert compile_schema(schema) is not compile_schema(schema)
 
 
 TRICKY_VALUES = [

@@ -88,6 +88,7 @@ class InMemoryTaskStore:
         arguments: Mapping[str, Any],
         ctx: RequestContext,
         *,
+        answers: Mapping[str, Any],
         ttl_ms: int | None,
     ) -> TaskInfo:
         number = len(self.tasks) + 1
@@ -106,7 +107,7 @@ class InMemoryTaskStore:
             {
                 "tool": tool.name,
                 "arguments": dict(arguments),
-                "answers": dict(ctx.input_responses),
+                "answers": dict(answers),
                 "ttl_ms": ttl_ms,
             }
         )

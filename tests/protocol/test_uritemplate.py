@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from mcp_app.protocol.uritemplate import match, variables
+from mcp_app.protocol.uritemplate import TemplateCache, match, variables
 
 
 @pytest.mark.parametrize(
@@ -58,3 +58,12 @@ def test_invalid_or_unsupported_templates_raise_value_error(template: str) -> No
 
 def test_variables_are_listed_in_order_of_appearance() -> None:
     assert variables("db://{table}/rows/{id}{?limit,table}") == ("table", "id", "limit")
+
+
+def test_a_template_cache_parses_each_template_once() -> None:
+    cache = TemplateCache()
+    assert cache.parse("users://{id}") is cache.parse("users://{id}")
+    assert match("users://{id}", "users://7", cache) == {"id": "7"}
+    assert variables("users://{id}/{tab}", cache) == ("id", "tab")
+    with pytest.raises(ValueError):
+        cache.parse("users://{id")

@@ -39,7 +39,7 @@ def _reference(
         return prompt
     for template in ctx.catalog.resource_templates:
         if template.uri_template == params.ref:
-            if params.argument_name not in variables(template.uri_template):
+            if params.argument_name not in variables(template.uri_template, ctx.templates):
                 raise InvalidParams(
                     f"Resource template {params.ref} has no variable {params.argument_name}"
                 )

@@ -32,7 +32,7 @@ from mcp_app.protocol.policies import RESOURCES_READ, PolicyCall, PolicyRefused,
 from mcp_app.protocol.ports import SessionStore
 from mcp_app.protocol.shaping import shape_resource, shape_resource_template
 from mcp_app.protocol.storable import is_storable_text, require_storable
-from mcp_app.protocol.uritemplate import match
+from mcp_app.protocol.uritemplate import TemplateCache, match
 from mcp_app.protocol.versions import Feature
 
 logger = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ async def _read(ctx: RequestContext, uri: str) -> tuple[Sequence[Mapping[str, An
         return await ctx.resources.read_resource(resource), resource.private
     for template in ctx.catalog.resource_templates:
         try:
-            variables = match(template.uri_template, uri)
+            variables = match(template.uri_template, uri, ctx.templates)
         except ValueError:
             # The catalog refuses invalid templates on save; skip one that slipped through.
             logger.warning("Skipping an invalid resource template")
@@ -150,16 +150,18 @@ def _session(ctx: RequestContext) -> tuple[LegacySession, SessionStore]:
 
 
 def subscription_source(
-    catalog: CatalogSnapshot, uri: str
+    catalog: CatalogSnapshot, uri: str, templates: TemplateCache | None = None
 ) -> ResourceDef | ResourceTemplateDef | None:
     """Where a subscription to ``uri`` is served from: the concrete resource at that URI,
-    else the first template that matches it (a read would try it first), else None."""
+    else the first template that matches it (a read would try it first), else None.
+
+    ``templates`` keeps the parsed templates (None: parsed afresh)."""
     resource = catalog.resource(uri)
     if resource is not None:
         return resource
     for template in catalog.resource_templates:
         try:
-            if match(template.uri_template, uri) is not None:
+            if match(template.uri_template, uri, templates) is not None:
                 return template
         except ValueError:
             continue  # an invalid template, skipped as a read skips it
@@ -177,7 +179,7 @@ async def handle_resources_subscribe(ctx: RequestContext, params: UriParams) -> 
     # The session row keeps its subscriptions.
     require_storable(params.uri, "params.uri")
     await sessions.subscribe(session.id, params.uri)
-    source = subscription_source(ctx.catalog, params.uri)
+    source = subscription_source(ctx.catalog, params.uri, ctx.templates)
     if source is not None and ctx.watcher is not None:
         try:
             await ctx.watcher.watch(session.id, params.uri, source)
@@ -197,7 +199,7 @@ async def handle_resources_unsubscribe(ctx: RequestContext, params: UriParams) -
         return {}  # never subscribed: a subscription with this URI cannot be stored
     await sessions.unsubscribe(session.id, params.uri)
     session.subscriptions = session.subscriptions - {params.uri}
-    source = subscription_source(ctx.catalog, params.uri)
+    source = subscription_source(ctx.catalog, params.uri, ctx.templates)
     if source is not None and ctx.watcher is not None:
         await ctx.watcher.unwatch(session.id, params.uri, source)
     return {}

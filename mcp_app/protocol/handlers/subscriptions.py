@@ -60,7 +60,7 @@ def acknowledgement(subscription_id: str | int, honoured: Mapping[str, Any]) -> 
 
 
 # Each catalog list, its notification method, and the listen filter flag that opts into it.
-_LIST_CHANGED: Final[dict[str, tuple[str, str]]] = {
+_LIST_CHANGED: Final[Mapping[str, tuple[str, str]]] = {
     "tools": ("notifications/tools/list_changed", "toolsListChanged"),
     "resources": ("notifications/resources/list_changed", "resourcesListChanged"),
     "prompts": ("notifications/prompts/list_changed", "promptsListChanged"),

@@ -112,14 +112,22 @@ def _requested_ttl(task: Any) -> int | None:
 
 
 async def start_task(
-    ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, Any], ttl_ms: int | None
+    ctx: RequestContext,
+    tool: ToolDef,
+    arguments: Mapping[str, Any],
+    ttl_ms: int | None,
+    *,
+    answers: Mapping[str, Any],
 ) -> Answer:
     """Create the task and answer the era's ``CreateTaskResult`` (the call log gets its id).
+
+    ``answers`` are the client's answers gathered so far (2026-07-28); the task's run starts
+    with them.
 
     The store answers only once the task is durable, so a ``tasks/get`` sent right after
     this result finds it (ext-tasks "Task Creation": MUST).
     """
-    info = await _store(ctx).create(tool, arguments, ctx, ttl_ms=ttl_ms)
+    info = await _store(ctx).create(tool, arguments, ctx, answers=answers, ttl_ms=ttl_ms)
     detail = {"task_id": info.task_id}
     if ctx.era is Era.MODERN:
         return Answer({"resultType": "task", **modern_task(info)}, detail=detail)

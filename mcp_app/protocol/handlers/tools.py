@@ -17,7 +17,7 @@ from typing import Any
 
 from mcp_app.protocol import mrtr
 from mcp_app.protocol.catalog import ToolDef
-from mcp_app.protocol.context import RequestContext, ToolCallContext
+from mcp_app.protocol.context import NO_INPUTS, CallInputs, RequestContext, ToolCallContext
 from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
 from mcp_app.protocol.handlers import tasks
 from mcp_app.protocol.handlers.listing import list_page
@@ -34,7 +34,7 @@ from mcp_app.protocol.results import (
     ToolError,
     ToolResult,
 )
-from mcp_app.protocol.schemas import describe_error, first_error
+from mcp_app.protocol.schemas import SchemaCache, describe_error, first_error
 from mcp_app.protocol.shaping import shape_call_result, shape_tool, structured_text
 from mcp_app.protocol.storable import require_storable
 from mcp_app.protocol.versions import Feature
@@ -68,7 +68,9 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
         InternalError: the runner failed unexpectedly (its message never reaches the wire).
         MethodNotFound, MissingClientCapability: the tool's task support refuses this call.
     """
-    tool = ctx.catalog.tool(params.name)
+    tool = ctx.called_tool
+    if tool is None or tool.name != params.name:
+        tool = ctx.catalog.tool(params.name)
     if tool is None:
         raise InvalidParams(f"Unknown tool: {params.name}")
     plan = tasks.plan_call(ctx, tool, params)
@@ -81,11 +83,12 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
         # Such a call may be written to a BackgroundCall row, arguments and answers and all.
         require_storable(arguments, "params.arguments")
         require_storable(params.input_responses, "params.inputResponses")
-    error = first_error(tool.input_schema, arguments)
+    error = first_error(tool.input_schema, arguments, ctx.schemas)
     if error is not None:
         result = ToolResult.error(f"Invalid arguments: {describe_error(error)}")
         return Answer(shape_call_result(result, ctx.version), Outcome.TOOL_ERROR)
     binding = None
+    inputs = CallInputs(may_become_task=plan.may_become_task)
     if ctx.supports(Feature.INPUT_REQUIRED):
         binding = mrtr.Binding(
             endpoint=ctx.catalog.endpoint.slug,
@@ -93,15 +96,14 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
             method="tools/call",
             request_digest=mrtr.request_digest(tool.name, arguments),
         )
-        ctx.input_responses = _answers(ctx, binding, params)
+        inputs = _inputs(ctx, binding, params, plan.may_become_task)
     if plan.start_now:
-        return await tasks.start_task(ctx, tool, arguments, plan.ttl_ms)
-    ctx.may_become_task = plan.may_become_task
+        return await tasks.start_task(ctx, tool, arguments, plan.ttl_ms, answers=inputs.answers)
     try:
-        result = await run_tool(ctx, tool, arguments)
+        result = await run_tool(ctx, tool, arguments, inputs)
     except ContinueAsTask:
-        # The answers gathered so far go with the task (ctx.input_responses).
-        return await tasks.start_task(ctx, tool, arguments, None)
+        # The answers gathered so far go with the task.
+        return await tasks.start_task(ctx, tool, arguments, None, answers=inputs.answers)
     except InputRequired as needed:
         if binding is None:
             raise InternalError("Tool failed") from None
@@ -113,7 +115,7 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
             "requestState": mrtr.seal(
                 secret=ctx.state_secret,
                 binding=binding,
-                answers={} if needed.continuation else ctx.input_responses,
+                answers={} if needed.continuation else inputs.answers,
                 now=time.time(),
                 ttl_seconds=needed.ttl_seconds or mrtr.DEFAULT_TTL_SECONDS,
                 continuation=needed.continuation,
@@ -122,8 +124,16 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
     return Answer(shape_call_result(result, ctx.version), result.ended, result.detail)
 
 
-async def run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, Any]) -> ToolResult:
+async def run_tool(
+    ctx: RequestContext,
+    tool: ToolDef,
+    arguments: Mapping[str, Any],
+    inputs: CallInputs = NO_INPUTS,
+) -> ToolResult:
     """Run ``tool`` through ``ctx.tools`` and return its finished result, failures included.
+
+    ``inputs`` are what the call hands the tool besides its arguments (the answers gathered so
+    far, a held run to resume, whether it may become a task).
 
     The one error ladder of a tool call, wherever it runs (inline here, or on a worker, which
     calls this too): a tool failure becomes an error result (a timeout says so in its
@@ -137,7 +147,7 @@ async def run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, A
     """
     policies = ctx.catalog.policies
     if policies is None:
-        return await _run_tool(ctx, tool, arguments)
+        return await _run_tool(ctx, tool, arguments, inputs)
     # The endpoint's policies see the call here, wherever it runs (inline, or on a worker,
     # which calls this too, so a task's result is seen before its row keeps it). A result
     # relayed from a worker was seen there; one without its decisions (a row written
@@ -147,7 +157,7 @@ async def run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, A
     result: ToolResult | None = None
     try:
         arguments = policies.before(call, arguments, ctx.policy_decisions)
-        result = await _run_tool(ctx, tool, arguments)
+        result = await _run_tool(ctx, tool, arguments, inputs)
         relayed = result.detail.get("policy_decisions") if result.detail else None
         if isinstance(relayed, list):
             # It ran on a worker, whose policies saw it there: their verdicts on the result
@@ -165,9 +175,11 @@ async def run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, A
         return refusal
 
 
-async def _run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, Any]) -> ToolResult:
+async def _run_tool(
+    ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, Any], inputs: CallInputs
+) -> ToolResult:
     try:
-        result = await ctx.tools.run_tool(tool, arguments, ToolCallContext(ctx, tool.name))
+        result = await ctx.tools.run_tool(tool, arguments, ToolCallContext(ctx, tool.name, inputs))
     except ToolError as failure:
         result = ToolResult.error(failure.message)
         # A timeout, an unreachable upstream: the call log says which.
@@ -180,7 +192,7 @@ async def _run_tool(ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, 
         raise InternalError("Tool failed") from None
     if result.detail is not None:
         return result
-    return finish_tool_result(tool, result)
+    return finish_tool_result(tool, result, ctx.schemas)
 
 
 def result_json(result: ToolResult) -> dict[str, Any]:
@@ -201,14 +213,16 @@ def _with_json(result: ToolResult, data: Mapping[str, Any]) -> ToolResult:
     return result
 
 
-def finish_tool_result(tool: ToolDef, result: ToolResult) -> ToolResult:
+def finish_tool_result(
+    tool: ToolDef, result: ToolResult, schemas: SchemaCache | None = None
+) -> ToolResult:
     """Check a successful result against the tool's output schema and give it text content.
 
     Wherever the tool ran (inline, or on a worker), its result passes through here once,
     there (``run_tool``).
     """
     if tool.output_schema is not None and not result.is_error:
-        checked = _checked_output(tool.output_schema, result)
+        checked = _checked_output(tool.output_schema, result, schemas)
         if checked is not result:
             checked.detail = result.detail  # where it ran stays known to the call log
             result = checked
@@ -218,32 +232,37 @@ def finish_tool_result(tool: ToolDef, result: ToolResult) -> ToolResult:
     return result
 
 
-def _answers(ctx: RequestContext, binding: mrtr.Binding, params: CallToolParams) -> dict[str, Any]:
-    """The answers of earlier rounds (from the sealed state) plus this retry's; a state
-    naming a held run sets ``ctx.continuation`` (the runner resumes that run).
+def _inputs(
+    ctx: RequestContext, binding: mrtr.Binding, params: CallToolParams, may_become_task: bool
+) -> CallInputs:
+    """A 2026-07-28 call's inputs: the answers of earlier rounds (from the sealed state) plus
+    this retry's, and the held run the state names (the runner resumes that run).
 
     Raises:
         InvalidParams: the state is tampered with, expired, or from another request.
     """
     answers: dict[str, Any] = {}
+    continuation = ""
     if params.request_state is not None:
         unsealed = mrtr.unseal_state(
             params.request_state, secret=ctx.state_secret, binding=binding, now=time.time()
         )
         answers = unsealed.answers
-        ctx.continuation = unsealed.continuation
+        continuation = unsealed.continuation
     answers.update(params.input_responses)
-    return answers
+    return CallInputs(answers, continuation, may_become_task)
 
 
-def _checked_output(schema: Mapping[str, Any], result: ToolResult) -> ToolResult:
+def _checked_output(
+    schema: Mapping[str, Any], result: ToolResult, schemas: SchemaCache | None
+) -> ToolResult:
     # A tool with an output schema MUST return conforming structured content
     # (2025-06-18 server/tools, "Output Schema"); a tool that does not gets an error result.
     if not result.has_structured:
         return ToolResult.error(
             "Tool output did not match its output schema: no structured content was returned"
         )
-    error = first_error(schema, result.structured)
+    error = first_error(schema, result.structured, schemas)
     if error is not None:
         return ToolResult.error(
             f"Tool output did not match its output schema: {describe_error(error)}"

@@ -189,10 +189,13 @@ async def acreate_call(
     arguments: Mapping[str, Any],
     ctx: RequestContext,
     *,
+    answers: Mapping[str, Any],
     is_task: bool = False,
     ttl_ms: int | None = None,
 ) -> BackgroundCall:
     """Write the call's row (committed when this returns: autocommit), not yet enqueued.
+
+    ``answers`` are the client's answers to the tool's questions gathered so far.
 
     Raises:
         ServiceUnavailable: the database is unreachable (nothing was written or run).
@@ -220,7 +223,7 @@ async def acreate_call(
             progress_token=ctx.progress_token if ctx.send is not None else None,
             log_level=(ctx.log_level or "") if ctx.send is not None else "",
             client_capabilities=dict(ctx.client_capabilities),
-            input_responses=dict(ctx.input_responses),
+            input_responses=dict(answers),
             is_task=is_task,
             ttl_ms=ttl_ms if is_task else None,
             poll_interval_ms=conf.MCP_TASK_POLL_INTERVAL_MS,

@@ -83,11 +83,12 @@ async def astart_call(
     arguments: Mapping[str, Any],
     ctx: RequestContext,
     *,
+    answers: Mapping[str, Any],
     is_task: bool,
     ttl_ms: int | None,
 ) -> BackgroundCall:
     """Create the call's row and enqueue it; for MCP tasks, which return a handle at once."""
-    call = await acreate_call(tool, arguments, ctx, is_task=is_task, ttl_ms=ttl_ms)
+    call = await acreate_call(tool, arguments, ctx, answers=answers, is_task=is_task, ttl_ms=ttl_ms)
     await _enqueue(call)
     return call
 
@@ -106,7 +107,7 @@ async def arun_on_worker(
         McpError: the tool ended with a protocol error.
         ServiceUnavailable: the database was unreachable before the call was written.
     """
-    call = await acreate_call(tool, arguments, tool_ctx.request)
+    call = await acreate_call(tool, arguments, tool_ctx.request, answers=tool_ctx.inputs.answers)
     return await afollow(call, tool_ctx, enqueue=True)
 
 

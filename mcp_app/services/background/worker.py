@@ -28,7 +28,7 @@ from django.utils import timezone
 from mcp_app.conf import get_conf
 from mcp_app.models import BackgroundCall
 from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
-from mcp_app.protocol.context import RequestContext, ToolCallContext
+from mcp_app.protocol.context import CallInputs, RequestContext, ToolCallContext
 from mcp_app.protocol.errors import InternalError, McpError
 from mcp_app.protocol.handlers.tools import run_tool
 from mcp_app.protocol.ports import HeldQuestions
@@ -178,8 +178,9 @@ class _WorkerRun:
             return
         async with _control_listener(call.id) as control:
             while True:
-                ctx = self._context(state.snapshot, call.input_responses)
-                work = asyncio.create_task(run_tool(ctx, tool, call.arguments))
+                ctx = self._context(state.snapshot)
+                inputs = CallInputs(answers=dict(call.input_responses))
+                work = asyncio.create_task(run_tool(ctx, tool, call.arguments, inputs))
                 watcher = asyncio.create_task(self._watch(control, work))
                 try:
                     result = await work
@@ -237,7 +238,7 @@ class _WorkerRun:
                 )
                 return
 
-    def _context(self, snapshot: CatalogSnapshot, answers: Mapping[str, Any]) -> RequestContext:
+    def _context(self, snapshot: CatalogSnapshot) -> RequestContext:
         call = self.call
         streams = call.progress_token is not None or bool(call.log_level)
         return request_context(
@@ -251,7 +252,6 @@ class _WorkerRun:
             log_level=call.log_level or None,
             send=self._publish if streams else None,
             client_requests=self.asker if call.session_id else None,
-            input_responses=dict(answers),
             principal=call.principal,
             # Its upstream sessions are keyed as the web request's would be.
             caller_session=call.session_id,

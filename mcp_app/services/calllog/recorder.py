@@ -29,11 +29,11 @@ from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import LegacySession
 from mcp_app.protocol.dispatch import Reply
 from mcp_app.protocol.errors import McpError
-from mcp_app.protocol.inbound import CLIENT_INFO_KEY
+from mcp_app.protocol.inbound import CLIENT_INFO_KEY, Resolved
 from mcp_app.protocol.jsonrpc import Notification, Request, Response
 from mcp_app.protocol.methods import target_of
 from mcp_app.protocol.results import Outcome
-from mcp_app.protocol.uritemplate import match
+from mcp_app.protocol.uritemplate import TemplateCache, match
 from mcp_app.protocol.versions import MODERN_VERSIONS, Era
 from mcp_app.services import metrics
 from mcp_app.services.calllog.capture import MIN_SCRUB_CHARS
@@ -46,6 +46,8 @@ ERROR_MESSAGE_CHARS = 1000
 USER_AGENT_CHARS = 512
 # Whose params.arguments are the call's arguments; other requests keep their params whole.
 _ARGUMENT_METHODS = frozenset({"tools/call", "prompts/get"})
+# The resource templates this process's call log matches read URIs against, parsed once.
+_templates = TemplateCache()
 
 
 @dataclass(slots=True)
@@ -56,6 +58,10 @@ class _Entry:
     rpc_method: str = ""
     rpc_id: str = ""
     target: str = ""
+    # A tools/call's tool as inbound classification found it (None: looked up for the row).
+    tool: ToolDef | None = None
+    # The era the transport served it in, once dispatched ("" until then).
+    era: str = ""
     arguments: Any = None
     result: Any = None
     status: str = ""
@@ -164,12 +170,18 @@ class CallRecorder:
         if not self._submitted:
             _unsubmitted.add(self)
 
-    def received(self, messages: Iterable[Any], *, modern: bool) -> None:
-        """Note the decoded message(s) of a POST: one record each."""
-        self._era = _MODERN if modern else _LEGACY
-        self._note(messages)
+    def received(
+        self, messages: Iterable[Any], *, modern: bool, resolved: Resolved | None = None
+    ) -> None:
+        """Note the decoded message(s) of a POST: one record each.
 
-    def _note(self, messages: Iterable[Any]) -> None:
+        ``resolved`` is a single request as inbound classification resolved it: its target
+        is taken from there.
+        """
+        self._era = _MODERN if modern else _LEGACY
+        self._note(messages, resolved)
+
+    def _note(self, messages: Iterable[Any], resolved: Resolved | None = None) -> None:
         for message in messages:
             entry = _Entry()
             if isinstance(message, Request | Notification):
@@ -180,7 +192,11 @@ class CallRecorder:
                 )
                 entry.rpc_method = message.method[:128]
                 params = message.params if isinstance(message.params, Mapping) else {}
-                entry.target = (target_of(message.method, params) or "")[:512]
+                if resolved is not None and resolved.request is message:
+                    entry.target = (resolved.target or "")[:512]
+                    entry.tool = resolved.tool
+                else:
+                    entry.target = (target_of(message.method, params) or "")[:512]
                 if message.method in _ARGUMENT_METHODS:
                     entry.arguments = params.get("arguments")
                 elif params:
@@ -207,10 +223,11 @@ class CallRecorder:
         self._era = _LEGACY
         self._session_client_info = session.client_info or None
 
-    def dispatched(self, request: Request, version: str) -> None:
-        entry = self._by_message.get(id(request))
+    def dispatched(self, resolved: Resolved, version: str) -> None:
+        entry = self._by_message.get(id(resolved.request))
         if entry is not None:
             entry.version = version
+            entry.era = resolved.era.value
             entry.dispatched = True
             entry.started = time.monotonic()
 
@@ -299,9 +316,9 @@ class CallRecorder:
             else:
                 duration = request_ms
             version = entry.version or self._version
-            era = _era(version) if version else self._era
-            tool = None
-            if entry.rpc_method == "tools/call" and self._snapshot is not None:
+            era = entry.era or (_era(version) if version else self._era)
+            tool = entry.tool
+            if tool is None and entry.rpc_method == "tools/call" and self._snapshot is not None:
                 tool = self._snapshot.tool(entry.target)
             records.append(
                 PendingCall(
@@ -477,7 +494,7 @@ def _upstream_of(snapshot: CatalogSnapshot | None, entry: _Entry, tool: ToolDef 
 def _template_key(snapshot: CatalogSnapshot, uri: str) -> Any:
     for template in snapshot.resource_templates:
         try:
-            if match(template.uri_template, uri) is not None:
+            if match(template.uri_template, uri, _templates) is not None:
                 return template.key
         except ValueError:
             continue
