@@ -8,17 +8,18 @@ from django.contrib import admin
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.bulk import CatalogItemAdmin
 from mcp_app.admin.forms import ResourceTemplateForm
+from mcp_app.admin.icons import ICON_FIELDSET, IconAdmin
 from mcp_app.models import ResourceTemplate
 
 
 @admin.register(ResourceTemplate)
-class ResourceTemplateAdmin(CatalogItemAdmin):
+class ResourceTemplateAdmin(IconAdmin, CatalogItemAdmin):
     form = ResourceTemplateForm
     list_display = ["uri_template", "name", "kind", "mime_type", "enabled", "updated_at"]
     list_filter = ["kind", "enabled", "upstream", "endpoints"]
     search_fields = ["uri_template", "name", "title", "description"]
     filter_horizontal = ["allowed_groups"]
-    readonly_fields = ["created_at", "updated_at"]
+    readonly_fields = ["icon_preview", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["uri_template", "name", "title", "description", "mime_type"]}),
         (
@@ -27,7 +28,7 @@ class ResourceTemplateAdmin(CatalogItemAdmin):
         ),
         (None, {"fields": ["completions", "enabled"]}),
         ACCESS_FIELDSET,
-        ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),
+        ICON_FIELDSET,
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
 

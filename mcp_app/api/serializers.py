@@ -48,6 +48,7 @@ from mcp_app.services.catalog_writes import (
     tool_values,
 )
 from mcp_app.services.credentials import credential_set_secret
+from mcp_app.services.icons import public_icons, stored_icons
 from mcp_app.services.policies.writes import policy_check, policy_save
 from mcp_app.services.row_writes import setting_row_save
 
@@ -80,6 +81,17 @@ class CheckedJSONField(serializers.JSONField):
 
 
 @extend_schema_field(OpenApiTypes.OBJECT)
+class IconsField(CheckedJSONField):
+    """A row's ``icons``: read as clients get them (an uploaded icon's URL under the site's
+    public base URL), written as links; this site's icon URLs come back to their paths."""
+
+    def to_representation(self, value: Any) -> Any:
+        return list(public_icons(value)) if isinstance(value, list) else value
+
+    def to_internal_value(self, data: Any) -> Any:
+        return stored_icons(super().to_internal_value(data))
+
+
 class JsonObjectField(CheckedJSONField):
     """A JSON object (a whole document): anything else, null included, is refused."""
 
@@ -118,6 +130,8 @@ class ModelCheckedSerializer(serializers.ModelSerializer):
         self, field_name: str, model_field: Any
     ) -> tuple[type, dict[str, Any]]:
         field_class, field_kwargs = super().build_standard_field(field_name, model_field)
+        if field_name == "icons":
+            field_class = IconsField
         if issubclass(field_class, serializers.CharField):
             field_class = _strict_text(field_class)
         return field_class, field_kwargs
@@ -196,7 +210,7 @@ class EndpointSerializer(CatalogRowSerializer):
     class Meta:
         model = Endpoint
         fields = [
-            "id", "slug", "title", "description", "instructions", "enabled", "listed",
+            "id", "slug", "title", "description", "instructions", "enabled", "listed", "icons",
             "allowed_origins", "auth_mode", "scopes", "base_scope", "catalog_version", "url",
             "tools", "resources", "resource_templates", "prompts", "created_at", "updated_at",
         ]  # fmt: skip

@@ -50,6 +50,7 @@ from mcp_app.protocol.catalog import (
 )
 from mcp_app.services import history, invalidation, notify
 from mcp_app.services.database import in_thread
+from mcp_app.services.icons import public_icons
 from mcp_app.services.limits import Rule, rules_load
 from mcp_app.services.policies.pipeline import endpoint_policies
 
@@ -207,6 +208,7 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
             title=endpoint.title,
             description=endpoint.description,
             instructions=endpoint.instructions,
+            icons=public_icons(endpoint.icons),
         ),
         tools=tools,
         resources=resources,
@@ -310,7 +312,7 @@ def tool_def(
         input_schema=tool.input_schema,
         output_schema=tool.output_schema,
         annotations=tool.annotations(),
-        icons=tuple(tool.icons or ()),
+        icons=public_icons(tool.icons),
         meta=tool.meta or {},
         execution=tool.execution_mode,
         task_support="forbidden" if tool.execution_mode == "inline" else tool.task_support,
@@ -371,7 +373,7 @@ def _resource_def(resource: Resource) -> ResourceDef:
         description=resource.description,
         mime_type=resource.mime_type,
         size=size,
-        icons=tuple(resource.icons or ()),
+        icons=public_icons(resource.icons),
         # Read in the caller's upstream session: what it holds may differ per caller.
         private=resource.upstream is not None,
         key=key,
@@ -385,7 +387,7 @@ def _template_def(template: ResourceTemplate) -> ResourceTemplateDef:
         title=template.title,
         description=template.description,
         mime_type=template.mime_type,
-        icons=tuple(template.icons or ()),
+        icons=public_icons(template.icons),
         completions={name: tuple(values) for name, values in (template.completions or {}).items()},
         private=template.upstream is not None,
         key=ResourceTemplateKey(
@@ -404,7 +406,7 @@ def _prompt_def(prompt: Prompt) -> PromptDef:
         name=prompt.name,
         title=prompt.title,
         description=prompt.description,
-        icons=tuple(prompt.icons or ()),
+        icons=public_icons(prompt.icons),
         arguments=tuple(
             PromptArgumentDef(
                 name=argument.name,
