@@ -80,7 +80,21 @@ class CheckedJSONField(serializers.JSONField):
         return super().to_internal_value(data)
 
 
-@extend_schema_field(OpenApiTypes.OBJECT)
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "src": {"type": "string"},
+                "mimeType": {"type": "string"},
+                "sizes": {"type": "array", "items": {"type": "string"}},
+                "theme": {"type": "string", "enum": ["light", "dark"]},
+            },
+            "required": ["src"],
+        },
+    }
+)
 class IconsField(CheckedJSONField):
     """A row's ``icons``: read as clients get them (an uploaded icon's URL under the site's
     public base URL), written as links; this site's icon URLs come back to their paths."""
@@ -92,6 +106,7 @@ class IconsField(CheckedJSONField):
         return stored_icons(super().to_internal_value(data))
 
 
+@extend_schema_field(OpenApiTypes.OBJECT)
 class JsonObjectField(CheckedJSONField):
     """A JSON object (a whole document): anything else, null included, is refused."""
 
