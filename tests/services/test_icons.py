@@ -17,8 +17,10 @@ from pytest_django.fixtures import Settings
 
 from mcp_app.models import Endpoint, IconImage, Tool
 from mcp_app.models.fields import validate_icons
+from mcp_app.services import history
 from mcp_app.services.catalog_io import CatalogImportError, catalog_export, catalog_import
-from mcp_app.services.catalog_writes import endpoint_create, tool_create
+from mcp_app.services.catalog_writes import catalog_row_save, endpoint_create, tool_create
+from mcp_app.services.history import version_diff
 from mcp_app.services.icons import icon_check, icon_store, public_icons, stored_icons
 
 IMAGES = Path(__file__).parent / "icon_images"
@@ -180,3 +182,17 @@ def test_an_import_refuses_icon_bytes_an_upload_would_refuse(
 
     with pytest.raises(CatalogImportError, match="SVG icons cannot be uploaded"):
         catalog_import(document=document)
+
+
+def test_an_endpoints_icon_change_is_in_its_history(db: None) -> None:
+    endpoint = endpoint_create(slug="pics")
+    icon = icon_check(PNG, filename="logo.png")
+    icon_store(icon=icon)
+    endpoint.icons = [icon.icon()]
+    catalog_row_save(endpoint, actor=None, source=history.ADMIN)
+
+    newer, older = endpoint.history.order_by("-history_id")[:2]
+    changes = version_diff(older, newer)
+
+    assert [change.field for change in changes] == ["icons"]
+    assert icon.path in changes[0].new
