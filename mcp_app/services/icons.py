@@ -92,13 +92,15 @@ def icon_check(data: bytes, *, filename: str = "") -> UploadedIcon:
         )
     if not data:
         raise ValidationError("The icon file is empty.", code=_CODE)
-    if _looks_like_svg(data):
+    # The magic numbers decide: an image whose text chunks mention "<svg" is still an image,
+    # served as one, with nosniff.
+    mime_type = _sniff(data)
+    if mime_type is None and _looks_like_svg(data):
         raise ValidationError(
             "SVG icons cannot be uploaded (an SVG can carry scripts); upload a PNG, JPEG, WebP "
             "or GIF image, or link the SVG by its https URL.",
             code=_CODE,
         )
-    mime_type = _sniff(data)
     if mime_type is None:
         raise ValidationError("The file is not a PNG, JPEG, WebP or GIF image.", code=_CODE)
     _, dot, extension = filename.rpartition(".")

@@ -8,6 +8,7 @@ to the size its name gives (checked when they were made).
 from __future__ import annotations
 
 import base64
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -72,6 +73,18 @@ def test_an_upload_gets_its_type_from_its_bytes_and_its_size_from_its_header(
 def test_a_bad_upload_is_refused_with_the_reason(data: bytes, filename: str, message: str) -> None:
     with pytest.raises(ValidationError, match=message):
         icon_check(data, filename=filename)
+
+
+def test_an_image_whose_text_mentions_svg_is_still_that_image() -> None:
+    # A PNG tEXt chunk (before the image data) saying "<svg ...>": the magic numbers decide.
+    text = b"Comment\0<svg onload=alert(1)>"
+    chunk = len(text).to_bytes(4, "big") + b"tEXt" + text
+    chunk += zlib.crc32(b"tEXt" + text).to_bytes(4, "big")
+    polyglot = PNG[:33] + chunk + PNG[33:]
+
+    icon = icon_check(polyglot, filename="icon.png")
+
+    assert (icon.mime_type, icon.width, icon.height) == ("image/png", 16, 16)
 
 
 def test_an_upload_over_the_size_limit_is_refused(settings: Settings) -> None:
