@@ -71,6 +71,9 @@ class McpConf:
     MCP_INLINE_TOOL_TIMEOUT_SECONDS: float = 300.0
     # Largest resource blob an operator may upload, in bytes.
     MCP_MAX_RESOURCE_BYTES: int = 10 * 1024 * 1024
+    # Largest icon an operator may upload (or link as a data: URI), in bytes: every list
+    # names icons, so they stay small.
+    MCP_MAX_ICON_BYTES: int = 100 * 1024
     # Catalog import (the API and ``mcp_import``): the largest document read, in bytes,
     # and the most values it may hold once YAML aliases are expanded (each use of an alias
     # counts its whole value again). Both are checked while reading, before any other work.

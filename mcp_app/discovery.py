@@ -2,8 +2,8 @@
 
 A client that knows only the site's domain fetches ``/.well-known/ai-catalog.json``, picks the
 entries of type ``application/mcp-server-card+json`` and follows each one's ``url`` to a card
-at ``<endpoint URL>/server-card``: the endpoint's name, version, streamable-HTTP remote and
-protocol versions, and what authorization it requires (SEP-2127; the discovery rules of the
+at ``<endpoint URL>/server-card``: the endpoint's name, version, icons, streamable-HTTP remote
+and protocol versions, and what authorization it requires (SEP-2127; the discovery rules of the
 modelcontextprotocol/experimental-ext-server-card repository). Only endpoints an operator
 marked ``listed`` and that are enabled appear; any other slug answers 404, as an unknown one
 does.
@@ -35,6 +35,7 @@ from mcp_app.conf import get_site
 from mcp_app.models import Endpoint
 from mcp_app.protocol.handlers.lifecycle import SERVER_VERSION
 from mcp_app.protocol.versions import ALL_VERSIONS
+from mcp_app.services.icons import public_icons
 
 CARD_SCHEMA = "https://static.modelcontextprotocol.io/schemas/v1/server-card.schema.json"
 CARD_MEDIA_TYPE = "application/mcp-server-card+json"
@@ -138,6 +139,8 @@ def server_card(endpoint: Endpoint) -> dict[str, Any]:
     }
     if title := _clip(endpoint.title):
         card["title"] = title
+    if endpoint.icons:
+        card["icons"] = list(public_icons(endpoint.icons))
     card["remotes"] = [remote]
     card["_meta"] = {AUTHORIZATION_META: authorization(endpoint)}
     return card
@@ -170,7 +173,7 @@ def site_catalog(endpoints: QuerySet[Endpoint]) -> dict[str, Any]:
 def listed_endpoints() -> QuerySet[Endpoint]:
     """Endpoints the documents show: listed by an operator and enabled."""
     return Endpoint.objects.filter(listed=True, enabled=True).only(
-        "slug", "title", "description", "auth_mode"
+        "slug", "title", "description", "auth_mode", "icons"
     )
 
 

@@ -16,7 +16,7 @@ from django.urls import include, path
 from django.views import defaults
 from oauth2_provider import views as oauth_views
 
-from mcp_app import discovery
+from mcp_app import discovery, icons
 from mcp_app.api.errors import api_error_response
 from mcp_app.auth import views as auth
 
@@ -61,6 +61,8 @@ urlpatterns = [
     # endpoint, beside the endpoint's own URL (which asgi.py routes to MCP, not here).
     path(".well-known/ai-catalog.json", discovery.site_catalog_view, name="ai-catalog"),
     path("mcp/<slug:slug>/server-card", discovery.server_card_view, name="server-card"),
+    # Uploaded icons (mcp_app/icons.py), named by their bytes' SHA-256.
+    path("icons/<str:name>", icons.icon_view, name="icon"),
     path("", include("mcp_app.urls")),
 ]
 

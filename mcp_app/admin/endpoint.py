@@ -25,6 +25,7 @@ from mcp_app.admin.figures import (
 )
 from mcp_app.admin.forms import EndpointForm
 from mcp_app.admin.history import recent_changes_view
+from mcp_app.admin.icons import ICON_FIELDSET, IconAdmin
 from mcp_app.admin.policy import policy_list
 from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.admin.writes import CatalogRowAdmin
@@ -49,7 +50,7 @@ PREVIEW_VERSIONS = (LATEST_MODERN, LATEST_LEGACY)
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
+class EndpointAdmin(IconAdmin, InUseProtectedAdmin, CatalogRowAdmin):
     form = EndpointForm
     list_display = [
         "slug", "title", "enabled", "listed", "auth_mode", "tool_count", "calls_24h", "errors_24h",
@@ -61,6 +62,7 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
     filter_horizontal = ["tools", "resources", "resource_templates", "prompts"]
     readonly_fields = [
         "mcp_url", "catalog_version", "created_at", "updated_at", "last_24_hours", "policies",
+        "icon_preview",
     ]  # fmt: skip
     fieldsets = [
         (None, {"fields": ["slug", "mcp_url", "title", "description", "instructions", "enabled"]}),
@@ -68,6 +70,7 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
         ("Catalog", {"fields": ["tools", "resources", "resource_templates", "prompts"]}),
         ("Access", {"fields": ["allowed_origins"]}),
         ("Discovery", {"fields": ["listed"]}),
+        ICON_FIELDSET,
         ("Policies around calls", {"fields": ["policies"]}),
         ("Authorization", {"fields": ["auth_mode", "scopes", "base_scope"]}),
         ("History", {"fields": ["catalog_version", "created_at", "updated_at"]}),

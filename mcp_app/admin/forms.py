@@ -22,7 +22,7 @@ from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
 from mcp_app.admin.access import ACCESS_FIELDS
-from mcp_app.admin.writes import CatalogRowForm
+from mcp_app.admin.icons import IconRowForm
 from mcp_app.executors import get_executor, get_executors
 from mcp_app.executors.base import ConfigFormError, CredentialChoiceField, Executor
 from mcp_app.executors.forms import JsonTextarea, JsonTextField
@@ -151,7 +151,7 @@ def _shown_back(bound_data: Callable[[Any, Any], Any], data: Any, initial: Any) 
     return bound_data(data, initial)
 
 
-class ToolForm(StorableInputForm, CatalogRowForm):
+class ToolForm(StorableInputForm, IconRowForm):
     """Edits a tool; the kind's config is entered through the fields its executor supplies.
 
     Each executor's ``config_form`` fields are added to this form (``kind_config_fields``),
@@ -284,7 +284,7 @@ def _credential_choices() -> list[tuple[str, str]]:
     ]
 
 
-class ResourceTemplateForm(StorableInputForm, CatalogRowForm):
+class ResourceTemplateForm(StorableInputForm, IconRowForm):
     """Edits a resource template; the kind's config is entered through the fields its resolver
     supplies.
 
@@ -358,14 +358,15 @@ def template_kind_config_fields() -> dict[str, list[str]]:
     return fields
 
 
-class EndpointForm(StorableInputForm, CatalogRowForm):
+class EndpointForm(StorableInputForm, IconRowForm):
     class Meta:
         model = Endpoint
         fields = [
-            "slug", "title", "description", "instructions", "enabled", "listed",
+            "slug", "title", "description", "instructions", "enabled", "listed", "icons",
             "allowed_origins", "tools", "resources", "resource_templates", "prompts",
             "auth_mode", "scopes", "base_scope",
         ]  # fmt: skip
+        field_classes = {"icons": JsonTextField}
 
 
 class CredentialForm(StorableInputForm, forms.ModelForm):

@@ -13,7 +13,7 @@ from django.http import HttpRequest
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.bulk import CatalogItemAdmin
 from mcp_app.admin.forms import JSON_FORMFIELD
-from mcp_app.admin.writes import CatalogRowForm
+from mcp_app.admin.icons import ICON_FIELDSET, IconAdmin, IconRowForm
 from mcp_app.executors.forms import CodeTextarea
 from mcp_app.models import Prompt, PromptArgument, PromptMessage
 from mcp_app.services import history
@@ -57,13 +57,13 @@ class PromptMessageInline(admin.StackedInline):
 
 
 @admin.register(Prompt)
-class PromptAdmin(CatalogItemAdmin):
-    form = CatalogRowForm
+class PromptAdmin(IconAdmin, CatalogItemAdmin):
+    form = IconRowForm
     list_display = ["name", "title", "enabled", "updated_at"]
     list_filter = ["enabled", "endpoints"]
     search_fields = ["name", "title", "description"]
     filter_horizontal = ["allowed_groups"]
-    readonly_fields = ["created_at", "updated_at"]
+    readonly_fields = ["icon_preview", "created_at", "updated_at"]
     formfield_overrides = {models.JSONField: JSON_FORMFIELD}
     inlines = [PromptArgumentInline, PromptMessageInline]
     fieldsets = [
@@ -73,7 +73,7 @@ class PromptAdmin(CatalogItemAdmin):
             {"classes": ["collapse"], "fields": ["upstream", "remote_name"]},
         ),
         ACCESS_FIELDSET,
-        ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),
+        ICON_FIELDSET,
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
 

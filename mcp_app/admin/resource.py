@@ -8,18 +8,18 @@ from django.db import models
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.bulk import CatalogItemAdmin
 from mcp_app.admin.forms import JSON_FORMFIELD
-from mcp_app.admin.writes import CatalogRowForm
+from mcp_app.admin.icons import ICON_FIELDSET, IconAdmin, IconRowForm
 from mcp_app.models import Resource
 
 
 @admin.register(Resource)
-class ResourceAdmin(CatalogItemAdmin):
-    form = CatalogRowForm
+class ResourceAdmin(IconAdmin, CatalogItemAdmin):
+    form = IconRowForm
     list_display = ["uri", "name", "mime_type", "size", "upstream", "enabled", "updated_at"]
     list_filter = ["enabled", "mime_type", "endpoints"]
     search_fields = ["uri", "name", "title", "description"]
     filter_horizontal = ["allowed_groups"]
-    readonly_fields = ["size", "created_at", "updated_at"]
+    readonly_fields = ["icon_preview", "size", "created_at", "updated_at"]
     formfield_overrides = {models.JSONField: JSON_FORMFIELD}
     fieldsets = [
         (None, {"fields": ["uri", "name", "title", "description", "mime_type", "enabled"]}),
@@ -29,7 +29,7 @@ class ResourceAdmin(CatalogItemAdmin):
             {"classes": ["collapse"], "fields": ["upstream", "remote_uri"]},
         ),
         ACCESS_FIELDSET,
-        ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),
+        ICON_FIELDSET,
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
 

@@ -14,24 +14,25 @@ from django.http import HttpRequest
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.bulk import CatalogItemAdmin
 from mcp_app.admin.forms import ResourceTemplateForm, template_kind_config_fields
+from mcp_app.admin.icons import ICON_FIELDSET, IconAdmin
 from mcp_app.models import ResourceTemplate
 
 
 @admin.register(ResourceTemplate)
-class ResourceTemplateAdmin(CatalogItemAdmin):
+class ResourceTemplateAdmin(IconAdmin, CatalogItemAdmin):
     form = ResourceTemplateForm
     list_display = ["uri_template", "name", "kind", "mime_type", "enabled", "updated_at"]
     list_filter = ["kind", "enabled", "upstream", "endpoints"]
     search_fields = ["uri_template", "name", "title", "description"]
     filter_horizontal = ["allowed_groups"]
-    readonly_fields = ["created_at", "updated_at"]
+    readonly_fields = ["icon_preview", "created_at", "updated_at"]
     fieldsets = [
         (None, {"fields": ["uri_template", "name", "title", "description", "mime_type"]}),
         # The kinds' config fields follow "kind" (get_fieldsets): their resolvers supply them.
         ("Resolver", {"fields": ["kind", "upstream", "remote_uri_template"]}),
         (None, {"fields": ["completions", "enabled"]}),
         ACCESS_FIELDSET,
-        ("Advanced", {"classes": ["collapse"], "fields": ["icons"]}),
+        ICON_FIELDSET,
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
 

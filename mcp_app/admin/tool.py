@@ -27,6 +27,7 @@ from mcp_app.admin.figures import (
     window_start,
 )
 from mcp_app.admin.forms import ToolForm, kind_config_fields
+from mcp_app.admin.icons import ICON_FIELDSET, IconAdmin
 from mcp_app.admin.openapi import openapi_import_view
 from mcp_app.admin.try_it import try_it_view
 from mcp_app.audit.selectors import Figures, tool_endpoint_figures, tool_figures
@@ -48,7 +49,7 @@ def tool_save_warnings(tool: Tool, endpoints: Sequence[Endpoint]) -> list[str]:
 
 
 @admin.register(Tool)
-class ToolAdmin(CatalogItemAdmin):
+class ToolAdmin(IconAdmin, CatalogItemAdmin):
     form = ToolForm
     # What fits beside the navigation and the filters at 1366 px: the title and the last
     # change are on the tool's page; kind and mode by their short values.
@@ -59,7 +60,7 @@ class ToolAdmin(CatalogItemAdmin):
     list_filter = ["kind", "execution_mode", "enabled", "endpoints"]
     search_fields = ["name", "title", "description"]
     filter_horizontal = ["allowed_groups"]
-    readonly_fields = ["created_at", "updated_at", "last_24_hours"]
+    readonly_fields = ["icon_preview", "created_at", "updated_at", "last_24_hours"]
     fieldsets = [
         (None, {"fields": ["name", "title", "description", "enabled", "endpoints"]}),
         ("Calls", {"fields": ["last_24_hours"]}),
@@ -90,7 +91,8 @@ class ToolAdmin(CatalogItemAdmin):
         ),
         ("Call log", {"fields": ["capture_mode", "capture_max_bytes", "capture_redact"]}),
         ACCESS_FIELDSET,
-        ("Advanced", {"classes": ["collapse"], "fields": ["icons", "meta"]}),
+        ICON_FIELDSET,
+        ("Advanced", {"classes": ["collapse"], "fields": ["meta"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
 

@@ -8,6 +8,8 @@ the model's ``full_clean()`` here.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 from collections.abc import Mapping
 from typing import Any
@@ -23,6 +25,7 @@ from rest_framework.exceptions import ParseError
 from mcp_app.api.errors import django_errors
 from mcp_app.api.parsers import TOO_DEEP_MESSAGE, check_value, loads
 from mcp_app.auth.clients import client_names
+from mcp_app.conf import get_conf
 from mcp_app.models import (
     BackgroundCall,
     CallLog,
@@ -49,6 +52,7 @@ from mcp_app.services.catalog_writes import (
     tool_values,
 )
 from mcp_app.services.credentials import credential_set_secret
+from mcp_app.services.icons import icon_check, public_icons, stored_icons
 from mcp_app.services.policies.writes import policy_check, policy_save
 from mcp_app.services.row_writes import setting_row_save
 
@@ -78,6 +82,59 @@ class CheckedJSONField(serializers.JSONField):
             except ParseError:
                 self.fail("invalid")
         return super().to_internal_value(data)
+
+
+@extend_schema_field(
+    {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "src": {"type": "string"},
+                "mimeType": {"type": "string"},
+                "sizes": {"type": "array", "items": {"type": "string"}},
+                "theme": {"type": "string", "enum": ["light", "dark"]},
+            },
+            "required": ["src"],
+        },
+    }
+)
+class IconsField(CheckedJSONField):
+    """A row's ``icons``: read as clients get them (an uploaded icon's URL under the site's
+    public base URL), written as links; this site's icon URLs come back to their paths."""
+
+    def to_representation(self, value: Any) -> Any:
+        return list(public_icons(value)) if isinstance(value, list) else value
+
+    def to_internal_value(self, data: Any) -> Any:
+        return stored_icons(super().to_internal_value(data))
+
+
+class IconUploadSerializer(serializers.Serializer):
+    """An icon's bytes, base64 in JSON (``POST icons/``); checked as an admin upload is."""
+
+    base64 = serializers.CharField(help_text="The image file, base64-encoded.")
+    filename = serializers.CharField(
+        required=False, default="", help_text="Its name; the extension must match the bytes."
+    )
+    theme = serializers.ChoiceField(choices=["", "light", "dark"], required=False, default="")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        limit = get_conf().MCP_MAX_ICON_BYTES
+        text = attrs["base64"]
+        if len(text) > limit * 4 // 3 + 4:  # refused before it is decoded
+            raise serializers.ValidationError(
+                {"base64": [f"The icon is larger than the {limit} bytes allowed."]}
+            )
+        try:
+            data = base64.b64decode(text, validate=True)
+        except (ValueError, binascii.Error):
+            raise serializers.ValidationError({"base64": ["Not valid base64."]}) from None
+        try:
+            attrs["icon"] = icon_check(data, filename=attrs["filename"])
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError({"base64": exc.messages}) from None
+        return attrs
 
 
 @extend_schema_field(OpenApiTypes.OBJECT)
@@ -119,6 +176,8 @@ class ModelCheckedSerializer(serializers.ModelSerializer):
         self, field_name: str, model_field: Any
     ) -> tuple[type, dict[str, Any]]:
         field_class, field_kwargs = super().build_standard_field(field_name, model_field)
+        if field_name == "icons":
+            field_class = IconsField
         if issubclass(field_class, serializers.CharField):
             field_class = _strict_text(field_class)
         return field_class, field_kwargs
@@ -197,7 +256,7 @@ class EndpointSerializer(CatalogRowSerializer):
     class Meta:
         model = Endpoint
         fields = [
-            "id", "slug", "title", "description", "instructions", "enabled", "listed",
+            "id", "slug", "title", "description", "instructions", "enabled", "listed", "icons",
             "allowed_origins", "auth_mode", "scopes", "base_scope", "catalog_version", "url",
             "tools", "resources", "resource_templates", "prompts", "created_at", "updated_at",
         ]  # fmt: skip

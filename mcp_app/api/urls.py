@@ -38,6 +38,7 @@ router.register("background-calls", views.BackgroundCallViewSet)
 router.register("sessions", views.SessionViewSet)
 router.register("rate-limits", limits.RateLimitViewSet)
 router.register("catalog", views.CatalogViewSet, basename="catalog")
+router.register("icons", views.IconViewSet, basename="icon")
 
 urlpatterns = [
     path("v1/", include(router.urls)),

@@ -51,6 +51,7 @@ from mcp_app.models import (
     CallLog,
     Credential,
     Endpoint,
+    IconImage,
     Policy,
     Prompt,
     Resource,
@@ -75,6 +76,7 @@ from mcp_app.services.catalog_io import (
     catalog_permissions_missing,
 )
 from mcp_app.services.catalog_writes import catalog_row_enable
+from mcp_app.services.icons import icon_store, public_icons
 from mcp_app.services.policies.writes import policy_delete
 from mcp_app.services.references import RowInUseError
 from mcp_app.services.row_writes import row_delete, row_revert
@@ -889,6 +891,28 @@ class CatalogJsonParser(parsers.JsonParser):
         except CatalogFormatError as exc:
             raise ParseError(str(exc)) from None
         return data
+
+
+class IconViewSet(ApiViewMixin, viewsets.GenericViewSet):
+    """Uploads an icon (README.md, "Icons"): its bytes, base64 in JSON, are checked as an
+    admin upload is and stored once; the answer is the ``Icon`` to put in a row's ``icons``."""
+
+    queryset = IconImage.objects.none()
+
+    def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer:
+        return s.IconUploadSerializer(*args, **kwargs)
+
+    @extend_schema(
+        request=s.IconUploadSerializer,
+        responses={201: OpenApiTypes.OBJECT},
+    )
+    def create(self, request: Request) -> Response:
+        payload = s.IconUploadSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        icon = payload.validated_data["icon"]
+        icon_store(icon=icon)
+        (shown,) = public_icons([icon.icon(theme=payload.validated_data["theme"])])
+        return Response(shown, status=status.HTTP_201_CREATED)
 
 
 class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):

@@ -6,6 +6,7 @@ from mcp_app.models.call_log import CallLog
 from mcp_app.models.connection import UpstreamConnection
 from mcp_app.models.credential import Credential
 from mcp_app.models.endpoint import Endpoint
+from mcp_app.models.icon import IconImage
 from mcp_app.models.limits import RateLimit
 from mcp_app.models.membership import MembershipChange
 from mcp_app.models.policy import Policy
@@ -21,6 +22,7 @@ __all__ = [
     "CallLog",
     "Credential",
     "Endpoint",
+    "IconImage",
     "MembershipChange",
     "Policy",
     "Prompt",

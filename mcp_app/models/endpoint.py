@@ -9,7 +9,7 @@ from simple_history.models import HistoricalRecords
 
 from mcp_app.models.access import validate_scope_name
 from mcp_app.models.base import TimestampedModel
-from mcp_app.models.fields import validate_origin_lines
+from mcp_app.models.fields import empty_list, validate_icons, validate_origin_lines
 from mcp_app.models.prompt import Prompt
 from mcp_app.models.resource import Resource, ResourceTemplate
 from mcp_app.models.tool import Tool
@@ -65,6 +65,8 @@ class Endpoint(TimestampedModel):
             "A disabled endpoint is never listed."
         ),
     )
+    # serverInfo.icons (2025-11-25 and later) and the server card's.
+    icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
     # The classes, not their names: django-stubs then types both sides (tool.endpoints).
     tools = models.ManyToManyField(Tool, related_name="endpoints", blank=True)
     resources = models.ManyToManyField(Resource, related_name="endpoints", blank=True)

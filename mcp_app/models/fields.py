@@ -17,12 +17,16 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
+from mcp_app.conf import get_conf
 from mcp_app.protocol.inbound import find_invalid_x_mcp_header
 
 # 2025-11-25 server/tools "Tool names": 1-128 characters of A-Z a-z 0-9 _ - . (case-sensitive).
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 _URI_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*")
 _ICON_KEYS = frozenset({"src", "mimeType", "sizes", "theme"})
+# An icon uploaded to this site (mcp_app.services.icons): stored as its path, served from
+# ``PUBLIC_BASE_URL`` (the site may move; the path never does).
+UPLOADED_ICON_PATH = re.compile(r"/icons/[0-9a-f]{64}\.(png|jpg|webp|gif)")
 
 
 def default_input_schema() -> dict[str, Any]:
@@ -91,9 +95,21 @@ def validate_icons(value: Any) -> None:
                 code="invalid_icons",
             )
         src = icon.get("src")
-        if not isinstance(src, str) or not src.startswith(("https://", "http://", "data:")):
+        if not isinstance(src, str) or not (
+            src.startswith(("https://", "http://", "data:")) or UPLOADED_ICON_PATH.fullmatch(src)
+        ):
             raise ValidationError(
-                f"{where}: src must be an https: (or http:) URL or a data: URI.",
+                f"{where}: src must be an https: (or http:) URL, a data: URI or an uploaded "
+                "icon's /icons/ path.",
+                code="invalid_icons",
+            )
+        # A data: URI is stored and sent in every list as it is: held to the upload limit
+        # (base64 takes 4 characters per 3 bytes, plus the media type).
+        limit = get_conf().MCP_MAX_ICON_BYTES
+        if src.startswith("data:") and len(src) > limit * 4 // 3 + 100:
+            raise ValidationError(
+                f"{where}: a data: URI icon may hold at most {limit} bytes; upload the image "
+                "instead.",
                 code="invalid_icons",
             )
         if "mimeType" in icon and not isinstance(icon["mimeType"], str):

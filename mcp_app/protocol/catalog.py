@@ -130,6 +130,8 @@ class EndpointInfo:
     title: str = ""
     description: str = ""
     instructions: str = ""
+    # serverInfo.icons, sent from 2025-11-25 (lifecycle.shape_server_info).
+    icons: Sequence[Mapping[str, JSON]] = ()
 
 
 def _sorted(items: Sequence[Any], key: str) -> tuple[Any, ...]:

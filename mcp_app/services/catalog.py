@@ -46,6 +46,7 @@ from mcp_app.protocol.catalog import (
     ToolDef,
 )
 from mcp_app.services import history, invalidation, notify
+from mcp_app.services.icons import public_icons
 from mcp_app.services.limits import Rule, rules_load
 from mcp_app.services.policies.pipeline import endpoint_policies
 from mcp_app.services.process_cache import ProcessCache
@@ -204,6 +205,7 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
             title=endpoint.title,
             description=endpoint.description,
             instructions=endpoint.instructions,
+            icons=public_icons(endpoint.icons),
         ),
         tools=tools,
         resources=resources,
@@ -307,7 +309,7 @@ def tool_def(
         input_schema=tool.input_schema,
         output_schema=tool.output_schema,
         annotations=tool.annotations(),
-        icons=tuple(tool.icons or ()),
+        icons=public_icons(tool.icons),
         meta=tool.meta or {},
         execution=tool.execution_mode,
         task_support="forbidden" if tool.execution_mode == "inline" else tool.task_support,
@@ -368,7 +370,7 @@ def _resource_def(resource: Resource) -> ResourceDef:
         description=resource.description,
         mime_type=resource.mime_type,
         size=size,
-        icons=tuple(resource.icons or ()),
+        icons=public_icons(resource.icons),
         # Read in the caller's upstream session: what it holds may differ per caller.
         private=resource.upstream is not None,
         key=key,
@@ -382,7 +384,7 @@ def _template_def(template: ResourceTemplate) -> ResourceTemplateDef:
         title=template.title,
         description=template.description,
         mime_type=template.mime_type,
-        icons=tuple(template.icons or ()),
+        icons=public_icons(template.icons),
         completions={name: tuple(values) for name, values in (template.completions or {}).items()},
         private=template.upstream is not None,
         key=ResourceTemplateKey(
@@ -401,7 +403,7 @@ def _prompt_def(prompt: Prompt) -> PromptDef:
         name=prompt.name,
         title=prompt.title,
         description=prompt.description,
-        icons=tuple(prompt.icons or ()),
+        icons=public_icons(prompt.icons),
         arguments=tuple(
             PromptArgumentDef(
                 name=argument.name,

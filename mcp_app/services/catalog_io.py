@@ -16,6 +16,7 @@ runs too) before anything is written, and the whole import is one transaction.
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,14 +55,21 @@ from mcp_app.services.catalog_writes import (
     prompt_parts_set,
     tool_values,
 )
+from mcp_app.services.icons import (
+    UploadedIcon,
+    icon_check,
+    icon_for_path,
+    icon_store,
+    uploaded_paths,
+)
 from mcp_app.services.references import in_use_message, references_to
 from mcp_app.services.row_writes import row_delete, setting_row_save
 
 FORMAT = "mcphost-catalog/1"
 
 ENDPOINT_FIELDS = (
-    "title", "description", "instructions", "enabled", "listed", "allowed_origins", "auth_mode",
-    "scopes", "base_scope",
+    "title", "description", "instructions", "enabled", "listed", "icons", "allowed_origins",
+    "auth_mode", "scopes", "base_scope",
 )  # fmt: skip
 TOOL_FIELDS = (
     "title", "description", "enabled", "kind", "config", "input_schema", "output_schema",
@@ -391,7 +399,30 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
         .order_by("name")
         .values_list("name", "kind")
     ]
+    if images := _icon_images_out(document):
+        document["icon_images"] = images
     return document
+
+
+def _icon_images_out(document: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The uploaded icons the document's rows name, with their bytes: the paths are the
+    same on every site (they name the bytes), so the rows move as they are."""
+    paths = sorted(
+        {
+            path
+            for section in _SECTIONS
+            for entry in document.get(section, [])
+            for path in uploaded_paths(entry.get("icons"))
+        }
+    )
+    images = []
+    for path in paths:
+        image = icon_for_path(path)
+        if image is not None:  # a path naming no stored icon was never served either
+            images.append(
+                {"path": path, "base64": base64.b64encode(bytes(image.data)).decode("ascii")}
+            )
+    return images
 
 
 def _values(row: Any, names: Iterable[str]) -> dict[str, Any]:
@@ -673,9 +704,13 @@ class _Importer:
         self.plans: dict[str, list[_Plan]] = {}
         # Files the rows now name, stored once the import is known to go ahead.
         self.files: dict[str, bytes] = {}
+        # Uploaded icons the document carries, by path; stored with the files.
+        self.icons: dict[str, UploadedIcon] = {}
 
     def run(self) -> None:
         self._check_shape()
+        self._raise_errors()
+        self._check_icon_images()
         self._raise_errors()
         self._check_credentials()
         for section in _SECTIONS:
@@ -693,7 +728,7 @@ class _Importer:
     # -- shape
 
     def _check_shape(self) -> None:
-        known = {"format", "scope", "credentials", *_SECTIONS}
+        known = {"format", "scope", "credentials", "icon_images", *_SECTIONS}
         for key in self.document:
             if key not in known:
                 self.errors.append(EntryError(str(key), "Unknown section."))
@@ -740,6 +775,48 @@ class _Importer:
                         EntryError(f"{path}.{key_name}", f"{entry[key_name]!r} is listed twice.")
                     )
                 seen.add(identity)
+
+    def _check_icon_images(self) -> None:
+        """Read ``icon_images`` as uploads are read (``icon_check``), and make sure every
+        uploaded icon a row names is either on this site already or in the document."""
+        images = self.document.get("icon_images", [])
+        if not isinstance(images, list):
+            self.errors.append(EntryError("icon_images", "Expected a list."))
+            return
+        for index, item in enumerate(images):
+            path = f"icon_images[{index}]"
+            if not (
+                isinstance(item, dict)
+                and set(item) == {"path", "base64"}
+                and all(isinstance(value, str) for value in item.values())
+            ):
+                self.errors.append(EntryError(path, "Expected {path, base64}."))
+                continue
+            try:
+                icon = icon_check(base64.b64decode(item["base64"], validate=True))
+            except (ValueError, binascii.Error):
+                self.errors.append(EntryError(f"{path}.base64", "Not valid base64."))
+                continue
+            except ValidationError as exc:
+                self.errors.append(EntryError(f"{path}.base64", " ".join(exc.messages)))
+                continue
+            if icon.path != item["path"]:
+                self.errors.append(
+                    EntryError(f"{path}.path", f"The bytes are those of {icon.path}.")
+                )
+                continue
+            self.icons[icon.path] = icon
+        for section in _SECTIONS:
+            for index, entry in enumerate(self.document.get(section, [])):
+                icons = entry.get("icons") if isinstance(entry, dict) else None
+                for icon_path in uploaded_paths(icons if isinstance(icons, list) else None):
+                    if icon_path not in self.icons and icon_for_path(icon_path) is None:
+                        self.errors.append(
+                            EntryError(
+                                f"{section}[{index}].icons",
+                                f"{icon_path} is neither on this site nor in icon_images.",
+                            )
+                        )
 
     def _check_credentials(self) -> None:
         existing = dict(Credential.objects.values_list("name", "kind"))
@@ -1055,6 +1132,8 @@ class _Importer:
         for path, content in self.files.items():
             if not default_storage.exists(path):
                 default_storage.save(path, ContentFile(content))
+        for icon in self.icons.values():
+            icon_store(icon=icon)
 
     def _set_groups(self, plan: _Plan, groups: Mapping[str, Group]) -> None:
         if "allowed_groups" not in plan.entry:

@@ -52,7 +52,7 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.models.connection import forward_header_problem, split_header_names
-from mcp_app.models.fields import validate_icons
+from mcp_app.models.fields import UPLOADED_ICON_PATH, validate_icons
 from mcp_app.models.upstream import split_networks
 from mcp_app.protocol.catalog import PromptDef, ResourceTemplateDef
 from mcp_app.protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, InternalError, RelayedError
@@ -871,6 +871,8 @@ def _icons_of(remote: Mapping[str, Any]) -> list[dict[str, Any]]:
     raw = remote.get("icons")
     kept = []
     for icon in raw if isinstance(raw, list) else []:
+        if not isinstance(icon, dict) or UPLOADED_ICON_PATH.fullmatch(str(icon.get("src"))):
+            continue  # a path names this site's uploads, never the upstream's
         try:
             validate_icons([icon])
         except ValidationError:

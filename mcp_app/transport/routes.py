@@ -62,14 +62,17 @@ _param_headers = inbound.ParamHeaderCache()
 _in_flight: dict[tuple[str, bytes], Exchange] = {}
 
 
-def server_info(state: EndpointState) -> dict[str, str]:
+def server_info(state: EndpointState) -> dict[str, Any]:
     """The ``Implementation`` this endpoint presents; shaped per revision by the protocol."""
     endpoint = state.snapshot.endpoint
-    return {
+    info: dict[str, Any] = {
         "name": SERVER_NAME,
         "title": endpoint.title or endpoint.slug,
         "version": SERVER_VERSION,
     }
+    if endpoint.icons:
+        info["icons"] = [dict(icon) for icon in endpoint.icons]
+    return info
 
 
 async def serve_post(ex: Exchange, state: EndpointState) -> None:

@@ -423,3 +423,29 @@ def test_the_fingerprint_covers_resources_templates_and_prompts() -> None:
     )
     # A digest kept before resources and prompts counted still holds for tools alone.
     assert offer_fingerprint(UpstreamOffer(tools=[ECHO])) == tools_fingerprint([ECHO])
+
+
+def test_an_upstreams_icons_are_kept_on_every_kind_but_those_this_site_refuses(
+    upstream: Upstream, settings: Any
+) -> None:
+    settings.MCP_MAX_ICON_BYTES = 64
+    good = {"src": "https://up.example.com/logo.png", "mimeType": "image/png", "sizes": ["48x48"]}
+    small = {"src": "data:image/png;base64,iVBORw0KGgo="}
+    refused = [
+        # A path names this site's uploads, not the upstream's.
+        {"src": "/icons/" + "a" * 64 + ".png"},
+        {"src": "data:image/png;base64," + "A" * 200},  # over MCP_MAX_ICON_BYTES
+        {"src": "javascript:alert(1)"},
+    ]
+    icons = [good, *refused, small]
+    offer = UpstreamOffer(
+        tools=[{**ECHO, "icons": icons}],
+        resources=[{**NOTES, "icons": icons}],
+        resource_templates=[{**PAGES, "icons": icons}],
+        prompts=[{**REVIEW, "icons": icons}],
+    )
+
+    offered(upstream, offer)
+
+    for model in (Tool, Resource, ResourceTemplate, Prompt):
+        assert model.objects.get().icons == [good, small], model.__name__
