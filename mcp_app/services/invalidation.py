@@ -103,8 +103,9 @@ class _State:
     lock: threading.Lock = field(default_factory=threading.Lock)
     subscriber: tuple[int, threading.Thread] | None = None
     client: tuple[int, redis.Redis] | None = None
-    # Counts successful (re)subscriptions and pushes applied, for tests.
+    # Counts successful (re)subscriptions, pushes published and pushes applied, for tests.
     subscriptions: int = 0
+    sent: int = 0
     received: int = 0
     subscribed: threading.Event = field(default_factory=threading.Event)
 
@@ -232,6 +233,7 @@ def _publish(message: Invalidation) -> None:
         return
     try:
         client.publish(invalidation_channel(), message.encode())
+        _state.sent += 1
     except redis.RedisError:
         # The change is committed whatever happens here; other processes see it at their
         # next re-check (MCP_CACHE_RECHECK_SECONDS).
@@ -260,6 +262,11 @@ def wait_subscribed(timeout: float) -> bool:
     """Wait until this process's subscription is live (tests, the benchmark)."""
     ensure_subscribed()
     return _state.subscribed.wait(timeout)
+
+
+def pushes_sent() -> int:
+    """How many invalidations this process has published (tests)."""
+    return _state.sent
 
 
 def pushes_received() -> int:

@@ -13,7 +13,9 @@ from typing import Any
 
 from django.db.backends.utils import CursorWrapper
 
+from mcp_app.services import invalidation
 from mcp_app.services.calllog.writer import WRITER_THREAD
+from tests.support.waiting import wait_until
 
 
 class QueryLog:
@@ -49,3 +51,20 @@ def all_threads_queries() -> Iterator[QueryLog]:
         yield log
     finally:
         CursorWrapper._execute_with_wrappers = original  # type: ignore[method-assign]
+
+
+@contextlib.contextmanager
+def own_pushes_settled() -> Iterator[None]:
+    """Run writes, then wait until this process has received back every invalidation they
+    published (it subscribes to its own channel).
+
+    A push is applied by the subscriber thread whenever it arrives: one arriving after a test
+    warmed its caches drops the entry again, and the measured request then queries.
+    """
+    sent, received = invalidation.pushes_sent(), invalidation.pushes_received()
+    yield
+    wait_until(
+        lambda: invalidation.pushes_received() - received >= invalidation.pushes_sent() - sent,
+        "this process's own invalidations to come back",
+        interval=0.01,
+    )

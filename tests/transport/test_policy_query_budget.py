@@ -18,7 +18,7 @@ from mcp_app.services import invalidation
 from mcp_app.services.policies.writes import policy_save
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
 from tests.support.inprocess import acall, encode_headers
-from tests.support.queries import all_threads_queries
+from tests.support.queries import all_threads_queries, own_pushes_settled
 
 SUBSCRIBE_SECONDS = 10.0
 META = {
@@ -49,14 +49,17 @@ def _call(slug: str, message: str) -> dict[str, Any]:
 @pytest.mark.django_db(transaction=True)
 def test_a_call_through_three_policies_needs_no_query_once_cached() -> None:
     assert invalidation.wait_subscribed(SUBSCRIBE_SECONDS)
-    endpoint = make_endpoint("budget-policies")
-    endpoint.tools.add(make_python_tool("echo", "echo", input_schema=echo_schema()))
-    for position, (kind, config) in enumerate(
-        [("mask", {}), ("deny", {"patterns": ["forbidden"]}), ("max_result_size",
-                                                               {"max_bytes": 4096})]
-    ):  # fmt: skip
-        policy = Policy(endpoint=endpoint, name=kind, kind=kind, position=position, config=config)
-        policy_save(policy, actor=None, source="test")
+    with own_pushes_settled():
+        endpoint = make_endpoint("budget-policies")
+        endpoint.tools.add(make_python_tool("echo", "echo", input_schema=echo_schema()))
+        for position, (kind, config) in enumerate(
+            [("mask", {}), ("deny", {"patterns": ["forbidden"]}), ("max_result_size",
+                                                                   {"max_bytes": 4096})]
+        ):  # fmt: skip
+            policy = Policy(
+                endpoint=endpoint, name=kind, kind=kind, position=position, config=config
+            )
+            policy_save(policy, actor=None, source="test")
     _call("budget-policies", "warm up")  # builds and caches the snapshot
     with all_threads_queries() as calling:
         result = _call("budget-policies", "mail ann@example.com")

@@ -17,7 +17,7 @@ from mcp_app.services import invalidation
 from mcp_app.services.sessions import clear_session_cache
 from tests.support.catalog import make_endpoint
 from tests.support.inprocess import Answer, acall, encode_headers
-from tests.support.queries import all_threads_queries
+from tests.support.queries import all_threads_queries, own_pushes_settled
 
 # The invalidation subscription drops every cached entry when it (re)subscribes, as pushes may
 # have been missed before: it must be live before a cache is filled and counted.
@@ -70,12 +70,13 @@ def modern(
 
 
 def catalog_of(slug: str, size: int) -> None:
-    endpoint = make_endpoint(slug)
-    tools = Tool.objects.bulk_create(
-        Tool(name=f"t{i:03d}", description="Echo.", kind="python", config={"function": "echo"})
-        for i in range(size)
-    )
-    endpoint.tools.add(*tools)
+    with own_pushes_settled():
+        endpoint = make_endpoint(slug)
+        tools = Tool.objects.bulk_create(
+            Tool(name=f"t{i:03d}", description="Echo.", kind="python", config={"function": "echo"})
+            for i in range(size)
+        )
+        endpoint.tools.add(*tools)
 
 
 @pytest.mark.parametrize("size", [5, 50])
