@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
 from mcp_app.protocol.errors import MissingClientCapability
+from mcp_app.protocol.policies import TOOLS_CALL, PolicyCall
 from mcp_app.protocol.ports import (
     ClientRequester,
     Completer,
@@ -187,7 +188,7 @@ class ToolCallContext:
         if total is not None:
             params["total"] = total
         if message is not None and req.supports(Feature.PROGRESS_MESSAGE):
-            params["message"] = message
+            params.update(self._guarded({"message": message}))
         await req.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
         return True
 
@@ -200,11 +201,21 @@ class ToolCallContext:
             return False
         if LOG_LEVELS.index(level) < LOG_LEVELS.index(req.log_level):
             return False
-        params: dict[str, Any] = {"level": level, "data": data}
+        content: dict[str, Any] = {"data": data}
         if logger is not None:
-            params["logger"] = logger
+            content["logger"] = logger
+        params = {"level": level, **self._guarded(content)}
         await req.send({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
         return True
+
+    def _guarded(self, content: dict[str, Any]) -> dict[str, Any]:
+        """``content`` as the endpoint's policies let the client see it (a mask rewrites a
+        secret in a progress message or a log line as it does in the result)."""
+        policies = self.request.catalog.policies
+        if policies is None:
+            return content
+        call = PolicyCall(TOOLS_CALL, self.tool_name)
+        return policies.notification(call, content, self.request.policy_decisions)
 
     def continue_as_task(self) -> None:
         """Hand the rest of this call to a worker as an MCP task, when the request allows it.

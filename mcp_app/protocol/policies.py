@@ -1,7 +1,9 @@
 """The port through which operator policies see a call before and after it runs.
 
 A policy (``services/policies``) may read or rewrite what a ``tools/call``, ``resources/read``
-or ``prompts/get`` receives, refuse it with a reason, and read or rewrite what it answers.
+or ``prompts/get`` receives, refuse it with a reason, and read or rewrite what it answers,
+including what a tool call tells the client while it runs (its progress messages and log
+notifications: ``ToolCallContext`` passes them through ``notification``).
 The handlers call the endpoint's ``CallPolicies`` (carried by its catalog snapshot; None when
 the endpoint has none, which costs a request nothing) at one place per operation, and each
 decision a policy takes is appended to the request's ``RequestContext.policy_decisions`` for
@@ -83,4 +85,14 @@ class CallPolicies(Protocol):
 
     def logged_arguments(self, call: PolicyCall, arguments: Any) -> Any:
         """Return the arguments as the call log may keep them (masked where a policy says)."""
+        ...
+
+    def notification(
+        self,
+        call: PolicyCall,
+        content: dict[str, Any],
+        decisions: MutableSequence[dict[str, Any]],
+    ) -> dict[str, Any]:
+        """Return what a notification the call sends while it runs carries (maybe rewritten):
+        ``content`` is the progress ``message`` or the log ``data`` (and ``logger``)."""
         ...

@@ -68,6 +68,13 @@ class PolicyKind:
         GetPromptResult) after it ran."""
         return None
 
+    def notification(
+        self, prepared: Any, call: PolicyCall, content: Mapping[str, Any]
+    ) -> Decision | None:
+        """Decide about what a notification the call sends while it runs carries (a progress
+        ``message``, or a log line's ``data`` and ``logger``); a replacement rewrites it."""
+        return None
+
     def confirmation(
         self, prepared: Any, call: PolicyCall, arguments: Mapping[str, Any]
     ) -> str | None:

@@ -120,7 +120,8 @@ class _Mask:
 
 
 class MaskPolicy(PolicyKind):
-    """Masks secrets and personal data in results and in the arguments the call log keeps.
+    """Masks secrets and personal data in results, in what a tool call tells the client while
+    it runs (progress messages, log notifications) and in the arguments the call log keeps.
 
     Config: ``patterns`` (built-in names; default all of them), ``extra`` (name -> regular
     expression), ``replacement`` (``{name}`` is the pattern's name; default
@@ -163,6 +164,11 @@ class MaskPolicy(PolicyKind):
         self, prepared: _Mask, call: PolicyCall, result: Mapping[str, Any]
     ) -> Decision | None:
         return self._masked(prepared, result)
+
+    def notification(
+        self, prepared: _Mask, call: PolicyCall, content: Mapping[str, Any]
+    ) -> Decision | None:
+        return self._masked(prepared, content)
 
     def logged_arguments(self, prepared: _Mask, call: PolicyCall, arguments: Any) -> Any:
         if not prepared.arguments or not arguments:

@@ -24,6 +24,8 @@ logger = logging.getLogger(__name__)
 ENFORCE = Policy.Mode.ENFORCE.value
 # The phase of a decision about the user's confirmation (asked where the tool runs).
 CONFIRM = "confirm"
+# The phase of a decision about what the call sends while it runs (progress, log lines).
+NOTIFICATION = "notification"
 
 
 class _Broken(PolicyKind):
@@ -93,6 +95,29 @@ class EndpointPolicies:
                 decision = entry.kind.after(entry.prepared, call, result)
                 result = _applied(entry, "after", decision, result, decisions)
         return result
+
+    def notification(
+        self,
+        call: PolicyCall,
+        content: dict[str, Any],
+        decisions: MutableSequence[dict[str, Any]],
+    ) -> dict[str, Any]:
+        """What a notification of the call carries after the policies (recorded once per
+        policy and call, not per notification: a long call may send thousands)."""
+        for entry in self.entries:
+            if not entry.applies(call):
+                continue
+            decision = entry.kind.notification(entry.prepared, call, content)
+            if decision is None:
+                continue
+            if not any(
+                seen.get("policy") == entry.name and seen.get("phase") == NOTIFICATION
+                for seen in decisions
+            ):
+                entry.record(decisions, NOTIFICATION, decision)
+            if entry.mode == ENFORCE and decision.replacement is not None:
+                content = decision.replacement
+        return content
 
     def confirmations(
         self,
