@@ -38,9 +38,8 @@ DEFAULT_PARTITION = f"{TABLE}_default"
 LEGACY_PARTITION = f"{TABLE}_legacy"
 # The CHECK that lets the legacy table be attached without a scan under an exclusive lock.
 LEGACY_BOUND_CHECK = "calllog_legacy_bound"
-# Created in place of the btree on created_at: rows arrive in time order, so a block range
-# index (a few pages per partition) narrows a time range as well as the btree did.
-TIME_INDEX = "calllog_created"
+# The legacy table's new primary key (id, created_at), built concurrently before the swap.
+LEGACY_KEY = f"{TABLE}_pkey_legacy"
 # Two upkeeps (or an upkeep and a migrate) at once: the second waits here, then finds the
 # partitions the first made.
 ADVISORY_LOCK = 0x63616C6C  # "call"
@@ -344,18 +343,12 @@ def convert_to_partitioned(*, using: str = DEFAULT_DB_ALIAS, now: datetime | Non
                 f"CHECK (created_at < {_literal(bound)}) NOT VALID",
             )
         cursor.execute(f"ALTER TABLE {table} VALIDATE CONSTRAINT {_q(cursor, LEGACY_BOUND_CHECK)}")
-        # 3. The legacy partition's primary key (id, created_at) and time index, built
-        # concurrently (writes go on) so that attaching it builds nothing.
-        key = _q(cursor, f"{TABLE}_pkey_legacy")
-        time_index = _q(cursor, f"{TIME_INDEX}_legacy")
-        _drop_if_invalid(cursor, f"{TABLE}_pkey_legacy")
-        _drop_if_invalid(cursor, f"{TIME_INDEX}_legacy")
+        # 3. The legacy partition's primary key (id, created_at), built concurrently (writes
+        # go on) so that attaching it builds nothing: its other indexes are the parent's.
+        _drop_if_invalid(cursor, LEGACY_KEY)
         cursor.execute(
-            f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {key} ON {table} (id, created_at)"
-        )
-        cursor.execute(
-            f"CREATE INDEX CONCURRENTLY IF NOT EXISTS {time_index} ON {table} "
-            "USING brin (created_at)"
+            f"CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS {_q(cursor, LEGACY_KEY)} "
+            f"ON {table} (id, created_at)"
         )
         # 4. The swap: catalog changes only, under one short ACCESS EXCLUSIVE lock.
         for attempt in range(LOCK_ATTEMPTS * 6):
@@ -414,10 +407,9 @@ def _swap(cursor: Any, *, bound: datetime, now: datetime, days: int) -> None:
     table = _q(cursor, TABLE)
     legacy = _q(cursor, LEGACY_PARTITION)
     cursor.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
-    # What the new parent takes over: the secondary indexes (but the btree on time and the
-    # two built above), the id sequence's position, the primary key's name.
-    ours = {TIME_INDEX, f"{TABLE}_pkey_legacy", f"{TIME_INDEX}_legacy"}
-    indexes = [(name, sql) for name, sql in _parent_indexes(cursor) if name not in ours]
+    # What the new parent takes over: the secondary indexes (but the key built above), the
+    # id sequence's position, the primary key's name.
+    indexes = [(name, sql) for name, sql in _parent_indexes(cursor) if name != LEGACY_KEY]
     primary = _primary_key(cursor, TABLE)
     cursor.execute("SELECT pg_get_serial_sequence(%s, 'id')", [TABLE])
     sequence = cursor.fetchone()[0]
@@ -445,9 +437,8 @@ def _swap(cursor: Any, *, bound: datetime, now: datetime, days: int) -> None:
     key_name = primary[0] if primary is not None else f"{TABLE}_pkey"
     cursor.execute(
         f"ALTER TABLE {legacy} ADD CONSTRAINT {_q(cursor, f'{key_name}_legacy')} "
-        f"PRIMARY KEY USING INDEX {_q(cursor, f'{TABLE}_pkey_legacy')}"
+        f"PRIMARY KEY USING INDEX {_q(cursor, LEGACY_KEY)}"
     )
-    cursor.execute(f"DROP INDEX IF EXISTS {_q(cursor, TIME_INDEX)}")
     for name, _sql in indexes:
         cursor.execute(f"ALTER INDEX {_q(cursor, name)} RENAME TO {_q(cursor, f'{name}_legacy')}")
 
@@ -470,7 +461,6 @@ def _swap(cursor: Any, *, bound: datetime, now: datetime, days: int) -> None:
     # Each index as it was (its definition names the table, which is now the parent).
     for _name, sql in indexes:
         cursor.execute(sql)
-    cursor.execute(f"CREATE INDEX {_q(cursor, TIME_INDEX)} ON {table} USING brin (created_at)")
     # Attached without a scan (the validated CHECK proves the range) or an index build (each
     # index above finds its twin on the legacy table).
     cursor.execute(
