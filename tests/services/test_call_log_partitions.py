@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 from django.core.management import call_command
+from django.core.management.sql import emit_post_migrate_signal
 from django.db import connection, connections
 from django.utils import timezone
 
@@ -205,3 +206,13 @@ def test_a_partition_whose_lock_is_not_granted_is_kept_whole_for_the_next_run(
         thread.join(30)
     assert day_name(s3) in {p.name for p in call_log_partitions()}
     assert CallLog.objects.filter(pk=busy.pk).exists()
+
+
+def test_each_migrate_makes_the_days_ahead():
+    day = slot_start(timezone.now() + timedelta(days=5), days=1)
+    with connection.cursor() as cursor:
+        cursor.execute(f'DROP TABLE "{day_name(day)}"')
+    assert day_name(day) not in {p.name for p in call_log_partitions()}
+    # What manage.py migrate sends when it ends, whether or not it applied a migration.
+    emit_post_migrate_signal(verbosity=0, interactive=False, db="default")
+    assert day_name(day) in {p.name for p in call_log_partitions()}

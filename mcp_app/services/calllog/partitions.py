@@ -256,6 +256,11 @@ def call_log_partitions_ensure(
     return created
 
 
+def call_log_partitions_after_migrate(*, using: str = DEFAULT_DB_ALIAS, **kwargs: Any) -> None:
+    """``post_migrate``: each ``migrate`` (a deploy's migrate job) makes the days ahead too."""
+    call_log_partitions_ensure(using=using)
+
+
 def call_log_partitions_drop(
     *, before: datetime, using: str = DEFAULT_DB_ALIAS
 ) -> tuple[int, datetime | None]:
