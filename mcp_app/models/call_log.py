@@ -8,7 +8,8 @@ outlive the endpoint or user it names, and an INSERT must never fail because one
 On PostgreSQL the table is partitioned by range of ``created_at`` (migration 0031,
 ``services/calllog/partitions.py``): the database's primary key is ``(id, created_at)``
 (Django's stays ``id``, unique through one sequence), and nothing may hold a foreign key to
-a row. Every write must set ``created_at``.
+a row. Every write must set ``created_at``. A new index is a plain ``AddIndex`` (PostgreSQL
+builds it on every partition; it cannot build one CONCURRENTLY on a partitioned table).
 """
 
 from __future__ import annotations
