@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.core.management import call_command
 from django.core.management.sql import emit_post_migrate_signal
 from django.db import connection, connections
@@ -216,3 +217,15 @@ def test_each_migrate_makes_the_days_ahead():
     # What manage.py migrate sends when it ends, whether or not it applied a migration.
     emit_post_migrate_signal(verbosity=0, interactive=False, db="default")
     assert day_name(day) in {p.name for p in call_log_partitions()}
+
+
+def test_a_partition_of_no_days_is_refused_and_changes_nothing(settings: Any):
+    before = call_log_partitions()
+    settings.MCP_CALL_LOG_PARTITION_DAYS = "0"
+    later = timezone.now() + timedelta(days=500)
+    with pytest.raises(ImproperlyConfigured, match="MCP_CALL_LOG_PARTITION_DAYS"):
+        call_log_partitions_ensure(now=later)
+    settings.MCP_CALL_LOG_PARTITION_DAYS = "1"
+    with pytest.raises(ImproperlyConfigured, match="negative"):
+        call_log_partitions_ensure(now=later, ahead_days=-1)
+    assert call_log_partitions() == before

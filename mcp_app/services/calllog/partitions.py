@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, transaction
 from django.utils import timezone
 
@@ -107,6 +108,16 @@ def _bound_value(text: str) -> datetime | None:
     if text == "MAXVALUE":
         return datetime.max.replace(tzinfo=UTC)
     return datetime.fromisoformat(text.strip("'")).astimezone(UTC)
+
+
+def partition_days() -> int:
+    """``MCP_CALL_LOG_PARTITION_DAYS``, checked: a partition covers one day or more."""
+    days = get_conf().MCP_CALL_LOG_PARTITION_DAYS
+    if days < 1:
+        raise ImproperlyConfigured(
+            f"MCP_CALL_LOG_PARTITION_DAYS must be a whole number of days, 1 or more (not {days})"
+        )
+    return days
 
 
 def slot_start(moment: datetime, *, days: int) -> datetime:
@@ -233,8 +244,10 @@ def call_log_partitions_ensure(
     if not is_partitioned(using=using):
         return []
     conf = get_conf()
-    days = max(1, conf.MCP_CALL_LOG_PARTITION_DAYS)
+    days = partition_days()
     ahead = conf.MCP_CALL_LOG_PARTITIONS_AHEAD_DAYS if ahead_days is None else ahead_days
+    if ahead < 0:
+        raise ImproperlyConfigured(f"Call-log partitions ahead: {ahead} days is negative")
     now = now or timezone.now()
     created: list[str] = []
     with transaction.atomic(using=using), connections[using].cursor() as cursor:
@@ -322,7 +335,7 @@ def convert_to_partitioned(*, using: str = DEFAULT_DB_ALIAS, now: datetime | Non
     if connection.in_atomic_block:
         raise RuntimeError("convert_to_partitioned runs outside a transaction (autocommit)")
     now = now or timezone.now()
-    days = max(1, get_conf().MCP_CALL_LOG_PARTITION_DAYS)
+    days = partition_days()
     with connection.cursor() as cursor:
         table = _q(cursor, TABLE)
         # 1. The legacy table's range: everything before the slot after next, and past any
