@@ -126,6 +126,11 @@ class McpConf:
     MCP_RATE_LIMIT_REDIS_URL: str = ""
     MCP_RATE_LIMIT_TIMEOUT_SECONDS: float = 0.25
     MCP_RATE_LIMIT_SLOT_SECONDS: int = 3600
+    # The call log on PostgreSQL (services/calllog/partitions.py, docs/operations.md "Call-log
+    # partitions"): days each partition of mcp_app_calllog covers (aligned on UTC midnights),
+    # and how many days ahead the upkeep job and migrate create them.
+    MCP_CALL_LOG_PARTITION_DAYS: int = 1
+    MCP_CALL_LOG_PARTITIONS_AHEAD_DAYS: int = 7
 
 
 def redis_key(name: str) -> str:

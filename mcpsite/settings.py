@@ -336,6 +336,15 @@ UPKEEP_JOBS = {
     "reap_background_calls": ("UPKEEP_REAP_BACKGROUND_CALLS_SECONDS", 60, {}),
     # Looks for upstreams whose own probe interval has passed (Upstream.probe_interval_seconds).
     "probe_upstreams": ("UPKEEP_PROBE_UPSTREAMS_SECONDS", 15, {}),
+    # The call log's partitions ahead (PostgreSQL; a no-op on SQLite): hourly, so a missed run
+    # or two never leaves a day without its partition.
+    "call_log_partitions": ("UPKEEP_CALL_LOG_PARTITIONS_SECONDS", 3600, {}),
+    # Call-log retention: off unless set (run purge_call_logs yourself, as before).
+    "purge_call_logs": (
+        "UPKEEP_PURGE_CALL_LOGS_SECONDS",
+        0,
+        {"days": float(os.environ.get("UPKEEP_PURGE_CALL_LOGS_DAYS", "90"))},
+    ),
 }
 CELERY_BEAT_SCHEDULE = {}
 for _job, (_setting, _default, _kwargs) in UPKEEP_JOBS.items():

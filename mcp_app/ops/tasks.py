@@ -50,3 +50,13 @@ def reap_background_calls() -> None:
 @shared_task(name="mcp_app.upkeep.probe_upstreams", ignore_result=True)
 def probe_upstreams() -> None:
     _run("probe_upstreams")
+
+
+@shared_task(name="mcp_app.upkeep.call_log_partitions", ignore_result=True)
+def call_log_partitions() -> None:
+    _run("call_log_partitions")
+
+
+@shared_task(name="mcp_app.upkeep.purge_call_logs", ignore_result=True)
+def purge_call_logs(days: float) -> None:
+    _run("purge_call_logs", "--days", str(days))

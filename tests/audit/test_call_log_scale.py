@@ -91,12 +91,24 @@ def explain(qs: Any) -> tuple[list[str], float]:
     nodes: list[str] = []
 
     def walk(node: dict[str, Any]) -> None:
-        nodes.append(f"{node['Node Type']} {node.get('Index Name', '')}".strip())
+        name = node.get("Index Name") or node.get("Relation Name", "")
+        nodes.append(f"{node['Node Type']} {name}".strip())
         for child in node.get("Plans", ()):
             walk(child)
 
     walk(document["Plan"])
     return nodes, document["Execution Time"]
+
+
+def filled_partitions() -> set[str]:
+    """The call-log tables (the partitions, or the one table) that hold rows."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname FROM pg_class WHERE relkind = 'r' AND relname LIKE %s "
+            "AND reltuples > 0",
+            [r"mcp\_app\_calllog%"],
+        )
+        return {name for (name,) in cursor.fetchall()}
 
 
 def page_query(filters: CallFilter, before: int | None = None) -> Any:
@@ -132,10 +144,14 @@ def test_list_pages_are_backward_index_scans_at_a_million_rows(million_calls):
         "any failure": (page_query(CallFilter(status="failed")), "calllog"),
     }
     report = {}
+    # The call log's partitions holding the rows (PostgreSQL's partitions by day: migration
+    # 0031): none is ever read whole. An empty one (a day ahead) or the three-row endpoint
+    # table of a join may be.
+    full = filled_partitions()
     for name, (qs, index) in cases.items():
         nodes, ms = explain(qs)
         report[name] = (nodes, round(ms, 2))
-        assert not any(node.startswith("Seq Scan") for node in nodes), (name, nodes)
+        assert not any(node.removeprefix("Seq Scan ") in full for node in nodes), (name, nodes)
         assert any(index in node for node in nodes), (name, nodes)
         assert ms < 200, (name, nodes, ms)
     print(json.dumps(report, indent=1))
@@ -180,7 +196,8 @@ def test_a_tools_figures_of_a_day_scan_only_its_rows_of_that_day(million_calls):
     # The id bound turns "this tool, last day" into a range of the (target, -id) index: no
     # scan of the 29 days before, nor of the other tools' rows.
     assert any("calllog_target_id" in node for node in nodes), nodes
-    assert not any(node.startswith("Seq Scan") for node in nodes), nodes
+    full = filled_partitions()
+    assert not any(node.removeprefix("Seq Scan ") in full for node in nodes), nodes
     day = 86_400 / STEP_SECONDS / 20
     assert figures[first.pk].calls == pytest.approx(day * 2 / 3, abs=2)
     assert figures[second.pk].calls == pytest.approx(day / 3, abs=2)

@@ -15,10 +15,12 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from django.db import connection
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
-from mcp_app.models import BackgroundCall, Endpoint, Session
+from mcp_app.models import BackgroundCall, CallLog, Endpoint, Session
+from mcp_app.services.calllog.partitions import call_log_partitions, is_partitioned, slot_start
 from mcp_app.services.sessions import session_open
 from tests.support.live import ROOT, SECRET_KEY, asgi_server, database_url
 from tests.support.oauth import issue_token, make_client
@@ -33,6 +35,8 @@ JOB_INTERVALS = {
     "UPKEEP_CLEAR_CIMD_APPLICATIONS_SECONDS": "1",
     "UPKEEP_CLEAR_TOKENS_SECONDS": "1",
     "UPKEEP_REAP_BACKGROUND_CALLS_SECONDS": "1",
+    "UPKEEP_CALL_LOG_PARTITIONS_SECONDS": "1",
+    "UPKEEP_PURGE_CALL_LOGS_SECONDS": "1",
 }
 EFFECT_TIMEOUT_SECONDS = 60.0
 LONG_AGO = timezone.now() - timedelta(days=40)
@@ -99,6 +103,16 @@ def test_beat_runs_every_upkeep_job(endpoint: Endpoint) -> None:
     )  # fmt: skip
     expired_tokens = AccessToken.objects.filter(expires__lt=LONG_AGO + timedelta(days=1))
     assert expired_tokens.count() == 1
+    # The call log: a record past the retention window (90 days by default) and, on
+    # PostgreSQL, a day ahead whose partition is missing.
+    old_record = CallLog.objects.create(
+        created_at=timezone.now() - timedelta(days=100), http_method="POST", status="ok"
+    )
+    day_ahead = slot_start(timezone.now() + timedelta(days=5), days=1)
+    if is_partitioned():
+        missing = [p.name for p in call_log_partitions() if p.start == day_ahead]
+        with connection.cursor() as cursor:
+            cursor.execute(f'DROP TABLE "{missing[0]}"')
 
     workdir = Path(tempfile.mkdtemp(prefix="mcphost-beat-"))
     with celery_worker(concurrency=1), celery_beat(workdir):
@@ -119,6 +133,15 @@ def test_beat_runs_every_upkeep_job(endpoint: Endpoint) -> None:
             lambda: not BackgroundCall.objects.filter(id=expired_call.id).exists(),
             "reap_background_calls did not delete the expired call", log,
         )  # fmt: skip
+        _wait_until(
+            lambda: not CallLog.objects.filter(id=old_record.id).exists(),
+            "purge_call_logs did not delete the old record", log,
+        )  # fmt: skip
+        if is_partitioned():
+            _wait_until(
+                lambda: any(p.start == day_ahead for p in call_log_partitions()),
+                "call_log_partitions did not create the missing day", log,
+            )  # fmt: skip
     assert Session.objects.filter(id=live_session.id).exists()
 
 
