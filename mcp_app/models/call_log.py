@@ -5,7 +5,7 @@ by the audit UI (``mcp_app.audit``). Nothing updates a row; retention deletes ol
 (``manage.py purge_call_logs``). Foreign keys carry no database constraint: a record must
 outlive the endpoint or user it names, and an INSERT must never fail because one was deleted.
 
-On PostgreSQL the table is partitioned by range of ``created_at`` (migration 0031,
+On PostgreSQL the table is partitioned by range of ``created_at`` (migration 0030,
 ``services/calllog/partitions.py``): the database's primary key is ``(id, created_at)``
 (Django's stays ``id``, unique through one sequence), and nothing may hold a foreign key to
 a row. Every write must set ``created_at``. A new index is a plain ``AddIndex`` (PostgreSQL

@@ -145,7 +145,7 @@ def test_list_pages_are_backward_index_scans_at_a_million_rows(million_calls):
     }
     report = {}
     # The call log's partitions holding the rows (PostgreSQL's partitions by day: migration
-    # 0031): none is ever read whole. An empty one (a day ahead) or the three-row endpoint
+    # 0030): none is ever read whole. An empty one (a day ahead) or the three-row endpoint
     # table of a join may be.
     full = filled_partitions()
     for name, (qs, index) in cases.items():

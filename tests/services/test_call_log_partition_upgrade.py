@@ -1,10 +1,10 @@
-"""The upgrade of an existing call log to a partitioned one (migration 0031, issue #30), on a
+"""The upgrade of an existing call log to a partitioned one (migration 0030, issue #30), on a
 table of two million rows: the old table becomes the legacy partition without a row copied
 or an index rebuilt (the files on disk are the same ones), every row is still there, ids go
 on from the old sequence, and the audit's queries work and use the legacy partition's
 indexes.
 
-The old table is made from the migration state before 0031 in a schema of its own
+The old table is made from the migration state before 0030 in a schema of its own
 (``search_path`` puts it first), so the test database's own call log is left alone.
 """
 
@@ -52,7 +52,7 @@ FROM generate_series(1, %(rows)s) AS n
 def old_table() -> Iterator[None]:
     if connection.vendor != "postgresql":
         pytest.skip("partitions are PostgreSQL's")
-    state = MigrationExecutor(connection).loader.project_state(("mcp_app", "0027_endpoint_listed"))
+    state = MigrationExecutor(connection).loader.project_state(("mcp_app", "0029_icons"))
     old_model = state.apps.get_model("mcp_app", "CallLog")
     with connection.cursor() as cursor:
         cursor.execute(f"CREATE SCHEMA {SCHEMA}")

@@ -18,7 +18,7 @@ class Migration(migrations.Migration):
     atomic = False
 
     dependencies = [
-        ("mcp_app", "0027_endpoint_listed"),
+        ("mcp_app", "0029_icons"),
     ]
 
     operations = [
