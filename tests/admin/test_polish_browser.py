@@ -1,5 +1,6 @@
 """Smaller layout findings of issue #28 in headless Chromium, at 1366 px and on a 390 px phone,
-light and dark: try-it string arguments in a multi-line box.
+light and dark: try-it string arguments in a multi-line box, and the Python function picker
+bounded to its row.
 
 One live Daphne serves the module.
 """
@@ -117,5 +118,26 @@ def test_try_it_string_arguments_are_multi_line_unless_the_schema_says_one_line(
     assert page.input_value("#try-it-field-text") == "one\ntwo"
     page.click("#try-it input[type=submit]")
     assert "one\\ntwo on 2026-11-26" in page.locator("#try-it-result").inner_text()
+    assert page_overflow(page) == 0
+    page.context.close()
+
+
+@pytest.mark.parametrize(("size", "scheme"), SIZES)
+def test_the_function_picker_fits_its_row_and_keeps_the_full_text_in_a_title(
+    browser: Browser, login_state: Any, site: dict[str, Any], size: str, scheme: str
+) -> None:
+    page = open_page(browser, login_state, VIEWPORTS[size], scheme)
+    page.goto(f"{site['url']}/admin/mcp_app/tool/{site['picked']}/change/")
+    page.screenshot(path=screenshot_dir(f"picker-{size}-{scheme}") / "tool.png", full_page=True)
+
+    box = page.locator("#id_function").bounding_box()
+    assert box is not None
+    width = VIEWPORTS[size]["width"]
+    # It was 1,774 px wide: now at most 40em, and never past the screen's edge.
+    assert box["width"] <= 600, box
+    assert box["x"] + box["width"] <= width, box
+    title = page.locator("#id_function option[value=countdown]").get_attribute("title")
+    assert title is not None and title.startswith("countdown: Count down the given number")
+    assert len(title) > 200
     assert page_overflow(page) == 0
     page.context.close()
