@@ -1,6 +1,6 @@
 """Smaller layout findings of issue #28 in headless Chromium, at 1366 px and on a 390 px phone,
-light and dark: try-it string arguments in a multi-line box, and the Python function picker
-bounded to its row.
+light and dark: try-it string arguments in a multi-line box, the Python function picker bounded
+to its row, and chart labels on the audit statistics page legible on a phone.
 
 One live Daphne serves the module.
 """
@@ -139,5 +139,28 @@ def test_the_function_picker_fits_its_row_and_keeps_the_full_text_in_a_title(
     title = page.locator("#id_function option[value=countdown]").get_attribute("title")
     assert title is not None and title.startswith("countdown: Count down the given number")
     assert len(title) > 200
+    assert page_overflow(page) == 0
+    page.context.close()
+
+
+@pytest.mark.parametrize(("size", "scheme"), SIZES)
+def test_chart_labels_on_the_statistics_page_are_legible(
+    browser: Browser, login_state: Any, site: dict[str, Any], size: str, scheme: str
+) -> None:
+    page = open_page(browser, login_state, VIEWPORTS[size], scheme)
+    page.goto(f"{site['url']}/audit/stats/")
+    page.screenshot(path=screenshot_dir(f"stats-{size}-{scheme}") / "stats.png", full_page=True)
+
+    # The size a label is drawn at: its font size in the chart's units times the chart's scale.
+    sizes = page.evaluate(
+        """() => [...document.querySelectorAll('svg.chart text')].map((text) => {
+          const svg = text.ownerSVGElement;
+          const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+          return [text.textContent, parseFloat(getComputedStyle(text).fontSize) * scale];
+        })"""
+    )
+    assert len(sizes) > 5
+    small = [(label, round(px, 1)) for label, px in sizes if px < LEGIBLE_PX]
+    assert small == []
     assert page_overflow(page) == 0
     page.context.close()
