@@ -289,7 +289,9 @@ class PythonExecutor(Executor[PythonConfig]):
     def prepare(self, config: Mapping[str, Any]) -> PythonConfig:
         name = config.get("function")
         if not isinstance(name, str) or not name:
-            raise ConfigError('Python tools need {"function": "<registered function name>"}.')
+            raise ConfigError(
+                "A Python tool needs a function: choose one of the registered functions."
+            )
         try:
             return PythonConfig(registered=tool_functions()[name])
         except KeyError:
