@@ -442,6 +442,8 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+# One date and time format on every page, the audit's (mcpsite/formats/en/formats.py).
+FORMAT_MODULE_PATH = ["mcpsite.formats"]
 
 # Serve STATIC_URL from the web process itself (no proxy in front: the run command, one
 # container). Behind a proxy, run collectstatic and let the proxy serve STATIC_ROOT.

@@ -18,6 +18,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from simple_history.admin import SimpleHistoryAdmin
 
 from mcp_app.models import Endpoint, Prompt
@@ -28,6 +29,7 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
     """Base of every catalog admin: history pages, and writes stamped as coming from "admin"."""
 
     object_history_template = "admin/mcp_app/object_history.html"
+    object_history_list_template = "admin/mcp_app/object_history_list.html"
 
     def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
         with history.catalog_change_source(history.ADMIN):
@@ -57,8 +59,26 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
                 return HttpResponseRedirect(
                     reverse(f"admin:{opts.app_label}_{opts.model_name}_history", args=[object_id])
                 )
+        # response_change says which version the row went back to (simple-history's message
+        # is the plain "changed successfully").
+        request.reverted_version = record  # type: ignore[attr-defined]
         with history.catalog_change_source(history.ADMIN):
             return super().history_form_view(request, object_id, version_id, extra_context)
+
+    def response_change(self, request: HttpRequest, obj: Any) -> HttpResponse:
+        record = getattr(request, "reverted_version", None)
+        if record is None or request.method != "POST":
+            return super().response_change(request, obj)
+        opts = self.model._meta
+        self.message_user(
+            request,
+            f"The {opts.verbose_name} “{obj}” was reverted to {version_label(record)}; "
+            "the revert is the newest version in its history.",
+            messages.SUCCESS,
+        )
+        return HttpResponseRedirect(
+            reverse(f"admin:{opts.app_label}_{opts.model_name}_history", args=[obj.pk])
+        )
 
     def get_urls(self) -> list[URLPattern]:
         opts = self.model._meta
@@ -75,7 +95,7 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
         opts = self.model._meta
         versions = self.model.history.filter(id=object_id).order_by("-history_id")
         context = {
-            "versions": versions,
+            "versions": [(version.history_id, version_label(version)) for version in versions],
             "compare_url": reverse(
                 f"admin:{opts.app_label}_{opts.model_name}_history_compare", args=[object_id]
             ),
@@ -110,6 +130,9 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
             "object": latest.instance,
             "older": older,
             "newer": newer,
+            "older_label": version_label(older),
+            "newer_label": version_label(newer),
+            "can_revert": not self.revert_disabled(request, latest.instance),
             "changes": history.version_diff(older, newer),
             "history_url": reverse(
                 f"admin:{opts.app_label}_{opts.model_name}_history", args=[object_id]
@@ -117,6 +140,18 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
             "version_url_name": f"admin:{opts.app_label}_{opts.model_name}_simple_history",
         }
         return TemplateResponse(request, "admin/mcp_app/history_compare.html", context)
+
+
+def version_label(record: Any) -> str:
+    """A version as the history pages name it: "version #7 (2026-11-26 06:00:01 UTC, by admin via
+    the admin)", who made it and where; either is left out when unknown."""
+    when = timezone.localtime(record.history_date).strftime("%Y-%m-%d %H:%M:%S %Z")
+    who = [f"by {record.history_user}"] if record.history_user is not None else []
+    source = record.history_change_reason
+    if source:
+        who.append(f"via {history.SOURCE_NAMES.get(source, source)}")
+    details = [when, " ".join(who)] if who else [when]
+    return f"version #{record.history_id} ({', '.join(details)})"
 
 
 def recent_changes_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:

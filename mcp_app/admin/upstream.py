@@ -40,6 +40,7 @@ from mcp_app.services.upstreams import (
     upstream_list_offer,
     upstream_offer_apply,
     upstream_prompts_plan,
+    upstream_refused_address,
     upstream_reset_breaker,
     upstream_resources_plan,
     upstream_sync_plan,
@@ -127,6 +128,14 @@ class UpstreamAdmin(InUseProtectedAdmin, SettingRowAdmin):
         ),
         ("History", {"fields": ["created_at", "updated_at"]}),
     ]
+
+    def save_model(self, request: HttpRequest, obj: Upstream, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        # Saved all the same (the network may be allow-listed later, or the name resolve
+        # elsewhere), but said now rather than at the first call, as for an HTTP tool.
+        refused = upstream_refused_address(obj)
+        if refused:
+            messages.warning(request, refused)
 
     @admin.display(description="tools", boolean=False)
     def tools_state(self, upstream: Upstream) -> str:

@@ -53,6 +53,8 @@ PAYLOAD_PERMISSION = "mcp_app.view_call_payloads"
 View = Callable[..., HttpResponseBase]
 # The statistics page reloads itself this often (while it is visible).
 STATS_REFRESH_SECONDS = 60
+# Times as every page prints them (mcpsite/formats: DATETIME_FORMAT "Y-m-d H:i:s T").
+TIME_FORMAT = "%Y-%m-%d %H:%M:%S %Z"
 
 
 def auditor_required(view: View) -> View:
@@ -109,7 +111,7 @@ def _row_json(record: CallLog) -> dict[str, Any]:
     return {
         "id": record.pk,
         "url": reverse("mcp_app:audit_detail", args=[record.pk]),
-        "created_at": timezone.localtime(record.created_at).strftime("%Y-%m-%d %H:%M:%S %Z"),
+        "created_at": timezone.localtime(record.created_at).strftime(TIME_FORMAT),
         "try_it": record.http_method == ADMIN_TEST_HTTP_METHOD,
         "endpoint": record.endpoint_slug,
         "method": record.rpc_method or record.http_method,
@@ -171,7 +173,12 @@ def call_feed(request: HttpRequest) -> JsonResponse:
     rows = call_log_newer(call_log_search(filters=_filters(request).call_filter()), after=after)
     _name_callers(rows)
     return JsonResponse(
-        {"rows": [_row_json(row) for row in rows], "latest": rows[0].pk if rows else after}
+        {
+            "rows": [_row_json(row) for row in rows],
+            "latest": rows[0].pk if rows else after,
+            # When the tail was updated, in the rows' format (not the browser's own).
+            "updated": timezone.localtime().strftime(TIME_FORMAT),
+        }
     )
 
 

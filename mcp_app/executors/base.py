@@ -11,6 +11,7 @@ transport, so the same code runs inline in a web process or in a Celery worker.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Generic, Protocol, TypeVar
@@ -37,6 +38,15 @@ class ConfigError(Exception):
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+
+def shown(value: Any) -> str:
+    """A config value as a message shows it: as JSON, the form the config is written in
+    (``null`` and ``"x"``, not Python's ``None`` and ``'x'``)."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(value)
 
 
 class ConfigFormError(Exception):

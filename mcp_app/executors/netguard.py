@@ -57,6 +57,10 @@ SCHEMES = ("http", "https")
 _SENSITIVE_HEADERS = ("authorization", "cookie", "proxy-authorization")
 
 
+# The last sentence of a refusal; a caller that knows better advice replaces it.
+ADVICE = "An operator can allow-list the host or network."
+
+
 class BlockedAddressError(Exception):
     """The request would reach an address the policy refuses; nothing was sent."""
 
@@ -240,10 +244,7 @@ def _refused(
     for address in addresses:
         if not policy.allows(name, address):
             shown = name if literal else f"{name!r} ({address})"
-            return (
-                f"Requests to {shown} are not allowed: it is not a public address. An operator "
-                "can allow-list the host or network."
-            )
+            return f"Requests to {shown} are not allowed: it is not a public address. {ADVICE}"
     return None
 
 

@@ -258,11 +258,22 @@ def _function_choices() -> list[tuple[str, str]]:
     ]
 
 
+class FunctionSelect(forms.Select):
+    """The function picker: each option's full text in its ``title``, as the stylesheet bounds
+    the select's width (a 250-character description made it 1,774 px wide)."""
+
+    def create_option(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        option = super().create_option(*args, **kwargs)
+        option["attrs"]["title"] = str(option["label"])
+        return option
+
+
 class PythonConfigForm(forms.Form):
     # Choices are read on use: the registry follows MCP_PYTHON_TOOL_MODULES.
     function = forms.ChoiceField(
         choices=_function_choices,
         required=False,
+        widget=FunctionSelect(attrs={"class": "mcp-function-picker"}),
         help_text=(
             "Python tools: the registered function to run. Leave description and input schema "
             "empty to fill them in from the function."
@@ -278,7 +289,9 @@ class PythonExecutor(Executor[PythonConfig]):
     def prepare(self, config: Mapping[str, Any]) -> PythonConfig:
         name = config.get("function")
         if not isinstance(name, str) or not name:
-            raise ConfigError('Python tools need {"function": "<registered function name>"}.')
+            raise ConfigError(
+                "A Python tool needs a function: choose one of the registered functions."
+            )
         try:
             return PythonConfig(registered=tool_functions()[name])
         except KeyError:

@@ -29,7 +29,13 @@ from django.template import (
 )
 
 from mcp_app.conf import get_conf
-from mcp_app.executors.base import ConfigError, ConfigFormError, Executor, PreparedConfig
+from mcp_app.executors.base import (
+    ConfigError,
+    ConfigFormError,
+    Executor,
+    PreparedConfig,
+    shown,
+)
 from mcp_app.executors.forms import CodeTextarea
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolError, ToolResult
@@ -126,10 +132,10 @@ class TemplateExecutor(Executor[TemplateConfig]):
     def prepare(self, config: Mapping[str, Any]) -> TemplateConfig:
         source = config.get("template")
         if not isinstance(source, str) or not source:
-            raise ConfigError('Template tools need {"template": "<template text>"}.')
+            raise ConfigError("A template tool needs its template text.")
         output = config.get("output", "text")
         if output not in OUTPUTS:
-            raise ConfigError(f'"output" must be "text" or "json", not {output!r}.')
+            raise ConfigError(f'The output must be "text" or "json", not {shown(output)}.')
         if unknown := sorted(set(config) - {"template", "output"}):
             raise ConfigError(f"Unknown config keys: {', '.join(unknown)}.")
         return TemplateConfig(template=compile_template(source), output=output)

@@ -56,6 +56,14 @@ API = "api"
 IMPORT = "import"
 UPSTREAM_SYNC = "upstream sync"
 OPENAPI = "openapi import"
+# How the history pages name each source ("by admin via the admin").
+SOURCE_NAMES = {
+    ADMIN: "the admin",
+    API: "the API",
+    IMPORT: "a catalog import",
+    UPSTREAM_SYNC: "an upstream sync",
+    OPENAPI: "an OpenAPI import",
+}
 
 # The models whose changes are recorded, in the order the recent-changes page names them.
 TRACKED: tuple[type[models.Model], ...] = (

@@ -32,6 +32,7 @@ from jsonschema.exceptions import SchemaError
 
 from mcp_app.executors.http.config import FORBIDDEN_HEADERS
 from mcp_app.executors.netguard import (
+    ADVICE,
     BlockedAddressError,
     FetchedResponse,
     GuardedClient,
@@ -207,7 +208,9 @@ def openapi_fetch(url: str) -> bytes:
         raise OpenApiError("Enter an http:// or https:// URL.")
     try:
         response = async_to_sync(_fetch)(url)
-    except (BlockedAddressError, TooManyRedirectsError) as exc:
+    except BlockedAddressError as exc:
+        raise OpenApiError(f"The document cannot be fetched: {_fetch_refusal(str(exc))}") from None
+    except TooManyRedirectsError as exc:
         raise OpenApiError(f"The document cannot be fetched: {exc}") from None
     except ResponseTooLargeError:
         raise OpenApiError(f"The document is larger than {MAX_DOCUMENT_BYTES:,} bytes.") from None
@@ -221,6 +224,23 @@ def openapi_fetch(url: str) -> bytes:
     if response.status != 200:
         raise OpenApiError(f"{safe_url(url)} answered HTTP {response.status}, not the document.")
     return response.content
+
+
+def _fetch_refusal(message: str) -> str:
+    """The guard's refusal, saying what opens the address for this fetch.
+
+    The guard's own advice ("an operator can allow-list the host or network") would send the
+    operator to the page's "Allowed private networks", which only the imported tools' calls
+    honour: the fetch honours the site-wide setting alone.
+    """
+    if not message.endswith(ADVICE):
+        return message  # not a refused address (a name that does not resolve)
+    reason = message.removesuffix(ADVICE).rstrip()
+    return (
+        f"{reason} Fetching the document honours only the MCP_HTTP_ALLOWED_NETWORKS setting "
+        '(README.md, "Configuration"), not "Allowed private networks" here, which the imported '
+        "tools' calls use. Upload the file or paste the document instead."
+    )
 
 
 async def _fetch(url: str) -> FetchedResponse:

@@ -41,7 +41,7 @@ from mcp_app.executors.mcp_upstream import (
     list_tools,
     negotiated_revision,
 )
-from mcp_app.executors.netguard import NetworkPolicy, global_policy
+from mcp_app.executors.netguard import NetworkPolicy, global_policy, refusal
 from mcp_app.models import (
     Endpoint,
     Prompt,
@@ -308,6 +308,26 @@ def upstream_renamed(upstream: Upstream, old_name: str) -> None:
     )
     if endpoint_ids:
         catalog_changed(endpoint_ids=endpoint_ids, kinds=["resources", "prompts"])
+
+
+def upstream_refused_address(upstream: Upstream) -> str | None:
+    """Why the address check will refuse every request to ``upstream``, if it will.
+
+    What the admin warns about on save, as for an HTTP tool: checked as a request would be
+    (the upstream's networks plus MCP_HTTP_ALLOWED_NETWORKS), with the guard's own message. A
+    name that does not resolve here is not reported: it may resolve where the calls run.
+    """
+    if upstream.transport != Upstream.Transport.HTTP or not upstream.url:
+        return None
+    try:
+        policy = global_policy().merged(_policy(tuple(split_networks(upstream.allow_networks))))
+    except (ToolError, ValueError):
+        return None  # the form or the system check reports a malformed allow-list
+    refused = refusal(upstream.url, policy)
+    if refused is None:
+        return None
+    hint = "under Limits, Allow networks."
+    return f"Requests will be refused: {refused.removesuffix('.')} {hint}"
 
 
 def upstream_reset_breaker(upstream: Upstream) -> None:

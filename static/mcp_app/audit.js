@@ -116,7 +116,7 @@
       }
       while (body.rows.length > maxRows) body.deleteRow(body.rows.length - 1);
       newest = Math.max(newest, data.latest);
-      status.textContent = "Live: updated " + new Date().toLocaleTimeString();
+      status.textContent = "Live: updated " + data.updated;
     } catch (error) {
       status.textContent = "Live tail paused: " + error.message;
     } finally {

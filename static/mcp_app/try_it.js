@@ -1,6 +1,8 @@
 // Try it: a field per simple top-level property of the tool's input schema (text, number,
 // true/false, a choice), kept in step with the JSON box, which remains what is submitted and
 // the only editor for nested values. Schemas this cannot show leave the JSON box alone.
+// A string is a multi-line box unless its schema says it is one line: a "format" (date, email,
+// uri...) or a maxLength of at most SHORT_STRING characters.
 "use strict";
 (function () {
   document.addEventListener("DOMContentLoaded", function () {
@@ -12,6 +14,12 @@
     const properties = (schema && typeof schema.properties === "object") ? schema.properties : {};
     const required = new Set(Array.isArray(schema.required) ? schema.required : []);
     const inputs = {};
+    const SHORT_STRING = 80;
+
+    function multiLine(spec) {
+      if (typeof spec.format === "string") return false;
+      return !(typeof spec.maxLength === "number" && spec.maxLength <= SHORT_STRING);
+    }
 
     function current() {
       try {
@@ -77,6 +85,10 @@
           option.textContent = choice === "" ? "---------" : choice;
           input.appendChild(option);
         }
+      } else if (kind === "string" && multiLine(spec)) {
+        input = document.createElement("textarea");
+        input.rows = 3;
+        input.className = "vLargeTextField";
       } else {
         input = document.createElement("input");
         input.type = kind === "boolean" ? "checkbox" : (kind === "string" ? "text" : "number");

@@ -167,7 +167,9 @@ def test_an_operator_reverts_a_tool_and_clients_and_the_call_log_follow(
             page.click(f"text=version #{original}")
             expect(page.locator("#id_description")).to_have_value("Echoes.")
             page.click("input[name=_save][value=Revert]")
-            expect(page.locator(".messagelist")).to_contain_text("was changed successfully")
+            expect(page.locator(".messagelist")).to_contain_text(
+                f"was reverted to version #{original}"
+            )
 
         assert listener.next_message()["method"] == "notifications/tools/list_changed"
         listed = listener.request("tools/list", {})

@@ -153,6 +153,20 @@ def test_bad_input_is_explained_and_creates_nothing(
 
 
 @pytest.mark.django_db
+def test_a_refused_document_url_names_the_setting_that_opens_it(admin_client: Client) -> None:
+    response = admin_client.post(
+        IMPORT_URL, {"document_url": "http://127.0.0.1:9/openapi.yaml", "_import": "Import"}
+    )
+
+    (error,) = errors(response)
+    # The page's "Allowed private networks" apply to the imported tools, not to this fetch.
+    assert "can allow-list" not in error
+    assert "the MCP_HTTP_ALLOWED_NETWORKS setting" in error
+    assert 'README.md, "Configuration"' in error
+    assert not Tool.objects.exists()
+
+
+@pytest.mark.django_db
 def test_staff_without_add_permission_cannot_import(client: Client, django_user_model: Any) -> None:
     user = django_user_model.objects.create_user("viewer", password="pw", is_staff=True)
     client.force_login(user)

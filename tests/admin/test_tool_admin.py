@@ -32,7 +32,10 @@ def test_add_page_offers_kinds_and_registered_functions(admin_client: Client) ->
     response = admin_client.get(ADD_URL)
 
     assert response.status_code == 200
-    assert b'<option value="sleep_with_progress">' in response.content
+    # Each option carries its full text in a title: the picker is narrower than the text.
+    assert b'<option value="sleep_with_progress" title="sleep_with_progress: Wait' in (
+        response.content
+    )
     assert b'<option value="template">' in response.content
     assert b"mcp-code" in response.content
 
@@ -246,7 +249,10 @@ def test_change_page_shows_the_current_config_and_pretty_json(admin_client: Clie
     response = admin_client.get(reverse("admin:mcp_app_tool_change", args=[tool.pk]))
 
     assert response.status_code == 200
-    assert b'<option value="echo" selected>' in response.content
+    assert (
+        b'<option value="echo" selected title="echo: Return the given message unchanged.">'
+        in response.content
+    )
     assert b"&quot;type&quot;: &quot;object&quot;" in response.content
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from datetime import timedelta
 
 import pytest
@@ -230,3 +231,16 @@ def test_python_percentiles_match_percentile_cont():
     assert selectors.percentile([10.0], 0.99) == 10.0
     assert selectors.percentile([1, 2, 3, 4], 0.5) == 2.5
     assert selectors.percentile(list(range(1, 101)), 0.95) == pytest.approx(95.05)
+
+
+def test_the_detail_breadcrumbs_end_at_the_call(auditor_client, endpoint):
+    record = make_call(endpoint)
+    page = auditor_client.get(reverse("mcp_app:audit_detail", args=[record.pk])).content.decode()
+
+    crumbs = re.search(r'<p class="crumbs">(.*?)</p>', page, re.S)
+    assert crumbs is not None
+    # Every level but the last links; the last names this page (no dangling "›").
+    assert crumbs.group(1).strip() == (
+        f'<a href="{reverse("mcp_app:audit_list")}">Call log</a> › '
+        f'<span aria-current="page">Call #{record.pk}</span>'
+    )

@@ -76,7 +76,7 @@ def test_unimportable_module_is_a_configuration_error() -> None:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({}, 'Python tools need {"function": "<registered function name>"}.'),
+        ({}, "A Python tool needs a function: choose one of the registered functions."),
         ({"function": "rm_rf"}, "No python tool function named 'rm_rf' is registered"),
     ],
 )

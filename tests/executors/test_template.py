@@ -64,8 +64,9 @@ def test_syntax_error_is_a_config_error_with_djangos_message() -> None:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({}, 'Template tools need {"template": "<template text>"}.'),
-        ({"template": "x", "output": "xml"}, '"output" must be "text" or "json", not \'xml\'.'),
+        ({}, "A template tool needs its template text."),
+        ({"template": "x", "output": "xml"}, 'The output must be "text" or "json", not "xml".'),
+        ({"template": "x", "output": None}, 'The output must be "text" or "json", not null.'),
         ({"template": "x", "code": "1"}, "Unknown config keys: code."),
     ],
 )

@@ -23,6 +23,7 @@ from mcp_app.executors.base import (
     CredentialChoiceField,
     HttpAuth,
     PreparedConfig,
+    shown,
 )
 from mcp_app.executors.forms import JsonTextarea, JsonTextField
 from mcp_app.executors.netguard import NetworkPolicy, global_policy
@@ -189,7 +190,7 @@ def prepare_http_config(config: Mapping[str, Any]) -> HttpConfig:
         raise ConfigError(f"Unknown config keys: {', '.join(unknown)}.")
     method = config.get("method", "GET")
     if method not in METHODS:
-        raise ConfigError(f"method must be one of {', '.join(METHODS)}, not {method!r}.")
+        raise ConfigError(f"method must be one of {', '.join(METHODS)}, not {shown(method)}.")
     url = _validate_url(config.get("url"))
     query = _validate_mapping("query", config.get("query", {}))
     headers = _validate_mapping("headers", config.get("headers", {}))
@@ -244,7 +245,7 @@ def _validate_url(url: Any) -> str:
     scheme, sep, rest = url.partition("://")
     authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
     if scheme.lower() not in ("http", "https") or not sep or not authority:
-        raise ConfigError(f"url must start with http:// or https:// and a host, not {url!r}.")
+        raise ConfigError(f"url must start with http:// or https:// and a host, not {shown(url)}.")
     if "{" in scheme + authority or "}" in authority:
         raise ConfigError("url: the scheme and host cannot contain placeholders.")
     if "@" in authority:
@@ -277,7 +278,7 @@ def _validate_mapping(key: str, mapping: Any) -> dict[str, str]:
 def _validate_body(config: Mapping[str, Any]) -> str:
     body = config.get("body", "none")
     if body not in BODY_MODES:
-        raise ConfigError(f"body must be one of {', '.join(BODY_MODES)}, not {body!r}.")
+        raise ConfigError(f"body must be one of {', '.join(BODY_MODES)}, not {shown(body)}.")
     template = config.get("body_template")
     if body in ("none", "arguments"):
         if template is not None:

@@ -42,7 +42,7 @@ class TextTemplateResolver(Resolver):
     def validate_config(self, config: Mapping[str, Any]) -> None:
         template = config.get("template")
         if not isinstance(template, str):
-            raise ConfigError('Template config needs {"template": "<template text>"}.')
+            raise ConfigError("A text template needs its template text.")
         compile_template(template)
 
     async def resolve(
