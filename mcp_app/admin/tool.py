@@ -89,6 +89,7 @@ class ToolAdmin(CatalogItemAdmin):
             },
         ),
         ("Call log", {"fields": ["capture_mode", "capture_max_bytes", "capture_redact"]}),
+        ("View (MCP Apps)", {"classes": ["collapse"], "fields": ["ui_resource_uri"]}),
         ACCESS_FIELDSET,
         ("Advanced", {"classes": ["collapse"], "fields": ["icons", "meta"]}),
         ("History", {"fields": ["created_at", "updated_at"]}),
