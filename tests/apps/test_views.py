@@ -16,6 +16,7 @@ from mcp_app.models import Endpoint, Resource, Tool
 from mcp_app.protocol import apps
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.shaping import shape_tool
+from mcp_app.services.catalog import build_snapshot
 from mcp_app.services.catalog_io import CatalogImportError, catalog_export, catalog_import
 from mcp_app.services.catalog_writes import (
     catalog_row_save,
@@ -262,3 +263,12 @@ def test_unlinking_is_recorded(main: Endpoint, view: Resource) -> None:
     tool_update(tool=tool, data={"ui_resource_uri": ""})
 
     assert [row.ui_resource_uri for row in tool.history.order_by("history_id")] == [VIEW_URI, ""]
+
+
+def test_a_view_the_endpoint_does_not_publish_is_not_linked(main: Endpoint, view: Resource) -> None:
+    other = endpoint_create(slug="other", auth_mode="public")
+    tool = echo(main, ui_resource_uri=VIEW_URI)
+    tool.endpoints.add(other)
+
+    assert build_snapshot(main).tools[0].view_uri == VIEW_URI
+    assert build_snapshot(other).tools[0].view_uri == ""
