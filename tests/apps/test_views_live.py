@@ -23,7 +23,7 @@ from mcp_app.executors.python import tool_functions
 from mcp_app.models import CallLog
 from mcp_app.protocol import apps
 from mcp_app.services.catalog_writes import resource_create
-from tests.apps.conftest import SAMPLE_VIEW, assert_valid
+from tests.apps.conftest import SAMPLE_VIEW, assert_valid, sdk_view
 from tests.audit.conftest import wait_for
 from tests.support.browser import admin_login_state, chromium, open_page
 from tests.support.catalog import make_endpoint, make_python_tool
@@ -59,10 +59,26 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, An
             ui_resource_uri=view.uri,
         )
         endpoint.tools.add(echo)
+        # The same tool shown by a view that runs the extension's own SDK, on its own endpoint.
+        sdk_endpoint = make_endpoint("apps-sdk")
+        resource_create(
+            uri="ui://apps/sdk",
+            name="sdk-view",
+            mime_type=apps.MIME_TYPE,
+            text=sdk_view(),
+            endpoints=[sdk_endpoint],
+        )
+        echo_sdk = make_python_tool(
+            "echo_sdk",
+            "echo",
+            input_schema=dict(tool_functions()["echo"].input_schema),
+            ui_resource_uri="ui://apps/sdk",
+        )
+        sdk_endpoint.tools.add(echo_sdk)
         User.objects.create_superuser("operator", "op@example.com", PASSWORD)
-        tool_id = echo.pk
+        ids = {"tool": echo.pk, "sdk_tool": echo_sdk.pk}
     with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
-        yield {"url": url, "tool": tool_id}
+        yield {"url": url, **ids}
     flush_database(django_db_blocker)
 
 
@@ -153,3 +169,23 @@ def test_the_try_it_page_shows_the_result_in_the_sandboxed_view(site: dict[str, 
     assert_valid("McpUiToolResultNotification", tool_result)
     assert tool_result["params"]["content"] == [{"type": "text", "text": "hello from the view"}]
     assert "connect-src https://api.example.com;" in csp
+
+
+def test_a_view_built_on_the_extensions_own_sdk_gets_the_result(site: dict[str, Any]) -> None:
+    base = site["url"]
+    with chromium() as browser:
+        state = admin_login_state(browser, base, "operator", PASSWORD)
+        page = open_page(browser, state, {"width": 1280, "height": 900}, "light")
+        page.goto(f"{base}/admin/mcp_app/tool/{site['sdk_tool']}/try/")
+        page.fill("#id_arguments", json.dumps({"message": "hello from the SDK"}))
+        page.click("#try-it input[type=submit]")
+
+        view = page.frame_locator("#try-it-view iframe")
+        body = view.locator("body")
+        expect(body).to_have_attribute("data-connected", "yes")
+        expect(view.locator("#result")).to_have_text("hello from the SDK")
+        expect(body).to_have_attribute(
+            "data-input", json.dumps({"message": "hello from the SDK"}, separators=(",", ":"))
+        )
+        expect(body).to_have_attribute("data-host", "mcphost-admin")
+        expect(body).to_have_attribute("data-tool", "echo_sdk")
