@@ -29,7 +29,7 @@ from mcp_app.admin.figures import (
 from mcp_app.admin.forms import ToolForm, kind_config_fields
 from mcp_app.admin.icons import ICON_FIELDSET, IconAdmin
 from mcp_app.admin.openapi import openapi_import_view
-from mcp_app.admin.try_it import try_it_view
+from mcp_app.admin.try_it import try_it_view, try_it_view_document
 from mcp_app.audit.selectors import Figures, tool_endpoint_figures, tool_figures
 from mcp_app.executors import get_executors
 from mcp_app.models import Endpoint, Tool
@@ -90,6 +90,7 @@ class ToolAdmin(IconAdmin, CatalogItemAdmin):
             },
         ),
         ("Call log", {"fields": ["capture_mode", "capture_max_bytes", "capture_redact"]}),
+        ("View (MCP Apps)", {"classes": ["collapse"], "fields": ["ui_resource_uri"]}),
         ACCESS_FIELDSET,
         ICON_FIELDSET,
         ("Advanced", {"classes": ["collapse"], "fields": ["meta"]}),
@@ -112,6 +113,11 @@ class ToolAdmin(IconAdmin, CatalogItemAdmin):
                 self.admin_site.admin_view(self.try_it_view),
                 name="mcp_app_tool_try",
             ),
+            path(
+                "<int:object_id>/try/view/",
+                self.admin_site.admin_view(self.try_it_view_document),
+                name="mcp_app_tool_try_view",
+            ),
         ]
         return [*pages, *super().get_urls()]
 
@@ -120,6 +126,9 @@ class ToolAdmin(IconAdmin, CatalogItemAdmin):
 
     def try_it_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         return try_it_view(self, request, object_id)
+
+    def try_it_view_document(self, request: HttpRequest, object_id: int) -> HttpResponse:
+        return try_it_view_document(self, request, object_id)
 
     def save_related(
         self, request: HttpRequest, form: ModelForm, formsets: Any, change: bool

@@ -14,13 +14,17 @@ from typing import Any
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
+from django.views.decorators.clickjacking import xframe_options_sameorigin
 
 from mcp_app.admin.forms import JsonTextarea, JsonTextField
 from mcp_app.models import Tool
-from mcp_app.services.try_it import TryOutcome, tool_try
+from mcp_app.protocol.shaping import shape_tool
+from mcp_app.protocol.versions import LATEST_LEGACY
+from mcp_app.services.catalog import tool_def
+from mcp_app.services.try_it import TryOutcome, tool_try, tool_view
 
 # How deep the example arguments follow nested object schemas.
 EXAMPLE_DEPTH = 3
@@ -95,6 +99,7 @@ def try_it_view(
             )
     else:
         form = TryItForm(initial={"arguments": example_arguments(tool.input_schema) or {}})
+    view = tool_view(tool)
     context = {
         **model_admin.admin_site.each_context(request),
         "title": f"Try {tool.name}",
@@ -107,8 +112,41 @@ def try_it_view(
         # Shown beside the arguments, and read by try_it.js to build a form from it.
         "input_schema": tool.input_schema,
         "input_schema_json": _pretty(tool.input_schema),
+        # The tool's MCP Apps view, shown with the result as a client renders it; app_host.js
+        # is the host and reads what it hands the view from "try-it-host".
+        "view": view,
+        "host_data": {
+            "arguments": form.cleaned_data["arguments"] if outcome else {},
+            "result": outcome.result if outcome else None,
+            "tool": shape_tool(tool_def(tool), LATEST_LEGACY, views=True),
+        }
+        if view is not None
+        else None,
     }
     return TemplateResponse(request, "admin/mcp_app/tool/try_it.html", context)
+
+
+@xframe_options_sameorigin
+def try_it_view_document(
+    model_admin: admin.ModelAdmin, request: HttpRequest, object_id: int
+) -> HttpResponse:
+    """The HTML of the tool's view, for the try-it page's sandboxed iframe.
+
+    Served under the CSP built from the view's ``_meta.ui``, with ``sandbox allow-scripts`` in
+    it too: opened on its own, the document still runs in an opaque origin, away from the
+    admin's cookies and pages.
+    """
+    tool = get_object_or_404(Tool, pk=object_id)
+    if not model_admin.has_change_permission(request, tool):
+        raise PermissionDenied
+    view = tool_view(tool)
+    if view is None:
+        raise Http404("This tool links no view with content of its own.")
+    response = HttpResponse(view.html, content_type="text/html; charset=utf-8")
+    response["Content-Security-Policy"] = f"{view.csp}; sandbox allow-scripts"
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 def _pretty(value: Any) -> str:

@@ -271,7 +271,8 @@ class ToolSerializer(CatalogItemSerializer):
             "output_schema", "read_only_hint", "destructive_hint", "idempotent_hint",
             "open_world_hint", "icons", "meta", "capture_mode", "capture_max_bytes",
             "capture_redact", "execution_mode", "task_support", "soft_time_limit",
-            "hard_time_limit", *ACCESS_FIELDS, "endpoints", "created_at", "updated_at",
+            "hard_time_limit", "ui_resource_uri", *ACCESS_FIELDS, "endpoints", "created_at",
+            "updated_at",
         ]  # fmt: skip
         read_only_fields = ["created_at", "updated_at"]
         extra_kwargs = {"description": {"required": False}}
@@ -297,7 +298,7 @@ class ResourceSerializer(CatalogItemSerializer):
         model = Resource
         fields = [
             "id", "uri", "name", "title", "description", "mime_type", "text", "file", "size",
-            "upstream", "remote_uri", "icons", "enabled", *ACCESS_FIELDS, "endpoints",
+            "upstream", "remote_uri", "icons", "ui_meta", "enabled", *ACCESS_FIELDS, "endpoints",
             "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = ["size", "created_at", "updated_at"]

@@ -18,6 +18,7 @@ from jsonschema.exceptions import SchemaError
 from jsonschema.validators import validator_for
 
 from mcp_app.conf import get_conf
+from mcp_app.protocol.apps import ui_meta_problems
 from mcp_app.protocol.inbound import find_invalid_x_mcp_header
 
 # 2025-11-25 server/tools "Tool names": 1-128 characters of A-Z a-z 0-9 _ - . (case-sensitive).
@@ -78,6 +79,13 @@ def validate_uri_template(value: str) -> None:
 def validate_json_object(value: Any) -> None:
     if not isinstance(value, dict):
         raise ValidationError("Enter a JSON object ({...}).", code="not_object")
+
+
+def validate_ui_meta(value: Any) -> None:
+    """Accept a resource's MCP Apps ``_meta.ui`` object (protocol/apps.py): known keys only."""
+    problems = ui_meta_problems(value)
+    if problems:
+        raise ValidationError(problems, code="invalid_ui_meta")
 
 
 def validate_icons(value: Any) -> None:

@@ -21,8 +21,10 @@ from mcp_app.models.fields import (
     validate_absolute_uri,
     validate_icons,
     validate_json_object,
+    validate_ui_meta,
     validate_uri_template,
 )
+from mcp_app.protocol import apps
 
 
 class Resource(TimestampedModel, AccessRules):
@@ -60,6 +62,18 @@ class Resource(TimestampedModel, AccessRules):
     # for an upstream's resource: it is not known before a read).
     size = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
     icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
+    # An MCP Apps view (protocol/apps.py): served as _meta.ui on its resources/read contents.
+    ui_meta = models.JSONField(
+        default=empty_dict,
+        blank=True,
+        validators=[validate_ui_meta],
+        verbose_name="view metadata (_meta.ui)",
+        help_text=(
+            'MCP Apps views only: {"csp": {"connectDomains": [...], "resourceDomains": [...], '
+            '"frameDomains": [...], "baseUriDomains": [...]}, "permissions": {"camera": {}}, '
+            '"domain": "...", "prefersBorder": true}.'
+        ),
+    )
     enabled = models.BooleanField(default=True)
 
     history = HistoricalRecords(m2m_fields=["allowed_groups"])
@@ -67,10 +81,21 @@ class Resource(TimestampedModel, AccessRules):
     class Meta:
         ordering = ["uri"]
 
+    @property
+    def is_view(self) -> bool:
+        """Whether this is an MCP Apps view a tool may link (a ui:// URI, the view MIME)."""
+        return apps.is_view(self.uri, self.mime_type)
+
     def __str__(self) -> str:
         return self.uri
 
     def clean(self) -> None:
+        if self.mime_type == apps.MIME_TYPE and not self.uri.startswith(apps.URI_SCHEME):
+            raise ValidationError({"uri": f"An MCP Apps view has a {apps.URI_SCHEME} URI."})
+        if self.ui_meta and self.mime_type != apps.MIME_TYPE:
+            raise ValidationError(
+                {"ui_meta": f"Only an MCP Apps view (MIME type {apps.MIME_TYPE}) has one."}
+            )
         has_text, has_file = bool(self.text), bool(self.file)
         # An upstream the same catalog import creates is not saved yet: it has no id.
         if self.upstream is not None:

@@ -98,6 +98,17 @@ class Tool(TimestampedModel, AccessRules):
         validators=[validate_json_object],
         help_text="Published as _meta on the tool definition.",
     )
+    # MCP Apps (protocol/apps.py): the URI of the view resource published as
+    # _meta.ui.resourceUri; checked against the catalog by services.catalog_writes.
+    ui_resource_uri = models.CharField(
+        max_length=2048,
+        blank=True,
+        verbose_name="view (MCP Apps)",
+        help_text=(
+            "The ui:// URI of a resource of MIME type text/html;profile=mcp-app that shows "
+            "this tool's results in clients that render MCP Apps (empty: none)."
+        ),
+    )
     enabled = models.BooleanField(default=True)
     kind = models.CharField(max_length=32, choices=tool_kinds, default=Kind.PYTHON)
     config = models.JSONField(

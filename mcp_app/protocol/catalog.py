@@ -37,6 +37,9 @@ class ToolDef:
     annotations: Mapping[str, JSON] = field(default_factory=dict)
     icons: Sequence[Mapping[str, JSON]] = ()
     meta: Mapping[str, JSON] = field(default_factory=dict)
+    # MCP Apps (protocol/apps.py): the ui:// view published as _meta.ui.resourceUri to
+    # clients that render views; empty for none.
+    view_uri: str = ""
     # Where calls run: "inline", "auto" (inline unless the call becomes an MCP task) or
     # "background" (always on a worker; a task whenever the request allows one).
     execution: str = "inline"

@@ -22,6 +22,7 @@ from typing import Any, Final
 
 import orjson
 
+from mcp_app.protocol import apps
 from mcp_app.protocol.catalog import (
     PromptArgumentDef,
     PromptDef,
@@ -68,8 +69,12 @@ def output_schema_allowed(schema: Mapping[str, Any], version: str) -> bool:
     return supports(version, Feature.ANY_JSON_STRUCTURED) or schema.get("type") == "object"
 
 
-def shape_tool(tool: ToolDef, version: str) -> dict[str, Any]:
-    """Return ``tool`` as ``tools/list`` shows it to a client of ``version``."""
+def shape_tool(tool: ToolDef, version: str, *, views: bool = False) -> dict[str, Any]:
+    """Return ``tool`` as ``tools/list`` shows it to a client of ``version``.
+
+    ``views``: the client renders MCP Apps views (``apps.client_renders_apps``), so the
+    tool's view is linked in ``_meta.ui.resourceUri``.
+    """
     shaped: dict[str, Any] = {"name": tool.name}
     _put_common(shaped, version, title=tool.title, description=tool.description, icons=tool.icons)
     # The input schema goes out verbatim ($schema, $defs, additionalProperties included).
@@ -78,8 +83,9 @@ def shape_tool(tool: ToolDef, version: str) -> dict[str, Any]:
         shaped["outputSchema"] = _json_object(tool.output_schema)
     if tool.annotations and supports(version, Feature.TOOL_ANNOTATIONS):
         shaped["annotations"] = _json_object(tool.annotations)
-    if tool.meta and supports(version, Feature.TITLES):
-        shaped["_meta"] = _json_object(tool.meta)
+    meta = apps.with_view_link(tool.meta, tool.view_uri) if views and tool.view_uri else tool.meta
+    if meta and supports(version, Feature.TITLES):
+        shaped["_meta"] = _json_object(meta)
     if tool.task_support != "forbidden" and supports(version, Feature.TASKS_CORE):
         # Absent means "forbidden" (2025-11-25 basic/utilities/tasks, "Tool-Level
         # Negotiation"); 2026-07-28 removed the field (the tasks extension is server-directed).

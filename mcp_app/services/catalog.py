@@ -14,7 +14,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -35,6 +35,7 @@ from mcp_app.models import (
     ResourceTemplate,
     Tool,
 )
+from mcp_app.protocol import apps
 from mcp_app.protocol.catalog import (
     CatalogSnapshot,
     EndpointInfo,
@@ -124,6 +125,8 @@ class ResourceKey:
     # A resource read from an upstream MCP server: the upstream's name and the URI there.
     upstream: str | None = None
     remote_uri: str = ""
+    # An MCP Apps view's _meta.ui (protocol/apps.py), served with its contents.
+    ui_meta: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +201,15 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
             Prefetch("arguments", queryset=PromptArgument.objects.order_by("position", "id")),
             Prefetch("messages", queryset=PromptMessage.objects.order_by("position", "id")),
         )
+    )
+    # A tool links only a view this endpoint publishes (the extension: the resource "MUST
+    # exist on the server"); the link is kept on the row and shows again once it does.
+    views = {
+        resource.uri for resource in resources if apps.is_view(resource.uri, resource.mime_type)
+    }
+    tools = tuple(
+        tool if not tool.view_uri or tool.view_uri in views else replace(tool, view_uri="")
+        for tool in tools
     )
     return CatalogSnapshot(
         endpoint=EndpointInfo(
@@ -311,6 +323,7 @@ def tool_def(
         annotations=tool.annotations(),
         icons=public_icons(tool.icons),
         meta=tool.meta or {},
+        view_uri=tool.ui_resource_uri,
         execution=tool.execution_mode,
         task_support="forbidden" if tool.execution_mode == "inline" else tool.task_support,
         key=ToolKey(
@@ -358,10 +371,20 @@ def _resource_def(resource: Resource) -> ResourceDef:
         )
         size = None
     elif resource.file:
-        key = ResourceKey(pk=resource.pk, file_name=resource.file.name, access=_access(resource))
+        key = ResourceKey(
+            pk=resource.pk,
+            file_name=resource.file.name,
+            access=_access(resource),
+            ui_meta=resource.ui_meta or {},
+        )
         size = resource.size
     else:
-        key = ResourceKey(pk=resource.pk, text=resource.text, access=_access(resource))
+        key = ResourceKey(
+            pk=resource.pk,
+            text=resource.text,
+            access=_access(resource),
+            ui_meta=resource.ui_meta or {},
+        )
         size = len(resource.text.encode())
     return ResourceDef(
         uri=resource.uri,

@@ -43,6 +43,7 @@ from mcp_app.models import (
     Tool,
     Upstream,
 )
+from mcp_app.protocol import apps
 from mcp_app.services import history
 from mcp_app.services.catalog_writes import (
     catalog_row_attach,
@@ -75,11 +76,11 @@ TOOL_FIELDS = (
     "title", "description", "enabled", "kind", "config", "input_schema", "output_schema",
     "read_only_hint", "destructive_hint", "idempotent_hint", "open_world_hint", "icons", "meta",
     "capture_mode", "capture_max_bytes", "capture_redact", "execution_mode", "task_support",
-    "soft_time_limit", "hard_time_limit", "required_scope",
+    "soft_time_limit", "hard_time_limit", "required_scope", "ui_resource_uri",
 )  # fmt: skip
 RESOURCE_FIELDS = (
     "name", "title", "description", "mime_type", "text", "icons", "enabled", "required_scope",
-    "remote_uri",
+    "remote_uri", "ui_meta",
 )  # fmt: skip
 TEMPLATE_FIELDS = (
     "name", "title", "description", "mime_type", "kind", "config", "completions", "icons",
@@ -1016,7 +1017,9 @@ class _Importer:
         # Membership and groups are checked separately; file content was checked above.
         try:
             if plan.section in _WRITE_PATH:
-                catalog_row_check(row, upstreams=self._planned_upstreams())
+                catalog_row_check(
+                    row, upstreams=self._planned_upstreams(), views=self._planned_views()
+                )
             else:
                 row.full_clean(validate_unique=row.pk is None)
         except ValidationError as exc:
@@ -1026,6 +1029,17 @@ class _Importer:
 
     def _planned_upstreams(self) -> set[str]:
         return {plan.key for plan in self.plans.get("upstreams", [])}
+
+    def _planned_views(self) -> set[str]:
+        # MCP Apps views the document writes, which its tools (planned first) may link: each
+        # is checked as a resource in its own right.
+        return {
+            entry["uri"]
+            for entry in self.document.get("resources", [])
+            if isinstance(entry.get("uri"), str)
+            and entry["uri"].startswith(apps.URI_SCHEME)
+            and entry.get("mime_type") == apps.MIME_TYPE
+        }
 
     def _error(self, plan: _Plan, name: str, message: str) -> None:
         path = plan.path if name == "__all__" else f"{plan.path}.{name}"
@@ -1111,6 +1125,7 @@ class _Importer:
                     actor=self.user,
                     source=history.IMPORT,
                     upstreams=self._planned_upstreams(),
+                    views=self._planned_views(),
                     stored_files=stored,
                 )
             else:

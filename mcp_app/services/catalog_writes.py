@@ -52,6 +52,7 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.models.fields import default_input_schema
+from mcp_app.protocol import apps
 from mcp_app.services import history
 
 CatalogRow = Endpoint | Tool | Resource | ResourceTemplate | Prompt
@@ -115,12 +116,14 @@ def catalog_row_check(
     *,
     relations: Mapping[str, Sequence[models.Model]] | None = None,
     upstreams: Collection[str] = (),
+    views: Collection[str] = (),
 ) -> None:
     """Check that ``row``, with its values set and ``relations`` (None: those it has), may be
     saved.
 
     ``upstreams``: names of upstreams being created in the same write (catalog import), which
-    a tool's config may name before they exist.
+    a tool's config may name before they exist; ``views``: likewise, URIs of MCP Apps views
+    (``Resource.is_view``) a tool may link.
 
     Raises:
         ValidationError: by field name; nothing was written.
@@ -143,6 +146,13 @@ def catalog_row_check(
                 _check_name_on_current_endpoints(row)
         except ValidationError as exc:
             errors.setdefault("name", []).extend(exc.messages)
+    if isinstance(row, Tool) and row.ui_resource_uri and "ui_resource_uri" not in errors:
+        problem = _view_link_problem(row.ui_resource_uri, views)
+        if problem:
+            errors.setdefault("ui_resource_uri", []).append(problem)
+    if isinstance(row, Resource) and row.pk is not None and not errors:
+        for key, message in _linked_view_problems(row).items():
+            errors.setdefault(key, []).append(message)
     if isinstance(row, Endpoint) and (tools := (relations or {}).get("tools")) is not None:
         # The endpoint's whole new set: only names repeated within it can clash.
         try:
@@ -156,6 +166,41 @@ def catalog_row_check(
         raise ValidationError(errors)
 
 
+def _view_link_problem(uri: str, views: Collection[str]) -> str:
+    """Why a tool may not link the view at ``uri`` (empty: it may)."""
+    if not uri.startswith(apps.URI_SCHEME):
+        return f"An MCP Apps view has a {apps.URI_SCHEME} URI."
+    if uri in views:
+        return ""
+    resource = Resource.objects.filter(uri=uri).first()
+    if resource is None:
+        return f"No resource {uri!r} here: create the view first."
+    if not resource.is_view:
+        return (
+            f"Resource {uri!r} has MIME type {resource.mime_type!r}, not {apps.MIME_TYPE!r}: "
+            "it is not an MCP Apps view."
+        )
+    return ""
+
+
+def _linked_view_problems(resource: Resource) -> dict[str, str]:
+    """Why an edit of ``resource`` would break the links of tools to it (empty: none)."""
+    before = Resource.objects.filter(pk=resource.pk).values_list("uri", flat=True).first()
+    if before is None:
+        return {}
+    names = sorted(
+        Tool.objects.filter(ui_resource_uri=before).values_list("name", flat=True).distinct()
+    )
+    if not names:
+        return {}
+    linked = f"Tools link this view ({', '.join(names)}): unlink them first."
+    if resource.uri != before:
+        return {"uri": linked}
+    if not resource.is_view:
+        return {"mime_type": linked}
+    return {}
+
+
 def catalog_row_save(
     row: CatalogRow,
     *,
@@ -163,6 +208,7 @@ def catalog_row_save(
     source: str | None,
     relations: Mapping[str, Sequence[models.Model]] | None = None,
     upstreams: Collection[str] = (),
+    views: Collection[str] = (),
     stored_files: Mapping[str, str] | None = None,
 ) -> None:
     """Check ``row`` (``catalog_row_check``), save it and set the ``relations`` given.
@@ -178,7 +224,7 @@ def catalog_row_save(
         ValidationError: by field name; nothing was written.
     """
     with writing(row, actor=actor, source=source):
-        catalog_row_check(row, relations=relations, upstreams=upstreams)
+        catalog_row_check(row, relations=relations, upstreams=upstreams, views=views)
         for name, path in (stored_files or {}).items():
             setattr(row, name, path)
         row.save()

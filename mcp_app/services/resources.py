@@ -38,9 +38,14 @@ class CatalogResourceReader:
         if key.upstream is not None:
             return await self.read_upstream(key.upstream, key.remote_uri, resource.uri)
         if key.file_name is None:
-            return [text_contents(resource.uri, resource.mime_type, key.text or "")]
-        data = await asyncio.to_thread(_read_file, key.file_name)
-        return [bytes_contents(resource.uri, resource.mime_type, data)]
+            contents = text_contents(resource.uri, resource.mime_type, key.text or "")
+        else:
+            data = await asyncio.to_thread(_read_file, key.file_name)
+            contents = bytes_contents(resource.uri, resource.mime_type, data)
+        if key.ui_meta:
+            # An MCP Apps view: its content-security metadata goes with its contents.
+            contents["_meta"] = {"ui": dict(key.ui_meta)}
+        return [contents]
 
     async def read_template(
         self, template: ResourceTemplateDef, uri: str, variables: Mapping[str, str]

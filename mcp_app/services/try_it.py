@@ -23,7 +23,8 @@ from asgiref.sync import async_to_sync
 
 from mcp_app.executors import get_executors
 from mcp_app.executors.base import RenderedRequest
-from mcp_app.models import Tool
+from mcp_app.models import Resource, Tool
+from mcp_app.protocol import apps
 from mcp_app.protocol.catalog import CatalogSnapshot, EndpointInfo
 from mcp_app.protocol.dispatch import handle_request
 from mcp_app.protocol.errors import McpError
@@ -99,6 +100,41 @@ def tool_try(*, tool: Tool, arguments: Mapping[str, Any], user_id: int | None) -
         user_id=user_id,
     )
     return outcome
+
+
+@dataclass(frozen=True, slots=True)
+class TryView:
+    """A tool's MCP Apps view as the try-it page shows it: its HTML, the CSP and the iframe
+    ``allow`` built from its ``_meta.ui``, as a host does."""
+
+    uri: str
+    html: str
+    csp: str
+    allow: str
+    ui_meta: Mapping[str, Any]
+
+
+def tool_view(tool: Tool) -> TryView | None:
+    """The view ``tool`` links, or None: no link, or no such view with content of its own
+    (one read from an upstream is shown by clients, not here)."""
+    if not tool.ui_resource_uri:
+        return None
+    resource = Resource.objects.filter(uri=tool.ui_resource_uri, upstream__isnull=True).first()
+    if resource is None or not resource.is_view:
+        return None
+    if resource.file:
+        with resource.file.open("rb") as handle:
+            html = handle.read().decode("utf-8", errors="replace")
+    else:
+        html = resource.text
+    meta = resource.ui_meta or {}
+    return TryView(
+        uri=resource.uri,
+        html=html,
+        csp=apps.content_security_policy(meta),
+        allow=apps.permission_allow(meta),
+        ui_meta=meta,
+    )
 
 
 def _rendered_request(tool: Tool, arguments: Mapping[str, Any]) -> RenderedRequest | None:

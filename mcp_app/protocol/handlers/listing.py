@@ -27,16 +27,18 @@ def list_page(
     list_name: str,
     result_key: str,
     shape: Callable[[T, str], dict[str, Any]],
+    variant: str = "",
 ) -> dict[str, Any]:
     """Return the page of ``items`` after ``params.cursor`` as ``{result_key: [...]}``.
 
     The shaped items are shared by every request served from this snapshot: callers must not
-    mutate them.
+    mutate them. ``variant`` names what else than the revision ``shape`` depends on (the
+    client's capabilities), so pages shaped differently are kept apart.
 
     Raises:
         InvalidParams: the cursor is invalid (``protocol.cursors.decode_cursor``).
     """
-    memo_key = (list_name, ctx.version, params.cursor or "", ctx.page_size)
+    memo_key = (list_name, ctx.version, params.cursor or "", ctx.page_size, variant)
     page = ctx.catalog.remembered(memo_key)
     if page is None:
         found, next_cursor = paginate(

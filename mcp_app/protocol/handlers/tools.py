@@ -10,12 +10,13 @@ before the tool runs and its result after, in ``run_tool``; a refusal is an erro
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from mcp_app.protocol import mrtr
+from mcp_app.protocol import apps, mrtr
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import NO_INPUTS, CallInputs, RequestContext, ToolCallContext
 from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
@@ -43,7 +44,9 @@ logger = logging.getLogger(__name__)
 
 
 async def handle_tools_list(ctx: RequestContext, params: ListParams) -> dict[str, Any]:
-    """Return one page of tools, shaped for ``ctx.version``."""
+    """Return one page of tools, shaped for ``ctx.version``; views linked (MCP Apps) when
+    the client renders them."""
+    views = apps.client_renders_apps(ctx.client_capabilities)
     return list_page(
         ctx,
         params,
@@ -51,7 +54,8 @@ async def handle_tools_list(ctx: RequestContext, params: ListParams) -> dict[str
         key=lambda tool: tool.name,
         list_name="tools",
         result_key="tools",
-        shape=shape_tool,
+        shape=functools.partial(shape_tool, views=views),
+        variant="views" if views else "",
     )
 
 
