@@ -15,7 +15,7 @@ from mcp_app.executors.base import ConfigError
 from mcp_app.executors.python import resource_functions
 from mcp_app.executors.template import compile_template
 from mcp_app.models.access import AccessRules
-from mcp_app.models.base import TimestampedModel
+from mcp_app.models.base import TimestampedModel, team_field
 from mcp_app.models.fields import (
     empty_dict,
     empty_list,
@@ -62,6 +62,8 @@ class Resource(TimestampedModel, AccessRules):
     size = models.PositiveBigIntegerField(null=True, blank=True, editable=False)
     icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
     enabled = models.BooleanField(default=True)
+
+    team = team_field()
 
     history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
@@ -160,6 +162,8 @@ class ResourceTemplate(TimestampedModel, AccessRules):
     )
     icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
     enabled = models.BooleanField(default=True)
+
+    team = team_field()
 
     history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
