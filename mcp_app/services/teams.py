@@ -83,6 +83,11 @@ def has_team(model: type[models.Model]) -> bool:
     return any(field.name == "team" for field in model._meta.concrete_fields)
 
 
+def is_scoped(model: type[models.Model]) -> bool:
+    """Whether ``visible`` narrows ``model``'s rows (else every user sees them all)."""
+    return has_team(model) or issubclass(model, (*_BY_ENDPOINT, *_BY_PROMPT))
+
+
 def visible(queryset: models.QuerySet[_M], user: Any) -> models.QuerySet[_M]:
     """Narrow ``queryset`` (of any row kind this module names) to the rows ``user`` sees.
 
@@ -111,6 +116,12 @@ def visible_endpoint_ids(user: Any) -> list[int]:
     if user is not None:
         user._mcp_team_endpoints = ids
     return ids
+
+
+def seen_endpoints(user: Any) -> tuple[int, ...] | None:
+    """The ids of the endpoints ``user`` sees; None: every endpoint, and what has none (the
+    call log's filters carry it: ``audit.selectors.CallFilter.endpoints``)."""
+    return None if scope_of(user) is None else tuple(visible_endpoint_ids(user))
 
 
 def team_choices(user: Any) -> models.QuerySet[Group]:
