@@ -11,12 +11,13 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from mcp_app.admin.teams import TeamScopedAdmin
 from mcp_app.models import BackgroundCall
 from mcp_app.services.background.calls import acancel_call
 
 
 @admin.register(BackgroundCall)
-class BackgroundCallAdmin(admin.ModelAdmin):
+class BackgroundCallAdmin(TeamScopedAdmin, admin.ModelAdmin):
     list_display = [
         "id", "tool_name", "endpoint", "status", "outcome", "is_task", "worker", "created_at",
         "finished_at",

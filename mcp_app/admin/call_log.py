@@ -5,11 +5,12 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
+from mcp_app.admin.teams import TeamScopedAdmin
 from mcp_app.models import CallLog
 
 
 @admin.register(CallLog)
-class CallLogAdmin(admin.ModelAdmin):
+class CallLogAdmin(TeamScopedAdmin, admin.ModelAdmin):
     list_display = [
         "id", "created_at", "endpoint_slug", "rpc_method", "target", "status", "http_status",
         "duration_ms",

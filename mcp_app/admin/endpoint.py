@@ -63,7 +63,20 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
         "mcp_url", "catalog_version", "created_at", "updated_at", "last_24_hours", "policies",
     ]  # fmt: skip
     fieldsets = [
-        (None, {"fields": ["slug", "mcp_url", "title", "description", "instructions", "enabled"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "slug",
+                    "team",
+                    "mcp_url",
+                    "title",
+                    "description",
+                    "instructions",
+                    "enabled",
+                ]
+            },
+        ),
         ("Calls", {"fields": ["last_24_hours"]}),
         ("Catalog", {"fields": ["tools", "resources", "resource_templates", "prompts"]}),
         ("Access", {"fields": ["allowed_origins"]}),

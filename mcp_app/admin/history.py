@@ -20,12 +20,27 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from simple_history.admin import SimpleHistoryAdmin
 
+from mcp_app.admin.teams import TeamScopedAdmin
 from mcp_app.models import Endpoint, Prompt
-from mcp_app.services import history
+from mcp_app.services import history, teams
 
 
-class CatalogHistoryAdmin(SimpleHistoryAdmin):
-    """Base of every catalog admin: history pages, and writes stamped as coming from "admin"."""
+class CatalogHistoryAdmin(TeamScopedAdmin, SimpleHistoryAdmin):
+    """Base of every catalog admin: history pages, and writes stamped as coming from "admin".
+
+    Its rows are the user's teams' (``TeamScopedAdmin``); another team's row's history pages
+    answer 404 as its change page does.
+    """
+
+    def _seen_or_404(self, request: HttpRequest, object_id: Any) -> None:
+        # simple-history falls back to a row's history when the row is not in get_queryset.
+        if teams.scope_of(request.user) is None:
+            return
+        if (
+            not str(object_id).isdigit()
+            or not self.get_queryset(request).filter(pk=int(object_id)).exists()
+        ):
+            raise Http404
 
     object_history_template = "admin/mcp_app/object_history.html"
 
@@ -45,6 +60,7 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
     def history_form_view(
         self, request: HttpRequest, object_id: str, version_id: str, extra_context: Any = None
     ) -> Any:
+        self._seen_or_404(request, object_id)
         record = self.model.history.filter(id=object_id, history_id=version_id).first()
         if record is not None and self.has_change_permission(request, record.instance):
             try:
@@ -72,6 +88,7 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
     def history_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
     ) -> Any:
+        self._seen_or_404(request, object_id)
         opts = self.model._meta
         versions = self.model.history.filter(id=object_id).order_by("-history_id")
         context = {
@@ -91,6 +108,7 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
 
     def history_compare_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """Two versions side by side (``?a=<history id>&b=<history id>``), older first."""
+        self._seen_or_404(request, object_id)
         records = self.model.history.filter(id=object_id)
         latest = records.order_by("-history_id").first()
         if latest is None:

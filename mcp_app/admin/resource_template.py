@@ -20,7 +20,7 @@ class ResourceTemplateAdmin(CatalogItemAdmin):
     filter_horizontal = ["allowed_groups"]
     readonly_fields = ["created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["uri_template", "name", "title", "description", "mime_type"]}),
+        (None, {"fields": ["uri_template", "name", "team", "title", "description", "mime_type"]}),
         (
             "Resolver",
             {"fields": ["kind", "function", "template", "upstream", "remote_uri_template"]},

@@ -19,7 +19,6 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 
 from mcp_app.admin.forms import JsonTextarea, JsonTextField
-from mcp_app.models import Tool
 from mcp_app.services.try_it import TryOutcome, tool_try
 
 # How deep the example arguments follow nested object schemas.
@@ -82,7 +81,8 @@ def try_it_view(
     model_admin: admin.ModelAdmin, request: HttpRequest, object_id: int
 ) -> HttpResponse:
     """Show the arguments form; on POST run the tool and show its result."""
-    tool = get_object_or_404(Tool, pk=object_id)
+    # Through the admin's queryset: another team's tool is not found (services.teams).
+    tool = get_object_or_404(model_admin.get_queryset(request), pk=object_id)
     # Running a tool can change things upstream: change permission, not view, is required.
     if not model_admin.has_change_permission(request, tool):
         raise PermissionDenied

@@ -113,7 +113,8 @@ class ApiViewMixin:
     def get_queryset(self) -> Any:
         """The rows of the view's model that the user sees (``services.teams``): another
         team's row answers 404, as a missing one does."""
-        queryset = super().get_queryset()  # type: ignore[misc]
+        parent = getattr(super(), "get_queryset", None)  # a plain ViewSet has none
+        queryset = parent() if parent is not None else self.queryset  # type: ignore[attr-defined]
         if teams.is_scoped(queryset.model):
             return teams.visible(queryset, self.request.user)  # type: ignore[attr-defined]
         return queryset
