@@ -114,7 +114,7 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
                 messages.ERROR,
             )
             return None
-        return _export_download(queryset, fmt)
+        return _export_download(queryset, fmt, request.user)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Endpoint]:
         return super().get_queryset(request).annotate(_tool_count=Count("tools", distinct=True))
@@ -273,10 +273,11 @@ class EndpointAdmin(InUseProtectedAdmin, CatalogRowAdmin):
         )
 
 
-def _export_download(queryset: QuerySet[Endpoint], fmt: str) -> HttpResponse:
-    """The file ``mcp_export --endpoint`` writes for these endpoints, as a download."""
+def _export_download(queryset: QuerySet[Endpoint], fmt: str, user: Any) -> HttpResponse:
+    """The file ``mcp_export --endpoint`` writes for these endpoints, as a download (of the
+    rows ``user``'s teams see)."""
     slugs = sorted(queryset.values_list("slug", flat=True))
-    document = catalog_export(endpoint_slugs=slugs)
+    document = catalog_export(endpoint_slugs=slugs, user=user)
     content_type = "application/json" if fmt == "json" else "application/yaml"
     response = HttpResponse(
         catalog_dump(document, fmt=fmt), content_type=f"{content_type}; charset=utf-8"

@@ -997,7 +997,7 @@ def _export_response(request: Request, slugs: list[str] | None) -> HttpResponse:
     if fmt not in ("yaml", "json"):
         raise ValidationError({"format": ["Expected yaml or json."]})
     try:
-        document = catalog_export(endpoint_slugs=slugs)
+        document = catalog_export(endpoint_slugs=slugs, user=request.user)
     except CatalogFormatError as exc:
         raise ValidationError({"endpoint": [str(exc)]}) from None
     content_type = "application/json" if fmt == "json" else "application/yaml"

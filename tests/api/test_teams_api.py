@@ -219,3 +219,60 @@ def test_a_members_list_costs_a_bounded_number_of_queries(
         assert client.get("/api/v1/tools/").status_code == 200
 
     assert len(queries) <= 12
+
+
+def test_a_members_export_holds_only_their_teams_rows(
+    world: World, as_user: Callable[[User], APIClient]
+) -> None:
+    client = as_user(world.alpha.member)
+
+    whole = client.get("/api/v1/catalog/export/?format=json")
+    theirs = client.get("/api/v1/catalog/export/?format=json&endpoint=beta-endpoint")
+    one = client.get(f"/api/v1/endpoints/{world.beta.endpoint.pk}/export/")
+
+    assert whole.status_code == 200
+    assert "alpha-tool" in whole.content.decode()
+    assert "beta-" not in whole.content.decode()
+    assert "site-" not in whole.content.decode()
+    assert _paths(theirs) == {"endpoint"}
+    assert one.status_code == 404
+
+
+def test_a_members_import_round_trips_their_rows_and_prunes_only_them(
+    world: World, as_user: Callable[[User], APIClient]
+) -> None:
+    client = as_user(world.alpha.member)
+    document = client.get("/api/v1/catalog/export/?format=json").json()
+    document["tools"][0]["description"] = "Imported."
+
+    answer = client.post(
+        "/api/v1/catalog/import/", {"document": document, "prune": True}, format="json"
+    )
+
+    assert answer.status_code == 200, answer.content
+    assert Tool.objects.get(pk=world.alpha.tool.pk).description == "Imported."
+    for row in [*world.beta.rows(), world.site_tool, world.site_endpoint]:
+        assert type(row)._default_manager.filter(pk=row.pk).exists()
+
+
+def test_an_import_naming_another_teams_row_is_refused_and_changes_nothing(
+    world: World, as_user: Callable[[User], APIClient]
+) -> None:
+    client = as_user(world.alpha.member)
+    document = {
+        "format": client.get("/api/v1/catalog/export/?format=json").json()["format"],
+        "endpoints": [{"slug": "beta-endpoint", "title": "Taken over"}],
+        "upstreams": [{"name": "beta-upstream", "url": "https://evil.example/mcp"}],
+    }
+
+    answer = client.post("/api/v1/catalog/import/", {"document": document}, format="json")
+
+    assert _paths(answer) == {"document.endpoints[0].slug", "document.upstreams[0].name"}
+    assert {error["message"] for error in answer.json()["errors"]} == {
+        "'beta-endpoint' is taken by another team's row: choose another.",
+        "'beta-upstream' is taken by another team's row: choose another.",
+    }
+    world.beta.endpoint.refresh_from_db()
+    world.beta.upstream.refresh_from_db()
+    assert world.beta.endpoint.title == ""
+    assert world.beta.upstream.url == "https://upstream.example/mcp"
