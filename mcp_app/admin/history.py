@@ -143,7 +143,7 @@ def recent_changes_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
         raise PermissionDenied
     user_id = _int_param(request, "user")
     endpoint_id = _int_param(request, "endpoint")
-    changes = history.recent_changes(user_id=user_id, endpoint_id=endpoint_id)
+    changes = _seen(history.recent_changes(user_id=user_id, endpoint_id=endpoint_id), request)
     rows = [
         {
             "change": change,
@@ -160,11 +160,29 @@ def recent_changes_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
         "opts": model_admin.model._meta,
         "rows": rows,
         "users": get_user_model().objects.order_by("username")[:500],
-        "endpoints": Endpoint.objects.order_by("slug"),
+        "endpoints": teams.visible(Endpoint.objects.order_by("slug"), request.user),
         "user_id": user_id,
         "endpoint_id": endpoint_id,
     }
     return TemplateResponse(request, "admin/mcp_app/recent_changes.html", context)
+
+
+def _seen(changes: list[history.RecentChange], request: HttpRequest) -> list[Any]:
+    """The changes of rows the user's teams see (a deleted row's are no longer anyone's
+    team's: only operators of every team see them)."""
+    if teams.scope_of(request.user) is None:
+        return changes
+    ids: dict[type[Any], set[int]] = {}
+    for change in changes:
+        ids.setdefault(change.owner_model, set()).add(change.owner_id)
+    seen = {
+        (model, pk)
+        for model, pks in ids.items()
+        for pk in teams.visible(
+            model._default_manager.filter(pk__in=pks), request.user
+        ).values_list("pk", flat=True)
+    }
+    return [change for change in changes if (change.owner_model, change.owner_id) in seen]
 
 
 def _int_param(request: HttpRequest, name: str) -> int | None:

@@ -445,7 +445,7 @@ class ToolViewSet(CatalogItemViewSet):
     @action(detail=False, methods=["post"], url_path="openapi-import")
     def openapi_import(self, request: Request) -> Response:
         """Preview (default) or create disabled HTTP tools from an OpenAPI 3.x document."""
-        payload = s.OpenApiImportSerializer(data=request.data)
+        payload = s.OpenApiImportSerializer(data=request.data, context={"request": request})
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
         endpoints = data.get("endpoints") or []

@@ -171,3 +171,14 @@ def test_a_members_list_costs_a_bounded_number_of_queries(world: World) -> None:
         assert client.get(reverse("admin:mcp_app_tool_changelist")).status_code == 200
 
     assert len(queries) <= 20
+
+
+def test_a_members_recent_changes_name_only_their_teams_rows(world: World) -> None:
+    client = signed_in(world.alpha.member)
+
+    page = client.get(reverse("admin:mcp_app_recent_changes")).content.decode()
+    everything = signed_in(world.operator).get(reverse("admin:mcp_app_recent_changes"))
+
+    assert "alpha-tool" in page
+    assert "beta-" not in page
+    assert "beta-tool" in everything.content.decode()

@@ -16,7 +16,9 @@ from rest_framework.test import APIClient
 
 from mcp_app.models import CallLog, Tool
 from mcp_app.services.api_tokens import api_token_create
+from mcp_app.services.sessions import session_open
 from tests.audit.factories import make_call
+from tests.support.openapi_docs import petstore
 from tests.support.teams import World, two_teams
 
 pytestmark = pytest.mark.django_db
@@ -57,7 +59,7 @@ def _paths(response: Any) -> set[str]:
     return {error["path"] for error in response.json()["errors"]}
 
 
-def _ids(response: Any) -> set[int]:
+def _ids(response: Any) -> set[Any]:
     assert response.status_code == 200, response.content
     body = response.json()
     rows = body["results"] if isinstance(body, dict) else body
@@ -276,3 +278,45 @@ def test_an_import_naming_another_teams_row_is_refused_and_changes_nothing(
     world.beta.upstream.refresh_from_db()
     assert world.beta.endpoint.title == ""
     assert world.beta.upstream.url == "https://upstream.example/mcp"
+
+
+def test_an_openapi_import_cannot_name_another_teams_endpoint_or_credential(
+    world: World, as_user: Callable[[User], APIClient]
+) -> None:
+    client = as_user(world.alpha.member)
+
+    answer = client.post(
+        "/api/v1/tools/openapi-import/",
+        {
+            "document": petstore(),
+            "endpoints": ["beta-endpoint"],
+            "credential": "beta-credential",
+            "preview": False,
+        },
+        format="json",
+    )
+
+    assert _paths(answer) == {"endpoints", "credential"}
+    assert Tool.objects.count() == 3
+
+
+def test_a_member_sees_and_closes_only_their_endpoints_sessions(
+    world: World, as_user: Callable[[User], APIClient]
+) -> None:
+    def opened(team: Any) -> str:
+        return session_open(
+            endpoint_id=team.endpoint.pk,
+            protocol_version="2025-06-18",
+            client_capabilities={},
+            client_info={"name": "test", "version": "1"},
+        ).id
+
+    ours, theirs = opened(world.alpha), opened(world.beta)
+    client = as_user(world.alpha.member)
+
+    listed = _ids(client.get("/api/v1/sessions/"))
+    closed = client.post(f"/api/v1/sessions/{theirs}/close/")
+
+    assert listed == {ours}
+    assert closed.status_code == 404
+    assert client.get(f"/api/v1/sessions/{theirs}/").status_code == 404
