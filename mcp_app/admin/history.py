@@ -159,7 +159,15 @@ def recent_changes_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
         "title": "Recent catalog changes",
         "opts": model_admin.model._meta,
         "rows": rows,
-        "users": get_user_model().objects.order_by("username")[:500],
+        # A team member is offered those who changed their rows, not the site's users.
+        "users": (
+            get_user_model().objects.order_by("username")[:500]
+            if teams.scope_of(request.user) is None
+            else sorted(
+                {change.user for change in changes if change.user is not None},
+                key=lambda user: user.get_username(),
+            )
+        ),
         "endpoints": teams.visible(Endpoint.objects.order_by("slug"), request.user),
         "user_id": user_id,
         "endpoint_id": endpoint_id,

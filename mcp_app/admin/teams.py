@@ -9,15 +9,21 @@ again by the write path.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
+from django.contrib import admin
+from django.core.exceptions import FieldDoesNotExist
 from django.db.models import QuerySet
+from django.db.models.fields.related import RelatedField
 from django.http import HttpRequest
 
 from mcp_app.executors.base import CredentialChoiceField
 from mcp_app.models import Credential
 from mcp_app.services import teams
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrPromise
 
 
 def narrow_choices(form: forms.BaseForm, user: Any) -> None:
@@ -44,8 +50,37 @@ def _credential_choices(user: Any) -> list[tuple[str, str]]:
     return [("", "---------"), *((row.name, str(row)) for row in credentials)]
 
 
+class TeamScopedRelatedFilter(admin.RelatedFieldListFilter):
+    """A list filter by a related row that offers only the rows the user sees."""
+
+    def field_choices(
+        self, field: RelatedField, request: HttpRequest, model_admin: admin.ModelAdmin
+    ) -> list[tuple[str, str | _StrPromise]]:
+        assert field.related_model is not None  # a relation: get_list_filter says
+        rows = teams.visible(field.related_model._default_manager.all(), request.user)
+        ordering = self.field_admin_ordering(field, request, model_admin)
+        if ordering:
+            rows = rows.order_by(*ordering)
+        return [(str(row.pk), str(row)) for row in rows]
+
+
 class TeamScopedAdmin:
-    """A ModelAdmin base: lists, pages, actions and form choices hold the user's teams' rows."""
+    """A ModelAdmin base: lists, pages, actions, list filters and form choices hold the
+    user's teams' rows."""
+
+    def get_list_filter(self, request: HttpRequest) -> Any:
+        filters = []
+        for item in super().get_list_filter(request):  # type: ignore[misc]
+            if isinstance(item, str):
+                try:
+                    field = self.model._meta.get_field(item)  # type: ignore[attr-defined]
+                except FieldDoesNotExist:
+                    field = None
+                target = field.related_model if field is not None else None
+                if isinstance(target, type) and teams.is_scoped(target):
+                    item = (item, TeamScopedRelatedFilter)
+            filters.append(item)
+        return filters
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         queryset: QuerySet[Any] = super().get_queryset(request)  # type: ignore[misc]

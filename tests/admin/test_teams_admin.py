@@ -182,3 +182,13 @@ def test_a_members_recent_changes_name_only_their_teams_rows(world: World) -> No
     assert "alpha-tool" in page
     assert "beta-" not in page
     assert "beta-tool" in everything.content.decode()
+
+
+@pytest.mark.parametrize("model", ["tool", "policy", "resourcetemplate"])
+def test_a_members_list_filters_name_only_their_teams_rows(world: World, model: str) -> None:
+    page = signed_in(world.alpha.member).get(reverse(f"admin:mcp_app_{model}_changelist"))
+
+    assert page.status_code == 200
+    assert "beta-" not in page.content.decode()
+    assert "site-tool" not in page.content.decode()
+    assert "site-endpoint" not in page.content.decode()
