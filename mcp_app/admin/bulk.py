@@ -26,6 +26,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
+from mcp_app.admin.teams import narrow_choices
 from mcp_app.admin.writes import CatalogRowAdmin
 from mcp_app.models import Endpoint
 from mcp_app.services import history
@@ -141,6 +142,7 @@ class CatalogItemAdmin(CatalogRowAdmin):
         if rows is None:
             return None
         form = EndpointChoiceForm(request.POST if request.POST.get("post") == "yes" else None)
+        narrow_choices(form, request.user)
         if not publish:
             del form.fields["enable"]
         if form.is_bound and form.is_valid():

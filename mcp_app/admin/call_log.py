@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
+from mcp_app.admin.teams import TeamScopedAdmin
 from mcp_app.models import CallLog
 
 PAYLOAD_PERMISSION = "mcp_app.view_call_payloads"
@@ -12,7 +13,7 @@ PAYLOADS = ("arguments", "result")
 
 
 @admin.register(CallLog)
-class CallLogAdmin(admin.ModelAdmin):
+class CallLogAdmin(TeamScopedAdmin, admin.ModelAdmin):
     list_display = [
         "id", "created_at", "endpoint_slug", "client_name", "rpc_method", "target", "status",
         "http_status", "duration_ms",

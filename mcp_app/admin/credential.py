@@ -19,7 +19,7 @@ class CredentialAdmin(InUseProtectedAdmin, SettingRowAdmin):
     search_fields = ["name"]
     readonly_fields = ["secret_status", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["name", "kind", "description"]}),
+        (None, {"fields": ["name", "team", "kind", "description"]}),
         ("Secret", {"fields": ["secret_status", "secret"]}),
         (
             "Kind-specific settings",

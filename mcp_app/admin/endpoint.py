@@ -65,7 +65,20 @@ class EndpointAdmin(IconAdmin, InUseProtectedAdmin, CatalogRowAdmin):
         "icon_preview",
     ]  # fmt: skip
     fieldsets = [
-        (None, {"fields": ["slug", "mcp_url", "title", "description", "instructions", "enabled"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "slug",
+                    "team",
+                    "mcp_url",
+                    "title",
+                    "description",
+                    "instructions",
+                    "enabled",
+                ]
+            },
+        ),
         ("Calls", {"fields": ["last_24_hours"]}),
         ("Catalog", {"fields": ["tools", "resources", "resource_templates", "prompts"]}),
         ("Access", {"fields": ["allowed_origins"]}),
@@ -104,7 +117,7 @@ class EndpointAdmin(IconAdmin, InUseProtectedAdmin, CatalogRowAdmin):
                 messages.ERROR,
             )
             return None
-        return _export_download(queryset, fmt)
+        return _export_download(queryset, fmt, request.user)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Endpoint]:
         return super().get_queryset(request).annotate(_tool_count=Count("tools", distinct=True))
@@ -263,10 +276,11 @@ class EndpointAdmin(IconAdmin, InUseProtectedAdmin, CatalogRowAdmin):
         )
 
 
-def _export_download(queryset: QuerySet[Endpoint], fmt: str) -> HttpResponse:
-    """The file ``mcp_export --endpoint`` writes for these endpoints, as a download."""
+def _export_download(queryset: QuerySet[Endpoint], fmt: str, user: Any) -> HttpResponse:
+    """The file ``mcp_export --endpoint`` writes for these endpoints, as a download (of the
+    rows ``user``'s teams see)."""
     slugs = sorted(queryset.values_list("slug", flat=True))
-    document = catalog_export(endpoint_slugs=slugs)
+    document = catalog_export(endpoint_slugs=slugs, user=user)
     content_type = "application/json" if fmt == "json" else "application/yaml"
     response = HttpResponse(
         catalog_dump(document, fmt=fmt), content_type=f"{content_type}; charset=utf-8"

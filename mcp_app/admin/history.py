@@ -21,12 +21,27 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from simple_history.admin import SimpleHistoryAdmin
 
+from mcp_app.admin.teams import TeamScopedAdmin
 from mcp_app.models import Endpoint, Prompt
-from mcp_app.services import history
+from mcp_app.services import history, teams
 
 
-class CatalogHistoryAdmin(SimpleHistoryAdmin):
-    """Base of every catalog admin: history pages, and writes stamped as coming from "admin"."""
+class CatalogHistoryAdmin(TeamScopedAdmin, SimpleHistoryAdmin):
+    """Base of every catalog admin: history pages, and writes stamped as coming from "admin".
+
+    Its rows are the user's teams' (``TeamScopedAdmin``); another team's row's history pages
+    answer 404 as its change page does.
+    """
+
+    def _seen_or_404(self, request: HttpRequest, object_id: Any) -> None:
+        # simple-history falls back to a row's history when the row is not in get_queryset.
+        if teams.scope_of(request.user) is None:
+            return
+        if (
+            not str(object_id).isdigit()
+            or not self.get_queryset(request).filter(pk=int(object_id)).exists()
+        ):
+            raise Http404
 
     object_history_template = "admin/mcp_app/object_history.html"
     object_history_list_template = "admin/mcp_app/object_history_list.html"
@@ -47,6 +62,7 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
     def history_form_view(
         self, request: HttpRequest, object_id: str, version_id: str, extra_context: Any = None
     ) -> Any:
+        self._seen_or_404(request, object_id)
         record = self.model.history.filter(id=object_id, history_id=version_id).first()
         if record is not None and self.has_change_permission(request, record.instance):
             try:
@@ -92,6 +108,7 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
     def history_view(
         self, request: HttpRequest, object_id: str, extra_context: dict[str, Any] | None = None
     ) -> Any:
+        self._seen_or_404(request, object_id)
         opts = self.model._meta
         versions = self.model.history.filter(id=object_id).order_by("-history_id")
         context = {
@@ -111,6 +128,7 @@ class CatalogHistoryAdmin(SimpleHistoryAdmin):
 
     def history_compare_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
         """Two versions side by side (``?a=<history id>&b=<history id>``), older first."""
+        self._seen_or_404(request, object_id)
         records = self.model.history.filter(id=object_id)
         latest = records.order_by("-history_id").first()
         if latest is None:
@@ -160,7 +178,7 @@ def recent_changes_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
         raise PermissionDenied
     user_id = _int_param(request, "user")
     endpoint_id = _int_param(request, "endpoint")
-    changes = history.recent_changes(user_id=user_id, endpoint_id=endpoint_id)
+    changes = _seen(history.recent_changes(user_id=user_id, endpoint_id=endpoint_id), request)
     rows = [
         {
             "change": change,
@@ -176,12 +194,38 @@ def recent_changes_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
         "title": "Recent catalog changes",
         "opts": model_admin.model._meta,
         "rows": rows,
-        "users": get_user_model().objects.order_by("username")[:500],
-        "endpoints": Endpoint.objects.order_by("slug"),
+        # A team member is offered those who changed their rows, not the site's users.
+        "users": (
+            get_user_model().objects.order_by("username")[:500]
+            if teams.scope_of(request.user) is None
+            else sorted(
+                {change.user for change in changes if change.user is not None},
+                key=lambda user: user.get_username(),
+            )
+        ),
+        "endpoints": teams.visible(Endpoint.objects.order_by("slug"), request.user),
         "user_id": user_id,
         "endpoint_id": endpoint_id,
     }
     return TemplateResponse(request, "admin/mcp_app/recent_changes.html", context)
+
+
+def _seen(changes: list[history.RecentChange], request: HttpRequest) -> list[Any]:
+    """The changes of rows the user's teams see (a deleted row's are no longer anyone's
+    team's: only operators of every team see them)."""
+    if teams.scope_of(request.user) is None:
+        return changes
+    ids: dict[type[Any], set[int]] = {}
+    for change in changes:
+        ids.setdefault(change.owner_model, set()).add(change.owner_id)
+    seen = {
+        (model, pk)
+        for model, pks in ids.items()
+        for pk in teams.visible(
+            model._default_manager.filter(pk__in=pks), request.user
+        ).values_list("pk", flat=True)
+    }
+    return [change for change in changes if (change.owner_model, change.owner_id) in seen]
 
 
 def _int_param(request: HttpRequest, name: str) -> int | None:

@@ -23,6 +23,7 @@ from django.urls import reverse
 
 from mcp_app.admin.bulk import ENDPOINT_PERMISSION
 from mcp_app.admin.forms import Picker
+from mcp_app.admin.teams import narrow_choices
 from mcp_app.models import Credential, Endpoint, Tool
 from mcp_app.services.openapi import (
     MAX_DOCUMENT_BYTES,
@@ -164,6 +165,7 @@ def openapi_import_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
         request.POST if request.method == "POST" else None,
         request.FILES if request.method == "POST" else None,
     )
+    narrow_choices(form, request.user)
     importing = request.method == "POST" and "_import" in request.POST
     if form.is_valid() and importing:
         created = _import(form, request)
@@ -183,7 +185,7 @@ def openapi_import_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
     document = form.document
     if document is not None and not importing:
         # Read step: tick everything, and show the server the drafts will call.
-        form = _second_step(form, document)
+        form = _second_step(form, document, request.user)
     context = {
         **model_admin.admin_site.each_context(request),
         "title": "Import tools from OpenAPI",
@@ -195,7 +197,9 @@ def openapi_import_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> 
     return TemplateResponse(request, "admin/mcp_app/tool/openapi_import.html", context)
 
 
-def _second_step(form: OpenApiImportForm, document: OpenApiDocument) -> OpenApiImportForm:
+def _second_step(
+    form: OpenApiImportForm, document: OpenApiDocument, user: Any
+) -> OpenApiImportForm:
     """A fresh form for the import step, every operation ticked, the document as text."""
     initial = {
         "document_text": form.cleaned_data["document_text"],
@@ -206,6 +210,7 @@ def _second_step(form: OpenApiImportForm, document: OpenApiDocument) -> OpenApiI
     with contextlib.suppress(OpenApiError):
         initial["base_url"] = openapi_base_url(document, initial["base_url"])
     fresh = OpenApiImportForm(initial=initial)
+    narrow_choices(fresh, user)
     fresh.document = document
     operations = fresh.fields["operations"]
     assert isinstance(operations, forms.ChoiceField)  # declared on the form

@@ -67,7 +67,7 @@ class PromptAdmin(IconAdmin, CatalogItemAdmin):
     formfield_overrides = {models.JSONField: JSON_FORMFIELD}
     inlines = [PromptArgumentInline, PromptMessageInline]
     fieldsets = [
-        (None, {"fields": ["name", "title", "description", "enabled"]}),
+        (None, {"fields": ["name", "team", "title", "description", "enabled"]}),
         (
             "From an upstream MCP server (instead of the messages below)",
             {"classes": ["collapse"], "fields": ["upstream", "remote_name"]},

@@ -31,7 +31,7 @@ class ResourceAdmin(IconAdmin, CatalogItemAdmin):
     readonly_fields = ["icon_preview", "size", "created_at", "updated_at"]
     formfield_overrides = {models.JSONField: JSON_FORMFIELD}
     fieldsets = [
-        (None, {"fields": ["uri", "name", "title", "description", "mime_type", "enabled"]}),
+        (None, {"fields": ["uri", "name", "team", "title", "description", "mime_type", "enabled"]}),
         ("Content (text or file)", {"fields": ["text", "file", "size"]}),
         (
             "Or read from an upstream MCP server",

@@ -27,7 +27,7 @@ class ResourceTemplateAdmin(IconAdmin, CatalogItemAdmin):
     filter_horizontal = ["allowed_groups"]
     readonly_fields = ["icon_preview", "created_at", "updated_at"]
     fieldsets = [
-        (None, {"fields": ["uri_template", "name", "title", "description", "mime_type"]}),
+        (None, {"fields": ["uri_template", "name", "team", "title", "description", "mime_type"]}),
         # The kinds' config fields follow "kind" (get_fieldsets): their resolvers supply them.
         ("Resolver", {"fields": ["kind", "upstream", "remote_uri_template"]}),
         (None, {"fields": ["completions", "enabled"]}),

@@ -62,7 +62,7 @@ class ToolAdmin(IconAdmin, CatalogItemAdmin):
     filter_horizontal = ["allowed_groups"]
     readonly_fields = ["icon_preview", "created_at", "updated_at", "last_24_hours"]
     fieldsets = [
-        (None, {"fields": ["name", "title", "description", "enabled", "endpoints"]}),
+        (None, {"fields": ["name", "team", "title", "description", "enabled", "endpoints"]}),
         ("Calls", {"fields": ["last_24_hours"]}),
         # The kinds' config fields follow "kind" (get_fieldsets): their executors supply them.
         ("Implementation", {"fields": ["kind"]}),

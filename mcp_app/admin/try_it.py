@@ -86,8 +86,11 @@ def try_it_view(
     model_admin: admin.ModelAdmin, request: HttpRequest, object_id: int
 ) -> HttpResponse:
     """Show the arguments form; on POST run the tool and show its result."""
-    tool = get_object_or_404(Tool, pk=object_id)
     # Running a tool can change things upstream: change permission, not view, is required.
+    if not model_admin.has_change_permission(request):
+        raise PermissionDenied
+    # Through the admin's queryset: another team's tool is not found (services.teams).
+    tool = get_object_or_404(model_admin.get_queryset(request), pk=object_id)
     if not model_admin.has_change_permission(request, tool):
         raise PermissionDenied
     outcome: TryOutcome | None = None

@@ -34,6 +34,7 @@ from mcp_app.admin.writes import SettingRowAdmin
 from mcp_app.executors.mcp_upstream import close_sessions
 from mcp_app.models import Endpoint, Tool, Upstream
 from mcp_app.protocol.results import ToolError
+from mcp_app.services import teams
 from mcp_app.services.upstreams import (
     SyncChoice,
     UpstreamOffer,
@@ -67,7 +68,20 @@ class UpstreamAdmin(InUseProtectedAdmin, SettingRowAdmin):
     ]  # fmt: skip
     actions = ["reset_breaker"]
     fieldsets = [
-        (None, {"fields": ["name", "description", "transport", "url", "credential", "enabled"]}),
+        (
+            None,
+            {
+                "fields": [
+                    "name",
+                    "team",
+                    "description",
+                    "transport",
+                    "url",
+                    "credential",
+                    "enabled",
+                ]
+            },
+        ),
         (
             "stdio (an allow-listed program, run by the stdio bridge)",
             {"fields": ["stdio_server", "stdio_args", "stdio_cwd", "stdio_env"]},
@@ -221,7 +235,7 @@ class UpstreamAdmin(InUseProtectedAdmin, SettingRowAdmin):
                 remove_prompts=chosen("remove_prompt", "prompt"),
             )
             endpoints = list(
-                Endpoint.objects.filter(
+                teams.visible(Endpoint.objects.all(), request.user).filter(
                     pk__in=[v for v in ticked.get("endpoint", ()) if v.isdigit()]
                 )
             )
@@ -277,7 +291,7 @@ class UpstreamAdmin(InUseProtectedAdmin, SettingRowAdmin):
             if not error and items["prompt"]
             else None,
             "tool_opts": Tool._meta,
-            "endpoints": Endpoint.objects.order_by("slug")
+            "endpoints": teams.visible(Endpoint.objects.order_by("slug"), request.user)
             if request.user.has_perm(ENDPOINT_PERMISSION)
             else None,
         }

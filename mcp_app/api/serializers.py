@@ -21,6 +21,7 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 from rest_framework.exceptions import ParseError
+from rest_framework.relations import ManyRelatedField, RelatedField
 
 from mcp_app.api.errors import django_errors
 from mcp_app.api.parsers import TOO_DEEP_MESSAGE, check_value, loads
@@ -41,7 +42,7 @@ from mcp_app.models import (
     Tool,
     Upstream,
 )
-from mcp_app.services import history
+from mcp_app.services import history, teams
 from mcp_app.services.calllog.capture import as_captured
 from mcp_app.services.catalog_io import CatalogFormatError, catalog_parse
 from mcp_app.services.catalog_writes import (
@@ -164,7 +165,40 @@ def _strict_text(field_class: type[serializers.CharField]) -> type[serializers.C
     return StrictText
 
 
-class ModelCheckedSerializer(serializers.ModelSerializer):
+class TeamScopedFieldsMixin:
+    """Related fields offer only the rows the user's teams see (``services.teams``): naming
+    another team's endpoint, credential or upstream fails as naming a missing one does, and
+    ``team`` takes one of the user's teams."""
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        fields: dict[str, serializers.Field] = super().get_fields()  # type: ignore[misc]
+        request = self.context.get("request")  # type: ignore[attr-defined]
+        user = request.user if request is not None else None
+        for name, field in fields.items():
+            related = field.child_relation if isinstance(field, ManyRelatedField) else field
+            if not isinstance(related, RelatedField) or related.queryset is None:
+                continue
+            if name == "team":
+                related.queryset = teams.team_choices(user)
+            elif teams.is_scoped(related.queryset.model):
+                related.queryset = teams.visible(related.queryset, user)
+        return fields
+
+
+def _team_field() -> serializers.SlugRelatedField:
+    return serializers.SlugRelatedField(
+        slug_field="name",
+        queryset=Group.objects.all(),
+        allow_null=True,
+        required=False,
+        help_text=(
+            "The team (group name) that manages this row; null: site-wide. A team member's "
+            "new row without one is their team's (when they are in one team)."
+        ),
+    )
+
+
+class ModelCheckedSerializer(TeamScopedFieldsMixin, serializers.ModelSerializer):
     """Runs the model's ``full_clean()`` on a copy of the row with the new values."""
 
     serializer_field_mapping = {
@@ -193,6 +227,8 @@ class ModelCheckedSerializer(serializers.ModelSerializer):
 class CatalogRowSerializer(ModelCheckedSerializer):
     """A catalog row, checked (``catalog_row_check``) and saved (``catalog_row_save``) by the
     write path, as the API's user."""
+
+    team = _team_field()
 
     def row_values(self, row: Any, attrs: Mapping[str, Any]) -> Mapping[str, Any]:
         """The row's field values to set from ``attrs`` (a tool's are completed)."""
@@ -256,7 +292,8 @@ class EndpointSerializer(CatalogRowSerializer):
     class Meta:
         model = Endpoint
         fields = [
-            "id", "slug", "title", "description", "instructions", "enabled", "listed", "icons",
+            "id", "slug", "team", "title", "description", "instructions", "enabled", "listed",
+            "icons",
             "allowed_origins", "auth_mode", "scopes", "base_scope", "catalog_version", "url",
             "tools", "resources", "resource_templates", "prompts", "created_at", "updated_at",
         ]  # fmt: skip
@@ -267,7 +304,8 @@ class ToolSerializer(CatalogItemSerializer):
     class Meta:
         model = Tool
         fields = [
-            "id", "name", "title", "description", "enabled", "kind", "config", "input_schema",
+            "id", "name", "team", "title", "description", "enabled", "kind", "config",
+            "input_schema",
             "output_schema", "read_only_hint", "destructive_hint", "idempotent_hint",
             "open_world_hint", "icons", "meta", "capture_mode", "capture_max_bytes",
             "capture_redact", "execution_mode", "task_support", "soft_time_limit",
@@ -297,8 +335,9 @@ class ResourceSerializer(CatalogItemSerializer):
     class Meta:
         model = Resource
         fields = [
-            "id", "uri", "name", "title", "description", "mime_type", "text", "file", "size",
-            "upstream", "remote_uri", "icons", "ui_meta", "enabled", *ACCESS_FIELDS, "endpoints",
+            "id", "uri", "name", "team", "title", "description", "mime_type", "text", "file",
+            "size", "upstream", "remote_uri", "icons", "ui_meta", "enabled", *ACCESS_FIELDS,
+            "endpoints",
             "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = ["size", "created_at", "updated_at"]
@@ -310,7 +349,8 @@ class ResourceTemplateSerializer(CatalogItemSerializer):
     class Meta:
         model = ResourceTemplate
         fields = [
-            "id", "uri_template", "name", "title", "description", "mime_type", "kind", "config",
+            "id", "uri_template", "name", "team", "title", "description", "mime_type", "kind",
+            "config",
             "upstream", "remote_uri_template", "completions", "icons", "enabled",
             *ACCESS_FIELDS, "endpoints", "created_at", "updated_at",
         ]  # fmt: skip
@@ -340,7 +380,8 @@ class PromptSerializer(CatalogItemSerializer):
     class Meta:
         model = Prompt
         fields = [
-            "id", "name", "title", "description", "icons", "enabled", "arguments", "messages",
+            "id", "name", "team", "title", "description", "icons", "enabled", "arguments",
+            "messages",
             "upstream", "remote_name", *ACCESS_FIELDS, "endpoints", "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = ["created_at", "updated_at"]
@@ -425,6 +466,7 @@ class SettingRowSerializer(ModelCheckedSerializer):
 
 
 class CredentialSerializer(SettingRowSerializer):
+    team = _team_field()
     secret = serializers.CharField(
         write_only=True,
         required=False,
@@ -437,7 +479,7 @@ class CredentialSerializer(SettingRowSerializer):
     class Meta:
         model = Credential
         fields = [
-            "id", "name", "kind", "description", "header_name", "query_param", "username",
+            "id", "name", "team", "kind", "description", "header_name", "query_param", "username",
             "token_url", "client_id", "scopes", "secret", "has_secret", "created_at",
             "updated_at",
         ]  # fmt: skip
@@ -498,6 +540,7 @@ class PolicySerializer(ModelCheckedSerializer):
 
 
 class UpstreamSerializer(SettingRowSerializer):
+    team = _team_field()
     credential = serializers.SlugRelatedField(
         slug_field="name",
         queryset=Credential.objects.all(),
@@ -509,7 +552,7 @@ class UpstreamSerializer(SettingRowSerializer):
     class Meta:
         model = Upstream
         fields = [
-            "id", "name", "description", "transport", "url", "credential", "stdio_server",
+            "id", "name", "team", "description", "transport", "url", "credential", "stdio_server",
             "stdio_args", "stdio_cwd", "stdio_env", "connect_timeout", "call_timeout",
             "allow_networks", "enabled", "failure_threshold", "cooldown_seconds",
             "stateless", "session_idle_seconds", "max_sessions",
@@ -598,7 +641,7 @@ class TryItSerializer(serializers.Serializer):
     arguments = serializers.DictField(default=dict)
 
 
-class OpenApiImportSerializer(serializers.Serializer):
+class OpenApiImportSerializer(TeamScopedFieldsMixin, serializers.Serializer):
     document = JsonObjectField(help_text="The OpenAPI 3.x document (an object).")
     operations = serializers.ListField(
         child=serializers.CharField(),

@@ -17,7 +17,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ObjectDoesNotExist
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Prefetch, QuerySet
 from django.http import HttpResponse, StreamingHttpResponse
 from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
@@ -61,7 +61,7 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.protocol.results import ToolError
-from mcp_app.services import history, openapi
+from mcp_app.services import history, openapi, teams
 from mcp_app.services.catalog_io import (
     CatalogFormatError,
     CatalogImportError,
@@ -103,12 +103,23 @@ EXPORT_RESPONSES = {
 class ApiViewMixin:
     """Refuses NUL in the URL before any lookup: PostgreSQL cannot store or compare it.
 
+    Lists and lookups hold only the rows the user's teams see (``get_queryset``).
+
     Every write through the API is recorded in the catalog history as coming from "api".
     """
 
     def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         with history.catalog_change_source(history.API):
             return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+
+    def get_queryset(self) -> Any:
+        """The rows of the view's model that the user sees (``services.teams``): another
+        team's row answers 404, as a missing one does."""
+        parent = getattr(super(), "get_queryset", None)  # a plain ViewSet has none
+        queryset = parent() if parent is not None else self.queryset  # type: ignore[attr-defined]
+        if teams.is_scoped(queryset.model):
+            return teams.visible(queryset, self.request.user)  # type: ignore[attr-defined]
+        return queryset
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         check_query(request.query_params)  # every value of a repeated parameter too
@@ -326,11 +337,29 @@ class CatalogItemViewSet(ApiViewMixin, EnableMixin, HistoryMixin, viewsets.Model
 
 
 class EndpointViewSet(CatalogItemViewSet):
-    queryset = Endpoint.objects.prefetch_related(
-        "tools", "resources", "resource_templates", "prompts"
-    )
+    queryset = Endpoint.objects.all()
     serializer_class = s.EndpointSerializer
     filter_fields = {"enabled": "enabled", "auth_mode": "auth_mode"}
+
+    def get_queryset(self) -> Any:
+        # An endpoint lists only the items its viewer's teams see.
+        user = self.request.user
+        return (
+            super()
+            .get_queryset()
+            .prefetch_related(
+                *(
+                    Prefetch(name, queryset=teams.visible(model.objects.all(), user))
+                    for name, model in (
+                        ("tools", Tool),
+                        ("resources", Resource),
+                        ("resource_templates", ResourceTemplate),
+                        ("prompts", Prompt),
+                    )
+                )
+            )
+        )
+
     search_fields = ["slug", "title", "description"]
     ordering_fields = ["slug", "created_at", "updated_at"]
     ordering = ["slug"]
@@ -418,7 +447,7 @@ class ToolViewSet(CatalogItemViewSet):
     @action(detail=False, methods=["post"], url_path="openapi-import")
     def openapi_import(self, request: Request) -> Response:
         """Preview (default) or create disabled HTTP tools from an OpenAPI 3.x document."""
-        payload = s.OpenApiImportSerializer(data=request.data)
+        payload = s.OpenApiImportSerializer(data=request.data, context={"request": request})
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
         endpoints = data.get("endpoints") or []
@@ -795,7 +824,7 @@ class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     extra_permissions = ["mcp_app.audit_calls"]
 
     def filter_queryset(self, queryset: QuerySet[CallLog]) -> QuerySet[CallLog]:
-        form = CallFilterForm(self.request.query_params)
+        form = CallFilterForm(self.request.query_params, user=self.request.user)
         if not form.is_valid():
             raise ValidationError(form.errors.get_json_data())
         searched = call_log_search(filters=form.call_filter()).select_related("principal")
@@ -820,7 +849,7 @@ class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
         fmt = request.query_params.get("format", "csv")
         if fmt not in CALL_LOG_FORMATS:
             raise ValidationError({"format": ["Expected csv or jsonl."]})
-        form = CallFilterForm(request.query_params)
+        form = CallFilterForm(request.query_params, user=request.user)
         if not form.is_valid():
             raise ValidationError(form.errors.get_json_data())
         return call_log_export(
@@ -992,7 +1021,7 @@ def _export_response(request: Request, slugs: list[str] | None) -> HttpResponse:
     if fmt not in ("yaml", "json"):
         raise ValidationError({"format": ["Expected yaml or json."]})
     try:
-        document = catalog_export(endpoint_slugs=slugs)
+        document = catalog_export(endpoint_slugs=slugs, user=request.user)
     except CatalogFormatError as exc:
         raise ValidationError({"endpoint": [str(exc)]}) from None
     content_type = "application/json" if fmt == "json" else "application/yaml"

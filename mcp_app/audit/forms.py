@@ -11,6 +11,7 @@ from django.utils import timezone
 from mcp_app.audit.selectors import ANY_FAILURE, CallFilter
 from mcp_app.models import CallLog, Endpoint
 from mcp_app.models.call_log import STATUS_CHOICES
+from mcp_app.services import teams
 
 # Quick ranges (the ``range`` parameter): the last N before now, read when the page loads,
 # so a saved link shows the latest hour, not the hour it was saved in.
@@ -82,6 +83,14 @@ class CallFilterForm(forms.Form):
         label="Time",
     )
 
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # Only the calls of the endpoints ``user``'s teams see (services.teams).
+        self.endpoints = teams.seen_endpoints(user)
+        field = self.fields["endpoint"]
+        assert isinstance(field, forms.ModelChoiceField)  # declared above
+        field.queryset = teams.visible(Endpoint.objects.order_by("slug"), user)
+
     def full_clean(self) -> None:
         super().full_clean()
         for name in self.errors:
@@ -122,6 +131,7 @@ class CallFilterForm(forms.Form):
             policy=data.get("policy", ""),
             client_name=data.get("client_name", ""),
             client_version=data.get("client_version", ""),
+            endpoints=self.endpoints,
         )
 
     def time_range(self) -> tuple[datetime, datetime]:
@@ -146,10 +156,16 @@ class OverviewFilterForm(forms.Form):
     client_name = forms.CharField(required=False, max_length=200, label="Client name")
     client_version = forms.CharField(required=False, max_length=100, label="Client version")
 
+    def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.endpoints = teams.seen_endpoints(user)  # only the calls ``user``'s teams see
+
     def call_filter(self) -> CallFilter:
         """The filters as a selector argument; a value that does not parse is left out."""
         if not self.is_bound:
-            return CallFilter()
+            return CallFilter(endpoints=self.endpoints)
         self.is_valid()
         data = {k: v for k, v in self.cleaned_data.items() if k not in self.errors}
-        return CallFilter(**{name: data.get(name, "") for name in self.fields})
+        return CallFilter(
+            **{name: data.get(name, "") for name in self.fields}, endpoints=self.endpoints
+        )

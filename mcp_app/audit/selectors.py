@@ -84,11 +84,16 @@ class CallFilter:
     # The client program (CallLog.client_name/client_version), in every era.
     client_name: str = ""
     client_version: str = ""
+    # The endpoints whose calls the viewer's teams see (services.teams.seen_endpoints);
+    # None: every call, those to no endpoint too. Set by the forms from the signed-in user.
+    endpoints: tuple[int, ...] | None = None
 
 
 def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
     """Return the records matching ``filters``, newest first."""
     qs = CallLog.objects.all()
+    if filters.endpoints is not None:
+        qs = qs.filter(endpoint_id__in=filters.endpoints)
     if filters.endpoint is not None:
         qs = qs.filter(endpoint_id=filters.endpoint.pk)
     if filters.tool:
@@ -148,6 +153,8 @@ def sessions_of_client(filters: CallFilter) -> QuerySet[Session]:
     """Legacy sessions whose clientInfo matches the filter's client name and version (the
     overview's count of active sessions)."""
     sessions = Session.objects.order_by()
+    if filters.endpoints is not None:
+        sessions = sessions.filter(endpoint_id__in=filters.endpoints)
     if filters.client_name:
         sessions = sessions.filter(client_info__name=filters.client_name)
     if filters.client_version:
@@ -679,8 +686,8 @@ def call_log_overview(
 
     The rankings cover the STATS_GROUPS busiest tools of the window (one percentile query).
     ``filters`` (user, OAuth client, client name and version) narrow the rankings, the
-    per-caller and per-client counts and the legacy sessions; open streams and background
-    calls are the fleet's.
+    per-caller and per-client counts and the legacy sessions; ``filters.endpoints`` (the
+    viewer's teams) narrows all but the open streams, which are the fleet's.
     """
     filters = filters or CallFilter()
     window = call_log_search(filters=filters).filter(created_at__gte=since)
@@ -697,9 +704,11 @@ def call_log_overview(
             Q(oauth_client_id=filters.client)
             | Q(oauth_client_id__in=client_ids_named(filters.client))
         )
+    running = BackgroundCall.objects.filter(status__in=ACTIVE_BACKGROUND)
+    if filters.endpoints is not None:
+        running = running.filter(endpoint_id__in=filters.endpoints)
     background = dict(
-        BackgroundCall.objects.filter(status__in=ACTIVE_BACKGROUND)
-        .order_by()
+        running.order_by()
         .values_list("status")
         .annotate(n=Count("id"))
     )

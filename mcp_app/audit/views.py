@@ -46,6 +46,7 @@ from mcp_app.audit.selectors import (
 from mcp_app.auth.clients import client_name, client_names
 from mcp_app.conf import get_conf
 from mcp_app.models import CallLog
+from mcp_app.services import teams
 from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
 
 AUDIT_PERMISSION = "mcp_app.audit_calls"
@@ -70,7 +71,7 @@ def auditor_required(view: View) -> View:
 
 
 def _filters(request: HttpRequest) -> CallFilterForm:
-    form = CallFilterForm(request.GET or None)
+    form = CallFilterForm(request.GET or None, user=request.user)
     form.is_valid()
     return form
 
@@ -184,7 +185,8 @@ def call_feed(request: HttpRequest) -> JsonResponse:
 
 @auditor_required
 def call_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    record = get_object_or_404(CallLog.objects.select_related("endpoint", "principal"), pk=pk)
+    calls = teams.visible(CallLog.objects.select_related("endpoint", "principal"), request.user)
+    record = get_object_or_404(calls, pk=pk)  # another team's call: 404, as a missing one
     payloads = request.user.has_perm(PAYLOAD_PERMISSION)
     context = {
         "nav": "audit",
@@ -212,7 +214,7 @@ def call_overview(request: HttpRequest) -> HttpResponse:
     """The fleet at a glance over the last 24 hours, each figure linked to its calls."""
     until = timezone.now()
     since = until - RANGES[DEFAULT_RANGE]
-    form = OverviewFilterForm(request.GET or None)
+    form = OverviewFilterForm(request.GET or None, user=request.user)
     overview = call_log_overview(
         since=since,
         idle_seconds=get_conf().MCP_SESSION_IDLE_SECONDS,

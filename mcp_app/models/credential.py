@@ -10,7 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from simple_history.models import HistoricalRecords
 
-from mcp_app.models.base import TimestampedModel
+from mcp_app.models.base import TimestampedModel, team_field
 from mcp_app.models.fields import validate_mcp_name
 
 
@@ -49,6 +49,8 @@ class Credential(TimestampedModel):
 
     # Metadata only: the encrypted secret never enters the history table, and a revert keeps
     # the current secret (simple-history reads excluded fields from the live row).
+    team = team_field()
+
     history = HistoricalRecords(excluded_fields=["secret_encrypted"])
 
     class Meta:

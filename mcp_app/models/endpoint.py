@@ -8,7 +8,7 @@ from django.db import models
 from simple_history.models import HistoricalRecords
 
 from mcp_app.models.access import validate_scope_name
-from mcp_app.models.base import TimestampedModel
+from mcp_app.models.base import TimestampedModel, team_field
 from mcp_app.models.fields import empty_list, validate_icons, validate_origin_lines
 from mcp_app.models.prompt import Prompt
 from mcp_app.models.resource import Resource, ResourceTemplate
@@ -116,10 +116,14 @@ class Endpoint(TimestampedModel):
 
     # catalog_version is a counter bumped by every catalog edit, not part of the definition;
     # a revert must never move it back.
+    team = team_field()
+
     history = HistoricalRecords(excluded_fields=["catalog_version"])
 
     class Meta:
         ordering = ["slug"]
+        # Without it a staff user is team-scoped (services/teams.py).
+        permissions = [("manage_every_team", "Can see and change every team's rows")]
 
     def __str__(self) -> str:
         return self.slug

@@ -7,7 +7,7 @@ from django.db import models
 from simple_history.models import HistoricalRecords
 
 from mcp_app.models.access import AccessRules
-from mcp_app.models.base import TimestampedModel
+from mcp_app.models.base import TimestampedModel, team_field
 from mcp_app.models.fields import empty_list, validate_icons, validate_mcp_name
 
 
@@ -37,6 +37,8 @@ class Prompt(TimestampedModel, AccessRules):
         validators=[validate_mcp_name],
         help_text="The prompt's name on the upstream (empty: the same name as here).",
     )
+
+    team = team_field()
 
     history = HistoricalRecords(m2m_fields=["allowed_groups"])
 

@@ -14,7 +14,7 @@ from mcp_app.conf import get_conf
 from mcp_app.executors.base import ConfigError
 from mcp_app.executors.resource_kinds import get_resolver, get_resolvers
 from mcp_app.models.access import AccessRules
-from mcp_app.models.base import TimestampedModel
+from mcp_app.models.base import TimestampedModel, team_field
 from mcp_app.models.fields import (
     empty_dict,
     empty_list,
@@ -75,6 +75,8 @@ class Resource(TimestampedModel, AccessRules):
         ),
     )
     enabled = models.BooleanField(default=True)
+
+    team = team_field()
 
     history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
@@ -193,6 +195,8 @@ class ResourceTemplate(TimestampedModel, AccessRules):
     )
     icons = models.JSONField(default=empty_list, blank=True, validators=[validate_icons])
     enabled = models.BooleanField(default=True)
+
+    team = team_field()
 
     history = HistoricalRecords(m2m_fields=["allowed_groups"])
 

@@ -13,7 +13,7 @@ from simple_history.models import HistoricalRecords
 from mcp_app.executors import get_executor, get_executors
 from mcp_app.executors.base import ConfigError
 from mcp_app.models.access import AccessRules
-from mcp_app.models.base import TimestampedModel
+from mcp_app.models.base import TimestampedModel, team_field
 from mcp_app.models.fields import (
     default_input_schema,
     empty_dict,
@@ -179,6 +179,8 @@ class Tool(TimestampedModel, AccessRules):
 
     # Every change, with who and from where (README, "History and rollback"); call-log rows
     # name the version that answered.
+    team = team_field()
+
     history = HistoricalRecords(m2m_fields=["allowed_groups"])
 
     class Meta:

@@ -28,7 +28,7 @@ from simple_history.models import HistoricalRecords
 from mcp_app.bridge.servers import AllowListError, NotAllowed, check_request, parse_allow_list
 from mcp_app.conf import get_conf
 from mcp_app.executors.netguard import parse_network
-from mcp_app.models.base import TimestampedModel
+from mcp_app.models.base import TimestampedModel, team_field
 from mcp_app.models.connection import forward_header_problem, split_header_names
 from mcp_app.models.credential import Credential
 from mcp_app.models.fields import empty_dict, empty_list, validate_mcp_name
@@ -275,6 +275,8 @@ class Upstream(TimestampedModel):
 
     # Settings only: what the site observes (health, probe, sync state) moves without an
     # edit and is not a version. The credential is a reference by name (never its secret).
+    team = team_field()
+
     history = HistoricalRecords(
         excluded_fields=[
             "last_success_at",

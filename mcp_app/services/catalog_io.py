@@ -29,7 +29,7 @@ from django.core.exceptions import ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Field, Model
+from django.db.models import Field, Model, Prefetch
 
 from mcp_app.conf import get_conf
 from mcp_app.models import (
@@ -44,7 +44,7 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.protocol import apps
-from mcp_app.services import history
+from mcp_app.services import history, teams
 from mcp_app.services.catalog_writes import (
     catalog_row_attach,
     catalog_row_check,
@@ -289,13 +289,18 @@ def _referenced(document: Mapping[str, Any]) -> set[type[Model]]:
 # ---------------------------------------------------------------------------------- export
 
 
-def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, Any]:
+def catalog_export(
+    *, endpoint_slugs: Sequence[str] | None = None, user: Any = None
+) -> dict[str, Any]:
     """Return the catalog (or the rows published on ``endpoint_slugs``) as a document.
+
+    With ``user`` (the admin, the API), only the rows their teams see (``services.teams``):
+    another team's endpoint slug is reported as no endpoint. None: the shell's, every row.
 
     Raises:
         CatalogFormatError: an endpoint slug names no endpoint.
     """
-    endpoints = Endpoint.objects.order_by("slug")
+    endpoints = teams.visible(Endpoint.objects.order_by("slug"), user)
     if endpoint_slugs is not None:
         endpoints = endpoints.filter(slug__in=endpoint_slugs)
         missing = sorted(set(endpoint_slugs) - set(endpoints.values_list("slug", flat=True)))
@@ -311,8 +316,10 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
     ]
 
     def rows(model: type[Model], order: Sequence[str]) -> list[Any]:
-        queryset = model._default_manager.order_by(*order).prefetch_related(
-            "endpoints", "allowed_groups"
+        queryset = teams.visible(model._default_manager.order_by(*order), user)
+        queryset = queryset.prefetch_related(
+            Prefetch("endpoints", queryset=teams.visible(Endpoint.objects.all(), user)),
+            "allowed_groups",
         )
         if model in (Resource, ResourceTemplate, Prompt):
             queryset = queryset.select_related("upstream")
@@ -369,7 +376,8 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
         for reference in config_references(tool)
         if reference.target == "upstream"
     } | {entry["upstream"] for entry in (*resources, *templates, *prompts) if entry.get("upstream")}
-    upstreams = Upstream.objects.select_related("credential").order_by("name")
+    upstreams = teams.visible(Upstream.objects.select_related("credential"), user)
+    upstreams = upstreams.order_by("name")
     if endpoint_slugs is not None:
         upstreams = upstreams.filter(name__in=upstream_names)
     document["upstreams"] = [
@@ -392,11 +400,12 @@ def catalog_export(*, endpoint_slugs: Sequence[str] | None = None) -> dict[str, 
         )
         - {None}
     )
+    credentials = teams.visible(Credential.objects.all(), user)
     if endpoint_slugs is None:
-        names = sorted(set(names) | set(Credential.objects.values_list("name", flat=True)))
+        names = sorted(set(names) | set(credentials.values_list("name", flat=True)))
     document["credentials"] = [
         {"name": name, "kind": kind}
-        for name, kind in Credential.objects.filter(name__in=names)
+        for name, kind in credentials.filter(name__in=names)
         .order_by("name")
         .values_list("name", "kind")
     ]
@@ -820,7 +829,8 @@ class _Importer:
                         )
 
     def _check_credentials(self) -> None:
-        existing = dict(Credential.objects.values_list("name", "kind"))
+        credentials = teams.visible(Credential.objects.all(), self.user)
+        existing = dict(credentials.values_list("name", "kind"))
         for index, entry in enumerate(self.document.get("credentials", [])):
             name, kind = entry["name"], entry.get("kind")
             if name not in existing:
@@ -874,11 +884,24 @@ class _Importer:
         keys = [entry[key_name] for entry in entries]
         if section != "tools":
             existing = model._default_manager.in_bulk(keys, field_name=key_name)
+            seen = set(teams.visible(model._default_manager.filter(
+                pk__in=[row.pk for row in existing.values()]
+            ), self.user).values_list("pk", flat=True))  # fmt: skip
+            for index, key in enumerate(keys):
+                if key in existing and existing[key].pk not in seen:
+                    # Keys are unique site-wide: say so, and nothing of the row.
+                    self.errors.append(
+                        EntryError(
+                            f"{section}[{index}].{key_name}",
+                            f"{key!r} is taken by another team's row: choose another.",
+                        )
+                    )
             return [existing.get(key) or model() for key in keys]
         # Tool names are unique per endpoint only: an entry is the tool of that name on one of
         # its endpoints, else the only tool of that name not claimed by another entry.
         candidates: dict[str, list[Tool]] = {}
-        for tool in Tool.objects.filter(name__in=keys).prefetch_related("endpoints"):
+        tools = teams.visible(Tool.objects.filter(name__in=keys), self.user)  # names repeat
+        for tool in tools.prefetch_related("endpoints"):
             candidates.setdefault(tool.name, []).append(tool)
         matched: list[Tool | None] = [None] * len(entries)
         claimed: set[int] = set()
@@ -922,10 +945,11 @@ class _Importer:
             self._error(plan, key, "Expected a name or null.")
             return
         elif target == "credentials":
-            found = Credential.objects.filter(name=name).first()
+            found = teams.visible(Credential.objects.filter(name=name), self.user).first()
         else:
             planned = {p.key: p.row for p in self.plans.get(target, [])}
-            found = planned.get(name) or Upstream.objects.filter(name=name).first()
+            upstreams = teams.visible(Upstream.objects.filter(name=name), self.user)
+            found = planned.get(name) or upstreams.first()
         if name is not None and found is None:
             what = "credential" if target == "credentials" else "upstream"
             self._error(plan, key, f"No {what} named {name!r} here or in the file.")
@@ -1193,7 +1217,8 @@ class _Importer:
             for endpoint in Endpoint.objects.filter(pk__in=scope):
                 for section, relation in _RELATION.items():
                     manager = getattr(endpoint, relation)
-                    extra = list(manager.exclude(pk__in=listed[section]))
+                    # What another team published there stays (and stays unseen).
+                    extra = list(teams.visible(manager.exclude(pk__in=listed[section]), self.user))
                     if extra:
                         for row in extra:
                             catalog_row_detach(
@@ -1208,7 +1233,8 @@ class _Importer:
             return
         # Items first: an upstream is then still in use only by rows the document keeps.
         for section, (model, _key_name, _names) in reversed(list(_SECTIONS.items())):
-            for row in model._default_manager.exclude(pk__in=listed[section]):
+            unlisted = model._default_manager.exclude(pk__in=listed[section])
+            for row in teams.visible(unlisted, self.user):  # another team's rows stay
                 references = references_to(row)
                 if references:
                     # As the API and the admin: never delete what kept rows still use.

@@ -21,10 +21,10 @@ list_changed per endpoint) and all or nothing; switching a row on runs ``catalog
 on it first.
 
 Every write function here takes ``actor``, the user acting (None: the request's, or nobody),
-and runs inside ``writing``: a rule about who may change which rows (an endpoint's owners)
-has that one place, and no interface can go around it. Upstreams and credentials, reverts
-and deletes are written by ``services/row_writes.py``, inside the same ``writing``; nothing
-here names a tool kind.
+and runs inside ``writing``: the rule about who may change which rows (teams:
+``services/teams.py``) has that one place, and no interface can go around it. Upstreams and
+credentials, reverts and deletes are written by ``services/row_writes.py``, inside the same
+``writing``; nothing here names a tool kind.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ from mcp_app.models import (
 )
 from mcp_app.models.fields import default_input_schema
 from mcp_app.protocol import apps
-from mcp_app.services import history
+from mcp_app.services import history, teams
 
 CatalogRow = Endpoint | Tool | Resource | ResourceTemplate | Prompt
 # Who acts: a signed-in user; None (or an anonymous user): the request's user, if any.
@@ -104,10 +104,15 @@ def writing(row: models.Model, *, actor: Actor, source: str | None) -> Iterator[
     """Run one write of ``row`` (or of its parts) by ``actor``: in a transaction, with every
     history row and membership change written stamped with ``actor`` and ``source``.
 
-    Every write of this module goes through here, so a rule about who may write which rows
-    (an endpoint's owners) has this one place.
+    Every write of this module goes through here, so the rule about who may write which rows
+    (``teams.check_may_write``: a team's rows, by its members) has this one place.
+
+    Raises:
+        PermissionDenied: ``row`` is another team's.
+        ValidationError: "team": the row would leave the actor's teams.
     """
     with transaction.atomic(), history.catalog_change(source=source, actor=actor):
+        teams.check_may_write(row, history.acting_user())
         yield
 
 
@@ -224,6 +229,7 @@ def catalog_row_save(
         ValidationError: by field name; nothing was written.
     """
     with writing(row, actor=actor, source=source):
+        relations = teams.relations_for(row, relations, history.acting_user())
         catalog_row_check(row, relations=relations, upstreams=upstreams, views=views)
         for name, path in (stored_files or {}).items():
             setattr(row, name, path)
@@ -244,6 +250,7 @@ def catalog_row_relations_set(
         ValidationError: a tool's name is taken on an endpoint it would join; nothing changed.
     """
     with writing(row, actor=actor, source=source):
+        relations = teams.relations_for(row, relations, history.acting_user()) or {}
         if isinstance(row, Tool) and (endpoints := relations.get("endpoints")) is not None:
             _check_name_on(row, [endpoint.pk for endpoint in endpoints], "endpoints")
         _relations_set(row, relations)
@@ -293,6 +300,7 @@ def catalog_row_attach(
     if not endpoint_ids:
         return
     with writing(row, actor=actor, source=source):
+        teams.check_may_use(Endpoint.objects.filter(pk__in=endpoint_ids), history.acting_user())
         if isinstance(row, Tool):
             _check_name_on(row, endpoint_ids, "endpoints")
         row.endpoints.add(*endpoint_ids)
@@ -309,6 +317,7 @@ def catalog_row_detach(
     if not endpoint_ids:
         return
     with writing(row, actor=actor, source=source):
+        teams.check_may_use(Endpoint.objects.filter(pk__in=endpoint_ids), history.acting_user())
         row.endpoints.remove(*endpoint_ids)
 
 
@@ -378,6 +387,7 @@ def catalog_rows_publish(
         return
     field = _ENDPOINT_FIELD[type(rows[0])]
     with transaction.atomic(), history.catalog_change(source=source, actor=actor):
+        teams.check_may_use(rows, history.acting_user())
         if isinstance(rows[0], Tool):
             check_unique_tool_names(
                 endpoint_ids=[endpoint.pk for endpoint in endpoints],
@@ -398,6 +408,7 @@ def catalog_rows_unpublish(
         return
     field = _ENDPOINT_FIELD[type(rows[0])]
     with transaction.atomic(), history.catalog_change(source=source, actor=actor):
+        teams.check_may_use(rows, history.acting_user())
         for endpoint in endpoints:
             with writing(endpoint, actor=actor, source=source):
                 getattr(endpoint, field).remove(*rows)
@@ -480,7 +491,9 @@ def _tool_config_problems(tool: Tool, upstreams: Collection[str]) -> dict[str, s
         model = _REFERENCE_MODELS[reference.target]
         if reference.target == "upstream" and reference.name in upstreams:
             continue
-        if not model._default_manager.filter(name=reference.name).exists():
+        # Inside a write, only rows the acting user sees count (another team's are "no ...").
+        named = model._default_manager.filter(name=reference.name)
+        if not teams.visible(named, history.acting_user()).exists():
             problems[f"config.{reference.key}"] = (
                 f"No {reference.target} named {reference.name!r} here."
             )

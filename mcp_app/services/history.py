@@ -195,7 +195,9 @@ def through_of(model: type[models.Model]) -> type[models.Model]:
     return _THROUGH[model]
 
 
-def _acting_user() -> Any:
+def acting_user() -> Any:
+    """Who acts in the write under way: the user the write path was told, else the signed-in
+    user of the request (simple-history's middleware); None: nobody (the shell, a task)."""
     if (actor := _actor.get()) is not None:
         return actor
     # The user simple-history's middleware saw: the same one its history rows name.
@@ -214,7 +216,7 @@ def record_membership(through: type[models.Model], pairs: Pairs, action: str) ->
             pk__in={item_id for _, item_id in pairs}
         ).values_list("pk", membership.name_field)
     )
-    user, source, now = _acting_user(), _source.get(), timezone.now()
+    user, source, now = acting_user(), _source.get(), timezone.now()
     MembershipChange.objects.bulk_create(
         MembershipChange(
             endpoint_id=endpoint_id,

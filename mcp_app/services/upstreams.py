@@ -818,6 +818,7 @@ def upstream_sync_apply(
                 kind=Tool.Kind.MCP_UPSTREAM,
                 config={"upstream": upstream.name, "tool": remote["name"]},
                 enabled=enabled,
+                team_id=upstream.team_id,  # an upstream's items are its team's
                 **_definition_fields(remote),
             )
             if not _saved(tool, outcome, actor, {"endpoints": list(endpoints)}):
@@ -1260,6 +1261,7 @@ def upstream_items_apply(
                 upstream=upstream,
                 remote_uri=item["uri"] if uri != item["uri"] else "",
                 enabled=enabled,
+                team_id=upstream.team_id,
                 **values,
             )
             if _saved(resource, outcome, actor, relations):
@@ -1284,6 +1286,7 @@ def upstream_items_apply(
                 name=_free_name(upstream.name, item["name"], taken_names),
                 upstream=upstream,
                 enabled=enabled,
+                team_id=upstream.team_id,
                 **values,
             )
             prompt.remote_name = item["name"] if prompt.name != item["name"] else ""
@@ -1363,6 +1366,7 @@ def _template_row(upstream: Upstream, item: Mapping[str, Any], taken: set[str]) 
         upstream=upstream,
         remote_uri_template=remote if local != remote else "",
         enabled=False,
+        team_id=upstream.team_id,
         **_item_values("resource_templates", item),
     )
 

@@ -86,7 +86,9 @@ def test_bad_execution_settings_are_refused_and_save_nothing(
 
 
 def staff_with(*codenames: str) -> User:
+    """A staff user holding ``codenames``, of no team: they see every team's rows."""
     user = User.objects.create_user("watcher", password="unused-password-123", is_staff=True)
+    codenames = (*codenames, "manage_every_team")
     user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
     return user
 

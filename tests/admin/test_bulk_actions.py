@@ -58,7 +58,10 @@ def shown(response: Any) -> list[str]:
 
 def staff(*codenames: str) -> Client:
     user = User.objects.create_user(f"staff-{len(codenames)}", password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    user.user_permissions.add(
+        # manage_every_team: an operator of every team (issue #27), as before teams
+        *Permission.objects.filter(codename__in=[*codenames, "manage_every_team"])
+    )
     client = Client()
     client.force_login(user)
     return client

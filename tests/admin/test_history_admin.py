@@ -341,7 +341,10 @@ def test_a_calls_page_names_the_tool_version_that_answered(
     )
     codenames = ["audit_calls", *(["view_tool"] if may_view_tools else [])]
     auditor = User.objects.create_user("auditor", password="pw", is_staff=True)
-    auditor.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    auditor.user_permissions.add(
+        # manage_every_team: an operator of every team (issue #27), as before teams
+        *Permission.objects.filter(codename__in=[*codenames, "manage_every_team"])
+    )
     client = Client()
     client.force_login(auditor)
 

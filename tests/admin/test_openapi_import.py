@@ -215,7 +215,9 @@ def test_publishing_an_import_needs_the_endpoint_permission(
     endpoint = endpoint_create(slug="pets")
     user = django_user_model.objects.create_user("importer", password="pw", is_staff=True)
     user.user_permissions.add(
-        *Permission.objects.filter(codename__in=["add_tool", "change_tool", "view_tool"])
+        *Permission.objects.filter(
+            codename__in=["add_tool", "change_tool", "view_tool", "manage_every_team"]
+        )
     )
     client.force_login(user)
     data = {

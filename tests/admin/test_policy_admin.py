@@ -46,7 +46,10 @@ def _staff(*codenames: str) -> Client:
     user = User.objects.create_user(f"staff-{'-'.join(codenames) or 'none'}", password="pw")
     user.is_staff = True
     user.save()
-    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    user.user_permissions.add(
+        # manage_every_team: an operator of every team (issue #27), as before teams
+        *Permission.objects.filter(codename__in=[*codenames, "manage_every_team"])
+    )
     client = Client()
     client.force_login(user)
     return client

@@ -116,7 +116,9 @@ def test_publishing_synced_rows_needs_the_endpoint_permission(
     main = endpoint_create(slug="main")
     user = django_user_model.objects.create_user("syncer", password="pw", is_staff=True)
     user.user_permissions.add(
-        *Permission.objects.filter(codename__in=["add_tool", "change_tool", "view_upstream"])
+        *Permission.objects.filter(
+            codename__in=["add_tool", "change_tool", "view_upstream", "manage_every_team"]
+        )
     )
     client.force_login(user)
 

@@ -12,10 +12,13 @@ from rest_framework.test import APIClient
 from mcp_app.services.api_tokens import api_token_create
 
 
-def make_user(username: str, permissions: Sequence[str] = ()) -> User:
-    """A non-staff user holding ``permissions`` ("mcp_app.change_tool" style)."""
+def make_user(username: str, permissions: Sequence[str] = (), *, every_team: bool = True) -> User:
+    """A non-staff user holding ``permissions`` ("mcp_app.change_tool" style) and, with
+    ``every_team``, ``manage_every_team``: an operator from before teams (issue #27), so
+    these tests see every row; tests/support/teams.py makes team members."""
     user = User.objects.create_user(username=username, password="unused-password-123")
-    for name in permissions:
+    extra = ["mcp_app.manage_every_team"] if every_team and permissions else []
+    for name in [*permissions, *extra]:
         app_label, codename = name.split(".")
         user.user_permissions.add(
             Permission.objects.get(content_type__app_label=app_label, codename=codename)

@@ -227,7 +227,10 @@ def test_a_limit_is_reverted_through_the_write_path(
 def test_staff_with_view_only_sees_limits_and_changes_none(client: Client, endpoint: Any):
     row = _limit(endpoint, rate=4)
     user = User.objects.create_user("viewer", password="unused-password-123", is_staff=True)
-    user.user_permissions.add(Permission.objects.get(codename="view_ratelimit"))
+    user.user_permissions.add(
+        Permission.objects.get(codename="view_ratelimit"),
+        Permission.objects.get(codename="manage_every_team"),  # sees every team's rows
+    )
     client.force_login(user)
     change_url = reverse("admin:mcp_app_ratelimit_change", args=[row.pk])
     assert client.get(reverse("admin:mcp_app_ratelimit_changelist")).status_code == 200

@@ -49,7 +49,9 @@ def site_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
         )
         user = User.objects.create_user("auditor", password=PASSWORD, is_staff=True)
         user.user_permissions.add(
-            *Permission.objects.filter(codename__in=["audit_calls", "view_call_payloads"])
+            *Permission.objects.filter(
+                codename__in=["audit_calls", "view_call_payloads", "manage_every_team"]
+            )
         )
     with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
         yield url

@@ -48,7 +48,10 @@ def calls() -> dict[str, CallLog]:
 
 def _user(*codenames: str) -> User:
     user = User.objects.create_user(f"user-{'-'.join(codenames)}", password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    user.user_permissions.add(
+        # manage_every_team: an operator of every team (issue #27), as before teams
+        *Permission.objects.filter(codename__in=[*codenames, "manage_every_team"])
+    )
     return user
 
 

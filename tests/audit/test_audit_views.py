@@ -31,7 +31,10 @@ def user_with(*codenames: str, staff: bool = True) -> User:
     user = User.objects.create_user(f"user-{'-'.join(codenames) or 'none'}", password="pw")
     user.is_staff = staff
     user.save()
-    user.user_permissions.add(*Permission.objects.filter(codename__in=codenames))
+    user.user_permissions.add(
+        # manage_every_team: an operator of every team (issue #27), as before teams
+        *Permission.objects.filter(codename__in=[*codenames, "manage_every_team"])
+    )
     return user
 
 

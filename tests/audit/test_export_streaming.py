@@ -72,7 +72,9 @@ def export_server(django_db_setup: None, django_db_blocker: Any) -> Iterator[dic
             cursor.execute(FILL, {"rows": ROWS, "chars": PAYLOAD_CHARS})
         user = User.objects.create_user("exporter", password="pw", is_staff=True)
         user.user_permissions.add(
-            *Permission.objects.filter(codename__in=["audit_calls", "view_call_payloads"])
+            *Permission.objects.filter(
+                codename__in=["audit_calls", "view_call_payloads", "manage_every_team"]
+            )
         )
     try:
         with asgi_server("daphne") as base:

@@ -43,7 +43,9 @@ def _management_token(catalog: Catalog) -> str:
 
 
 def test_a_management_token_is_issued_for_the_api_and_accepted_there(catalog: Catalog):
-    catalog.bob.user_permissions.add(Permission.objects.get(codename="view_endpoint"))
+    catalog.bob.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_endpoint", "manage_every_team"])
+    )
 
     token = _management_token(catalog)
 

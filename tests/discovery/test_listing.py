@@ -35,7 +35,7 @@ def catalog_slugs(client: Client) -> list[str]:
 
 def staff(*permissions: str) -> Client:
     user = User.objects.create_user("operator", password="unused-password-123", is_staff=True)
-    for name in permissions:
+    for name in [*permissions, "mcp_app.manage_every_team"]:  # an operator of every team
         app_label, codename = name.split(".")
         user.user_permissions.add(
             Permission.objects.get(content_type__app_label=app_label, codename=codename)

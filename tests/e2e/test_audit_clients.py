@@ -55,7 +55,9 @@ async def test_the_audit_finds_an_sdk_clients_calls_by_its_name_in_both_eras(ser
     def scan() -> None:
         auditor = User.objects.create_user("e2e-client-auditor", is_staff=True)
         auditor.user_permissions.add(
-            *Permission.objects.filter(codename__in=["audit_calls", "view_calllog"])
+            *Permission.objects.filter(
+                codename__in=["audit_calls", "view_calllog", "manage_every_team"]
+            )
         )
         browser = DjangoClient()
         browser.force_login(auditor)

@@ -158,7 +158,9 @@ async def test_the_audit_page_exports_and_api_show_the_upstream(server):
         row = CallLog.objects.filter(endpoint_slug=SLUG, target="up_fails").latest("id")
         auditor = User.objects.create_user("up-audit-auditor", is_staff=True)
         auditor.user_permissions.add(
-            *Permission.objects.filter(codename__in=["audit_calls", "view_calllog"])
+            *Permission.objects.filter(
+                codename__in=["audit_calls", "view_calllog", "manage_every_team"]
+            )
         )
         browser = DjangoClient()
         browser.force_login(auditor)

@@ -282,7 +282,9 @@ async def test_the_call_log_exports_audit_pages_and_log_keep_no_secret(web):
         assert str(web.dead_port) not in stored and DEAD_PATH not in stored
         auditor = User.objects.create_user("leak-auditor", is_staff=True)
         auditor.user_permissions.add(
-            *Permission.objects.filter(codename__in=["audit_calls", "view_call_payloads"])
+            *Permission.objects.filter(
+                codename__in=["audit_calls", "view_call_payloads", "manage_every_team"]
+            )
         )
         browser = DjangoClient()
         browser.force_login(auditor)
