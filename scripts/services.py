@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -324,9 +324,9 @@ def redis() -> Iterator[str]:
     logfile = workdir / "server.log"
     process: subprocess.Popen[bytes] | None = None
     try:
-        for attempt in range(1, START_ATTEMPTS + 1):
-            port = free_port()
-            cmd = [
+
+        def command(port: int) -> list[str]:
+            return [
                 str(binary),
                 "--port",
                 str(port),
@@ -343,19 +343,8 @@ def redis() -> Iterator[str]:
                 "--logfile",
                 str(logfile),
             ]
-            process = subprocess.Popen(
-                cmd,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            if _wait_redis_ready(port, process):
-                break
-            _stop_process(process)
-            process = None
-            if attempt == START_ATTEMPTS:
-                raise ServiceError(f"Redis did not start:\n{_tail(logfile)}")
+
+        process, port = _start_on_a_free_port("Redis", command, _wait_redis_ready, logfile)
         yield f"redis://127.0.0.1:{port}/0"
     finally:
         if process is not None:
@@ -426,8 +415,8 @@ def pgbouncer(database_url: str, *, pool_mode: str = "transaction") -> Iterator[
     try:
         if is_root():
             shutil.chown(workdir, user=PG_SYSTEM_USER, group=None)
-        for attempt in range(1, START_ATTEMPTS + 1):
-            port = free_port()
+
+        def command(port: int) -> list[str]:
             ini = workdir / "pgbouncer.ini"
             ini.write_text(
                 "\n".join(
@@ -449,24 +438,43 @@ def pgbouncer(database_url: str, *, pool_mode: str = "transaction") -> Iterator[
                     ]
                 )
             )
-            process = subprocess.Popen(
-                _as_cluster_owner([str(binary), str(ini)]),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
-            if _wait_listening(port, process):
-                break
-            _stop_process(process)
-            process = None
-            if attempt == START_ATTEMPTS:
-                raise ServiceError(f"PgBouncer did not start:\n{_tail(workdir / 'pgbouncer.log')}")
+            return _as_cluster_owner([str(binary), str(ini)])
+
+        process, port = _start_on_a_free_port(
+            "PgBouncer", command, _wait_listening, workdir / "pgbouncer.log"
+        )
         yield f"postgresql://postgres@127.0.0.1:{port}{target.path}"
     finally:
         if process is not None:
             _stop_process(process)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _start_on_a_free_port(
+    name: str,
+    command: Callable[[int], list[str]],
+    ready: Callable[[int, subprocess.Popen[bytes]], bool],
+    logfile: Path,
+) -> tuple[subprocess.Popen[bytes], int]:
+    """Start ``command(port)`` on a free port until ``ready`` says it serves (another process
+    may take the port first); return the process and its port.
+
+    Raises:
+        ServiceError: it did not start in ``START_ATTEMPTS`` attempts (with its log's tail).
+    """
+    for _attempt in range(START_ATTEMPTS):
+        port = free_port()
+        process = subprocess.Popen(
+            command(port),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        if ready(port, process):
+            return process, port
+        _stop_process(process)
+    raise ServiceError(f"{name} did not start:\n{_tail(logfile)}")
 
 
 def _wait_listening(port: int, process: subprocess.Popen[bytes]) -> bool:
