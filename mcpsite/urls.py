@@ -11,8 +11,9 @@ from typing import Any
 
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
-from django.urls import include, path
+from django.urls import Resolver404, include, path, resolve
 from django.views import defaults
 from oauth2_provider import views as oauth_views
 
@@ -70,8 +71,9 @@ urlpatterns = [
 def _api_answers_json(
     status_code: int, page: Callable[..., HttpResponse]
 ) -> Callable[..., HttpResponse]:
-    """Django's error page, except under /api/: there the API's JSON error body (docs/api.md,
-    "Errors"), so a client never has to parse HTML (an unknown route, an oversized body)."""
+    """Django's error page (templates/403.html, 404.html, 500.html), except under /api/: there
+    the API's JSON error body (docs/api.md, "Errors"), so a client never has to parse HTML (an
+    unknown route, an oversized body)."""
 
     def handler(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
         if request.path_info.startswith("/api/"):
@@ -81,7 +83,51 @@ def _api_answers_json(
     return handler
 
 
+# What each admin view of a model checks (django.contrib.admin.options.ModelAdmin), by the
+# suffix of its URL name: the actions any one of which lets the user in.
+_ADMIN_VIEW_ACTIONS = {
+    "changelist": ("view", "change"),
+    "change": ("view", "change"),
+    "history": ("view", "change"),
+    "add": ("add",),
+    "delete": ("delete",),
+}
+
+
+def admin_permission_hint(request: HttpRequest) -> str:
+    """Name the permission a model's admin page checks (``“Can view tool” (mcp_app.view_tool)``),
+    or "" when the request is not for one of those pages."""
+    try:
+        match = resolve(request.path_info)
+    except Resolver404:
+        return ""
+    if match.namespace != "admin" or not match.url_name:
+        return ""
+    for suffix, actions in _ADMIN_VIEW_ACTIONS.items():
+        prefix = match.url_name.removesuffix(f"_{suffix}")
+        if prefix == match.url_name:
+            continue
+        models = {f"{m._meta.app_label}_{m._meta.model_name}": m for m in admin.site._registry}
+        if prefix not in models:
+            return ""
+        opts = models[prefix]._meta
+        names = [
+            f"“Can {action} {opts.verbose_name}” ({opts.app_label}.{action}_{opts.model_name})"
+            for action in actions
+        ]
+        return f"This page needs the permission {' or '.join(names)}."
+    return ""
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    """The 403 page, naming the missing permission: the PermissionDenied's own message where
+    the code gave one, else what the admin page checks."""
+    if not str(exception or "") and (hint := admin_permission_hint(request)):
+        exception = PermissionDenied(hint)
+    return defaults.permission_denied(request, exception or PermissionDenied())
+
+
 handler400: Any = _api_answers_json(400, defaults.bad_request)
-handler403: Any = _api_answers_json(403, defaults.permission_denied)
+handler403: Any = _api_answers_json(403, permission_denied)
 handler404: Any = _api_answers_json(404, defaults.page_not_found)
 handler500: Any = _api_answers_json(500, defaults.server_error)

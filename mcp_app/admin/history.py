@@ -134,7 +134,11 @@ class CatalogHistoryAdmin(TeamScopedAdmin, SimpleHistoryAdmin):
         if latest is None:
             raise Http404
         if not self.has_view_history_or_change_history_permission(request, latest.instance):
-            raise PermissionDenied
+            opts = self.model._meta
+            raise PermissionDenied(
+                f"Comparing versions needs the permission “Can view {opts.verbose_name}”"
+                f" ({opts.app_label}.view_{opts.model_name})."
+            )
         try:
             ids = sorted(int(request.GET[name]) for name in ("a", "b"))
             older, newer = (records.get(history_id=pk) for pk in ids)
@@ -175,7 +179,9 @@ def version_label(record: Any) -> str:
 def recent_changes_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
     """Every catalog change, newest first, filterable by user and endpoint."""
     if not model_admin.has_view_permission(request):
-        raise PermissionDenied
+        raise PermissionDenied(
+            "Recent changes need the permission “Can view endpoint” (mcp_app.view_endpoint)."
+        )
     user_id = _int_param(request, "user")
     endpoint_id = _int_param(request, "endpoint")
     changes = _seen(history.recent_changes(user_id=user_id, endpoint_id=endpoint_id), request)

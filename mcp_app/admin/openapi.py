@@ -160,7 +160,9 @@ def operation_choices(document: OpenApiDocument) -> list[tuple[str, str]]:
 def openapi_import_view(model_admin: admin.ModelAdmin, request: HttpRequest) -> HttpResponse:
     """Read a document and list its operations; import the ticked ones as disabled drafts."""
     if not model_admin.has_add_permission(request):
-        raise PermissionDenied
+        raise PermissionDenied(
+            "Importing an OpenAPI document needs the permission “Can add tool” (mcp_app.add_tool)."
+        )
     form = OpenApiImportForm(
         request.POST if request.method == "POST" else None,
         request.FILES if request.method == "POST" else None,

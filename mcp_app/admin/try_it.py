@@ -92,7 +92,9 @@ def try_it_view(
     # Through the admin's queryset: another team's tool is not found (services.teams).
     tool = get_object_or_404(model_admin.get_queryset(request), pk=object_id)
     if not model_admin.has_change_permission(request, tool):
-        raise PermissionDenied
+        raise PermissionDenied(
+            "Trying a tool needs the permission “Can change tool” (mcp_app.change_tool)."
+        )
     outcome: TryOutcome | None = None
     if request.method == "POST":
         form = TryItForm(request.POST)

@@ -199,7 +199,10 @@ class UpstreamAdmin(InUseProtectedAdmin, SettingRowAdmin):
             request.user.has_perm("mcp_app.add_tool")
             and request.user.has_perm("mcp_app.change_tool")
         ):
-            raise PermissionDenied
+            raise PermissionDenied(
+                "Syncing an upstream needs the permissions “Can add tool” (mcp_app.add_tool)"
+                " and “Can change tool” (mcp_app.change_tool)."
+            )
         upstream = get_object_or_404(Upstream, pk=object_id)
         error = ""
         try:

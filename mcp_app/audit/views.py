@@ -64,7 +64,10 @@ def auditor_required(view: View) -> View:
     @wraps(view)
     def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponseBase:
         if not request.user.has_perm(AUDIT_PERMISSION):
-            raise PermissionDenied
+            raise PermissionDenied(
+                "The call log needs the permission “Can search, inspect and export the call"
+                f" log” ({AUDIT_PERMISSION})."
+            )
         return view(request, *args, **kwargs)
 
     return login_required(checked, login_url=reverse_lazy("admin:login"))
