@@ -51,7 +51,10 @@ urlpatterns = [
     path(
         "docs/",
         SpectacularSwaggerView.as_view(
-            url_name="api-schema", permission_classes=[AllowAny], authentication_classes=[]
+            url_name="api-schema",
+            template_name="api/swagger_ui.html",
+            permission_classes=[AllowAny],
+            authentication_classes=[],
         ),
         name="api-docs",
     ),
