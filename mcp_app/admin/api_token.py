@@ -8,12 +8,13 @@ from django.contrib import admin, messages
 from django.forms import ModelForm
 from django.http import HttpRequest
 
+from mcp_app.admin.selection import CheckedSelectionAdmin
 from mcp_app.models import ApiToken
 from mcp_app.services.api_tokens import api_token_issue
 
 
 @admin.register(ApiToken)
-class ApiTokenAdmin(admin.ModelAdmin):
+class ApiTokenAdmin(CheckedSelectionAdmin):
     list_display = ["name", "user", "prefix", "created_at", "expires_at", "last_used_at"]
     list_select_related = ["user"]
     list_filter = ["expires_at"]

@@ -20,6 +20,7 @@ from django.http import HttpRequest
 from django.utils.html import format_html
 from django.utils.safestring import SafeString
 
+from mcp_app.admin.selection import CheckedSelectionAdmin
 from mcp_app.admin.teams import TeamScopedAdmin
 from mcp_app.models import BackgroundCall
 from mcp_app.services.background.calls import acancel_call
@@ -30,7 +31,7 @@ PAYLOADS = ("captured_arguments", "captured_result")
 
 
 @admin.register(BackgroundCall)
-class BackgroundCallAdmin(TeamScopedAdmin, admin.ModelAdmin):
+class BackgroundCallAdmin(TeamScopedAdmin, CheckedSelectionAdmin):
     list_display = [
         "id", "tool_name", "endpoint", "status", "outcome", "is_task", "worker", "created_at",
         "finished_at",

@@ -89,14 +89,6 @@ class CatalogItemAdmin(CatalogRowAdmin):
             return
         super().save_model(request, obj, form, change)
 
-    def response_action(self, request: HttpRequest, queryset: QuerySet[Any]) -> Any:
-        # Django filters the list by the posted keys before any action runs: one that is no
-        # number would fail there, as a server error.
-        if not all(pk.isdigit() for pk in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME)):
-            self._stale_selection(request)
-            return None
-        return super().response_action(request, queryset)
-
     @admin.action(description="Enable selected %(verbose_name_plural)s", permissions=["change"])
     def enable_selected(self, request: HttpRequest, queryset: QuerySet[Any]) -> None:
         self._enable(request, queryset, enabled=True)
@@ -201,14 +193,6 @@ class CatalogItemAdmin(CatalogRowAdmin):
             self._stale_selection(request)
             return None
         return rows
-
-    def _stale_selection(self, request: HttpRequest) -> None:
-        self.message_user(
-            request,
-            f"Some of the selected {self.opts.verbose_name_plural} do not exist (any more). "
-            "Nothing was changed.",
-            messages.ERROR,
-        )
 
     def _refused(self, request: HttpRequest, verb: str, exc: ValidationError) -> None:
         self.message_user(

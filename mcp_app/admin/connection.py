@@ -17,6 +17,7 @@ from django.contrib import admin, messages
 from django.db.models import QuerySet
 from django.http import HttpRequest
 
+from mcp_app.admin.selection import CheckedSelectionAdmin
 from mcp_app.models import Upstream, UpstreamConnection
 from mcp_app.services.connections import connection_revoke
 from mcp_app.services.credentials import encrypt_secret
@@ -57,7 +58,7 @@ _SHOWN: list[str] = [
 
 
 @admin.register(UpstreamConnection)
-class UpstreamConnectionAdmin(admin.ModelAdmin):
+class UpstreamConnectionAdmin(CheckedSelectionAdmin):
     list_display = ["user", "upstream", "scopes", "expires_at", "refreshed_at", "created_at"]
     list_filter = ["upstream"]
     list_select_related = ["user", "upstream"]

@@ -21,13 +21,15 @@ from django.urls import URLPattern, path, reverse
 from django.utils import timezone
 from simple_history.admin import SimpleHistoryAdmin
 
+from mcp_app.admin.selection import CheckedSelectionAdmin
 from mcp_app.admin.teams import TeamScopedAdmin
 from mcp_app.models import Endpoint, Prompt
 from mcp_app.services import history, teams
 
 
-class CatalogHistoryAdmin(TeamScopedAdmin, SimpleHistoryAdmin):
-    """Base of every catalog admin: history pages, and writes stamped as coming from "admin".
+class CatalogHistoryAdmin(TeamScopedAdmin, CheckedSelectionAdmin, SimpleHistoryAdmin):
+    """Base of every catalog admin: history pages, writes stamped as coming from "admin", and
+    actions only on a selection the list shows (``CheckedSelectionAdmin``).
 
     Its rows are the user's teams' (``TeamScopedAdmin``); another team's row's history pages
     answer 404 as its change page does.

@@ -5,12 +5,13 @@ from __future__ import annotations
 from django.contrib import admin
 from django.http import HttpRequest
 
+from mcp_app.admin.selection import CheckedSelectionAdmin
 from mcp_app.admin.teams import TeamScopedAdmin
 from mcp_app.models import Session
 
 
 @admin.register(Session)
-class SessionAdmin(TeamScopedAdmin, admin.ModelAdmin):
+class SessionAdmin(TeamScopedAdmin, CheckedSelectionAdmin):
     list_display = [
         "id", "endpoint", "protocol_version", "client_name", "log_level", "created_at",
         "last_seen_at", "closed_at",
