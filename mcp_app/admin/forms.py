@@ -184,6 +184,8 @@ class ToolForm(StorableInputForm, IconRowForm):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Set by clean() when the kind's fields did not make a config.
+        self._config_incomplete = False
         self._add_kind_fields()
         # Empty means "fill in from the python function" (or the no-argument schema).
         input_schema = self.fields["input_schema"]
@@ -246,6 +248,7 @@ class ToolForm(StorableInputForm, IconRowForm):
     def _clean_config(self, executor: Executor[Any], data: dict[str, Any]) -> None:
         names = kind_config_fields().get(executor.kind, [])
         if any(name in self.errors for name in names):
+            self._config_incomplete = True
             return  # a field did not parse: its own error says why
         fields = {name: data.get(name) for name in names if name in data}
         try:
@@ -253,8 +256,23 @@ class ToolForm(StorableInputForm, IconRowForm):
         except ConfigFormError as exc:
             for name, message in exc.errors.items():
                 self.add_error(name, message)
+            self._config_incomplete = True
             return
         self.instance.config = config
+
+    def _post_clean(self) -> None:
+        super()._post_clean()
+        # A kind whose config declares Tool fields (a python function's description) fills an
+        # empty description once its config is right: until then, the config's error is the
+        # one to fix, and "A tool needs a description" would ask for what it will supply.
+        executor = get_executors().get(self.cleaned_data.get("kind", ""))
+        if (
+            self._config_incomplete
+            and executor is not None
+            and type(executor).tool_defaults is not Executor.tool_defaults
+            and not (self.cleaned_data.get("description") or "").strip()
+        ):
+            self.errors.pop("description", None)
 
 
 def kind_config_fields() -> dict[str, list[str]]:

@@ -266,3 +266,30 @@ def test_changelist_filters_by_endpoint(admin_client: Client, endpoint: Endpoint
     )
 
     assert [tool.name for tool in response.context["cl"].result_list] == ["echo"]
+
+
+@pytest.mark.django_db
+def test_a_missing_description_is_said_once(admin_client: Client) -> None:
+    """Issue #28: the message must not repeat on the page."""
+    response = post_tool(admin_client, description="")
+
+    assert form_errors(response) == ["A tool needs a description."]
+    assert response.content.decode().count("A tool needs a description.") == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("function", ["", "no_such_function"], ids=["none", "unknown"])
+def test_a_python_tool_without_its_function_is_not_asked_for_a_description(
+    admin_client: Client, function: str
+) -> None:
+    """Issue #28: the function supplies the description, so only the function is asked for."""
+    response = post_tool(
+        admin_client, kind="python", function=function, description="", input_schema="",
+        template="",
+    )  # fmt: skip
+
+    assert response.status_code == 200
+    errors = response.context["adminform"].form.errors
+    assert list(errors) == ["function"]
+    assert "needs a description" not in response.content.decode()
+    assert not Tool.objects.exists()
