@@ -22,11 +22,16 @@ from django.template import (
     Context,
     Engine,
     Library,
+    Node,
+    NodeList,
     Template,
     TemplateSyntaxError,
+    Variable,
     defaultfilters,
     defaulttags,
 )
+from django.template.base import FilterExpression
+from django.template.smartif import TokenBase
 
 from mcp_app.conf import get_conf
 from mcp_app.executors.base import (
@@ -97,6 +102,56 @@ def render_compiled(template: Template, variables: Mapping[str, Any]) -> str:
     return rendered
 
 
+# Names every template context has (django.template.context.BaseContext), and those the
+# "for" tag sets.
+_BUILTIN_NAMES = frozenset({"True", "False", "None", "forloop"})
+# Node attributes naming what a tag binds ("for x in", "with x=", "... as x").
+_BINDING_ATTRIBUTES = ("loopvars", "var_name", "variable_name", "asvar")
+
+
+def template_variables(template: Template) -> set[str]:
+    """Return the names ``template`` reads from its context: the first part of each variable
+    (``user`` of ``{{ user.name }}``), filter arguments included, less the names its own tags
+    bind anywhere (``for``, ``with``, ``... as``) and the context's built-ins."""
+    used: set[str] = set()
+    bound: set[str] = set(_BUILTIN_NAMES)
+
+    def visit_arguments(expression: FilterExpression) -> None:
+        for _function, arguments in expression.filters:
+            for _is_variable, argument in arguments:
+                visit(argument)
+
+    def visit(item: Any) -> None:
+        if isinstance(item, Variable):
+            if item.lookups:  # None for a literal ("text", 3)
+                used.add(item.lookups[0])
+        elif isinstance(item, FilterExpression):
+            visit(item.var)
+            visit_arguments(item)
+        elif isinstance(item, defaulttags.FilterNode):
+            # "{% filter upper %}" applies "var|upper" to its own output: only the filters'
+            # arguments come from the context.
+            visit_arguments(item.filter_expr)
+            visit(item.nodelist)
+        elif isinstance(item, Node | TokenBase):
+            for name, value in vars(item).items():
+                if name in _BINDING_ATTRIBUTES:
+                    names = value if isinstance(value, list) else [value]
+                    bound.update(each for each in names if isinstance(each, str))
+                elif name == "extra_context" and isinstance(value, dict):  # "with"
+                    bound.update(value)
+                    visit(list(value.values()))
+                elif name not in ("token", "origin", "expression"):
+                    # "expression" is regroup's "by", read from each item, not the context.
+                    visit(value)
+        elif isinstance(item, NodeList | list | tuple):
+            for child in item:
+                visit(child)
+
+    visit(template.nodelist)
+    return used - bound
+
+
 @dataclass(frozen=True, slots=True)
 class TemplateConfig(PreparedConfig):
     """``{"template": text, "output": "text" | "json"}`` with the template compiled."""
@@ -156,6 +211,20 @@ class TemplateExecutor(Executor[TemplateConfig]):
                 f"column {exc.colno}."
             ) from None
         return ToolResult(content=[{"type": "text", "text": rendered}], structured=structured)
+
+    def config_problems(
+        self, config: Mapping[str, Any], input_schema: Mapping[str, Any] | None
+    ) -> dict[str, str]:
+        # As HTTP tools' placeholders: a variable no argument can fill would always render
+        # empty, whatever the client sends.
+        declared = set((input_schema or {}).get("properties", {}))
+        if names := sorted(template_variables(self.prepare(config).template) - declared):
+            listed = ", ".join("{{ " + name + " }}" for name in names)
+            return {"template": f"{listed} names no property of the input schema."}
+        return {}
+
+    def form_field_of(self, key: str) -> str | None:
+        return {"template": "template", "output": "template_output"}.get(key)
 
     def form_initial(self, config: Mapping[str, Any]) -> dict[str, Any]:
         return {

@@ -60,6 +60,7 @@ def test_a_tool_of_each_kind_is_created_and_published(api: APIClient, main: Endp
             "kind": "template",
             "description": "Greets.",
             "config": {"template": "Hello {{ name }}"},
+            "input_schema": {"type": "object", "properties": {"name": {"type": "string"}}},
             "endpoints": ["main"],
         },
     )

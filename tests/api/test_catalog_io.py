@@ -70,6 +70,7 @@ def catalog(db: None, settings: Settings, tmp_path: Path) -> dict[str, Any]:
         name="echo",
         kind="template",
         config={"template": "{{ message }}"},
+        input_schema={"type": "object", "properties": {"message": {"type": "string"}}},
         description="Echo by template.",
         endpoints=[side],
     )

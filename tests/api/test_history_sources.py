@@ -25,6 +25,7 @@ def make_tool() -> Tool:
         name="greet",
         kind=Tool.Kind.TEMPLATE,
         config={"template": "Hello {{ name }}!", "output": "text"},
+        input_schema={"type": "object", "properties": {"name": {"type": "string"}}},
         description="Greets someone.",
         endpoints=[endpoint_create(slug="hist")],
     )

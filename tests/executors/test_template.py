@@ -7,6 +7,7 @@ from django.test import override_settings
 
 from mcp_app.executors import get_executor
 from mcp_app.executors.base import ConfigError
+from mcp_app.executors.template import compile_template, template_variables
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import NO_STRUCTURED, ToolError, ToolResult
 
@@ -118,3 +119,30 @@ async def test_output_longer_than_the_cap_is_a_tool_error(ctx: ToolCallContext) 
 
     assert caught.value.message == "Template output is longer than the limit of 50 characters."
     assert short.content == [{"type": "text", "text": "x" * 50}]
+
+
+@pytest.mark.parametrize(
+    ("source", "variables"),
+    [
+        ("Hello {{ name }}!", {"name"}),
+        ("{{ user.name|default:fallback }}", {"user", "fallback"}),
+        ("{% for x in items %}{{ x }}{{ forloop.counter }}{% endfor %}", {"items"}),
+        ("{% if a and not b %}{% elif c == 'x' %}{% endif %}", {"a", "b", "c"}),
+        ("{% with d=e %}{{ d }}{% endwith %}", {"e"}),
+        ("{% filter upper|cut:x %}{{ f }}{% endfilter %}", {"x", "f"}),
+        ("{% firstof a 'b' as z %}{{ z }}{{ 'text' }}{{ 3 }}{{ True }}", {"a"}),
+    ],
+)
+def test_template_variables_are_what_the_context_must_supply(
+    source: str, variables: set[str]
+) -> None:
+    assert template_variables(compile_template(source)) == variables
+
+
+def test_a_variable_no_property_declares_is_a_config_problem() -> None:
+    schema = {"type": "object", "properties": {"name": {"type": "string"}}}
+
+    assert template.config_problems({"template": "Hi {{ name }}{{ nmae }}{{ b }}"}, schema) == {
+        "template": "{{ b }}, {{ nmae }} names no property of the input schema."
+    }
+    assert template.config_problems({"template": "Hi {{ name }}"}, schema) == {}

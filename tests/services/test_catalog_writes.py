@@ -236,6 +236,53 @@ def test_an_undeclared_placeholder_is_refused_by_every_interface_in_the_same_wor
     assert not Tool.objects.exists()
 
 
+TEMPLATE_VARIABLE = "{{ nmae }} names no property of the input schema."
+
+
+def test_an_undeclared_template_variable_is_refused_by_every_interface_in_the_same_words(
+    admin_client: Client, api: APIClient
+) -> None:
+    """Issue #28: it was accepted, and rendered empty whatever the client sent."""
+    endpoint_create(slug="main")
+    source = "Hello {{ nmae }}! {% for tag in tags %}{{ tag|default:name }}{% endfor %}"
+    schema = {
+        "type": "object",
+        "properties": {"name": {"type": "string"}, "tags": {"type": "array"}},
+    }
+    tool = {"name": "greet", "kind": "template", "description": "Greets."}
+
+    admin = admin_client.post(
+        reverse("admin:mcp_app_tool_add"),
+        tool_payload(**tool, template=source, input_schema=schema),
+    )
+    posted = api.post(
+        "/api/v1/tools/",
+        {**tool, "config": {"template": source}, "input_schema": schema, "endpoints": ["main"]},
+    )
+    document = {
+        "format": FORMAT,
+        "endpoints": [{"slug": "main"}],
+        "tools": [
+            {**tool, "config": {"template": source}, "input_schema": schema, "endpoints": ["main"]}
+        ],
+    }
+    imported = api.post("/api/v1/catalog/import/", {"document": document})
+
+    assert admin.status_code == 200
+    assert admin.context["adminform"].form.errors["template"] == [TEMPLATE_VARIABLE]
+    assert posted.json()["errors"] == [
+        {"path": "config.template", "message": TEMPLATE_VARIABLE, "code": "invalid"}
+    ]
+    assert imported.status_code == 400
+    assert [error["message"] for error in imported.json()["errors"]] == [TEMPLATE_VARIABLE]
+    with pytest.raises(ValidationError) as service:
+        tool_create(**tool, config={"template": source}, input_schema=schema)
+    assert service.value.message_dict == {"config.template": [TEMPLATE_VARIABLE]}
+    assert not Tool.objects.exists()
+    # Declared, it is saved; the loop variable and the context's built-ins need no property.
+    tool_create(**tool, config={"template": source.replace("nmae", "name")}, input_schema=schema)
+
+
 def test_a_missing_credential_is_refused_by_every_interface_in_the_same_words(
     api: APIClient,
 ) -> None:

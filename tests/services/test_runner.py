@@ -60,10 +60,12 @@ def read_template(
     return async_to_sync(reader.read_template)(template, uri, variables)
 
 
-def add_tool(endpoint: Endpoint, name: str, kind: str, config: Mapping[str, Any]) -> None:
+def add_tool(
+    endpoint: Endpoint, name: str, kind: str, config: Mapping[str, Any], **fields: Any
+) -> None:
     tool_create(
         name=name, kind=kind, config=config, description=f"The {name} tool.",
-        endpoints=[endpoint],
+        endpoints=[endpoint], **fields,
     )  # fmt: skip
 
 
@@ -93,7 +95,10 @@ def test_a_tool_whose_config_stopped_preparing_stays_listed_and_its_calls_fail(
 
 def test_runner_runs_python_and_template_tools(endpoint: Endpoint) -> None:
     add_tool(endpoint, "echo", Tool.Kind.PYTHON, {"function": "echo"})
-    add_tool(endpoint, "greet", Tool.Kind.TEMPLATE, {"template": "Hello {{ name }}!"})
+    add_tool(
+        endpoint, "greet", Tool.Kind.TEMPLATE, {"template": "Hello {{ name }}!"},
+        input_schema={"type": "object", "properties": {"name": {"type": "string"}}},
+    )  # fmt: skip
     snapshot = build_snapshot(endpoint)
 
     assert run(snapshot, "echo", {"message": "hi"}) == ToolResult.text("hi")
