@@ -1,4 +1,6 @@
-"""API token admin: an admin creates a token for a user and sees the key once, on saving."""
+"""API token admin: an admin creates a token for a user and sees the key once, on saving,
+with a button that copies it (static/mcp_app/copy.js) and in an element a click selects
+whole (admin_lists.css)."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from typing import Any
 from django.contrib import admin, messages
 from django.forms import ModelForm
 from django.http import HttpRequest
+from django.utils.html import format_html
 
 from mcp_app.admin.selection import CheckedSelectionAdmin
 from mcp_app.models import ApiToken
@@ -23,6 +26,9 @@ class ApiTokenAdmin(CheckedSelectionAdmin):
     readonly_fields = ["prefix", "created_at", "last_used_at"]
     fields = ["user", "name", "expires_at", "prefix", "created_at", "last_used_at"]
 
+    class Media:
+        js = ["mcp_app/copy.js"]
+
     def get_readonly_fields(self, request: HttpRequest, obj: ApiToken | None = None) -> Any:
         # A token keeps its user: a new one is issued for another user.
         return [*self.readonly_fields, "user"] if obj is not None else self.readonly_fields
@@ -35,5 +41,10 @@ class ApiTokenAdmin(CheckedSelectionAdmin):
         if key is not None:
             messages.warning(
                 request,
-                f"The token is {key} - copy it now: it is stored hashed and never shown again.",
+                format_html(
+                    'The token is <code class="mcp-token" id="new-api-token">{}</code> '
+                    '<button type="button" class="copy" data-copy-target="new-api-token">'
+                    "Copy</button> - copy it now: it is stored hashed and never shown again.",
+                    key,
+                ),
             )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 
 import pytest
@@ -44,7 +45,9 @@ def test_admin_creates_a_token_and_sees_it_once(admin_client: Client) -> None:
 
     shown = [str(m) for m in response.context["messages"] if "copy it now" in str(m)]
     assert len(shown) == 1
-    key = shown[0].split()[3]
+    found = re.search(r'<code class="mcp-token" id="new-api-token">([^<]+)</code>', shown[0])
+    assert found is not None
+    key = found.group(1)
     token = ApiToken.objects.get()
     assert key.startswith(token.prefix) and key not in token.key_hash
     page = admin_client.get(reverse("admin:mcp_app_apitoken_change", args=[token.pk]))
