@@ -91,6 +91,14 @@ class CallFilterForm(forms.Form):
         assert isinstance(field, forms.ModelChoiceField)  # declared above
         field.queryset = teams.visible(Endpoint.objects.order_by("slug"), user)
 
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        since, until = data.get("since"), data.get("until")
+        if since is not None and until is not None and since >= until and not data.get("range"):
+            # Otherwise the list shows nothing and the statistics another range, silently.
+            self.add_error("until", "To must be later than From.")
+        return data
+
     def full_clean(self) -> None:
         super().full_clean()
         for name in self.errors:

@@ -707,11 +707,7 @@ def call_log_overview(
     running = BackgroundCall.objects.filter(status__in=ACTIVE_BACKGROUND)
     if filters.endpoints is not None:
         running = running.filter(endpoint_id__in=filters.endpoints)
-    background = dict(
-        running.order_by()
-        .values_list("status")
-        .annotate(n=Count("id"))
-    )
+    background = dict(running.order_by().values_list("status").annotate(n=Count("id")))
     return Overview(
         busiest=tools[:OVERVIEW_TOP],
         failing=failing[:OVERVIEW_TOP],

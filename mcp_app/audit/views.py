@@ -308,6 +308,7 @@ def call_stats(request: HttpRequest) -> HttpResponse:
         "endpoint_rows": [(row, links.endpoint(row.name)) for row in stats.per_endpoint],
         "client_rows": [(row, links.filtered(client_name=row.name)) for row in stats.per_client],
         "refresh_seconds": STATS_REFRESH_SECONDS,
+        "time_zone": timezone.get_current_timezone_name(),
     }
     return render(request, "audit/stats.html", context)
 

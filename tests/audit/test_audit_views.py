@@ -247,3 +247,24 @@ def test_the_detail_breadcrumbs_end_at_the_call(auditor_client, endpoint):
         f'<a href="{reverse("mcp_app:audit_list")}">Call log</a> › '
         f'<span aria-current="page">Call #{record.pk}</span>'
     )
+
+
+@pytest.mark.parametrize("name", ["audit_stats", "audit_list"])
+def test_from_after_to_is_a_form_error_not_another_range(auditor_client, endpoint, name):
+    """Issue #28: the statistics silently showed the 24 hours before To instead."""
+    now = timezone.localtime()
+    since, until = now - timedelta(hours=2), now - timedelta(hours=5)
+    recent = make_call(endpoint, created_at=now - timedelta(hours=1))
+    params = {"since": since.strftime("%Y-%m-%dT%H:%M"), "until": until.strftime("%Y-%m-%dT%H:%M")}
+
+    response = auditor_client.get(reverse(f"mcp_app:{name}"), params)
+
+    assert response.context["form"].errors == {"until": ["To must be later than From."]}
+    assert "To must be later than From. Not applied." in response.content.decode()
+    # To is left out, From still applies: from From to now.
+    if name == "audit_stats":
+        stats = response.context["stats"]
+        assert stats.since == since.replace(second=0, microsecond=0)
+        assert stats.total == 1
+    else:
+        assert [row.pk for row in response.context["rows"]] == [recent.pk]
