@@ -56,6 +56,11 @@ def endpoint_connect(request: HttpRequest, slug: str) -> HttpResponse:
     return render(request, "mcp_app/endpoint_connect.html", context)
 
 
+# The MCP Inspector the connect page names: the version the conformance runs use
+# (conformance/runner.py), pinned because older ones rewrite the endpoint's path (a 404).
+INSPECTOR_VERSION = "2.12.0"
+
+
 def client_configs(
     *, name: str, url: str, tool: Tool | None, oauth: bool = False
 ) -> list[dict[str, str]]:
@@ -68,7 +73,7 @@ def client_configs(
                 'Run this, then choose transport "Streamable HTTP", paste the URL and press '
                 "Connect."
             ),
-            "code": f"npx @modelcontextprotocol/inspector\n# URL: {url}",
+            "code": f"npx @modelcontextprotocol/inspector@{INSPECTOR_VERSION}\n# URL: {url}",
         },
         {
             "id": "claude-code",
@@ -214,7 +219,8 @@ async def main() -> None:
 asyncio.run(main())"""
 
 _TYPESCRIPT = """\
-// npm install @modelcontextprotocol/sdk; run with: npx tsx connect.ts
+// npm install @modelcontextprotocol/sdk; save as connect.mts (an ES module, for the
+// top-level await) and run with: npx tsx connect.mts
 import {{ Client }} from "@modelcontextprotocol/sdk/client/index.js";
 import {{
   StreamableHTTPClientTransport,
@@ -226,7 +232,8 @@ await client.connect(new StreamableHTTPClientTransport(new URL({url})));
 await client.close();"""
 
 _TYPESCRIPT_OAUTH = """\
-// npm install @modelcontextprotocol/sdk; run with: npx tsx connect.ts
+// npm install @modelcontextprotocol/sdk; save as connect.mts (an ES module, for the
+// top-level await) and run with: npx tsx connect.mts
 import {{ createServer }} from "node:http";
 import {{ Client }} from "@modelcontextprotocol/sdk/client/index.js";
 import {{

@@ -12,6 +12,7 @@ from django.urls import reverse
 from mcp.client.auth import TokenStorage
 from pytest_django.fixtures import Settings
 
+from conformance import runner
 from mcp_app.models import Endpoint
 from mcp_app.services.catalog_writes import endpoint_create, tool_create
 
@@ -129,3 +130,24 @@ def test_a_public_endpoints_typescript_example_needs_no_sign_in(
     typescript = next(c["code"] for c in response.context["configs"] if c["id"] == "typescript")
     assert "authProvider" not in typescript
     assert "console.log(await client.listTools());" in typescript
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("auth_mode", ["public", "oauth"])
+def test_the_typescript_example_is_an_es_module_and_the_inspector_is_pinned(
+    admin_client: Client, auth_mode: str
+) -> None:
+    """Issue #28: saved as connect.ts (CommonJS where no package.json says "module"), tsx
+    refused its top-level await; an unpinned old Inspector rewrote the path and got a 404."""
+    endpoint_create(slug="pinned", auth_mode=auth_mode)
+
+    response = admin_client.get(reverse("mcp_app:endpoint_connect", args=["pinned"]))
+
+    configs = {config["id"]: config["code"] for config in response.context["configs"]}
+    typescript = configs["typescript"]
+    assert "run with: npx tsx connect.mts" in typescript
+    assert "connect.ts" not in typescript.replace("connect.mts", "")
+    # The version the conformance runs drive the Inspector with.
+    assert configs["inspector"].split("\n")[0] == (
+        f"npx @modelcontextprotocol/inspector@{runner.INSPECTOR_VERSION}"
+    )
