@@ -19,6 +19,7 @@ from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
+from django.utils.html import conditional_escape
 from simple_history.admin import SimpleHistoryAdmin
 
 from mcp_app.admin.selection import CheckedSelectionAdmin
@@ -28,8 +29,9 @@ from mcp_app.services import history, teams
 
 
 class CatalogHistoryAdmin(TeamScopedAdmin, CheckedSelectionAdmin, SimpleHistoryAdmin):
-    """Base of every catalog admin: history pages, writes stamped as coming from "admin", and
-    actions only on a selection the list shows (``CheckedSelectionAdmin``).
+    """Base of every catalog admin: history pages, writes stamped as coming from "admin",
+    actions only on a selection the list shows (``CheckedSelectionAdmin``), and help texts
+    shown as plain text.
 
     Its rows are the user's teams' (``TeamScopedAdmin``); another team's row's history pages
     answer 404 as its change page does.
@@ -47,6 +49,14 @@ class CatalogHistoryAdmin(TeamScopedAdmin, CheckedSelectionAdmin, SimpleHistoryA
 
     object_history_template = "admin/mcp_app/object_history.html"
     object_history_list_template = "admin/mcp_app/object_history_list.html"
+
+    def formfield_for_dbfield(self, db_field: Any, request: HttpRequest, **kwargs: Any) -> Any:
+        formfield = super().formfield_for_dbfield(db_field, request, **kwargs)
+        # The admin renders help texts as HTML: a model's plain-text placeholder such as
+        # ("upstream": "<name>") would vanish as an unknown tag. Escaped, it shows as written.
+        if formfield is not None and formfield.help_text:
+            formfield.help_text = conditional_escape(formfield.help_text)
+        return formfield
 
     def changeform_view(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
         with history.catalog_change_source(history.ADMIN):
