@@ -8,13 +8,16 @@ is added to the list and stored with the row (``IconAdmin.save_model``).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django import forms
 from django.contrib import admin
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
+
+if TYPE_CHECKING:
+    from django.contrib.admin.options import _FieldOpts
 
 from mcp_app.admin.writes import CatalogRowForm
 from mcp_app.conf import get_conf
@@ -26,8 +29,8 @@ from mcp_app.services.icons import (
     stored_icons,
 )
 
-ICON_FIELDS = ["icons", "icon_file", "icon_theme", "icon_preview"]
-ICON_FIELDSET = ("Icons", {"fields": ICON_FIELDS})
+ICON_FIELDS = ("icons", "icon_file", "icon_theme", "icon_preview")
+ICON_FIELDSET: tuple[str, _FieldOpts] = ("Icons", {"fields": ICON_FIELDS})
 
 
 class IconRowForm(CatalogRowForm):

@@ -54,8 +54,11 @@ def compare(client: Client, tool: Tool, a: int, b: int) -> str:
 
 
 def viewer() -> Client:
+    """A staff user who may view tools, of no team (so every team's rows), but change none."""
     user = User.objects.create_user("viewer", password="pw", is_staff=True)
-    user.user_permissions.add(*Permission.objects.filter(codename="view_tool"))
+    user.user_permissions.add(
+        *Permission.objects.filter(codename__in=["view_tool", "manage_every_team"])
+    )
     client = Client()
     client.force_login(user)
     return client
