@@ -19,6 +19,13 @@ from mcp_app.protocol.errors import InternalError, InvalidRequest, McpError, Met
 from mcp_app.protocol.handlers.completion import handle_completion_complete
 from mcp_app.protocol.handlers.lifecycle import handle_ping, handle_server_discover
 from mcp_app.protocol.handlers.logs import handle_logging_set_level
+from mcp_app.protocol.handlers.mcp_tasks import (
+    handle_tasks_cancel,
+    handle_tasks_get,
+    handle_tasks_list,
+    handle_tasks_result,
+    handle_tasks_update,
+)
 from mcp_app.protocol.handlers.prompts import handle_prompts_get, handle_prompts_list
 from mcp_app.protocol.handlers.resources import (
     handle_resources_list,
@@ -26,13 +33,6 @@ from mcp_app.protocol.handlers.resources import (
     handle_resources_subscribe,
     handle_resources_templates_list,
     handle_resources_unsubscribe,
-)
-from mcp_app.protocol.handlers.tasks import (
-    handle_tasks_cancel,
-    handle_tasks_get,
-    handle_tasks_list,
-    handle_tasks_result,
-    handle_tasks_update,
 )
 from mcp_app.protocol.handlers.tools import handle_tools_call, handle_tools_list
 from mcp_app.protocol.inbound import Resolved

@@ -31,6 +31,7 @@ from mcp_app.protocol.errors import (
     UnsupportedProtocolVersion,
 )
 from mcp_app.protocol.jsonrpc import Message, Notification, Request, Response
+from mcp_app.protocol.mcp_tasks import REQUIRED_EXTENSION
 from mcp_app.protocol.methods import (
     NAME_BEARING_PARAMS,
     TASK_EXTENSION_METHODS,
@@ -38,7 +39,6 @@ from mcp_app.protocol.methods import (
     target_of,
 )
 from mcp_app.protocol.storable import require_storable
-from mcp_app.protocol.tasks import REQUIRED_EXTENSION
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Era
 
 PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"

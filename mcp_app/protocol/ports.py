@@ -15,7 +15,7 @@ from mcp_app.protocol.results import ToolResult
 
 if TYPE_CHECKING:
     from mcp_app.protocol.context import RequestContext, ToolCallContext
-    from mcp_app.protocol.tasks import TaskInfo, TaskOwner
+    from mcp_app.protocol.mcp_tasks import TaskInfo, TaskOwner
 
 
 class ToolRunner(Protocol):

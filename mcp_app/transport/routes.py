@@ -36,6 +36,7 @@ from mcp_app.services import events, limits, notify, tracing
 from mcp_app.services.background import web as background
 from mcp_app.services.catalog import EndpointState
 from mcp_app.services.contexts import request_context
+from mcp_app.services.mcp_tasks import CatalogTaskStore
 from mcp_app.services.runner import CatalogToolRunner
 from mcp_app.services.sessions import (
     DatabaseSessionStore,
@@ -45,7 +46,6 @@ from mcp_app.services.sessions import (
     asession_open,
     session_held,
 )
-from mcp_app.services.tasks import CatalogTaskStore
 from mcp_app.transport import follow, http
 from mcp_app.transport.exchange import SESSION_HEADER, VERSION_HEADER, Exchange, Refused
 from mcp_app.transport.streams import RequestStream, Resumable, StreamClientRequester

@@ -1,7 +1,7 @@
 """MCP tasks in both eras: when a call becomes a task, the tasks/* methods, their shapes and errors.
 
 The store is an in-memory fake of the ``TaskStore`` port that keeps tasks per owner exactly as
-the port promises; the real one (``services/tasks.py``) is driven end to end in
+the port promises; the real one (``services/mcp_tasks.py``) is driven end to end in
 ``tests/e2e/test_mcp_tasks.py``.
 """
 
@@ -28,8 +28,8 @@ from mcp_app.protocol.errors import (
 from mcp_app.protocol.handlers.subscriptions import listen_filter
 from mcp_app.protocol.inbound import check_modern_request
 from mcp_app.protocol.jsonrpc import Request
+from mcp_app.protocol.mcp_tasks import TaskInfo, TaskOwner
 from mcp_app.protocol.results import ToolResult
-from mcp_app.protocol.tasks import TaskInfo, TaskOwner
 from tests.protocol.conftest import InMemoryToolRunner, MakeContext
 
 LEGACY = "2025-11-25"

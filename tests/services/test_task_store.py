@@ -15,8 +15,8 @@ from asgiref.sync import async_to_sync
 from django.utils import timezone
 
 from mcp_app.models import BackgroundCall, Endpoint
-from mcp_app.protocol.tasks import TaskInfo, TaskOwner
-from mcp_app.services.tasks import MIN_TTL_MS, CatalogTaskStore, granted_ttl_ms
+from mcp_app.protocol.mcp_tasks import TaskInfo, TaskOwner
+from mcp_app.services.mcp_tasks import MIN_TTL_MS, CatalogTaskStore, granted_ttl_ms
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,9 @@ from typing import Any
 from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.errors import InvalidParams
+from mcp_app.protocol.mcp_tasks import TASKS_EXTENSION
 from mcp_app.protocol.messages import EmptyParams
 from mcp_app.protocol.storable import require_storable
-from mcp_app.protocol.tasks import TASKS_EXTENSION
 from mcp_app.protocol.versions import (
     MODERN_VERSIONS,
     Feature,

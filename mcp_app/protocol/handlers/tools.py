@@ -20,7 +20,7 @@ from mcp_app.protocol import apps, mrtr
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import NO_INPUTS, CallInputs, RequestContext, ToolCallContext
 from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
-from mcp_app.protocol.handlers import tasks
+from mcp_app.protocol.handlers import mcp_tasks
 from mcp_app.protocol.handlers.listing import list_page
 from mcp_app.protocol.messages import CallToolParams, ListParams
 from mcp_app.protocol.policies import TOOLS_CALL, PolicyCall, PolicyRefused
@@ -62,7 +62,7 @@ async def handle_tools_list(ctx: RequestContext, params: ListParams) -> dict[str
 async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answer | dict[str, Any]:
     """Call a tool and answer its ``CallToolResult``, shaped for ``ctx.version``.
 
-    A call may instead answer with a task handle (``handlers/tasks.plan_call``), or, in
+    A call may instead answer with a task handle (``handlers/mcp_tasks.plan_call``), or, in
     2026-07-28, with ``input_required``. The answer carries how the call ended (a timeout
     reads like any tool error on the wire) and where it ran, for the call log.
 
@@ -77,7 +77,7 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
         tool = ctx.catalog.tool(params.name)
     if tool is None:
         raise InvalidParams(f"Unknown tool: {params.name}")
-    plan = tasks.plan_call(ctx, tool, params)
+    plan = mcp_tasks.plan_call(ctx, tool, params)
     arguments = params.arguments
     if ctx.catalog.policies is not None:
         # What the call log keeps, however the call goes on (inline, a task, refused).
@@ -102,12 +102,12 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
         )
         inputs = _inputs(ctx, binding, params, plan.may_become_task)
     if plan.start_now:
-        return await tasks.start_task(ctx, tool, arguments, plan.ttl_ms, answers=inputs.answers)
+        return await mcp_tasks.start_task(ctx, tool, arguments, plan.ttl_ms, answers=inputs.answers)
     try:
         result = await run_tool(ctx, tool, arguments, inputs)
     except ContinueAsTask:
         # The answers gathered so far go with the task.
-        return await tasks.start_task(ctx, tool, arguments, None, answers=inputs.answers)
+        return await mcp_tasks.start_task(ctx, tool, arguments, None, answers=inputs.answers)
     except InputRequired as needed:
         if binding is None:
             raise InternalError("Tool failed") from None

@@ -32,10 +32,7 @@ from mcp_app.protocol.errors import (
     MethodNotFound,
     MissingClientCapability,
 )
-from mcp_app.protocol.messages import CallToolParams, ListParams, TaskIdParams, TaskUpdateParams
-from mcp_app.protocol.ports import TaskStore
-from mcp_app.protocol.results import Answer
-from mcp_app.protocol.tasks import (
+from mcp_app.protocol.mcp_tasks import (
     CANCELLED,
     COMPLETED,
     RELATED_TASK_KEY,
@@ -50,6 +47,9 @@ from mcp_app.protocol.tasks import (
     modern_task,
     task_error,
 )
+from mcp_app.protocol.messages import CallToolParams, ListParams, TaskIdParams, TaskUpdateParams
+from mcp_app.protocol.ports import TaskStore
+from mcp_app.protocol.results import Answer
 from mcp_app.protocol.versions import Era, Feature
 
 _NOT_FOUND = "Failed to retrieve task: Task not found"

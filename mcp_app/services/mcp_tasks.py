@@ -20,7 +20,7 @@ from mcp_app.conf import get_conf
 from mcp_app.models import BackgroundCall
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import RequestContext
-from mcp_app.protocol.tasks import TaskInfo, TaskOwner
+from mcp_app.protocol.mcp_tasks import TaskInfo, TaskOwner
 from mcp_app.services.background import calls, web
 
 Status = BackgroundCall.Status
