@@ -2,7 +2,7 @@
 
 Thin by design (style.md §3). It reads the body while racing the disconnect, checks the HTTP
 envelope (Host, Origin, size), finds the endpoint, authenticates, and hands the request to
-``routes`` by HTTP method. Any part may decline with ``exchange.Refused``; this is the one
+``routes`` by HTTP method. Any part may decline with ``exchange.Rejected``; this is the one
 place a refusal, an outage (503) or a bug (500) becomes a response, and where the call log
 learns of it.
 
@@ -31,7 +31,7 @@ from mcp_app.services.catalog import aget_endpoint_state
 from mcp_app.services.deadlines import Deadline, Later
 from mcp_app.services.request_ids import bind_request_id
 from mcp_app.transport import http, routes
-from mcp_app.transport.exchange import Exchange, Refused
+from mcp_app.transport.exchange import Exchange, Rejected
 from mcp_app.transport.streams import OUTAGE_RETRY_AFTER_SECONDS, HttpResponder, is_outage
 
 logger = logging.getLogger(__name__)
@@ -153,13 +153,13 @@ class StreamableHttpConsumer:
         max_body = conf.MCP_MAX_BODY_BYTES
         declared = self.ex.header("content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_body:
-            await self._refuse(Refused(413, f"Request body exceeds {max_body} bytes"))
+            await self._refuse(Rejected(413, f"Request body exceeds {max_body} bytes"))
             return None
         try:
             async with Deadline(conf.MCP_BODY_TIMEOUT_SECONDS):
                 return await self._body(receive, max_body)
         except TimeoutError:
-            await self._refuse(Refused(408, "The request body did not arrive in time"))
+            await self._refuse(Rejected(408, "The request body did not arrive in time"))
             return None
 
     async def _body(self, receive: Any, max_body: int) -> bytes | None:
@@ -174,7 +174,7 @@ class StreamableHttpConsumer:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > max_body:
-                await self._refuse(Refused(413, f"Request body exceeds {max_body} bytes"))
+                await self._refuse(Rejected(413, f"Request body exceeds {max_body} bytes"))
                 return None
             if not message.get("more_body", False):
                 return b"".join((*chunks, chunk)) if chunks else chunk
@@ -194,7 +194,7 @@ class StreamableHttpConsumer:
         while (await receive())["type"] != "http.disconnect":
             pass
 
-    async def _refuse(self, refused: Refused) -> None:
+    async def _refuse(self, refused: Rejected) -> None:
         """The one place a refusal becomes a response, and the call log learns of it."""
         self.ex.recorder.refused(refused.error)
         await self.ex.responder.respond_json(refused.status, refused.body(), refused.headers)
@@ -210,7 +210,7 @@ class StreamableHttpConsumer:
         ex = self.ex
         try:
             await self._route()
-        except Refused as refused:
+        except Rejected as refused:
             await self._refuse(refused)
         except asyncio.CancelledError:
             if ex.cancelled_by_client:
@@ -238,7 +238,7 @@ class StreamableHttpConsumer:
         request_id = _request_id_of(self.ex.body)
         if is_outage(exc):
             logger.warning("MCP request failed: a service is unavailable", exc_info=True)
-            refused = Refused(
+            refused = Rejected(
                 503,
                 error=InternalError("Service temporarily unavailable"),
                 request_id=request_id,
@@ -246,31 +246,31 @@ class StreamableHttpConsumer:
             )
         else:
             logger.exception("MCP request failed", extra={"path": self.ex.scope.get("path")})
-            refused = Refused(500, error=InternalError("Internal error"), request_id=request_id)
+            refused = Rejected(500, error=InternalError("Internal error"), request_id=request_id)
         await self._refuse(refused)
 
     async def _route(self) -> None:
         """Check the envelope, find the endpoint, authenticate, and serve the HTTP method.
 
         Raises:
-            Refused: bad headers, a Host or Origin not allowed, no such endpoint, no valid
+            Rejected: bad headers, a Host or Origin not allowed, no such endpoint, no valid
                 token, or an HTTP method the endpoint does not serve.
         """
         ex = self.ex
         method = ex.scope["method"]
         problem = http.header_problem(ex.headers)
         if problem is not None:
-            raise Refused(400, problem)
+            raise Rejected(400, problem)
         if not http.host_allowed(ex.header("host"), _allowed_hosts()):
-            raise Refused(403, "Host not allowed")
+            raise Rejected(403, "Host not allowed")
         slug = ex.scope["url_route"]["kwargs"]["slug"]
         state = await aget_endpoint_state(slug)
         ex.recorder.endpoint(state)
         if state is None or not state.enabled:
-            raise Refused(404, f"No MCP endpoint at /mcp/{slug}")
+            raise Rejected(404, f"No MCP endpoint at /mcp/{slug}")
         origin = ex.header("origin")
         if not http.origin_allowed(origin, _public_origin(), state.allowed_origins):
-            raise Refused(403, "Origin not allowed")
+            raise Rejected(403, "Origin not allowed")
         if origin is not None:
             ex.responder.extra_headers += [
                 ("access-control-allow-origin", origin),
@@ -290,5 +290,5 @@ class StreamableHttpConsumer:
             return
         serve = _ROUTES.get(method)
         if serve is None:
-            raise Refused(405, f"Method {method} not allowed", headers=[("allow", ALLOW)])
+            raise Rejected(405, f"Method {method} not allowed", headers=[("allow", ALLOW)])
         await serve(ex, state)

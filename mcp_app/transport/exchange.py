@@ -2,7 +2,7 @@
 
 ``Exchange`` holds what the entry (``consumer.py``), the HTTP methods (``routes.py``) and the
 streams (``follow.py``) share: headers, body, the response, the call-log recorder, who called.
-``Refused`` is the one way any of them declines a request at the HTTP level; the entry maps it
+``Rejected`` is the one way any of them declines a request at the HTTP level; the entry maps it
 to a response in one place (as DRF maps its ``APIException``).
 """
 
@@ -23,8 +23,9 @@ SESSION_HEADER = "mcp-session-id"
 VERSION_HEADER = "mcp-protocol-version"
 
 
-class Refused(Exception):
-    """Decline the request with ``status`` and a JSON-RPC error body.
+class Rejected(Exception):
+    """Decline the request with ``status`` and a JSON-RPC error body (its call-log row's
+    outcome is ``rejected``).
 
     ``error`` defaults to ``InvalidRequest(message)``; ``request_id`` is the id of the request
     refused, when it is known (null otherwise).

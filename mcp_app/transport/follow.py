@@ -29,7 +29,7 @@ from mcp_app.services.catalog import EndpointState
 from mcp_app.services.contexts import caller_key
 from mcp_app.services.sessions import asession_is_live, asession_subscriptions
 from mcp_app.transport import http
-from mcp_app.transport.exchange import Exchange, Refused
+from mcp_app.transport.exchange import Exchange, Rejected
 from mcp_app.transport.streams import GroupListener, is_response
 
 logger = logging.getLogger(__name__)
@@ -135,15 +135,15 @@ async def resumed_stream(ex: Exchange, session: LegacySession, last_event_id: st
     request's response.
 
     Raises:
-        Refused: the id is not one of this server's (400) or not this session's (404).
+        Rejected: the id is not one of this server's (400) or not this session's (404).
     """
     parsed = events.parse_event_id(last_event_id)
     if parsed is None:
-        raise Refused(400, "Last-Event-ID is not an event id of this server")
+        raise Rejected(400, "Last-Event-ID is not an event id of this server")
     stream_id, seq = parsed
     store = events.get_event_store()
     if await store.owner(stream_id) != session.id:
-        raise Refused(404, "No stream of this session has that Last-Event-ID")
+        raise Rejected(404, "No stream of this session has that Last-Event-ID")
     request_id: Any = None
     known = False
 
@@ -195,16 +195,16 @@ async def listen_stream(ex: Exchange, state: EndpointState, request: Request) ->
     subscription id, and only the kinds the acknowledgement named are ever sent.
 
     Raises:
-        Refused: the client cannot read a stream (406), or the filter is invalid.
+        Rejected: the client cannot read a stream (406), or the filter is invalid.
     """
     if not http.accepts(ex.headers, "text/event-stream", explicit=True):
-        raise Refused(
+        raise Rejected(
             406, "subscriptions/listen needs Accept: text/event-stream", request_id=request.id
         )
     try:
         honoured = subscriptions.listen_filter(request.params)
     except McpError as exc:
-        raise Refused(modern_http_status(exc.code), error=exc, request_id=request.id) from None
+        raise Rejected(modern_http_status(exc.code), error=exc, request_id=request.id) from None
     watched: list[str] = []
     upstream = upstream_subscriptions.ListenSubscriptions(
         state.snapshot, caller=caller_key(principal=ex.principal.key, session_id="")

@@ -47,7 +47,7 @@ from mcp_app.services.sessions import (
     session_held,
 )
 from mcp_app.transport import follow, http
-from mcp_app.transport.exchange import SESSION_HEADER, VERSION_HEADER, Exchange, Refused
+from mcp_app.transport.exchange import SESSION_HEADER, VERSION_HEADER, Exchange, Rejected
 from mcp_app.transport.streams import RequestStream, Resumable, StreamClientRequester
 
 SERVER_NAME = lifecycle.SERVER_NAME
@@ -79,16 +79,16 @@ async def serve_post(ex: Exchange, state: EndpointState) -> None:
     """Serve a POST: one message, or a batch.
 
     Raises:
-        Refused: wrong media types, or a body that is not JSON-RPC.
+        Rejected: wrong media types, or a body that is not JSON-RPC.
     """
     if not http.is_json_content(ex.headers):
-        raise Refused(415, "Content-Type must be application/json")
+        raise Rejected(415, "Content-Type must be application/json")
     if not http.accepts(ex.headers, "application/json"):
-        raise Refused(406, "Accept must include application/json")
+        raise Rejected(406, "Accept must include application/json")
     try:
         payload = jsonrpc.decode(ex.body, max_batch=get_conf().MCP_MAX_BATCH_MESSAGES)
     except McpError as exc:
-        raise Refused(400, error=exc, request_id=getattr(exc, "request_id", None)) from None
+        raise Rejected(400, error=exc, request_id=getattr(exc, "request_id", None)) from None
     tracing.annotate_request(payload)
     if isinstance(payload, list):
         ex.recorder.received(payload, modern=False)
@@ -129,9 +129,9 @@ def check_scope(ex: Exchange, state: EndpointState, resolved: inbound.Resolved) 
 
 def challenge_refusal(
     state: EndpointState, challenge: bearer.Challenge, request_id: Any = None
-) -> Refused:
+) -> Rejected:
     """The refusal of an OAuth challenge: its status and WWW-Authenticate header."""
-    return Refused(
+    return Rejected(
         challenge.status,
         challenge.description or "Authorization required",
         request_id=request_id,
@@ -143,14 +143,14 @@ async def load_session(ex: Exchange, state: EndpointState, request_id: Any) -> L
     """The request's legacy session.
 
     Raises:
-        Refused: no Mcp-Session-Id header (400), or no such live session of this caller (404).
+        Rejected: no Mcp-Session-Id header (400), or no such live session of this caller (404).
     """
     session_id = ex.header(SESSION_HEADER)
     if not session_id:
-        raise Refused(400, "Missing Mcp-Session-Id header", request_id=request_id)
+        raise Rejected(400, "Missing Mcp-Session-Id header", request_id=request_id)
     session = await asession_load(session_id=session_id, endpoint_id=state.id, **ex.session_owner())
     if session is None:
-        raise Refused(404, "Session not found", request_id=request_id)
+        raise Rejected(404, "Session not found", request_id=request_id)
     ex.recorder.session(session)
     return session
 
@@ -345,12 +345,12 @@ async def _modern(
 ) -> None:
     """``resolved`` is ``message`` resolved when it is a request, else None."""
     if isinstance(message, Response):
-        raise Refused(400, "Clients must not send responses in protocol 2026-07-28")
+        raise Rejected(400, "Clients must not send responses in protocol 2026-07-28")
     if resolved is None:
         try:
             inbound.check_modern_notification(message, ex.headers)
         except McpError as exc:
-            raise Refused(modern_http_status(exc.code), error=exc) from None
+            raise Rejected(modern_http_status(exc.code), error=exc) from None
         await ex.responder.respond(202)
         return
     message = resolved.request
@@ -359,7 +359,7 @@ async def _modern(
             message, ex.headers, state.snapshot, _param_headers, resolved
         )
     except McpError as exc:
-        raise Refused(modern_http_status(exc.code), error=exc, request_id=message.id) from None
+        raise Rejected(modern_http_status(exc.code), error=exc, request_id=message.id) from None
     resolved = dataclasses.replace(resolved, envelope=envelope)
     check_scope(ex, state, resolved)
     if message.method == "subscriptions/listen":
@@ -385,18 +385,18 @@ async def _modern(
 
 async def _initialize(ex: Exchange, state: EndpointState, message: Any) -> None:
     if not isinstance(message, Request):
-        raise Refused(400, "initialize must be a request with an id")
+        raise Rejected(400, "initialize must be a request with an id")
     session_id = ex.header(SESSION_HEADER)
     if session_id is not None:
         if await asession_is_live(
             session_id=session_id, endpoint_id=state.id, **ex.session_owner()
         ):
-            raise Refused(400, "Session already initialized", request_id=message.id)
-        raise Refused(404, "Session not found", request_id=message.id)
+            raise Rejected(400, "Session already initialized", request_id=message.id)
+        raise Rejected(404, "Session not found", request_id=message.id)
     try:
         version, capabilities, client_info = lifecycle.parse_initialize(message.params)
     except McpError as exc:
-        raise Refused(400, error=exc, request_id=message.id) from None
+        raise Rejected(400, error=exc, request_id=message.id) from None
     session = await asession_open(
         endpoint_id=state.id,
         protocol_version=version,
@@ -481,7 +481,7 @@ async def _batch(ex: Exchange, state: EndpointState, messages: list[Any]) -> Non
     """
     session = await load_session(ex, state, None)
     if not supports(session.protocol_version, Feature.BATCHES):
-        raise Refused(400, f"Batches are not part of protocol {session.protocol_version}")
+        raise Rejected(400, f"Batches are not part of protocol {session.protocol_version}")
     resolved = {
         id(message): inbound.resolve(message, state.snapshot, Era.LEGACY)
         for message in messages
@@ -527,11 +527,11 @@ async def serve_get(ex: Exchange, state: EndpointState) -> None:
     """GET: a legacy session's standalone stream, or the resumption of a request stream.
 
     Raises:
-        Refused: a 2026-07-28 or unknown version, no event-stream Accept, no session.
+        Rejected: a 2026-07-28 or unknown version, no event-stream Accept, no session.
     """
     _check_stream_method(ex, "GET")
     if not http.accepts(ex.headers, "text/event-stream"):
-        raise Refused(406, "Accept must include text/event-stream")
+        raise Rejected(406, "Accept must include text/event-stream")
     session = await load_session(ex, state, None)
     last_event_id = ex.header("last-event-id")
     if last_event_id is not None:
@@ -544,16 +544,16 @@ async def serve_delete(ex: Exchange, state: EndpointState) -> None:
     """DELETE: close a legacy session.
 
     Raises:
-        Refused: a 2026-07-28 or unknown version, no session header, no such session.
+        Rejected: a 2026-07-28 or unknown version, no session header, no such session.
     """
     _check_stream_method(ex, "DELETE")
     session_id = ex.header(SESSION_HEADER)
     if not session_id:
-        raise Refused(400, "Missing Mcp-Session-Id header")
+        raise Rejected(400, "Missing Mcp-Session-Id header")
     # Read before closing, which forgets it: the call log names the session's client.
     held = session_held(session_id)
     if not await asession_close(session_id=session_id, endpoint_id=state.id, **ex.session_owner()):
-        raise Refused(404, "Session not found")
+        raise Rejected(404, "Session not found")
     if held is not None:
         ex.recorder.session(held)
     await notify.apublish_session_closed(session_id=session_id)
@@ -565,4 +565,4 @@ def _check_stream_method(ex: Exchange, method: str) -> None:
     if refusal is not None:
         status, message = refusal
         headers = [("allow", "POST")] if status == 405 else []
-        raise Refused(status, message, headers=headers)
+        raise Rejected(status, message, headers=headers)
