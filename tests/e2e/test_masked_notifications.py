@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from channels.db import database_sync_to_async
 from mcp import Client
 from mcp.shared.exceptions import MCPDeprecationWarning
 
@@ -20,6 +19,7 @@ from mcp_app.models import CallLog, Policy
 from mcp_app.services.policies.writes import policy_save
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import flush_database
+from tests.support.waiting import await_until
 
 pytestmark = pytest.mark.django_db
 
@@ -49,6 +49,8 @@ async def test_progress_messages_and_log_lines_are_masked(url: str, mode: str) -
     async def on_log(params: Any) -> None:
         logged.append(params.data)
 
+    last = await CallLog.objects.order_by("-id").afirst()
+    before = last.pk if last is not None else 0
     options: dict[str, Any] = {"log_level": "info"} if mode != "legacy" else {}
     async with (
         asyncio.timeout(30),
@@ -65,13 +67,13 @@ async def test_progress_messages_and_log_lines_are_masked(url: str, mode: str) -
     assert progress == ["[masked:step] of 2", "[masked:step] of 2"]
     assert logged == ["[masked:sleeping] 0 s in 2 steps", "Done sleeping"]
 
-    row = await database_sync_to_async(
-        lambda: (
-            CallLog.objects.filter(endpoint_slug=SLUG, rpc_method="tools/call")
-            .order_by("-id")
-            .first()
-        )
-    )()
+    # Written by the server's writer thread: waited for, within a bound.
+    row = await await_until(
+        lambda: CallLog.objects.filter(
+            endpoint_slug=SLUG, rpc_method="tools/call", pk__gt=before
+        ).afirst(),
+        "the call's call-log row",
+    )
     # Recorded once for the call, not once per notification.
     decisions = [d for d in row.policy_decisions if d["phase"] == "notification"]
     assert [(d["policy"], d["action"], d["applied"]) for d in decisions] == [
