@@ -4,7 +4,8 @@ The document names everything by natural key (endpoint slug, tool name, resource
 template, prompt name, upstream name, group name, credential name), never by database id, so
 it moves between installations. Upstream MCP servers travel with what uses them, without their
 health. Credentials appear as references (name and kind), never with their secret: the target
-must already hold them.
+must already hold them. An endpoint carries its rate limits and policies (neither holds a
+secret), and every row names its team by group name, which must exist on the target.
 
 Import writes through the ORM like the admin does, so the model signals (``signals.py``) bump
 catalog versions and send list_changed; rows are saved only when a value differs, so importing
