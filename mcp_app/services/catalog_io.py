@@ -4,7 +4,8 @@ The document names everything by natural key (endpoint slug, tool name, resource
 template, prompt name, upstream name, group name, credential name), never by database id, so
 it moves between installations. Upstream MCP servers travel with what uses them, without their
 health. Credentials appear as references (name and kind), never with their secret: the target
-must already hold them.
+must already hold them. An endpoint carries its rate limits and policies (neither holds a
+secret), and every row names its team by group name, which must exist on the target.
 
 Import writes through the ORM like the admin does, so the model signals (``signals.py``) bump
 catalog versions and send list_changed; rows are saved only when a value differs, so importing
@@ -25,7 +26,7 @@ from typing import Any
 
 import yaml
 from django.contrib.auth.models import Group
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
@@ -35,9 +36,11 @@ from mcp_app.conf import get_conf
 from mcp_app.models import (
     Credential,
     Endpoint,
+    Policy,
     Prompt,
     PromptArgument,
     PromptMessage,
+    RateLimit,
     Resource,
     ResourceTemplate,
     Tool,
@@ -63,6 +66,7 @@ from mcp_app.services.icons import (
     icon_store,
     uploaded_paths,
 )
+from mcp_app.services.policies.writes import policy_delete, policy_save
 from mcp_app.services.references import in_use_message, references_to
 from mcp_app.services.row_writes import row_delete, setting_row_save
 
@@ -99,6 +103,18 @@ UPSTREAM_FIELDS = (
     # How callers are authorized there: never the OAuth client secret, nor users' connections.
     "auth_mode", "oauth_client_id", "oauth_scopes", "forward_headers",
 )  # fmt: skip
+# An endpoint's governance: its rate limits (matched by position, in id order: they have no
+# name) and its policies (by name, unique per endpoint). Neither holds a secret.
+LIMIT_FIELDS = (
+    "description", "enabled", "scope", "target_kind", "target_name", "rate", "window", "burst",
+    "max_concurrent", "quota", "quota_period", "on_redis_down",
+)  # fmt: skip
+POLICY_FIELDS = ("name", "kind", "mode", "position", "target", "config")
+# Section of an endpoint entry -> (model, its fields).
+_GOVERNANCE: dict[str, tuple[type[RateLimit | Policy], tuple[str, ...]]] = {
+    "rate_limits": (RateLimit, LIMIT_FIELDS),
+    "policies": (Policy, POLICY_FIELDS),
+}
 ARGUMENT_FIELDS = ("name", "title", "description", "required", "completion_values")
 MESSAGE_FIELDS = ("role", "kind", "text", "mime_type", "uri", "name")
 
@@ -112,14 +128,17 @@ _SECTIONS: dict[str, tuple[type[Model], str, tuple[str, ...]]] = {
     "resource_templates": (ResourceTemplate, "uri_template", TEMPLATE_FIELDS),
     "prompts": (Prompt, "name", PROMPT_FIELDS),
 }
-# Extra keys an entry of each section may carry besides its key and plain fields.
+# Extra keys an entry of each section may carry besides its key and plain fields. "team"
+# names the row's team by group name (null or absent: site-wide); a credential's is shown
+# only, as credentials are references.
 _EXTRA_KEYS: dict[str, tuple[str, ...]] = {
-    "upstreams": ("credential",),
-    "endpoints": (),
-    "tools": ("allowed_groups", "endpoints"),
-    "resources": ("allowed_groups", "endpoints", "file", "upstream"),
-    "resource_templates": ("allowed_groups", "endpoints", "upstream"),
-    "prompts": ("allowed_groups", "endpoints", "arguments", "messages", "upstream"),
+    "upstreams": ("credential", "team"),
+    "endpoints": ("team", *_GOVERNANCE),
+    "tools": ("allowed_groups", "endpoints", "team"),
+    "resources": ("allowed_groups", "endpoints", "file", "upstream", "team"),
+    "resource_templates": ("allowed_groups", "endpoints", "upstream", "team"),
+    "prompts": ("allowed_groups", "endpoints", "arguments", "messages", "upstream", "team"),
+    "credentials": ("team",),
 }
 # Foreign keys an entry names by natural key: section -> (entry key, referenced section or
 # "credentials").
@@ -232,14 +251,16 @@ def catalog_permissions(
 ) -> list[str]:
     """The Django model permissions an export, or an import of ``document``, needs (sorted).
 
-    Export (no ``document``): view on every model a document holds (endpoints, tools,
-    resources, templates, prompts, upstreams, credentials). Every document has every section,
-    empty or not, so the answer never depends on what the catalog holds today, and a user
-    either gets the whole file (one that re-imports) or a refusal naming what is missing;
-    a file with sections left out would, imported with prune, delete what they held.
+    Export (no ``document``): view on every model a document holds (endpoints with their
+    rate limits and policies, tools, resources, templates, prompts, upstreams, credentials).
+    Every document has every section, empty or not, so the answer never depends on what the
+    catalog holds today, and a user either gets the whole file (one that re-imports) or a
+    refusal naming what is missing; a file with sections left out would, imported with
+    prune, delete what they held.
 
     Import of ``document``: view on the model of each section listing entries (the import
-    compares them with the rows here and answers the difference), and on credentials and
+    compares them with the rows here and answers the difference), on rate limits and
+    policies when an endpoint entry lists them (even empty), and on credentials and
     upstreams when it names any; with ``prune``, view on every model prune compares; and per
     ``changes`` (the import's report, dry run or not) add, change or delete on the model
     changed, an item's membership and groups being a change of the item, a created group
@@ -247,15 +268,27 @@ def catalog_permissions(
     """
     sections = {section: model for section, (model, _key, _names) in _SECTIONS.items()}
     if document is None:
-        models: list[type[Model]] = [*sections.values(), Credential]
+        models: list[type[Model]] = [*sections.values(), Credential, RateLimit, Policy]
         return sorted(_permission(model, "view") for model in models)
     needed = {_permission(sections[name], "view") for name in sections if document.get(name)}
+    endpoints = document.get("endpoints")
+    for name, (governed, _fields) in _GOVERNANCE.items():
+        if isinstance(endpoints, list) and any(
+            isinstance(entry, dict) and name in entry for entry in endpoints
+        ):
+            needed.add(_permission(governed, "view"))
     needed |= {_permission(model, "view") for model in _referenced(document)}
     if prune:
         pruned = _RELATION if document.get("scope") else sections
         needed |= {_permission(sections[name], "view") for name in pruned}
     for change in changes:
-        model = Group if change.section == "groups" else sections[change.section]
+        model = (
+            Group
+            if change.section == "groups"
+            else _GOVERNANCE[change.section][0]
+            if change.section in _GOVERNANCE
+            else sections[change.section]
+        )
         needed.add(_permission(model, _CHANGE_PERMISSION[change.action]))
     return sorted(needed)
 
@@ -300,7 +333,8 @@ def catalog_export(
     Raises:
         CatalogFormatError: an endpoint slug names no endpoint.
     """
-    endpoints = teams.visible(Endpoint.objects.order_by("slug"), user)
+    endpoints = teams.visible(Endpoint.objects.order_by("slug"), user).select_related("team")
+    endpoints = endpoints.prefetch_related("rate_limits", "policies")
     if endpoint_slugs is not None:
         endpoints = endpoints.filter(slug__in=endpoint_slugs)
         missing = sorted(set(endpoint_slugs) - set(endpoints.values_list("slug", flat=True)))
@@ -312,7 +346,14 @@ def catalog_export(
     if endpoint_slugs is not None:
         document["scope"] = {"endpoints": sorted(slugs)}
     document["endpoints"] = [
-        {"slug": endpoint.slug, **_values(endpoint, ENDPOINT_FIELDS)} for endpoint in endpoint_list
+        {
+            "slug": endpoint.slug,
+            **_values(endpoint, ENDPOINT_FIELDS),
+            "team": _team_out(endpoint),
+            "rate_limits": [_values(limit, LIMIT_FIELDS) for limit in endpoint.rate_limits.all()],
+            "policies": [_values(policy, POLICY_FIELDS) for policy in endpoint.policies.all()],
+        }
+        for endpoint in endpoint_list
     ]
 
     def rows(model: type[Model], order: Sequence[str]) -> list[Any]:
@@ -321,6 +362,7 @@ def catalog_export(
             Prefetch("endpoints", queryset=teams.visible(Endpoint.objects.all(), user)),
             "allowed_groups",
         )
+        queryset = queryset.select_related("team")
         if model in (Resource, ResourceTemplate, Prompt):
             queryset = queryset.select_related("upstream")
         if endpoint_slugs is not None:
@@ -331,6 +373,7 @@ def catalog_export(
         return {
             "allowed_groups": sorted(group.name for group in row.allowed_groups.all()),
             "endpoints": sorted(e.slug for e in row.endpoints.all() if e.slug in slugs),
+            "team": _team_out(row),
         }
 
     tools = rows(Tool, ["name", "id"])
@@ -376,7 +419,7 @@ def catalog_export(
         for reference in config_references(tool)
         if reference.target == "upstream"
     } | {entry["upstream"] for entry in (*resources, *templates, *prompts) if entry.get("upstream")}
-    upstreams = teams.visible(Upstream.objects.select_related("credential"), user)
+    upstreams = teams.visible(Upstream.objects.select_related("credential", "team"), user)
     upstreams = upstreams.order_by("name")
     if endpoint_slugs is not None:
         upstreams = upstreams.filter(name__in=upstream_names)
@@ -385,6 +428,7 @@ def catalog_export(
             "name": upstream.name,
             **_values(upstream, UPSTREAM_FIELDS),
             "credential": upstream.credential.name if upstream.credential else None,
+            "team": _team_out(upstream),
         }
         for upstream in upstreams
     ]
@@ -404,10 +448,10 @@ def catalog_export(
     if endpoint_slugs is None:
         names = sorted(set(names) | set(credentials.values_list("name", flat=True)))
     document["credentials"] = [
-        {"name": name, "kind": kind}
-        for name, kind in credentials.filter(name__in=names)
+        {"name": name, "kind": kind, "team": team}
+        for name, kind, team in credentials.filter(name__in=names)
         .order_by("name")
-        .values_list("name", "kind")
+        .values_list("name", "kind", "team__name")
     ]
     if images := _icon_images_out(document):
         document["icon_images"] = images
@@ -437,6 +481,10 @@ def _icon_images_out(document: Mapping[str, Any]) -> list[dict[str, str]]:
 
 def _values(row: Any, names: Iterable[str]) -> dict[str, Any]:
     return {name: getattr(row, name) for name in names}
+
+
+def _team_out(row: Any) -> str | None:
+    return row.team.name if row.team is not None else None
 
 
 def _file_out(file: Any) -> dict[str, str] | None:
@@ -773,6 +821,10 @@ class _Importer:
                         self.errors.append(
                             EntryError(f"{path}.{list_key}", "Expected a list of strings.")
                         )
+                if entry.get("team") is not None and not isinstance(entry["team"], str):
+                    self.errors.append(EntryError(f"{path}.team", "Expected a group name or null."))
+                if section == "endpoints":
+                    self._check_governance_shape(path, entry)
                 # Tool names repeat only on different endpoints; the database check finds
                 # real clashes.
                 identity = (
@@ -785,6 +837,31 @@ class _Importer:
                         EntryError(f"{path}.{key_name}", f"{entry[key_name]!r} is listed twice.")
                     )
                 seen.add(identity)
+
+    def _check_governance_shape(self, path: str, entry: Mapping[str, Any]) -> None:
+        for name, (_model, names) in _GOVERNANCE.items():
+            if name not in entry:
+                continue
+            items = entry[name]
+            if not isinstance(items, list) or not all(isinstance(x, dict) for x in items):
+                self.errors.append(EntryError(f"{path}.{name}", "Expected a list of mappings."))
+                continue
+            seen: set[Any] = set()
+            for index, item in enumerate(items):
+                where = f"{path}.{name}[{index}]"
+                for key in item:
+                    if key not in names:
+                        self.errors.append(EntryError(f"{where}.{key}", "Unknown field."))
+                if name != "policies":
+                    continue
+                if not isinstance(item.get("name"), str) or not item["name"]:
+                    self.errors.append(EntryError(f"{where}.name", "Required (a string)."))
+                elif item["name"] in seen:
+                    self.errors.append(
+                        EntryError(f"{where}.name", f"{item['name']!r} is listed twice.")
+                    )
+                else:
+                    seen.add(item["name"])
 
     def _check_icon_images(self) -> None:
         """Read ``icon_images`` as uploads are read (``icon_check``), and make sure every
@@ -871,6 +948,8 @@ class _Importer:
                 plan.group_names = sorted(entry.get("allowed_groups") or [])
             if section in _REFERENCES:
                 self._plan_reference(plan)
+            if "team" in entry:
+                self._plan_team(plan)
             if section == "resources":
                 self._plan_file(plan, "file", row.file)
             if section == "prompts":
@@ -958,6 +1037,25 @@ class _Importer:
             if plan.row.pk is not None:
                 plan.changed.append(key)
             setattr(plan.row, key, found)
+
+    def _plan_team(self, plan: _Plan) -> None:
+        """Put the row in the team its entry names (null: site-wide). The group must exist,
+        and be one of a team-scoped importer's teams; without the key the row keeps its team
+        (a new one gets the write path's default)."""
+        name = plan.entry["team"]
+        group = None if name is None else Group.objects.filter(name=name).first()
+        if name is not None and group is None:
+            self._error(plan, "team", f"No group named {name!r} here: create it first.")
+            return
+        scope = teams.scope_of(self.user)
+        if scope is not None and (group is None or group.pk not in scope):
+            shown = "site-wide" if name is None else repr(name)
+            self._error(plan, "team", f"{shown} is not one of your teams.")
+            return
+        if plan.row.team_id != (group.pk if group else None):
+            if not plan.created:
+                plan.changed.append("team")
+            plan.row.team = group
 
     def _plan_file(self, plan: _Plan, key: str, current: Any) -> None:
         plan.current_file = current.name if current else ""
@@ -1083,6 +1181,7 @@ class _Importer:
         for plan in self.plans["endpoints"]:
             self._save(plan)
             endpoints[plan.key] = plan.row
+            self._write_governance(plan)
         scope = self._scope_endpoint_ids(endpoints)
         attach: list[tuple[_Plan, set[int]]] = []
         for section in _RELATION:
@@ -1116,6 +1215,65 @@ class _Importer:
                 self._record(plan, "attach", _slugs(endpoints, added))
         if self.prune:
             self._prune(endpoints, scope)
+
+    def _write_governance(self, plan: _Plan) -> None:
+        """Make the endpoint's rate limits and policies those its entry lists (when it lists
+        them: without the key they stay), through their own write paths, so their checks and
+        the team rule apply; a row is saved only where a value differs."""
+        endpoint: Endpoint = plan.row
+        if "rate_limits" in plan.entry:
+            entries = plan.entry["rate_limits"]
+            limits = [] if plan.created else list(endpoint.rate_limits.order_by("id"))
+            for index, item in enumerate(entries):
+                limit = limits[index] if index < len(limits) else RateLimit(endpoint=endpoint)
+                self._save_governed(plan, "rate_limits", index, f"{plan.key}[{index}]", limit, item)
+            for index, limit in enumerate(limits[len(entries) :], start=len(entries)):
+                row_delete(limit, actor=self.user, source=history.IMPORT)
+                self.report.changes.append(Change("delete", "rate_limits", f"{plan.key}[{index}]"))
+        if "policies" in plan.entry:
+            entries = plan.entry["policies"]
+            policies = {} if plan.created else {p.name: p for p in endpoint.policies.all()}
+            wanted = {item["name"] for item in entries}
+            for name in sorted(set(policies) - wanted):
+                policy_delete(policies[name], actor=self.user, source=history.IMPORT)
+                self.report.changes.append(Change("delete", "policies", f"{plan.key}/{name}"))
+            for index, item in enumerate(entries):
+                policy = policies.get(item["name"]) or Policy(endpoint=endpoint)
+                key = f"{plan.key}/{item['name']}"
+                self._save_governed(plan, "policies", index, key, policy, item)
+
+    def _save_governed(
+        self,
+        plan: _Plan,
+        section: str,
+        index: int,
+        key: str,
+        row: RateLimit | Policy,
+        item: Mapping[str, Any],
+    ) -> None:
+        _model, names = _GOVERNANCE[section]
+        created = row.pk is None
+        changed = [name for name in names if name in item and getattr(row, name) != item[name]]
+        for name in changed:
+            setattr(row, name, item[name])
+        if not created and not changed:
+            return
+        try:
+            if isinstance(row, Policy):
+                policy_save(row, actor=self.user, source=history.IMPORT)
+            else:
+                setting_row_save(row, actor=self.user, source=history.IMPORT)
+        except (ValidationError, PermissionDenied) as exc:
+            where = f"{section}[{index}]"
+            if isinstance(exc, PermissionDenied):
+                self._error(plan, where, str(exc))
+                return
+            for name, messages in _message_dict(exc).items():
+                for message in messages:
+                    self._error(plan, where if name == "__all__" else f"{where}.{name}", message)
+            return
+        fields = () if created else tuple(changed)
+        self.report.changes.append(Change("create" if created else "update", section, key, fields))
 
     def _groups(self) -> dict[str, Group]:
         names = {

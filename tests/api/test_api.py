@@ -40,7 +40,14 @@ HTTP_TOOL = {
 
 @pytest.fixture
 def api(token_client: Callable[..., APIClient]) -> APIClient:
-    return token_client(*CATALOG_PERMISSIONS, "mcp_app.view_session", "mcp_app.change_session")
+    # An export holds endpoints' rate limits and policies too (catalog_permissions).
+    return token_client(
+        *CATALOG_PERMISSIONS,
+        "mcp_app.view_session",
+        "mcp_app.change_session",
+        "mcp_app.view_ratelimit",
+        "mcp_app.view_policy",
+    )
 
 
 @pytest.fixture

@@ -136,7 +136,7 @@ def test_export_names_rows_by_natural_key_and_credentials_by_reference(
     text = catalog_dump(document)
 
     assert SECRET not in text
-    assert document["credentials"] == [{"name": "github", "kind": "bearer"}]
+    assert document["credentials"] == [{"name": "github", "kind": "bearer", "team": None}]
     assert "id" not in document["tools"][0]
     echoes = [tool for tool in document["tools"] if tool["name"] == "echo"]
     assert [tool["endpoints"] for tool in echoes] == [["main"], ["side"]]

@@ -36,7 +36,9 @@ pytestmark = pytest.mark.django_db
 VIEW_ALL = [
     "mcp_app.view_credential",
     "mcp_app.view_endpoint",
+    "mcp_app.view_policy",
     "mcp_app.view_prompt",
+    "mcp_app.view_ratelimit",
     "mcp_app.view_resource",
     "mcp_app.view_resourcetemplate",
     "mcp_app.view_tool",
@@ -168,6 +170,9 @@ def test_import_rights_on_the_five_item_models_do_not_reach_upstreams_or_groups(
         ),
         "mcp_app.view_upstream",
         "mcp_app.view_credential",
+        # The endpoint's limits and policies are compared too (none here: nothing to write).
+        "mcp_app.view_ratelimit",
+        "mcp_app.view_policy",
     )
     before = state()
 
@@ -205,7 +210,9 @@ def test_a_document_of_chosen_endpoints_pruned_needs_change_on_what_it_detaches(
     needs = [
         "mcp_app.change_prompt",
         "mcp_app.view_endpoint",
+        "mcp_app.view_policy",
         "mcp_app.view_prompt",
+        "mcp_app.view_ratelimit",
         "mcp_app.view_resource",
         "mcp_app.view_resourcetemplate",
         "mcp_app.view_tool",
