@@ -13,7 +13,7 @@ Behavior"), so other clients see the tool as a plain tool.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Final
 
 EXTENSION = "io.modelcontextprotocol/ui"
 MIME_TYPE = "text/html;profile=mcp-app"
@@ -136,7 +136,7 @@ def content_security_policy(ui_meta: Mapping[str, Any]) -> str:
 
 
 # Permission Policy features by the ``permissions`` key that requests them.
-_PERMISSION_FEATURES = {
+_PERMISSION_FEATURES: Final[Mapping[str, str]] = {
     "camera": "camera",
     "microphone": "microphone",
     "geolocation": "geolocation",
