@@ -69,9 +69,11 @@ def test_a_hostile_tool_form_value_is_a_form_error(admin_client: Client, case: s
 
 
 def test_a_schema_within_the_bound_is_saved(admin_client: Client) -> None:
-    # 31 "properties"/"x" wraps nest 63 levels: the API's bound for a field's value.
+    # 31 "properties"/"x" wraps nest 63 levels: the API's bound for a field's value. The
+    # template names no variable: the deep schema declares none.
     response = admin_client.post(
-        reverse("admin:mcp_app_tool_add"), tool_payload(input_schema=deep_schema(31))
+        reverse("admin:mcp_app_tool_add"),
+        tool_payload(input_schema=deep_schema(31), template="Hello!"),
     )
 
     assert response.status_code == 302, form_errors(response)
