@@ -111,7 +111,9 @@ def test_mcp_admin_api_and_audit_work_through_pgbouncer_in_transaction_mode(boun
             created = api.post(
                 "/api/v1/tools/",
                 json={"name": "shout", "kind": "template", "description": "Shouts.",
-                      "config": {"template": "{{ text }}!"}, "endpoints": ["pooled"]},
+                      "config": {"template": "{{ text }}!"}, "endpoints": ["pooled"],
+                      "input_schema": {"type": "object",
+                                       "properties": {"text": {"type": "string"}}}},
             )  # fmt: skip
             assert created.status_code == 201, created.text
             listed = api.get("/api/v1/tools/")
