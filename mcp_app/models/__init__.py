@@ -5,6 +5,7 @@ from mcp_app.models.background_call import BackgroundCall
 from mcp_app.models.call_log import CallLog
 from mcp_app.models.connection import UpstreamConnection
 from mcp_app.models.credential import Credential
+from mcp_app.models.draft import Draft
 from mcp_app.models.endpoint import Endpoint
 from mcp_app.models.icon import IconImage
 from mcp_app.models.limits import RateLimit
@@ -21,6 +22,7 @@ __all__ = [
     "BackgroundCall",
     "CallLog",
     "Credential",
+    "Draft",
     "Endpoint",
     "IconImage",
     "MembershipChange",

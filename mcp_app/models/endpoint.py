@@ -110,6 +110,13 @@ class Endpoint(TimestampedModel):
             "first. Empty: any token issued for this endpoint."
         ),
     )
+    require_review = models.BooleanField(
+        default=False,
+        help_text=(
+            "Changes to this endpoint and the rows it publishes go through a draft that a second "
+            "user with the approve permission approves before it is published."
+        ),
+    )
     # Bumped (F() + 1) by services.catalog.catalog_changed whenever what the endpoint publishes
     # changes; the cached snapshot is keyed on it.
     catalog_version = models.PositiveBigIntegerField(default=1, editable=False)

@@ -20,7 +20,7 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,7 +74,7 @@ FORMAT = "mcphost-catalog/1"
 
 ENDPOINT_FIELDS = (
     "title", "description", "instructions", "enabled", "listed", "icons", "allowed_origins",
-    "auth_mode", "scopes", "base_scope",
+    "auth_mode", "scopes", "base_scope", "require_review",
 )  # fmt: skip
 TOOL_FIELDS = (
     "title", "description", "enabled", "kind", "config", "input_schema", "output_schema",
@@ -345,71 +345,21 @@ def catalog_export(
     document: dict[str, Any] = {"format": FORMAT}
     if endpoint_slugs is not None:
         document["scope"] = {"endpoints": sorted(slugs)}
-    document["endpoints"] = [
-        {
-            "slug": endpoint.slug,
-            **_values(endpoint, ENDPOINT_FIELDS),
-            "team": _team_out(endpoint),
-            "rate_limits": [_values(limit, LIMIT_FIELDS) for limit in endpoint.rate_limits.all()],
-            "policies": [_values(policy, POLICY_FIELDS) for policy in endpoint.policies.all()],
-        }
-        for endpoint in endpoint_list
-    ]
+    document["endpoints"] = [_endpoint_entry(endpoint) for endpoint in endpoint_list]
 
     def rows(model: type[Model], order: Sequence[str]) -> list[Any]:
-        queryset = teams.visible(model._default_manager.order_by(*order), user)
-        queryset = queryset.prefetch_related(
-            Prefetch("endpoints", queryset=teams.visible(Endpoint.objects.all(), user)),
-            "allowed_groups",
-        )
-        queryset = queryset.select_related("team")
-        if model in (Resource, ResourceTemplate, Prompt):
-            queryset = queryset.select_related("upstream")
+        queryset = _item_rows(model._default_manager.order_by(*order), user)
         if endpoint_slugs is not None:
             queryset = queryset.filter(endpoints__slug__in=slugs).distinct()
         return list(queryset)
 
-    def common(row: Any) -> dict[str, Any]:
-        return {
-            "allowed_groups": sorted(group.name for group in row.allowed_groups.all()),
-            "endpoints": sorted(e.slug for e in row.endpoints.all() if e.slug in slugs),
-            "team": _team_out(row),
-        }
-
     tools = rows(Tool, ["name", "id"])
-    document["tools"] = [
-        {"name": tool.name, **_values(tool, TOOL_FIELDS), **common(tool)} for tool in tools
-    ]
-    document["resources"] = [
-        {
-            "uri": resource.uri,
-            **_values(resource, RESOURCE_FIELDS),
-            "file": _file_out(resource.file),
-            "upstream": resource.upstream.name if resource.upstream else None,
-            **common(resource),
-        }
-        for resource in rows(Resource, ["uri"])
-    ]
-    document["resource_templates"] = [
-        {
-            "uri_template": template.uri_template,
-            **_values(template, TEMPLATE_FIELDS),
-            "upstream": template.upstream.name if template.upstream else None,
-            **common(template),
-        }
-        for template in rows(ResourceTemplate, ["uri_template"])
-    ]
-    document["prompts"] = [
-        {
-            "name": prompt.name,
-            **_values(prompt, PROMPT_FIELDS),
-            "arguments": _arguments_out(prompt),
-            "messages": _messages_out(prompt),
-            "upstream": prompt.upstream.name if prompt.upstream else None,
-            **common(prompt),
-        }
-        for prompt in rows(Prompt, ["name"])
-    ]
+    document["tools"] = [_item_entry("tools", tool, slugs) for tool in tools]
+    for section, order in (
+        ("resources", "uri"), ("resource_templates", "uri_template"), ("prompts", "name")
+    ):  # fmt: skip
+        model = _SECTIONS[section][0]
+        document[section] = [_item_entry(section, row, slugs) for row in rows(model, [order])]
     resources = document["resources"]
     templates = document["resource_templates"]
     prompts = document["prompts"]
@@ -456,6 +406,72 @@ def catalog_export(
     if images := _icon_images_out(document):
         document["icon_images"] = images
     return document
+
+
+def catalog_entries(
+    keys: Mapping[str, Collection[str]], *, user: Any = None
+) -> dict[str, list[dict[str, Any]]]:
+    """The entries of the rows ``keys`` names (section -> natural keys), as ``catalog_export``
+    writes them, each item listing every endpoint it is on. A key naming no row (or one
+    ``user``'s teams do not see) has no entry; a tool name may have several (names are
+    unique per endpoint only).
+
+    Only the catalog sections: endpoints, tools, resources, resource templates, prompts.
+    """
+    found: dict[str, list[dict[str, Any]]] = {}
+    for section, names in keys.items():
+        model, key, _fields = _SECTIONS[section]
+        queryset = model._default_manager.filter(**{f"{key}__in": list(names)})
+        if section == "endpoints":
+            queryset = teams.visible(queryset, user).select_related("team")
+            endpoints = queryset.prefetch_related("rate_limits", "policies")
+            found[section] = [
+                _endpoint_entry(row) for row in endpoints if isinstance(row, Endpoint)
+            ]
+            continue
+        found[section] = [_item_entry(section, row, None) for row in _item_rows(queryset, user)]
+    return found
+
+
+def _item_rows(queryset: Any, user: Any) -> Any:
+    """``queryset`` of items narrowed to ``user``'s teams, with what their entries name."""
+    queryset = teams.visible(queryset, user).prefetch_related(
+        Prefetch("endpoints", queryset=teams.visible(Endpoint.objects.all(), user)),
+        "allowed_groups",
+    )
+    queryset = queryset.select_related("team")
+    if queryset.model in (Resource, ResourceTemplate, Prompt):
+        queryset = queryset.select_related("upstream")
+    return queryset
+
+
+def _endpoint_entry(endpoint: Endpoint) -> dict[str, Any]:
+    return {
+        "slug": endpoint.slug,
+        **_values(endpoint, ENDPOINT_FIELDS),
+        "team": _team_out(endpoint),
+        "rate_limits": [_values(limit, LIMIT_FIELDS) for limit in endpoint.rate_limits.all()],
+        "policies": [_values(policy, POLICY_FIELDS) for policy in endpoint.policies.all()],
+    }
+
+
+def _item_entry(section: str, row: Any, slugs: Collection[str] | None) -> dict[str, Any]:
+    """An item's entry; its endpoints those of ``slugs`` it is on (None: all of them)."""
+    _model, key, fields = _SECTIONS[section]
+    entry: dict[str, Any] = {key: getattr(row, key), **_values(row, fields)}
+    if section == "resources":
+        entry["file"] = _file_out(row.file)
+    if section == "prompts":
+        entry["arguments"] = _arguments_out(row)
+        entry["messages"] = _messages_out(row)
+    if section != "tools":
+        entry["upstream"] = row.upstream.name if row.upstream else None
+    entry["allowed_groups"] = sorted(group.name for group in row.allowed_groups.all())
+    entry["endpoints"] = sorted(
+        e.slug for e in row.endpoints.all() if slugs is None or e.slug in slugs
+    )
+    entry["team"] = _team_out(row)
+    return entry
 
 
 def _icon_images_out(document: Mapping[str, Any]) -> list[dict[str, str]]:
@@ -709,6 +725,7 @@ def catalog_import(
     prune: bool = False,
     dry_run: bool = False,
     user: Any = None,
+    source: str = history.IMPORT,
 ) -> ImportReport:
     """Make the database match ``document``; return what changed (or would, on a dry run).
 
@@ -723,6 +740,9 @@ def catalog_import(
     known, inside the transaction and before any file is stored, so a refusal, like a dry run,
     changes nothing.
 
+    ``source``: how the history rows name where the change came from (a draft's publish
+    names the draft).
+
     Raises:
         CatalogPermissionError: ``user`` lacks permissions the import needs.
         CatalogImportError: an entry is invalid; nothing was changed.
@@ -735,7 +755,7 @@ def catalog_import(
         if missing:
             raise CatalogPermissionError(missing)
     report = ImportReport(dry_run=dry_run)
-    with transaction.atomic(), history.catalog_change_source(history.IMPORT):
+    with transaction.atomic(), history.catalog_change_source(source):
         importer = _Importer(document, report, prune=prune, user=user)
         importer.run()
         if user is not None:
@@ -1196,7 +1216,7 @@ class _Importer:
                 removed = (current & scope) - wanted
                 if removed:
                     catalog_row_detach(
-                        plan.row, endpoint_ids=removed, actor=self.user, source=history.IMPORT
+                        plan.row, endpoint_ids=removed, actor=self.user, source=None
                     )
                     self._record(plan, "detach", _slugs(endpoints, removed))
                 attach.append((plan, wanted - current))
@@ -1206,7 +1226,7 @@ class _Importer:
             if added:
                 try:
                     catalog_row_attach(
-                        plan.row, endpoint_ids=added, actor=self.user, source=history.IMPORT
+                        plan.row, endpoint_ids=added, actor=self.user, source=None
                     )
                 except ValidationError as exc:
                     for message in exc.messages:
@@ -1228,14 +1248,14 @@ class _Importer:
                 limit = limits[index] if index < len(limits) else RateLimit(endpoint=endpoint)
                 self._save_governed(plan, "rate_limits", index, f"{plan.key}[{index}]", limit, item)
             for index, limit in enumerate(limits[len(entries) :], start=len(entries)):
-                row_delete(limit, actor=self.user, source=history.IMPORT)
+                row_delete(limit, actor=self.user, source=None)
                 self.report.changes.append(Change("delete", "rate_limits", f"{plan.key}[{index}]"))
         if "policies" in plan.entry:
             entries = plan.entry["policies"]
             policies = {} if plan.created else {p.name: p for p in endpoint.policies.all()}
             wanted = {item["name"] for item in entries}
             for name in sorted(set(policies) - wanted):
-                policy_delete(policies[name], actor=self.user, source=history.IMPORT)
+                policy_delete(policies[name], actor=self.user, source=None)
                 self.report.changes.append(Change("delete", "policies", f"{plan.key}/{name}"))
             for index, item in enumerate(entries):
                 policy = policies.get(item["name"]) or Policy(endpoint=endpoint)
@@ -1260,9 +1280,9 @@ class _Importer:
             return
         try:
             if isinstance(row, Policy):
-                policy_save(row, actor=self.user, source=history.IMPORT)
+                policy_save(row, actor=self.user, source=None)
             else:
-                setting_row_save(row, actor=self.user, source=history.IMPORT)
+                setting_row_save(row, actor=self.user, source=None)
         except (ValidationError, PermissionDenied) as exc:
             where = f"{section}[{index}]"
             if isinstance(exc, PermissionDenied):
@@ -1305,13 +1325,13 @@ class _Importer:
                 catalog_row_save(
                     row,
                     actor=self.user,
-                    source=history.IMPORT,
+                    source=None,
                     upstreams=self._planned_upstreams(),
                     views=self._planned_views(),
                     stored_files=stored,
                 )
             else:
-                setting_row_save(row, actor=self.user, source=history.IMPORT)
+                setting_row_save(row, actor=self.user, source=None)
             fields = () if plan.created else tuple(plan.changed)
             action = "create" if plan.created else "update"
             self.report.changes.append(Change(action, plan.section, plan.key, fields))
@@ -1341,7 +1361,7 @@ class _Importer:
                 plan.row,
                 relations={"allowed_groups": [groups[name] for name in plan.group_names]},
                 actor=self.user,
-                source=history.IMPORT,
+                source=None,
             )
             if not plan.created:
                 self.report.changes.append(
@@ -1360,7 +1380,7 @@ class _Importer:
                 for _part, file in messages
             ],
             actor=self.user,
-            source=history.IMPORT,
+            source=None,
         )
 
     def _record(self, plan: _Plan, action: str, slugs: Sequence[str]) -> None:
@@ -1383,7 +1403,7 @@ class _Importer:
                                 row,
                                 endpoint_ids=[endpoint.pk],
                                 actor=self.user,
-                                source=history.IMPORT,
+                                source=None,
                             )
                             self.report.changes.append(
                                 Change("detach", section, _key(section, row), detail=endpoint.slug)
@@ -1405,7 +1425,7 @@ class _Importer:
                     )
                     continue
                 self.report.changes.append(Change("delete", section, _key(section, row)))
-                row_delete(row, actor=self.user, source=history.IMPORT)
+                row_delete(row, actor=self.user, source=None)
 
 
 # Sections whose rows are written through services.catalog_writes (upstreams: row_writes).

@@ -53,7 +53,7 @@ from mcp_app.models import (
 )
 from mcp_app.models.fields import default_input_schema
 from mcp_app.protocol import apps
-from mcp_app.services import history, teams
+from mcp_app.services import history, review, teams
 
 CatalogRow = Endpoint | Tool | Resource | ResourceTemplate | Prompt
 # Who acts: a signed-in user; None (or an anonymous user): the request's user, if any.
@@ -113,6 +113,7 @@ def writing(row: models.Model, *, actor: Actor, source: str | None) -> Iterator[
     """
     with transaction.atomic(), history.catalog_change(source=source, actor=actor):
         teams.check_may_write(row, history.acting_user())
+        review.check_may_change(row, history.acting_user())
         yield
 
 
@@ -230,6 +231,7 @@ def catalog_row_save(
     """
     with writing(row, actor=actor, source=source):
         relations = teams.relations_for(row, relations, history.acting_user())
+        _check_review_on(row, relations)
         catalog_row_check(row, relations=relations, upstreams=upstreams, views=views)
         for name, path in (stored_files or {}).items():
             setattr(row, name, path)
@@ -251,9 +253,21 @@ def catalog_row_relations_set(
     """
     with writing(row, actor=actor, source=source):
         relations = teams.relations_for(row, relations, history.acting_user()) or {}
+        _check_review_on(row, relations)
         if isinstance(row, Tool) and (endpoints := relations.get("endpoints")) is not None:
             _check_name_on(row, [endpoint.pk for endpoint in endpoints], "endpoints")
         _relations_set(row, relations)
+
+
+def _check_review_on(
+    row: CatalogRow, relations: Mapping[str, Sequence[models.Model]] | None
+) -> None:
+    """The review rule for the endpoints an item is being published on."""
+    endpoints = (relations or {}).get("endpoints")
+    if endpoints:
+        review.check_may_change(
+            row, history.acting_user(), endpoint_ids=[endpoint.pk for endpoint in endpoints]
+        )
 
 
 def _relations_set(row: CatalogRow, relations: Mapping[str, Sequence[models.Model]] | None) -> None:
@@ -301,6 +315,7 @@ def catalog_row_attach(
         return
     with writing(row, actor=actor, source=source):
         teams.check_may_use(Endpoint.objects.filter(pk__in=endpoint_ids), history.acting_user())
+        review.check_may_change(row, history.acting_user(), endpoint_ids=endpoint_ids)
         if isinstance(row, Tool):
             _check_name_on(row, endpoint_ids, "endpoints")
         row.endpoints.add(*endpoint_ids)
@@ -318,6 +333,7 @@ def catalog_row_detach(
         return
     with writing(row, actor=actor, source=source):
         teams.check_may_use(Endpoint.objects.filter(pk__in=endpoint_ids), history.acting_user())
+        review.check_may_change(row, history.acting_user(), endpoint_ids=endpoint_ids)
         row.endpoints.remove(*endpoint_ids)
 
 

@@ -56,6 +56,8 @@ API = "api"
 IMPORT = "import"
 UPSTREAM_SYNC = "upstream sync"
 OPENAPI = "openapi import"
+# A draft's publish: "draft #12 approved by bob" (services/drafts.py).
+DRAFT = "draft"
 # How the history pages name each source ("by admin via the admin").
 SOURCE_NAMES = {
     ADMIN: "the admin",
@@ -63,6 +65,7 @@ SOURCE_NAMES = {
     IMPORT: "a catalog import",
     UPSTREAM_SYNC: "an upstream sync",
     OPENAPI: "an OpenAPI import",
+    DRAFT: "a draft",
 }
 
 # The models whose changes are recorded, in the order the recent-changes page names them.
