@@ -123,6 +123,17 @@ def live_entry(section: str, key: str, *, user: Any = None) -> dict[str, Any] | 
     return entries[0] if len(entries) == 1 else None
 
 
+def draft_merged_entry(
+    draft: Draft, section: str, key: str, *, user: Any = None
+) -> dict[str, Any] | None:
+    """The entry ``section``/``key`` as publishing ``draft`` now would make it: the draft's
+    changes over the live row (what a replay runs); None: the draft does not change it."""
+    document, _conflicts = _merged([draft], user=user)
+    return next(
+        (entry for entry in document.get(section) or [] if entry[SECTIONS[section]] == key), None
+    )
+
+
 def draft_diff(draft: Draft, *, user: Any = None) -> list[EntryDiff]:
     """Each of the draft's own entries beside its live row (endpoint entries the draft only
     carries, unchanged, are left out)."""
