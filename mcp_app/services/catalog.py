@@ -10,10 +10,12 @@ the one writer of ``Endpoint.catalog_version``.
 from __future__ import annotations
 
 import base64
+import contextlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -636,13 +638,65 @@ def catalog_changed(
     ids = sorted(set(endpoint_ids))
     if not ids:
         return
+    if (pending := _coalesced.get()) is not None:
+        pending.endpoint_ids.update(ids)
+        pending.kinds.update((endpoint_id, kind) for endpoint_id in ids for kind in kinds)
+        if updated_resource_uri is not None:
+            pending.resources.update((endpoint_id, updated_resource_uri) for endpoint_id in ids)
+        return
+    _versions_bump(ids)
+    notify.list_changed_on_commit(endpoint_ids=ids, kinds=kinds)
+    if updated_resource_uri is not None:
+        notify.resource_updated_on_commit(endpoint_ids=ids, uri=updated_resource_uri)
+
+
+@dataclass
+class _Pending:
+    endpoint_ids: set[int] = field(default_factory=set)
+    kinds: set[tuple[int, notify.CatalogKind]] = field(default_factory=set)
+    resources: set[tuple[int, str]] = field(default_factory=set)
+
+
+_coalesced: ContextVar[_Pending | None] = ContextVar("mcp_catalog_changes", default=None)
+
+
+@contextlib.contextmanager
+def catalog_changes_coalesced() -> Iterator[None]:
+    """Inside the block, ``catalog_changed`` only gathers; leaving it without an error does it
+    once for everything gathered (one UPDATE of the endpoints' versions).
+
+    For writes of many rows in one transaction that is all or nothing (a catalog import),
+    where a version bump per row would cost a statement per row for nothing. Nested blocks
+    gather into the outermost.
+    """
+    if _coalesced.get() is not None:
+        yield
+        return
+    pending = _Pending()
+    token = _coalesced.set(pending)
+    try:
+        yield
+    finally:
+        _coalesced.reset(token)
+    if not pending.endpoint_ids:
+        return
+    ids = sorted(pending.endpoint_ids)
+    _versions_bump(ids)
+    by_kinds: dict[frozenset[notify.CatalogKind], list[int]] = {}
+    for endpoint_id in ids:
+        kinds = frozenset(kind for eid, kind in pending.kinds if eid == endpoint_id)
+        by_kinds.setdefault(kinds, []).append(endpoint_id)
+    for kinds, group in by_kinds.items():
+        notify.list_changed_on_commit(endpoint_ids=group, kinds=kinds)
+    for endpoint_id, uri in sorted(pending.resources):
+        notify.resource_updated_on_commit(endpoint_ids=[endpoint_id], uri=uri)
+
+
+def _versions_bump(ids: list[int]) -> None:
     Endpoint.objects.filter(pk__in=ids).update(
         catalog_version=F("catalog_version") + 1, updated_at=Now()
     )
     invalidation.invalidate(endpoint_ids=ids)
-    notify.list_changed_on_commit(endpoint_ids=ids, kinds=kinds)
-    if updated_resource_uri is not None:
-        notify.resource_updated_on_commit(endpoint_ids=ids, uri=updated_resource_uri)
 
 
 def endpoint_ids_for(

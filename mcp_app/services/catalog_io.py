@@ -48,6 +48,7 @@ from mcp_app.models import (
 )
 from mcp_app.protocol import apps
 from mcp_app.services import history, teams
+from mcp_app.services.catalog import catalog_changes_coalesced
 from mcp_app.services.catalog_writes import (
     catalog_row_attach,
     catalog_row_check,
@@ -757,7 +758,8 @@ def catalog_import(
     report = ImportReport(dry_run=dry_run)
     with transaction.atomic(), history.catalog_change_source(source):
         importer = _Importer(document, report, prune=prune, user=user)
-        importer.run()
+        with catalog_changes_coalesced():  # one version bump per endpoint, not per row
+            importer.run()
         if user is not None:
             changes = catalog_permissions(document=document, prune=prune, changes=report.changes)
             missing = catalog_permissions_missing(user, changes)
@@ -974,7 +976,10 @@ class _Importer:
                 self._plan_file(plan, "file", row.file)
             if section == "prompts":
                 self._plan_prompt_parts(plan)
-            self._validate(plan)
+            if plan.created or plan.changed:
+                # A row the document leaves as it is stays as it is: not checked again, so a
+                # re-import costs what it changes, not what the catalog holds.
+                self._validate(plan)
             plans.append(plan)
         return plans
 
@@ -982,7 +987,10 @@ class _Importer:
         model, key_name, _names = _SECTIONS[section]
         keys = [entry[key_name] for entry in entries]
         if section != "tools":
-            existing = model._default_manager.in_bulk(keys, field_name=key_name)
+            # What the plan and the write compare: an item's groups and endpoints.
+            related = ("endpoints", "allowed_groups") if section in _RELATION else ()
+            rows = model._default_manager.prefetch_related(*related)
+            existing = rows.in_bulk(keys, field_name=key_name)
             seen = set(teams.visible(model._default_manager.filter(
                 pk__in=[row.pk for row in existing.values()]
             ), self.user).values_list("pk", flat=True))  # fmt: skip
@@ -1000,7 +1008,7 @@ class _Importer:
         # its endpoints, else the only tool of that name not claimed by another entry.
         candidates: dict[str, list[Tool]] = {}
         tools = teams.visible(Tool.objects.filter(name__in=keys), self.user)  # names repeat
-        for tool in tools.prefetch_related("endpoints"):
+        for tool in tools.prefetch_related("endpoints", "allowed_groups"):
             candidates.setdefault(tool.name, []).append(tool)
         matched: list[Tool | None] = [None] * len(entries)
         claimed: set[int] = set()
@@ -1211,13 +1219,15 @@ class _Importer:
                 if section == "prompts" and plan.parts_changed:
                     self._write_prompt_parts(plan)
                 wanted = {endpoints[slug].pk for slug in plan.endpoint_slugs}
-                current = {endpoint.pk for endpoint in plan.row.endpoints.all()}
+                current = (
+                    set()
+                    if plan.created
+                    else {endpoint.pk for endpoint in plan.row.endpoints.all()}
+                )
                 # Only the document's endpoints are managed; others keep the row.
                 removed = (current & scope) - wanted
                 if removed:
-                    catalog_row_detach(
-                        plan.row, endpoint_ids=removed, actor=self.user, source=None
-                    )
+                    catalog_row_detach(plan.row, endpoint_ids=removed, actor=self.user, source=None)
                     self._record(plan, "detach", _slugs(endpoints, removed))
                 attach.append((plan, wanted - current))
         # Attached after every detach, so a tool moving between endpoints never clashes with
@@ -1225,9 +1235,7 @@ class _Importer:
         for plan, added in attach:
             if added:
                 try:
-                    catalog_row_attach(
-                        plan.row, endpoint_ids=added, actor=self.user, source=None
-                    )
+                    catalog_row_attach(plan.row, endpoint_ids=added, actor=self.user, source=None)
                 except ValidationError as exc:
                     for message in exc.messages:
                         self._error(plan, "endpoints", message)
@@ -1355,7 +1363,9 @@ class _Importer:
     def _set_groups(self, plan: _Plan, groups: Mapping[str, Group]) -> None:
         if "allowed_groups" not in plan.entry:
             return
-        current = sorted(group.name for group in plan.row.allowed_groups.all())
+        current = (
+            [] if plan.created else sorted(group.name for group in plan.row.allowed_groups.all())
+        )
         if current != plan.group_names:
             catalog_row_relations_set(
                 plan.row,

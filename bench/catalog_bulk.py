@@ -1,0 +1,139 @@
+"""Catalog import and export at size: a 10,000-tool catalog into an empty database, again
+unchanged, and exported.
+
+Usage (from the project root, after ``python3 dev.py test`` or ``run`` made .venv):
+
+    .venv/bin/python bench/catalog_bulk.py [--tools 10000] [--endpoints 10] [--profile PHASE]
+
+Starts a throwaway PostgreSQL (scripts/services.py) and migrates. Writes a generated document
+(``--tools`` template tools with an input schema, spread over ``--endpoints`` endpoints, a
+group allowed on every tenth), then runs each phase in a fresh Python process, as
+``manage.py mcp_import`` / ``mcp_export`` would, and prints one JSON line per phase: the
+seconds the import or export took inside the process (Django set up before the clock starts),
+the process's peak resident memory, and the changes reported:
+
+- ``import``: the document into the empty catalog;
+- ``reimport``: the same document again (no change);
+- ``export``: the whole catalog to YAML.
+
+``--profile import`` (or another phase) runs that phase under cProfile and prints the 30
+most expensive functions by cumulative time instead. Run it on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from scripts import services  # noqa: E402
+
+PHASES = ("import", "reimport", "export")
+
+
+def document(tools: int, endpoints: int) -> dict[str, object]:
+    slugs = [f"bulk-{n}" for n in range(endpoints)]
+    return {
+        "format": "mcphost-catalog/1",
+        "endpoints": [
+            {"slug": slug, "title": f"Bulk {slug}", "auth_mode": "public"} for slug in slugs
+        ],
+        "tools": [
+            {
+                "name": f"tool_{n:05d}",
+                "description": f"Generated tool {n}: says hello to a name.",
+                "kind": "template",
+                "config": {"template": "Hello {{ name }} from tool " + str(n)},
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string", "maxLength": 64}},
+                    "required": ["name"],
+                },
+                "enabled": True,
+                "endpoints": [slugs[n % endpoints]],
+                "allowed_groups": ["bulk-callers"] if n % 10 == 0 else [],
+            }
+            for n in range(tools)
+        ],
+    }
+
+
+def phase(name: str, path: str, profile: bool) -> None:
+    """One phase in this (fresh) process; prints its JSON line."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpsite.settings")
+    import django
+
+    django.setup()
+    from mcp_app.services.catalog_io import catalog_dump, catalog_export, catalog_import
+
+    def run() -> dict[str, object]:
+        if name == "export":
+            return {"bytes": len(catalog_dump(catalog_export()))}
+        report = catalog_import(document=json.loads(Path(path).read_text()))
+        return {"changes": len(report.changes)}
+
+    if profile:
+        import cProfile
+        import pstats
+
+        profiler = cProfile.Profile()
+        profiler.runcall(run)
+        pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
+        return
+    started = time.perf_counter()
+    figures = run()
+    seconds = time.perf_counter() - started
+    peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(
+        json.dumps(
+            {"phase": name, "seconds": round(seconds, 2), "peak_mib": round(peak_mib), **figures}
+        )
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--tools", type=int, default=10_000)
+    parser.add_argument("--endpoints", type=int, default=10)
+    parser.add_argument("--profile", choices=PHASES, help="profile this phase instead")
+    parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)
+    parser.add_argument("--file", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.phase:
+        phase(args.phase, args.file, profile=args.profile == args.phase)
+        return
+    with ExitStack() as stack:
+        env = {
+            **os.environ,
+            "DATABASE_URL": stack.enter_context(services.postgres()),
+            "DJANGO_SETTINGS_MODULE": "mcpsite.settings",
+            "SECRET_KEY": "bench-" + "x" * 50,
+        }
+        env.pop("REDIS_URL", None)
+        python = sys.executable
+        subprocess.run([python, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+        setup = "from django.contrib.auth.models import Group; "
+        setup += "Group.objects.create(name='bulk-callers')"
+        subprocess.run([python, "manage.py", "shell", "-c", setup], cwd=ROOT, env=env, check=True)
+        folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+        path = folder / "catalog.json"
+        path.write_text(json.dumps(document(args.tools, args.endpoints)))
+        for name in PHASES:
+            command = [python, __file__, "--phase", name, "--file", str(path)]
+            if args.profile:
+                command += ["--profile", args.profile]
+            subprocess.run(command, cwd=ROOT, env=env, check=True)
+
+
+if __name__ == "__main__":
+    main()
