@@ -134,7 +134,7 @@ async def _check_replica(timeout: float) -> Check:
         bound = get_conf().MCP_REPLICA_MAX_LAG_SECONDS
         detail = f"{state.lag_seconds:.1f} s behind (bound {bound:g} s): reads go to the primary"
     else:
-        detail = f"{state.reason}: reads go to the primary"
+        detail = f"{state.reason} ({state.detail}): reads go to the primary"
     return Check("replica", state.serves, detail, required=False)
 
 

@@ -83,6 +83,8 @@ class ReplicaState:
     serves: bool
     lag_seconds: float | None
     reason: str = ""
+    # What failed, for the log and /readyz (an exception's class, never its message).
+    detail: str = ""
 
     @property
     def source(self) -> str:
@@ -104,8 +106,14 @@ _cached: tuple[float, ReplicaState] | None = None
 
 
 def replica_configured() -> bool:
-    """Whether ``DATABASE_REPLICA_URL`` gave this process a replica."""
-    return REPLICA in settings.DATABASES
+    """Whether ``DATABASE_REPLICA_URL`` gave this process a replica: a database other than
+    the primary's. In tests the alias mirrors the test database (``TEST["MIRROR"]``), so it
+    names the primary's, and every read stays on the primary's own alias."""
+    replica = settings.DATABASES.get(REPLICA)
+    if replica is None:
+        return False
+    primary = settings.DATABASES[DEFAULT_DB_ALIAS]
+    return any(replica.get(key) != primary.get(key) for key in ("HOST", "PORT", "NAME"))
 
 
 def measure_lag() -> float | None:
@@ -134,8 +142,10 @@ def _measure() -> ReplicaState:
         lag = measure_lag()
     except DatabaseError as exc:
         # The class only: a psycopg message may carry the server's address.
-        return ReplicaState(False, None, UNREACHABLE + f" ({type(exc).__name__})")
-    if lag is None or lag > bound:
+        return ReplicaState(False, None, UNREACHABLE, type(exc).__name__)
+    if lag is None:
+        return ReplicaState(False, None, LAGGING, "lag unknown")
+    if lag > bound:
         return ReplicaState(False, lag, LAGGING)
     return ReplicaState(True, lag)
 
@@ -145,6 +155,7 @@ def replica_state(*, fresh: bool = False) -> ReplicaState:
     in this process (or now, with ``fresh``)."""
     global _cached
     interval = get_conf().MCP_REPLICA_CHECK_SECONDS
+    # One measurement at a time: scopes arriving meanwhile wait for it, then reuse it.
     with _lock:
         now = time.monotonic()
         if not fresh and _cached is not None and now - _cached[0] < interval:
@@ -157,7 +168,11 @@ def replica_state(*, fresh: bool = False) -> ReplicaState:
         if state.serves:
             logger.info("Call-log reads go to the replica (%.1f s behind)", state.lag_seconds)
         else:
-            logger.warning("Call-log reads fall back to the primary: replica %s", state.reason)
+            logger.warning(
+                "Call-log reads fall back to the primary: replica %s %s",
+                state.reason,
+                state.detail or f"{state.lag_seconds} s behind",
+            )
     return state
 
 
@@ -169,13 +184,22 @@ def reading_from_replica() -> Iterator[ReplicaState | None]:
         yield None
         return
     state = replica_state()
-    reason = state.reason.split(" ", 1)[0]
-    metrics.REPLICA_READS.labels(state.source, reason).inc()
+    metrics.REPLICA_READS.labels(state.source, state.reason).inc()
     token = _current.set(state)
     try:
         yield state
+    except DatabaseError:
+        if state.serves:
+            _forget()  # the replica may be what failed: the next scope measures it afresh
+        raise
     finally:
         _current.reset(token)
+
+
+def _forget() -> None:
+    global _cached
+    with _lock:
+        _cached = None
 
 
 def current_read_state() -> ReplicaState | None:

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -29,7 +32,7 @@ from scripts import services
 from tests.audit.factories import make_call
 from tests.support.admin_forms import tool_form
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import asgi_server, database_url
+from tests.support.live import ROOT, asgi_server, database_url
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -286,3 +289,20 @@ def test_a_replica_that_does_not_answer_sends_reads_to_the_primary(
             "reads to return to the restarted replica",
             timeout=60,
         )
+
+
+def test_the_ordinary_suite_runs_with_the_replica_alias_mirroring_the_test_database() -> None:
+    """With ``DATABASE_REPLICA_URL`` set, the alias is a ``TEST["MIRROR"]`` of the test
+    database: pytest-django makes no second test database, the audit reads the test's own
+    rows in a transaction or not (tests/ops/replica_mirror_suite.py), and the API's
+    call-log tests pass unchanged."""
+    url = database_url().rsplit("/", 1)[0] + "/mirror_check"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider",
+         "tests/ops/replica_mirror_suite.py", "tests/api/test_call_log_export.py"],
+        cwd=ROOT,
+        env={**os.environ, "DATABASE_URL": url, "DATABASE_REPLICA_URL": url},
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout
