@@ -45,6 +45,7 @@ EXIT_TERMINATED = 143
 # supplies its own DATABASE_URL/REDIS_URL and leaves the rest at the settings' defaults.
 TEST_ENV_DROPPED = (
     "DATABASE_URL",
+    "DATABASE_REPLICA_URL",
     "DATABASE_CONN_HEALTH_CHECKS",
     "DATABASE_POOL_MIN_SIZE",
     "DATABASE_POOL_MAX_SIZE",

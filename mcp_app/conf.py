@@ -131,6 +131,12 @@ class McpConf:
     # and how many days ahead the upkeep job and migrate create them.
     MCP_CALL_LOG_PARTITION_DAYS: int = 1
     MCP_CALL_LOG_PARTITIONS_AHEAD_DAYS: int = 7
+    # A read replica (DATABASE_REPLICA_URL; services/replica.py, docs/operations.md "With a
+    # read replica"): the call-log reads of the audit, the exports and the API go to the
+    # primary instead while the replica is more than this many seconds behind or does not
+    # answer; how far behind it is, is measured at most once per this many seconds per process.
+    MCP_REPLICA_MAX_LAG_SECONDS: float = 30.0
+    MCP_REPLICA_CHECK_SECONDS: float = 5.0
 
 
 def redis_key(name: str) -> str:

@@ -4,6 +4,7 @@ See README.md ("Configuration") for the list. Defaults give the embedded single-
 setup: SQLite, the in-memory channel layer, no Redis.
 """
 
+import copy
 import hashlib
 import ipaddress
 import os
@@ -208,6 +209,33 @@ else:
     )
     if DATABASE_POOLER != "transaction":
         DATABASES["default"]["OPTIONS"]["options"] = f"-c statement_timeout={_statement_ms}"
+
+# A streaming read replica of DATABASE_URL's database, connected to as the primary is (same
+# options, a pool of its own): only the call-log reads of the audit pages, the exports and
+# the API's call-log endpoints go there, while it is at most MCP_REPLICA_MAX_LAG_SECONDS
+# behind (mcp_app/services/replica.py; docs/operations.md, "With a read replica"). Tests
+# read it as the test database itself (MIRROR): no second test database is made.
+if _replica_url := os.environ.get("DATABASE_REPLICA_URL", "").strip():
+    _replica = dj_database_url.parse(
+        _replica_url, conn_max_age=0, conn_health_checks=DATABASES["default"]["CONN_HEALTH_CHECKS"]
+    )
+    if {_replica["ENGINE"], DATABASES["default"]["ENGINE"]} != {"django.db.backends.postgresql"}:
+        raise ImproperlyConfigured(
+            "DATABASE_REPLICA_URL needs PostgreSQL, as DATABASE_URL: it names a streaming "
+            "replica of DATABASE_URL's database."
+        )
+    # Its URL's own options (?sslmode=...) win over the primary's.
+    _replica["OPTIONS"] = {
+        **copy.deepcopy(DATABASES["default"]["OPTIONS"]),
+        **_replica.get("OPTIONS", {}),
+    }
+    _replica["OPTIONS"]["pool"]["name"] = "mcphost-replica"
+    _replica["DISABLE_SERVER_SIDE_CURSORS"] = DATABASES["default"].get(
+        "DISABLE_SERVER_SIDE_CURSORS", False
+    )
+    _replica["TEST"] = {"MIRROR": "default"}
+    DATABASES["replica"] = _replica
+    DATABASE_ROUTERS = ["mcp_app.services.replica.ReplicaRouter"]
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -206,6 +206,10 @@ def _pg_conf(socket_dir: Path) -> str:
             "synchronous_commit = off",
             "full_page_writes = off",
             "log_min_messages = warning",
+            # PostgreSQL's defaults, named because tests/ops/test_replica.py streams a replica
+            # from this cluster (initdb's pg_hba.conf lets 127.0.0.1 replicate with trust).
+            "wal_level = replica",
+            "max_wal_senders = 10",
             "",
         ]
     )
@@ -298,6 +302,75 @@ def _pg_stop(bindir: Path, datadir: Path) -> None:
             pid = int((datadir / "postmaster.pid").read_text().splitlines()[0])
             os.kill(pid, signal.SIGKILL)
             log(f"PostgreSQL did not stop ({output.strip()}); killed pid {pid}")
+
+
+class Standby:
+    """A hot-standby replica made by ``postgres_replica()``: its URL, and stop/start."""
+
+    def __init__(self, bindir: Path, datadir: Path, logfile: Path, database: str) -> None:
+        self.bindir, self.datadir, self.logfile, self.database = bindir, datadir, logfile, database
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{self.database}"
+
+    def start(self) -> None:
+        """Start it (on its former port once it has one), waiting until it accepts reads."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            port = self.port or free_port()
+            start = [
+                str(self.bindir / "pg_ctl"), "--pgdata", str(self.datadir),
+                "--log", str(self.logfile), "--options", f"-p {port}",
+                "--wait", "--timeout", str(int(START_TIMEOUT_SECONDS)), "start",
+            ]  # fmt: skip
+            returncode, output = _run_to_completion(_as_cluster_owner(start))
+            if returncode == 0:
+                self.port = port
+                return
+            if attempt == START_ATTEMPTS or self.port:
+                raise ServiceError(
+                    f"the replica did not start: {output.strip()}\n{_tail(self.logfile)}"
+                )
+
+    def stop(self) -> None:
+        if (self.datadir / "postmaster.pid").exists():
+            _pg_stop(self.bindir, self.datadir)
+
+
+@contextlib.contextmanager
+def postgres_replica(primary_url: str) -> Iterator[Standby]:
+    """Stream a hot-standby replica of the PostgreSQL cluster at ``primary_url`` (a
+    throwaway cluster's: trust auth, user ``postgres``, replication allowed from 127.0.0.1)
+    and yield it, running on a free loopback port; it is stopped and deleted afterwards.
+
+    Made as an operator makes one: ``pg_basebackup -R`` (a base backup of the whole cluster
+    that writes the standby's connection to the primary) into a folder of its own.
+    """
+    bindir = _pg_bindir_or_install()
+    _check_cluster_owner()
+    primary = urlsplit(primary_url)
+    workdir = Path(tempfile.mkdtemp(prefix="mcphost-pg-replica-"))
+    datadir = workdir / "data"
+    standby = Standby(bindir, datadir, workdir / "server.log", primary.path.lstrip("/"))
+    try:
+        if is_root():
+            shutil.chown(workdir, user=PG_SYSTEM_USER, group=None)
+        backup = [
+            str(bindir / "pg_basebackup"), "--host", str(primary.hostname),
+            "--port", str(primary.port or 5432), "--username", "postgres",
+            "--pgdata", str(datadir), "--write-recovery-conf", "--wal-method", "stream",
+            "--checkpoint", "fast", "--no-sync",
+        ]  # fmt: skip
+        _run_checked(_as_cluster_owner(backup), "pg_basebackup")
+        with (datadir / "postgresql.conf").open("a") as conf:
+            # The copied configuration still names the primary's socket folder.
+            conf.write(f"\nunix_socket_directories = '{workdir}'\nhot_standby = on\n")
+        standby.start()
+        yield standby
+    finally:
+        standby.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 # --------------------------------------------------------------------------- Redis

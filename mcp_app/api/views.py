@@ -79,6 +79,7 @@ from mcp_app.services.catalog_writes import catalog_row_enable
 from mcp_app.services.icons import icon_store, public_icons
 from mcp_app.services.policies.writes import policy_delete
 from mcp_app.services.references import RowInUseError
+from mcp_app.services.replica import replica_reads
 from mcp_app.services.row_writes import row_delete, row_revert
 from mcp_app.services.sessions import session_close
 from mcp_app.services.try_it import tool_try
@@ -822,6 +823,12 @@ class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
     ordering_fields = ["id", "created_at"]
     ordering = ["-id"]
     extra_permissions = ["mcp_app.audit_calls"]
+
+    @replica_reads
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        """Read the call log from the replica when there is one that may serve (its state in
+        the ``X-Read-Source`` header): every action here only reads."""
+        return super().dispatch(request, *args, **kwargs)
 
     def filter_queryset(self, queryset: QuerySet[CallLog]) -> QuerySet[CallLog]:
         form = CallFilterForm(self.request.query_params, user=self.request.user)

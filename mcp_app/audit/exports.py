@@ -56,6 +56,9 @@ def _export(
     Each chunk is still read and formatted in a thread, by ``acall_log_chunks``.
     """
     qs = call_log_search(filters=filters).select_related(None)
+    # The database is chosen now: the body is read after the view has returned, outside the
+    # replica scope it ran in (services.replica).
+    qs = qs.using(qs.db)
 
     def text(rows: list[CallLog]) -> str:
         # Users' and OAuth clients' names: a query each per chunk that names any.

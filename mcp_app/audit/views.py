@@ -3,6 +3,8 @@
 Thin by design (style.md §3): parse the GET filters (``forms``), call a selector, render.
 Reading needs ``mcp_app.audit_calls``; arguments and results also need
 ``mcp_app.view_call_payloads``. Anonymous users go to the login page, others get 403.
+With a read replica, each view reads the call log from it once the permission is checked
+(``services.replica``), and the pages say so.
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from mcp_app.conf import get_conf
 from mcp_app.models import CallLog
 from mcp_app.services import teams
 from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
+from mcp_app.services.replica import current_read_state, replica_reads
 
 AUDIT_PERMISSION = "mcp_app.audit_calls"
 PAYLOAD_PERMISSION = "mcp_app.view_call_payloads"
@@ -143,6 +146,7 @@ def _list_url(**params: str) -> str:
 
 
 @auditor_required
+@replica_reads
 def call_list(request: HttpRequest) -> HttpResponse:
     form = _filters(request)
     before = _int_param(request, "before")
@@ -166,11 +170,13 @@ def call_list(request: HttpRequest) -> HttpResponse:
         ],
         "current_range": request.GET.get("range", ""),
         "time_zone": timezone.get_current_timezone_name(),
+        "read_source": current_read_state(),
     }
     return render(request, "audit/list.html", context)
 
 
 @auditor_required
+@replica_reads
 def call_feed(request: HttpRequest) -> JsonResponse:
     """The live tail: records newer than ``?after=<id>`` matching the same filters."""
     after = _int_param(request, "after") or 0
@@ -187,6 +193,7 @@ def call_feed(request: HttpRequest) -> JsonResponse:
 
 
 @auditor_required
+@replica_reads
 def call_detail(request: HttpRequest, pk: int) -> HttpResponse:
     calls = teams.visible(CallLog.objects.select_related("endpoint", "principal"), request.user)
     record = get_object_or_404(calls, pk=pk)  # another team's call: 404, as a missing one
@@ -213,6 +220,7 @@ def _pretty(value: Any) -> str | None:
 
 
 @auditor_required
+@replica_reads
 def call_overview(request: HttpRequest) -> HttpResponse:
     """The fleet at a glance over the last 24 hours, each figure linked to its calls."""
     until = timezone.now()
@@ -243,6 +251,7 @@ def call_overview(request: HttpRequest) -> HttpResponse:
             for row in overview.client_programs
         ],
         "refresh_seconds": STATS_REFRESH_SECONDS,
+        "read_source": current_read_state(),
     }
     return render(request, "audit/overview.html", context)
 
@@ -285,6 +294,7 @@ class _ListLinks:
 
 
 @auditor_required
+@replica_reads
 def call_stats(request: HttpRequest) -> HttpResponse:
     form = _filters(request)
     since, until = form.time_range()
@@ -309,16 +319,19 @@ def call_stats(request: HttpRequest) -> HttpResponse:
         "client_rows": [(row, links.filtered(client_name=row.name)) for row in stats.per_client],
         "refresh_seconds": STATS_REFRESH_SECONDS,
         "time_zone": timezone.get_current_timezone_name(),
+        "read_source": current_read_state(),
     }
     return render(request, "audit/stats.html", context)
 
 
 @auditor_required
+@replica_reads
 def export_csv(request: HttpRequest) -> StreamingHttpResponse:
     return _export(request, "csv")
 
 
 @auditor_required
+@replica_reads
 def export_jsonl(request: HttpRequest) -> StreamingHttpResponse:
     return _export(request, "jsonl")
 

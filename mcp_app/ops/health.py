@@ -11,6 +11,11 @@ Checked on every call, concurrently, each within ``READINESS_TIMEOUT_SECONDS``:
   ``WORKER_HEARTBEAT_STALE_SECONDS``. Skipped when the database check failed, since whether
   such tools exist is not known then.
 
+- ``replica`` (with ``DATABASE_REPLICA_URL``): the read replica answers and is at most
+  ``MCP_REPLICA_MAX_LAG_SECONDS`` behind (``services/replica.py``). Never required: while it
+  lags or is down, the call-log reads it would serve go to the primary, so the process serves
+  everything still; it is reported as a missing worker is.
+
 The database and Redis are required: without them this process cannot serve (503). Workers
 are not, unless ``MCP_READY_REQUIRES_WORKER``: without them only background calls wait,
 while inline calls, lists and reads go on, and every web process shares the same workers,
@@ -37,10 +42,14 @@ from mcp_app.models import Tool
 from mcp_app.ops.heartbeat import worker_heartbeats_key
 from mcp_app.services import metrics
 from mcp_app.services.background.embedded import embedded_worker_enabled
+from mcp_app.services.replica import ReplicaState, replica_configured, replica_state
 
 # One thread for every database check of this process: a hung connect holds only it.
 _database_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-readiness")
 _database_check: concurrent.futures.Future[bool] | None = None
+# And one for the replica's, likewise.
+_replica_thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-replica")
+_replica_check: concurrent.futures.Future[ReplicaState] | None = None
 
 
 @dataclass(frozen=True)
@@ -105,6 +114,30 @@ async def _check_database(timeout: float) -> tuple[Check, bool]:
     return Check("database", True, "ok"), needs_workers
 
 
+def _query_replica() -> ReplicaState:
+    close_old_connections()
+    return replica_state(fresh=True)
+
+
+async def _check_replica(timeout: float) -> Check:
+    global _replica_check
+    if _replica_check is None or _replica_check.done():
+        _replica_check = _replica_thread.submit(_query_replica)
+    try:
+        async with asyncio.timeout(timeout):
+            state = await asyncio.shield(asyncio.wrap_future(_replica_check))
+    except TimeoutError:
+        return Check("replica", False, f"no answer within {timeout:g} s", required=False)
+    if state.serves:
+        detail = f"{state.lag_seconds or 0:.1f} s behind"
+    elif state.lag_seconds is not None:
+        bound = get_conf().MCP_REPLICA_MAX_LAG_SECONDS
+        detail = f"{state.lag_seconds:.1f} s behind (bound {bound:g} s): reads go to the primary"
+    else:
+        detail = f"{state.reason} ({state.detail}): reads go to the primary"
+    return Check("replica", state.serves, detail, required=False)
+
+
 async def _check_redis(timeout: float, *, count_workers: bool) -> list[Check]:
     client = redis.asyncio.Redis.from_url(
         settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
@@ -153,12 +186,13 @@ async def _areadiness() -> Readiness:
     redis_wanted = bool(settings.REDIS_URL)
     workers_possible = redis_wanted and not embedded_worker_enabled()
     database = asyncio.ensure_future(_check_database(timeout))
+    replica = asyncio.ensure_future(_check_replica(timeout)) if replica_configured() else None
     if not redis_wanted:
         check, _ = await database
-        return Readiness((check,))
+        return Readiness((check, *([await replica] if replica else [])))
     # Redis is checked while the database answers; workers only once it is known they matter.
     redis_checks = await _check_redis(timeout, count_workers=workers_possible)
     database_check, needs_workers = await database
     if not (database_check.ok and needs_workers):
         redis_checks = [check for check in redis_checks if check.name != "workers"]
-    return Readiness((database_check, *redis_checks))
+    return Readiness((database_check, *redis_checks, *([await replica] if replica else [])))

@@ -169,3 +169,16 @@ READINESS_CHECK = Gauge(
     ["check"],
     multiprocess_mode="livemostrecent",
 )
+
+# -- Read replica (services/replica.py; docs/operations.md "With a read replica") --
+REPLICA_READS = Counter(
+    "mcphost_replica_reads",
+    "Scopes of call-log reads (an audit page, an export, an API call-log request) by where "
+    'they read: source "replica", or "primary" with the reason ("lagging", "unreachable").',
+    ["source", "reason"],
+)
+REPLICA_LAG = Gauge(
+    "mcphost_replica_lag_seconds",
+    "How far behind the read replica was when last measured (-1: unknown or unreachable).",
+    multiprocess_mode="livemostrecent",
+)
