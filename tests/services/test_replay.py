@@ -1,9 +1,8 @@
 """Replay of recorded calls against a draft (services/replay.py), through the service.
 
-The calls replayed are real traffic: each is a ``tools/call`` sent to the project's ASGI
-application in-process (the transport, the dispatcher and the call-log recorder a server
-runs), written by the call-log writer thread. Tests therefore use committed data
-(``transaction=True``) and wait for the writer with a bound before reading the log.
+The calls replayed are real traffic (tests/support/recorded_calls.py): each ``tools/call``
+goes through the project's ASGI application in-process and the call-log recorder a server
+runs, and is written by the writer thread, so these tests use committed data.
 """
 
 from __future__ import annotations
@@ -13,12 +12,10 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
 from django.contrib.auth.models import User
 
 from mcp_app.models import CallLog, Draft, ReplayRun, Tool
 from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
-from mcp_app.services.calllog.writer import call_log_flush
 from mcp_app.services.catalog_writes import tool_create
 from mcp_app.services.credentials import credential_create
 from mcp_app.services.drafts import draft_create, live_entry
@@ -34,17 +31,12 @@ from mcp_app.services.replay import (
     replay_summary,
 )
 from tests.support.catalog import make_endpoint
-from tests.support.inprocess import acall, encode_headers
+from tests.support.recorded_calls import client_call, flushed
 from tests.support.upstream import Upstream, run_upstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 SLUG = "replay"
-FLUSH_SECONDS = 10.0
-META = {
-    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-    "io.modelcontextprotocol/clientCapabilities": {},
-}
 GREET_SCHEMA = {
     "type": "object",
     "properties": {"name": {"type": "string"}, "pin": {"type": "string"}},
@@ -55,28 +47,7 @@ PIN = "pin-7f3e9a"
 
 
 def call(tool: str, arguments: dict[str, Any], client: str = "agent-a") -> dict[str, Any]:
-    """One client call of ``tool`` on the endpoint, as a 2026-07-28 client sends it."""
-    headers = {
-        "host": "127.0.0.1",
-        "content-type": "application/json",
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/call",
-        "mcp-name": tool,
-    }
-    meta = {**META, "io.modelcontextprotocol/clientInfo": {"name": client, "version": "1"}}
-    params = {"name": tool, "arguments": arguments, "_meta": meta}
-    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
-    answer = async_to_sync(acall)(
-        f"/mcp/{SLUG}", json.dumps(body).encode(), encode_headers(headers)
-    )
-    assert answer.status == 200, answer.body
-    result: dict[str, Any] = answer.json()["result"]
-    return result
-
-
-def flushed() -> None:
-    assert call_log_flush(timeout=FLUSH_SECONDS)
+    return client_call(SLUG, tool, arguments, client)
 
 
 def client_calls(tool: str) -> int:
