@@ -15,6 +15,7 @@ import pytest
 from django.contrib.auth.models import User
 
 from mcp_app.models import CallLog, Draft, ReplayRun, Tool
+from mcp_app.services import replay
 from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
 from mcp_app.services.catalog_writes import tool_create
 from mcp_app.services.credentials import credential_create
@@ -350,3 +351,36 @@ def test_the_structural_diff_names_paths_and_is_bounded() -> None:
     assert more == 0
     many, more = json_diff({str(i): i for i in range(100)}, {}, limit=10)
     assert len(many) == 10 and more == 90
+
+
+def test_each_call_and_the_whole_run_are_bounded(
+    operator: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tool_create(
+        name="nap",
+        kind=Tool.Kind.PYTHON,
+        config={"function": "sleep_with_progress"},
+        capture_mode=Tool.Capture.FULL,
+        endpoints=[make_endpoint(SLUG)],
+    )
+    call("nap", {"seconds": 1.5, "steps": 1})
+    flushed()
+    draft = drafted(operator, "nap", description="Naps, reworded.")
+    monkeypatch.setattr(replay, "CALL_SECONDS", 0.2)
+
+    run = replay_run(draft, tool="nap", filters=replay_filter({}), user=operator)
+
+    (item,) = run.results
+    for side in ("live", "draft"):
+        assert (item[side]["outcome"], item[side]["error"]) == (
+            "error",
+            "Tool timed out after 0.2 s",
+        )
+
+    monkeypatch.setattr(replay, "RUN_SECONDS", -1.0)  # spent before the first call
+    late = replay_run(draft, tool="nap", filters=replay_filter({}), user=operator)
+
+    assert (late.calls, late.not_run, late.results) == (0, 1, [])
+    assert replay_summary(late).endswith("1 not run (the -1 s budget ran out)")
+    flushed()
+    assert admin_test_calls("nap") == 2
