@@ -128,6 +128,7 @@ def replay_page(request: HttpRequest, draft_id: int) -> HttpResponse:
         "draft": draft,
         "form": form,
         "may_run": may_run,
+        "tools": tools,
         "payloads": payloads,
         "confirmation": confirmation,
         "problems": problems,

@@ -159,3 +159,17 @@ def test_a_form_error_runs_nothing(world: World) -> None:
     assert unknown.status_code == 200
     assert "not on an endpoint" in unknown.content.decode()
     assert not ReplayRun.objects.exists()
+
+
+def test_a_draft_changing_no_tool_says_there_is_nothing_to_replay(world: World) -> None:
+    entry = live_entry("resources", "demo://alpha/readme", user=world.alpha.member)
+    assert entry is not None
+    document = {"format": "mcphost-catalog/1", "resources": [{**entry, "text": "changed"}]}
+    draft = draft_create(title="Reword", document=document, actor=world.alpha.member)
+    runner = signed_in("runner", world.alpha.group, VIEW, RUN)
+
+    body = runner.get(page(draft)).content.decode()
+
+    assert 'id="replay-no-tool"' in body and 'id="replay-form"' not in body
+    assert runner.post(page(draft), FORM).context["form"].errors["tool"]
+    assert not ReplayRun.objects.exists()
