@@ -506,7 +506,9 @@ def _compare(row: CallLog, live: Tool | None, drafted: Tool, user_id: int | None
         cleaned = [scrub(value, found) for value in cleaned]
         errors = [scrub(error, found) for error in errors]
     clean_arguments, live_result, draft_result = cleaned
-    diff, more = json_diff(live_result, draft_result)
+    # A version that did not run (refused, missing) has nothing to compare, only an outcome.
+    both = live_result is not None and draft_result is not None
+    diff, more = json_diff(live_result, draft_result) if both else ([], 0)
     if draft_side.outcome == REFUSED:
         verdict = REFUSED
     elif (

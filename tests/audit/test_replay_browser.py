@@ -116,6 +116,9 @@ def test_a_replay_runs_from_the_page_and_shows_live_and_draft_side_by_side(
     expect(calls).to_have_count(3)
     refused = calls.filter(has_text="refused").first
     expect(refused.locator(".replay-side.draft")).to_contain_text("Invalid arguments")
+    expect(refused.locator(".replay-diff")).to_have_count(0)
+    # The heading names the call; its link to the record is in the body, readable.
+    expect(refused.locator("a", has_text="the recorded call")).to_be_visible()
     changed = calls.filter(has=page.locator(".verdict", has_text="changed")).first
     expect(changed.locator(".replay-side.live")).to_contain_text("Hello ")
     expect(changed.locator(".replay-side.draft")).to_contain_text("welcome back!")

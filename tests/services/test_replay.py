@@ -118,6 +118,8 @@ def test_identical_results_refused_calls_and_changed_results(greet: Tool, operat
     assert refused["draft"]["outcome"] == "refused"
     assert "Invalid arguments" in refused["draft"]["error"]
     assert refused["live"]["outcome"] == "ok"
+    # The draft did not run it: no result to diff against.
+    assert (refused["draft"]["result"], refused["diff"]) == (None, [])
     identical = [item for item in run.results if item["verdict"] == "identical"]
     assert {item["live"]["result"]["content"][0]["text"] for item in identical} == {
         "Hello Ada!",
