@@ -5,6 +5,7 @@ from django.urls import path
 from django.views.generic import RedirectView
 
 from mcp_app import connections, views
+from mcp_app.audit import replay as audit_replay
 from mcp_app.audit import views as audit
 
 app_name = "mcp_app"
@@ -27,4 +28,5 @@ urlpatterns = [
     path("audit/export.csv", audit.export_csv, name="audit_export_csv"),
     path("audit/export.jsonl", audit.export_jsonl, name="audit_export_jsonl"),
     path("audit/<int:pk>/", audit.call_detail, name="audit_detail"),
+    path("audit/replay/<int:draft_id>/", audit_replay.replay_page, name="replay"),
 ]

@@ -10,7 +10,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.routers import APIRootView, DefaultRouter
 
-from mcp_app.api import limits, views
+from mcp_app.api import limits, replay, views
 from mcp_app.api.parsers import check_query
 from mcp_app.api.schema import SchemaView
 
@@ -58,4 +58,10 @@ urlpatterns = [
         ),
         name="api-docs",
     ),
+]
+
+# Replays of recorded calls against a draft (api/replay.py).
+urlpatterns += [
+    path("v1/drafts/<int:pk>/replay/", replay.DraftReplayView.as_view(), name="draft-replay"),
+    path("v1/replays/<int:pk>/", replay.ReplayRunView.as_view(), name="replay-detail"),
 ]

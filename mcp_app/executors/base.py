@@ -207,6 +207,10 @@ class Executor(Generic[PreparedT]):
     # relayed from another server, which may ask differently each run): the services then
     # hold the run open between rounds instead of running it again with the answers.
     holds_questions: ClassVar[bool] = False
+    # Whether a call acts on another system (sends a request out): repeating a recorded call
+    # there (a replay, services/replay.py) may repeat its side effects, unless the tool's
+    # annotations say it is read-only or idempotent.
+    reaches_outside: ClassVar[bool] = False
 
     def prepare(self, config: Mapping[str, Any]) -> PreparedT:
         """Check and parse ``config`` into what ``run`` takes.

@@ -356,6 +356,7 @@ class McpUpstreamExecutor(Executor[UpstreamConfig]):
     config_form = UpstreamConfigForm
     # The upstream's question is answered within its one tools/call request.
     holds_questions = True
+    reaches_outside = True
 
     def prepare(self, config: Mapping[str, Any]) -> UpstreamConfig:
         unknown = set(config) - _CONFIG_KEYS

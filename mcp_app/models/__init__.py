@@ -12,6 +12,7 @@ from mcp_app.models.limits import RateLimit
 from mcp_app.models.membership import MembershipChange
 from mcp_app.models.policy import Policy
 from mcp_app.models.prompt import Prompt, PromptArgument, PromptMessage
+from mcp_app.models.replay import ReplayRun
 from mcp_app.models.resource import Resource, ResourceTemplate
 from mcp_app.models.session import Session
 from mcp_app.models.tool import Tool
@@ -31,6 +32,7 @@ __all__ = [
     "PromptArgument",
     "PromptMessage",
     "RateLimit",
+    "ReplayRun",
     "Resource",
     "ResourceTemplate",
     "Session",

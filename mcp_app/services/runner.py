@@ -25,6 +25,10 @@ from mcp_app.services.execution import execute_tool
 class CatalogToolRunner:
     """Runs catalog tools inline (stopped after MCP_INLINE_TOOL_TIMEOUT_SECONDS) or on a worker."""
 
+    def __init__(self, *, inline_seconds: float | None = None) -> None:
+        # A tighter bound on inline runs than the setting's (a replay's per-call bound).
+        self.inline_seconds = inline_seconds
+
     async def run_tool(
         self, tool: ToolDef, arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
@@ -47,6 +51,8 @@ class CatalogToolRunner:
         if key.execution == "background":
             return await arun_on_worker(tool, arguments, ctx)
         seconds = get_conf().MCP_INLINE_TOOL_TIMEOUT_SECONDS
+        if self.inline_seconds is not None:
+            seconds = min(seconds, self.inline_seconds)
         if continuations.holds_questions(key, ctx):
 
             def run(held_ctx: ToolCallContext) -> Coroutine[Any, Any, ToolResult]:

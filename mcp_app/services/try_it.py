@@ -57,16 +57,28 @@ class TryOutcome:
         return self.result is None or bool(self.result.get("isError"))
 
 
-def tool_try(*, tool: Tool, arguments: Mapping[str, Any], user_id: int | None) -> TryOutcome:
-    """Call ``tool`` with ``arguments`` through the protocol layer and record the call."""
+def tool_try(
+    *,
+    tool: Tool,
+    arguments: Mapping[str, Any],
+    user_id: int | None,
+    timeout_seconds: float | None = None,
+) -> TryOutcome:
+    """Call ``tool`` with ``arguments`` through the protocol layer and record the call.
+
+    ``timeout_seconds``: a bound on an inline run tighter than the setting's (a replay's).
+    """
+    # An unsaved tool (a draft's version) has no allowed groups to read: none apply here,
+    # where no client calls.
+    groups = frozenset[str]() if tool.pk is None else None
     snapshot = CatalogSnapshot(
         endpoint=EndpointInfo(slug=TRY_ENDPOINT_SLUG, title="Admin try-it"),
-        tools=(tool_def(tool),),
+        tools=(tool_def(tool, groups),),
     )
     ctx = request_context(
         snapshot,
         version=LATEST_LEGACY,
-        tools=CatalogToolRunner(),
+        tools=CatalogToolRunner(inline_seconds=timeout_seconds),
         server_info=TRY_SERVER_INFO,
         client_info=TRY_IT_CLIENT_INFO,
         request_id=1,

@@ -83,6 +83,7 @@ class HttpExecutor(Executor[HttpConfig]):
     kind = "http"
     label = "HTTP request"
     config_form = HttpConfigForm
+    reaches_outside = True
 
     def prepare(self, config: Mapping[str, Any]) -> HttpConfig:
         return prepare_http_config(config)
