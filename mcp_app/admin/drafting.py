@@ -14,8 +14,9 @@ covers the prompt's own fields and access, and a change to the inlines is refuse
 "Save as draft" (it is made with Save, or in the draft's document).
 
 A row of an endpoint that requires review is changed only through an approved draft: its
-Save is refused with the review message as the form's error (the write path would refuse it
-too), and its page says so above the form.
+Save (and an edit of its row in the list) is refused with the review message as the form's
+error, and its deletion is listed as refused on the delete page (the write path would refuse
+them too, as a server error); its page says so above the form.
 """
 
 from __future__ import annotations
@@ -135,6 +136,35 @@ class DraftableAdmin:
 
         DraftableForm.__name__ = DraftableForm.__qualname__ = form_class.__name__
         return DraftableForm
+
+    def get_changelist_form(self, request: HttpRequest, **kwargs: Any) -> Any:
+        form_class = super().get_changelist_form(request, **kwargs)  # type: ignore[misc]
+        user = request.user
+
+        class ReviewedListForm(form_class):  # type: ignore[misc,valid-type]  # made per request
+            """A list row's edit (Enabled) refused on a reviewed endpoint's row, on its row."""
+
+            def _post_clean(self) -> None:
+                super()._post_clean()
+                if self.errors or not self.has_changed():
+                    return
+                try:
+                    review.check_may_change(self.instance, user)
+                except ValidationError as exc:
+                    self.add_error(None, f"Cannot change {self.instance}: {' '.join(exc.messages)}")
+
+        ReviewedListForm.__name__ = ReviewedListForm.__qualname__ = form_class.__name__
+        return ReviewedListForm
+
+    def get_deleted_objects(self, objs: Any, request: HttpRequest) -> Any:
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)  # type: ignore[misc]
+        # Listed as protected, Django's delete page and "delete selected" delete none of them.
+        reviewed = [
+            f"{row._meta.verbose_name.capitalize()} “{row}”: {review.review_message(slugs)}"
+            for row in objs
+            if (slugs := review.reviewed_slugs(row))
+        ]
+        return deleted, counts, perms_needed, [*protected, *reviewed]
 
     def get_formsets_with_inlines(self, request: HttpRequest, obj: Any = None) -> Any:
         for formset, inline in super().get_formsets_with_inlines(request, obj):  # type: ignore[misc]

@@ -453,3 +453,35 @@ def test_a_reviewed_endpoints_row_refuses_a_direct_save_as_a_form_error(world: W
     response = client.post(change_url("tool", tool.pk), data)
     assert response.status_code == 302
     assert Draft.objects.get().document["tools"][0]["description"] == "Direct."
+
+
+def test_a_reviewed_endpoints_row_refuses_a_list_edit_and_a_delete_without_an_error(
+    world: World,
+) -> None:
+    require_review(world)
+    tool = world.alpha.tool
+    client = signed_in(world.alpha.member)
+    listing = reverse("admin:mcp_app_tool_changelist")
+    edit = {
+        "form-TOTAL_FORMS": "1",
+        "form-INITIAL_FORMS": "1",
+        "form-0-id": str(tool.pk),
+        "_save": "Save",
+    }  # Enabled unticked
+
+    response = client.post(listing, edit)
+
+    assert response.status_code == 200
+    assert "requires review" in str(response.context["cl"].formset.errors)
+    tool.refresh_from_db()
+    assert tool.enabled
+
+    delete = reverse("admin:mcp_app_tool_delete", args=[tool.pk])
+    response = client.post(delete, {"post": "yes"})
+    assert response.status_code == 200 and "requires review" in response.text
+    response = client.post(
+        listing,
+        {"action": "delete_selected", "_selected_action": [tool.pk], "post": "yes"},
+    )
+    assert response.status_code == 200 and "requires review" in response.text
+    assert Tool.objects.filter(pk=tool.pk).exists()
