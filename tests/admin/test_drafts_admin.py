@@ -6,12 +6,14 @@ review refuses a direct save as a form error."""
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 import pytest
 from django import forms
 from django.contrib.auth.models import Permission, User
 from django.contrib.messages import get_messages
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.urls import reverse
 from django.utils.html import escape
@@ -123,6 +125,44 @@ def test_save_as_draft_makes_a_draft_and_leaves_the_live_row(world: World, model
     assert draft.title.startswith("Edit ")
     page = client.get(response["Location"])
     assert "Drafted in the admin." in page.text and escape(before) in page.text
+
+
+def test_save_as_draft_carries_a_kinds_config_and_an_uploaded_file(world: World) -> None:
+    client = signed_in(world.alpha.member)
+    tool = world.alpha.tool
+    data = form_post(client.get(change_url("tool", tool.pk)))
+    data.update(kind="template", template="About now.", _save_draft="Save as draft")
+    response = client.post(change_url("tool", tool.pk), data)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+    resource = world.alpha.resource
+    data = form_post(client.get(change_url("resource", resource.pk)))
+    data.update(text="", file=SimpleUploadedFile("notes.txt", b"from a file"))
+    data["_save_draft"] = "Save as draft"
+    response = client.post(change_url("resource", resource.pk), data)
+    assert response.status_code == 302, response.context["adminform"].form.errors
+
+    tool_draft_row, resource_draft = Draft.objects.order_by("pk")
+    (entry,) = tool_draft_row.document["tools"]
+    assert (entry["kind"], entry["config"]["template"]) == ("template", "About now.")
+    (entry,) = resource_draft.document["resources"]
+    assert (entry["text"], entry["file"]["name"]) == ("", "notes.txt")
+    assert base64.b64decode(entry["file"]["base64"]) == b"from a file"
+    tool.refresh_from_db()
+    resource.refresh_from_db()
+    assert (tool.kind, resource.text, bool(resource.file)) == ("python", "hello", False)
+
+
+def test_save_as_draft_needs_the_add_draft_permission(world: World) -> None:
+    member = world.alpha.member
+    member.user_permissions.remove(Permission.objects.get(codename="add_draft"))
+    client = signed_in(member)
+    page = client.get(change_url("tool", world.alpha.tool.pk))
+    assert 'name="_save_draft"' not in page.text
+    data = form_post(page)
+    data.update(description="Sneaked.", _save_draft="Save as draft")
+
+    assert client.post(change_url("tool", world.alpha.tool.pk), data).status_code == 403
+    assert not Draft.objects.exists()
 
 
 def test_save_as_draft_of_a_new_tool_creates_nothing_live(world: World) -> None:
