@@ -133,6 +133,11 @@ def test_a_tool_saved_as_draft_shows_beside_the_live_values_and_publishes(
         assert page_overflow(view) == 0, (size, scheme)
         brightness = luminance(view, ".mcp-draft-new pre")
         assert (brightness < 0.3) if scheme == "dark" else (brightness > 0.7), brightness
+        # The button sits beside Save, within the screen.
+        view.goto(tool_url)
+        button = view.locator("#save-as-draft").bounding_box()
+        assert button is not None and button["x"] + button["width"] <= VIEWPORTS[size]["width"]
+        assert page_overflow(view) == 0, (size, scheme)
         view.context.close()
 
     page = open_page(browser, state, VIEWPORTS["1366"], "light")
