@@ -14,6 +14,7 @@ from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
 
+from mcp_app.admin.drafting import DraftableAdmin
 from mcp_app.admin.figures import (
     FiguresChangeList,
     calls_cell,
@@ -50,7 +51,7 @@ PREVIEW_VERSIONS = (LATEST_MODERN, LATEST_LEGACY)
 
 
 @admin.register(Endpoint)
-class EndpointAdmin(IconAdmin, InUseProtectedAdmin, CatalogRowAdmin):
+class EndpointAdmin(DraftableAdmin, IconAdmin, InUseProtectedAdmin, CatalogRowAdmin):
     form = EndpointForm
     list_display = [
         "slug", "title", "enabled", "listed", "auth_mode", "tool_count", "calls_24h", "errors_24h",
@@ -83,6 +84,7 @@ class EndpointAdmin(IconAdmin, InUseProtectedAdmin, CatalogRowAdmin):
         ("Catalog", {"fields": ["tools", "resources", "resource_templates", "prompts"]}),
         ("Access", {"fields": ["allowed_origins"]}),
         ("Discovery", {"fields": ["listed"]}),
+        ("Review", {"fields": ["require_review"]}),
         ICON_FIELDSET,
         ("Policies around calls", {"fields": ["policies"]}),
         ("Authorization", {"fields": ["auth_mode", "scopes", "base_scope"]}),

@@ -382,7 +382,7 @@ class EndpointForm(StorableInputForm, IconRowForm):
         fields = [
             "slug", "title", "description", "instructions", "enabled", "listed", "icons",
             "allowed_origins", "tools", "resources", "resource_templates", "prompts",
-            "auth_mode", "scopes", "base_scope",
+            "auth_mode", "scopes", "base_scope", "require_review",
         ]  # fmt: skip
         field_classes = {"icons": JsonTextField}
 

@@ -12,6 +12,7 @@ from django.http import HttpRequest
 
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.bulk import CatalogItemAdmin
+from mcp_app.admin.drafting import DraftableAdmin
 from mcp_app.admin.forms import JSON_FORMFIELD
 from mcp_app.admin.icons import ICON_FIELDSET, IconAdmin, IconRowForm
 from mcp_app.executors.forms import CodeTextarea
@@ -57,7 +58,7 @@ class PromptMessageInline(admin.StackedInline):
 
 
 @admin.register(Prompt)
-class PromptAdmin(IconAdmin, CatalogItemAdmin):
+class PromptAdmin(DraftableAdmin, IconAdmin, CatalogItemAdmin):
     form = IconRowForm
     list_display = ["name", "title", "enabled", "updated_at"]
     list_filter = ["enabled", "endpoints"]

@@ -13,13 +13,14 @@ from django.http import HttpRequest
 
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.bulk import CatalogItemAdmin
+from mcp_app.admin.drafting import DraftableAdmin
 from mcp_app.admin.forms import ResourceTemplateForm, template_kind_config_fields
 from mcp_app.admin.icons import ICON_FIELDSET, IconAdmin
 from mcp_app.models import ResourceTemplate
 
 
 @admin.register(ResourceTemplate)
-class ResourceTemplateAdmin(IconAdmin, CatalogItemAdmin):
+class ResourceTemplateAdmin(DraftableAdmin, IconAdmin, CatalogItemAdmin):
     form = ResourceTemplateForm
     list_display = ["uri_template", "name", "kind", "mime_type", "enabled", "updated_at"]
     list_filter = ["kind", "enabled", "upstream", "endpoints"]

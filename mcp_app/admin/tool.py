@@ -16,6 +16,7 @@ from django.urls import URLPattern, path
 
 from mcp_app.admin.access import ACCESS_FIELDSET
 from mcp_app.admin.bulk import CatalogItemAdmin
+from mcp_app.admin.drafting import DraftableAdmin
 from mcp_app.admin.figures import (
     FiguresChangeList,
     calls_cell,
@@ -49,7 +50,7 @@ def tool_save_warnings(tool: Tool, endpoints: Sequence[Endpoint]) -> list[str]:
 
 
 @admin.register(Tool)
-class ToolAdmin(IconAdmin, CatalogItemAdmin):
+class ToolAdmin(DraftableAdmin, IconAdmin, CatalogItemAdmin):
     form = ToolForm
     # What fits beside the navigation and the filters at 1366 px: the title and the last
     # change are on the tool's page; kind and mode by their short values.
