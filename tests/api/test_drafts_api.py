@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
 from rest_framework.test import APIClient
 
 from mcp_app.models import Draft, Endpoint, Prompt, Tool
 from mcp_app.services import catalog_writes
 from mcp_app.services.api_tokens import api_token_create
-from mcp_app.services.catalog_io import catalog_export
+from mcp_app.services.catalog_io import catalog_dump, catalog_export
 from mcp_app.services.draft_import import PRUNE_REFUSED
 from mcp_app.services.drafts import live_entry
 from mcp_app.services.review import review_message
@@ -348,6 +349,29 @@ def test_an_api_import_as_draft_saves_one_draft_and_changes_nothing(world: World
     titled = client.post("/api/v1/catalog/import/", {"document": document, "title": "T"})
     assert titled.status_code == 400
     assert Draft.objects.count() == 1
+
+
+def test_an_exported_yaml_file_uploaded_as_draft_becomes_one_draft(world: World) -> None:
+    member = world.alpha.member
+    document = catalog_export(endpoint_slugs=["alpha-endpoint"], user=member)
+    document["prompts"][0]["title"] = "From YAML"
+    upload = SimpleUploadedFile("alpha.yaml", catalog_dump(document).encode())
+
+    response = client_of(member).post(
+        "/api/v1/catalog/import/",
+        {"file": upload, "as_draft": "true", "title": "Upload"},
+        format="multipart",
+    )
+
+    assert response.status_code == 201, response.content
+    draft = Draft.objects.get()
+    assert (response.json()["draft"], draft.title) == (draft.pk, "Upload")
+    assert [
+        (entry["key"], entry["fields"][0]["draft"])
+        for entry in response.json()["diff"]
+        if entry["action"] == "update"
+    ] == [("alpha-prompt", "From YAML")]
+    assert Prompt.objects.get(name="alpha-prompt").title != "From YAML"
 
 
 def test_a_reviewer_lacking_import_permissions_cannot_import_as_draft(world: World) -> None:
