@@ -140,8 +140,18 @@ PUBLISH_RESULT = inline_serializer(
     },
 )
 CONFLICT = OpenApiResponse(
+    response=inline_serializer(
+        "DraftConflict",
+        {
+            "type": serializers.CharField(help_text="draft_conflict"),
+            "detail": serializers.CharField(),
+            "errors": serializers.ListField(
+                child=serializers.DictField(), help_text="One {path, message, code} a conflict."
+            ),
+        },
+    ),
     description="Live rows changed since the draft was made, where it changes them too "
-    "(errors lists each conflict); nothing was published."
+    "(errors lists each conflict); nothing was published.",
 )
 
 
