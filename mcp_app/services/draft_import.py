@@ -22,7 +22,7 @@ from typing import Any
 from mcp_app.models import Draft
 from mcp_app.services.drafts import DraftError, EntryDiff, draft_create
 
-# Sections of a catalog document a draft drops: what they say a draft needs not.
+# Sections of an exported file a draft does without (the module docstring says why).
 _DROPPED = ("scope", "credentials")
 
 PRUNE_REFUSED = (
