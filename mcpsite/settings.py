@@ -535,6 +535,11 @@ SPECTACULAR_SETTINGS = {
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
     "SCHEMA_PATH_PREFIX": "/api/v1",
+    # A draft's status and its diff's action, named (another "status" enum took the plain name).
+    "ENUM_NAME_OVERRIDES": {
+        "DraftStatusEnum": "mcp_app.models.draft.Draft.Status",
+        "DraftEntryActionEnum": ["create", "update", "unchanged"],
+    },
     "POSTPROCESSING_HOOKS": [
         "drf_spectacular.hooks.postprocess_schema_enums",
         "mcp_app.api.schema.any_json_value",

@@ -38,6 +38,18 @@ class InUse(Conflict):
         self.references = error.references
 
 
+class DraftConflictError(Conflict):
+    """A draft's publish (or its check) refused because live rows changed where the draft
+    changes them too: ``errors`` lists each conflict; nothing was published."""
+
+    default_detail = "Live rows changed since the draft was made; nothing was published."
+    default_code = "draft_conflict"
+
+    def __init__(self, conflicts: list[str]) -> None:
+        super().__init__()
+        self.conflicts = conflicts
+
+
 class PreconditionFailed(exceptions.APIException):
     status_code = status.HTTP_412_PRECONDITION_FAILED
     default_detail = "The resource changed since you read it (If-Match does not match its ETag)."
@@ -84,6 +96,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
             body["errors"] = [
                 {"path": "", "message": str(reference), "code": "in_use"}
                 for reference in exc.references
+            ]
+        elif isinstance(exc, DraftConflictError):
+            body["errors"] = [
+                {"path": "", "message": message, "code": "conflict"} for message in exc.conflicts
             ]
     response.data = body
     return response

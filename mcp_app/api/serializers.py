@@ -294,8 +294,9 @@ class EndpointSerializer(CatalogRowSerializer):
         fields = [
             "id", "slug", "team", "title", "description", "instructions", "enabled", "listed",
             "icons",
-            "allowed_origins", "auth_mode", "scopes", "base_scope", "catalog_version", "url",
-            "tools", "resources", "resource_templates", "prompts", "created_at", "updated_at",
+            "allowed_origins", "auth_mode", "scopes", "base_scope", "require_review",
+            "catalog_version", "url", "tools", "resources", "resource_templates", "prompts",
+            "created_at", "updated_at",
         ]  # fmt: skip
         read_only_fields = ["catalog_version", "created_at", "updated_at"]
 
@@ -668,6 +669,18 @@ class CatalogImportSerializer(serializers.Serializer):
     )
     prune = serializers.BooleanField(default=False)
     dry_run = serializers.BooleanField(default=False)
+    as_draft = serializers.BooleanField(
+        default=False,
+        help_text="Save the document as one draft (docs/api.md, Drafts) instead of making it "
+        "live; not with prune or dry_run.",
+    )
+    title = serializers.CharField(
+        max_length=200,
+        required=False,
+        default="",
+        allow_blank=True,
+        help_text="The draft's title (as_draft).",
+    )
 
     def validate_file(self, value: Any) -> Any:
         """The file's document is held to what a JSON body is (``parsers.check_value``).
@@ -690,7 +703,43 @@ class CatalogImportSerializer(serializers.Serializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if ("document" in attrs) == ("file" in attrs):
             raise serializers.ValidationError("Send either document or file.")
+        if attrs["title"] and not attrs["as_draft"]:
+            raise serializers.ValidationError({"title": ["A title names a draft: send as_draft."]})
         return attrs
+
+
+class DraftFieldDiffSerializer(serializers.Serializer):
+    """A field a draft changes: its live value beside the draft's."""
+
+    name = serializers.CharField()
+    live = serializers.JSONField(help_text="The live value (null: the row is new).")
+    draft = serializers.JSONField()
+    conflict = serializers.BooleanField(
+        help_text="Changed live since the draft was made, to another value than the draft's."
+    )
+
+
+class DraftEntryDiffSerializer(serializers.Serializer):
+    """One entry of a draft beside its live row (``services.drafts.EntryDiff``)."""
+
+    section = serializers.CharField(help_text="endpoints, tools, resources, ... (catalog).")
+    key = serializers.CharField(help_text="The row's natural key (slug, name, URI).")
+    action = serializers.ChoiceField(choices=["create", "update", "unchanged"])
+    changed_live = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Fields the draft leaves alone that changed live since (a publish keeps them).",
+    )
+    problem = serializers.CharField(
+        help_text="The row was created or deleted live since the draft was made ('' if not)."
+    )
+    conflicts = serializers.BooleanField(help_text="A publish now would be refused for it.")
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        # "fields" cannot be declared: a serializer's own ``fields`` attribute has the name.
+        declared = super().get_fields()
+        names = ["section", "key", "action", "fields", "changed_live", "problem", "conflicts"]
+        declared["fields"] = DraftFieldDiffSerializer(many=True)
+        return {name: declared[name] for name in names}
 
 
 def _json_object(value: Any) -> Any:

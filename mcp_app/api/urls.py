@@ -10,7 +10,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.routers import APIRootView, DefaultRouter
 
-from mcp_app.api import limits, replay, views
+from mcp_app.api import drafts, limits, replay, views
 from mcp_app.api.parsers import check_query
 from mcp_app.api.schema import SchemaView
 
@@ -39,6 +39,7 @@ router.register("sessions", views.SessionViewSet)
 router.register("rate-limits", limits.RateLimitViewSet)
 router.register("catalog", views.CatalogViewSet, basename="catalog")
 router.register("icons", views.IconViewSet, basename="icon")
+router.register("drafts", drafts.DraftViewSet)
 
 urlpatterns = [
     path("v1/", include(router.urls)),

@@ -76,6 +76,8 @@ from mcp_app.services.catalog_io import (
     catalog_permissions_missing,
 )
 from mcp_app.services.catalog_writes import catalog_row_enable
+from mcp_app.services.draft_import import catalog_import_as_draft
+from mcp_app.services.drafts import DraftError, draft_diff
 from mcp_app.services.icons import icon_store, public_icons
 from mcp_app.services.policies.writes import policy_delete
 from mcp_app.services.references import RowInUseError
@@ -978,19 +980,31 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
 
     @extend_schema(
         request=s.CatalogImportSerializer,
-        responses=inline_serializer(
-            "CatalogImportResult",
-            {
-                "dry_run": serializers.BooleanField(),
-                "changes": serializers.ListField(child=serializers.JSONField()),
-            },
-        ),
+        responses={
+            200: inline_serializer(
+                "CatalogImportResult",
+                {
+                    "dry_run": serializers.BooleanField(),
+                    "changes": serializers.ListField(child=serializers.JSONField()),
+                },
+            ),
+            201: inline_serializer(
+                "CatalogImportDraft",
+                {
+                    "draft": serializers.IntegerField(help_text="The draft's id."),
+                    "title": serializers.CharField(),
+                    "diff": s.DraftEntryDiffSerializer(many=True),
+                },
+            ),
+        },
     )
     @action(detail=False, methods=["post"], url_path="import")
     def import_(self, request: Request) -> Response:
         """Import a catalog document (JSON body) or an exported file (multipart ``file``);
         ``dry_run`` reports the diff only. Both need the permissions of every model the
-        document lists or the import would change (403 naming those missing)."""
+        document lists or the import would change (403 naming those missing). With
+        ``as_draft``, the document is saved as one draft (201: its id and diff) and nothing
+        is live until it is published (/api/v1/drafts/)."""
         payload = s.CatalogImportSerializer(data=request.data)
         payload.is_valid(raise_exception=True)
         data = payload.validated_data
@@ -1001,6 +1015,8 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
                 document = catalog_parse(data["file"].read(get_conf().MCP_CATALOG_MAX_BYTES + 1))
             else:
                 document = catalog_document(data["document"])
+            if data["as_draft"]:
+                return _import_as_draft(request, document, data, field)
             report = catalog_import(
                 document=document,
                 prune=data["prune"],
@@ -1018,6 +1034,25 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
                 {f"{field}.{error.path}": [error.message] for error in exc.errors}
             ) from None
         return Response(report.as_dict())
+
+
+def _import_as_draft(
+    request: Request, document: dict[str, Any], data: dict[str, Any], field: str
+) -> Response:
+    try:
+        draft = catalog_import_as_draft(
+            document=document,
+            title=data["title"] or "Catalog import",
+            actor=request.user,
+            prune=data["prune"],
+            dry_run=data["dry_run"],
+        )
+    except DraftError as exc:
+        raise ValidationError({field: exc.messages}) from None
+    diff = s.DraftEntryDiffSerializer(draft_diff(draft, user=request.user), many=True).data
+    return Response(
+        {"draft": draft.pk, "title": draft.title, "diff": diff}, status=status.HTTP_201_CREATED
+    )
 
 
 def _export_response(request: Request, slugs: list[str] | None) -> HttpResponse:

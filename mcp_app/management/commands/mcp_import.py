@@ -2,7 +2,9 @@
 
 Idempotent and transactional: the same file twice changes nothing, and an invalid file changes
 nothing and names each wrong entry and field. ``--dry-run`` prints the changes without making
-them; ``--prune`` also removes what the file does not list.
+them; ``--prune`` also removes what the file does not list. ``--as-draft`` saves the file as
+one draft instead (``services/draft_import.py``): nothing is live until it is published, and
+the command names the draft and what it changes.
 
 It runs as the shell operator, with no Django user: no model permission is checked (the API's
 import checks them). The file is read within MCP_CATALOG_MAX_BYTES and MCP_CATALOG_MAX_VALUES
@@ -24,6 +26,8 @@ from mcp_app.services.catalog_io import (
     catalog_import,
     catalog_parse,
 )
+from mcp_app.services.draft_import import catalog_import_as_draft, diff_summary
+from mcp_app.services.drafts import DraftError, draft_diff
 
 
 class Command(BaseCommand):
@@ -44,10 +48,17 @@ class Command(BaseCommand):
             help="delete rows the file does not list (for a file of chosen endpoints: "
             "detach them from those endpoints)",
         )
+        parser.add_argument(
+            "--as-draft",
+            action="store_true",
+            help="save the file as one draft (published later from the admin or the API); "
+            "not with --prune or --dry-run",
+        )
+        parser.add_argument("--title", default="", help="the draft's title (with --as-draft)")
 
     def handle(
         self, *args: Any, file: str, format: str | None, dry_run: bool, prune: bool,
-        **options: Any,
+        as_draft: bool, title: str, **options: Any,
     ) -> None:  # fmt: skip
         # One byte past the limit is enough for catalog_parse to refuse the file.
         size = get_conf().MCP_CATALOG_MAX_BYTES + 1
@@ -61,10 +72,14 @@ class Command(BaseCommand):
                     text = handle.read(size)
         except OSError as exc:
             raise CommandError(f"Cannot read {file}: {exc}") from None
+        if title and not as_draft:
+            raise CommandError("--title names a draft: use it with --as-draft.")
         try:
-            report = catalog_import(
-                document=catalog_parse(text, fmt=format), prune=prune, dry_run=dry_run
-            )
+            document = catalog_parse(text, fmt=format)
+            if as_draft:
+                self._save_draft(document, file=file, title=title, prune=prune, dry_run=dry_run)
+                return
+            report = catalog_import(document=document, prune=prune, dry_run=dry_run)
         except CatalogFormatError as exc:
             raise CommandError(str(exc)) from None
         except CatalogImportError as exc:
@@ -75,3 +90,26 @@ class Command(BaseCommand):
             self.stdout.write(str(change))
         verb = "Would make" if dry_run else "Made"
         self.stdout.write(f"{verb} {len(report.changes)} change(s).")
+
+    def _save_draft(
+        self, document: dict[str, Any], *, file: str, title: str, prune: bool, dry_run: bool
+    ) -> None:
+        name = "standard input" if file == "-" else Path(file).name
+        try:
+            draft = catalog_import_as_draft(
+                document=document,
+                title=title or f"Import of {name}"[:200],
+                actor=None,
+                prune=prune,
+                dry_run=dry_run,
+            )
+        except DraftError as exc:
+            for message in exc.messages:
+                self.stderr.write(message)
+            raise CommandError(
+                f"{len(exc.messages)} error(s); no draft was saved, nothing was changed."
+            ) from None
+        self.stdout.write(f"Saved draft #{draft.pk}: {draft.title}")
+        for line in diff_summary(draft_diff(draft)):
+            self.stdout.write(f"  {line}")
+        self.stdout.write("Nothing is live until the draft is published (admin or API).")
