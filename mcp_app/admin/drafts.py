@@ -23,7 +23,7 @@ from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
-from django.urls import NoReverseMatch, reverse
+from django.urls import reverse
 
 from mcp_app.admin.selection import CheckedSelectionAdmin
 from mcp_app.admin.teams import TeamScopedAdmin
@@ -268,12 +268,9 @@ def _document_text(draft: Draft) -> str:
     return catalog_dump(draft.document, fmt="yaml")
 
 
-def _replay_url(draft: Draft) -> str | None:
-    """The replay page of the draft, when the site has one (``services/replay.py``)."""
-    try:
-        return reverse("replay", args=[draft.pk])
-    except NoReverseMatch:
-        return None
+def _replay_url(draft: Draft) -> str:
+    """The draft's replay page (``audit/replay.py``): its recorded calls run against it."""
+    return reverse("mcp_app:replay", args=[draft.pk])
 
 
 def _entry(diff: EntryDiff, user: Any) -> dict[str, Any]:

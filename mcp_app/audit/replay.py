@@ -24,7 +24,7 @@ from django.urls import reverse, reverse_lazy
 from django.utils import timezone
 
 from mcp_app.audit.forms import RANGE_LABELS, RANGES
-from mcp_app.models import Draft
+from mcp_app.models import Draft, ReplayRun
 from mcp_app.models.call_log import STATUS_CHOICES
 from mcp_app.services.drafts import drafts_visible
 from mcp_app.services.replay import (
@@ -121,7 +121,7 @@ def replay_page(request: HttpRequest, draft_id: int) -> HttpResponse:
                 return HttpResponseRedirect(f"{url}?run={run.pk}#results")
     else:
         form = ReplayForm(tools=tools)
-    runs = list(draft.replays.select_related("created_by")[:RECENT_RUNS])
+    runs = list(ReplayRun.objects.filter(draft=draft).select_related("created_by")[:RECENT_RUNS])
     shown = _shown_run(request, draft)
     context = {
         "nav": "audit",
@@ -174,4 +174,9 @@ def _shown_run(request: HttpRequest, draft: Draft) -> Any:
     value = request.GET.get("run", "")
     if not value.isdigit() or len(value) > 18:
         return None
-    return draft.replays.select_related("created_by").filter(pk=int(value)).first()
+    return (
+        ReplayRun.objects.filter(draft=draft)
+        .select_related("created_by")
+        .filter(pk=int(value))
+        .first()
+    )

@@ -264,6 +264,8 @@ def test_the_draft_page_shows_each_changed_field_beside_the_live_value(world: Wo
     assert "The alpha team&#x27;s tool." in page.text
     for button in ("check", "publish", "discard"):
         assert f'value="{button}"' in page.text
+    # The way to see how recorded calls would fare under the draft.
+    assert f'href="/audit/replay/{draft.pk}/"' in page.text
 
 
 def test_a_conflict_is_shown_and_stops_the_publish(world: World) -> None:
