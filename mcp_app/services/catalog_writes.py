@@ -377,10 +377,11 @@ def catalog_rows_enable(
                     row.enabled = False
             if problems:
                 raise ValidationError(problems)
-        for row in changing:
-            with writing(row, actor=actor, source=source):
-                row.enabled = enabled
-                row.save(update_fields=["enabled", "updated_at"])
+        with review.rows_checked(changing, history.acting_user()):
+            for row in changing:
+                with writing(row, actor=actor, source=source):
+                    row.enabled = enabled
+                    row.save(update_fields=["enabled", "updated_at"])
     return changing
 
 

@@ -35,6 +35,10 @@ from mcp_app.models import (
 )
 
 _publishing: ContextVar[bool] = ContextVar("mcp_publishing_draft", default=False)
+# Rows a many-row write checked at once (``rows_checked``): their own writes skip the query.
+_checked: ContextVar[frozenset[tuple[type[models.Model], int]]] = ContextVar(
+    "mcp_review_checked", default=frozenset()
+)
 
 _ITEMS = (Tool, Resource, ResourceTemplate, Prompt)
 
@@ -77,8 +81,36 @@ def check_may_change(row: models.Model, user: Any, endpoint_ids: Collection[int]
         return
     if not isinstance(row, (Endpoint, *_ITEMS, RateLimit, Policy, PromptArgument, PromptMessage)):
         return
+    if not endpoint_ids and (type(row), row.pk) in _checked.get():
+        return
     if slugs := reviewed_slugs(row, endpoint_ids):
         raise ValidationError({NON_FIELD_ERRORS: [review_message(slugs)]})
+
+
+@contextlib.contextmanager
+def rows_checked(rows: Collection[models.Model], user: Any) -> Iterator[None]:
+    """Check a write of many items at once (one query), and let their own writes inside the
+    block skip the check (a bulk action writes each row through ``writing``).
+
+    Raises:
+        ValidationError: as ``check_may_change``, naming every endpoint; nothing was written.
+    """
+    items = [row for row in rows if isinstance(row, _ITEMS) and row.pk is not None]
+    if _publishing.get() or not getattr(user, "is_authenticated", False) or not items:
+        yield
+        return
+    query = models.Q(pk__in=[])
+    for model, relation in _RELATED.items():
+        if ids := [row.pk for row in items if isinstance(row, model)]:
+            query |= models.Q(**{f"{relation}__in": ids})
+    reviewed = Endpoint.objects.filter(query, require_review=True).distinct()
+    if slugs := sorted(reviewed.values_list("slug", flat=True)):
+        raise ValidationError({NON_FIELD_ERRORS: [review_message(slugs)]})
+    token = _checked.set(_checked.get() | {(type(row), row.pk) for row in items})
+    try:
+        yield
+    finally:
+        _checked.reset(token)
 
 
 def review_message(slugs: Collection[str]) -> str:
