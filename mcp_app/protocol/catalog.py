@@ -141,6 +141,10 @@ def _sorted(items: Sequence[Any], key: str) -> tuple[Any, ...]:
     return tuple(sorted(items, key=lambda item: getattr(item, key)))
 
 
+# What a request can name in a catalog (``inbound.Resolved.item``).
+CatalogItem = ToolDef | PromptDef | ResourceDef | ResourceTemplateDef
+
+
 @dataclass(frozen=True)
 class CatalogSnapshot:
     """Everything one endpoint publishes, in a deterministic order (by name / URI).

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
+from mcp_app.protocol.catalog import CatalogItem, CatalogSnapshot
 from mcp_app.protocol.errors import MissingClientCapability
 from mcp_app.protocol.policies import TOOLS_CALL, PolicyCall
 from mcp_app.protocol.ports import (
@@ -103,9 +103,13 @@ class RequestContext:
     # parsed URI templates (the serving process's, from services/contexts.py; by default
     # this context's own).
     schemas: SchemaCache = field(default_factory=SchemaCache)
-    # The tool a tools/call names, as inbound classification found it in ``catalog``
-    # (inbound.Resolved); None: the handler looks it up (a worker, try-it, an unknown name).
-    called_tool: ToolDef | None = None
+    # The catalog item the request names (a tools/call's tool, a prompts/get's prompt, a
+    # resources/read's resource or first matching template), as inbound classification
+    # found it in ``catalog`` (inbound.Resolved.item); None: the handler looks it up (a
+    # worker, try-it, an unknown name).
+    named_item: CatalogItem | None = None
+    # A resources/read's URI as ``named_item`` (its first matching template) matched it.
+    named_variables: Mapping[str, str] | None = None
     templates: TemplateCache = field(default_factory=TemplateCache)
     # What the endpoint's policies decided about this request (protocol/policies.py), and the
     # arguments the call log keeps when a policy masked them (None: as received).

@@ -20,7 +20,7 @@ from typing import Any
 
 from mcp_app.conf import get_conf, get_site
 from mcp_app.executors.mcp_upstream import ONE_CALL_PREFIX
-from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
+from mcp_app.protocol.catalog import CatalogItem, CatalogSnapshot
 from mcp_app.protocol.context import LegacySession, RequestContext, Send
 from mcp_app.protocol.ports import (
     ClientRequester,
@@ -94,7 +94,8 @@ def request_context(
     caller_session: str = "",
     request_headers: Mapping[str, Sequence[str]] | None = None,
     tasks: TaskStore | None = None,
-    called_tool: ToolDef | None = None,
+    named_item: CatalogItem | None = None,
+    named_variables: Mapping[str, str] | None = None,
 ) -> RequestContext:
     """A ``RequestContext`` over ``snapshot`` for ``version``, with what the caller's request
     carries (see ``RequestContext`` for each field).
@@ -146,5 +147,6 @@ def request_context(
         tasks=tasks,
         schemas=_schemas,
         templates=_templates,
-        called_tool=called_tool,
+        named_item=named_item,
+        named_variables=named_variables,
     )

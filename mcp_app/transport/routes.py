@@ -17,7 +17,7 @@ from typing import Any
 
 from mcp_app.auth import access, addresses, bearer
 from mcp_app.conf import get_conf
-from mcp_app.protocol import dispatch, inbound, jsonrpc
+from mcp_app.protocol import dispatch, inbound, jsonrpc, uritemplate
 from mcp_app.protocol.context import LegacySession, RequestContext
 from mcp_app.protocol.dispatch import Reply
 from mcp_app.protocol.errors import (
@@ -57,6 +57,8 @@ _tool_runner = CatalogToolRunner()
 _session_store = DatabaseSessionStore()
 # Each tool's Mcp-Param headers, walked once for the process (inbound keeps no state).
 _param_headers = inbound.ParamHeaderCache()
+# The resource templates reads' URIs are matched against, parsed once for the process.
+_templates = uritemplate.TemplateCache()
 # Legacy requests running in this process, by (session id, JSON-encoded request id), so
 # notifications/cancelled can stop them.
 _in_flight: dict[tuple[str, bytes], Exchange] = {}
@@ -99,7 +101,9 @@ async def serve_post(ex: Exchange, state: EndpointState) -> None:
     # The one resolution of this request: every step after this one takes it.
     resolved = None
     if isinstance(payload, Request):
-        resolved = inbound.resolve(payload, state.snapshot, Era.MODERN if modern else Era.LEGACY)
+        resolved = inbound.resolve(
+            payload, state.snapshot, Era.MODERN if modern else Era.LEGACY, _templates
+        )
     ex.recorder.received([payload], modern=modern, resolved=resolved)
     if modern:
         await _modern(ex, state, payload, resolved)
@@ -217,7 +221,8 @@ def _context(
         principal=ex.principal.key,
         request_headers=ex.headers,
         tasks=CatalogTaskStore(state.id),
-        called_tool=resolved.tool if resolved is not None else None,
+        named_item=resolved.item if resolved is not None else None,
+        named_variables=resolved.variables if resolved is not None else None,
     )
 
 
@@ -483,7 +488,7 @@ async def _batch(ex: Exchange, state: EndpointState, messages: list[Any]) -> Non
     if not supports(session.protocol_version, Feature.BATCHES):
         raise Rejected(400, f"Batches are not part of protocol {session.protocol_version}")
     resolved = {
-        id(message): inbound.resolve(message, state.snapshot, Era.LEGACY)
+        id(message): inbound.resolve(message, state.snapshot, Era.LEGACY, _templates)
         for message in messages
         if isinstance(message, Request)
     }

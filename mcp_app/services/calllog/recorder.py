@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from mcp_app.models import CallLog, Tool
 from mcp_app.protocol import jsonrpc
-from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
+from mcp_app.protocol.catalog import CatalogItem, CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import LegacySession
 from mcp_app.protocol.dispatch import Reply
 from mcp_app.protocol.errors import McpError
@@ -58,8 +58,9 @@ class _Entry:
     rpc_method: str = ""
     rpc_id: str = ""
     target: str = ""
-    # A tools/call's tool as inbound classification found it (None: looked up for the row).
-    tool: ToolDef | None = None
+    # The tool, prompt, resource or template the request names, as inbound classification
+    # found it (None: looked up for the row).
+    item: CatalogItem | None = None
     # The era the transport served it in, once dispatched ("" until then).
     era: str = ""
     arguments: Any = None
@@ -194,7 +195,7 @@ class CallRecorder:
                 params = message.params if isinstance(message.params, Mapping) else {}
                 if resolved is not None and resolved.request is message:
                     entry.target = (resolved.target or "")[:512]
-                    entry.tool = resolved.tool
+                    entry.item = resolved.item
                 else:
                     entry.target = (target_of(message.method, params) or "")[:512]
                 if message.method in _ARGUMENT_METHODS:
@@ -317,7 +318,8 @@ class CallRecorder:
                 duration = request_ms
             version = entry.version or self._version
             era = entry.era or (_era(version) if version else self._era)
-            tool = entry.tool
+            item = entry.item
+            tool = item if type(item) is ToolDef else None
             if tool is None and entry.rpc_method == "tools/call" and self._snapshot is not None:
                 tool = self._snapshot.tool(entry.target)
             records.append(
@@ -470,7 +472,10 @@ def _upstream_of(snapshot: CatalogSnapshot | None, entry: _Entry, tool: ToolDef 
         if tool.key.kind == Tool.Kind.MCP_UPSTREAM:
             return str(tool.key.config.get("upstream") or "")[:128]
         return ""
-    if method == "resources/read":
+    item = entry.item
+    if item is not None and method in ("resources/read", "prompts/get"):
+        key = item.key  # as inbound classification found it
+    elif method == "resources/read":
         resource = snapshot.resource(entry.target)
         key = resource.key if resource is not None else _template_key(snapshot, entry.target)
     elif method == "prompts/get":
