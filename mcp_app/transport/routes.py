@@ -91,10 +91,16 @@ async def serve_post(ex: Exchange, state: EndpointState) -> None:
         payload = jsonrpc.decode(ex.body, max_batch=get_conf().MCP_MAX_BATCH_MESSAGES)
     except McpError as exc:
         raise Rejected(400, error=exc, request_id=getattr(exc, "request_id", None)) from None
-    tracing.annotate_request(payload)
     if isinstance(payload, list):
-        ex.recorder.received(payload, modern=False)
-        await _batch(ex, state, payload)
+        tracing.annotate_request(payload)
+        # The one resolution of each request in the batch: every step after this takes it.
+        batch = {
+            id(message): inbound.resolve(message, state.snapshot, Era.LEGACY, _templates)
+            for message in payload
+            if isinstance(message, Request)
+        }
+        ex.recorder.received(payload, modern=False, batch=batch)
+        await _batch(ex, state, payload, batch)
         return
     route = inbound.classify(payload, ex.header(VERSION_HEADER))
     modern = route is inbound.Route.MODERN
@@ -104,6 +110,7 @@ async def serve_post(ex: Exchange, state: EndpointState) -> None:
         resolved = inbound.resolve(
             payload, state.snapshot, Era.MODERN if modern else Era.LEGACY, _templates
         )
+    tracing.annotate_request(payload, resolved.target if resolved is not None else None)
     ex.recorder.received([payload], modern=modern, resolved=resolved)
     if modern:
         await _modern(ex, state, payload, resolved)
@@ -476,7 +483,12 @@ async def _cancel(session: LegacySession, params: Mapping[str, Any] | None) -> N
     await background.acancel_request(session_id=session.id, request_id=request_id)
 
 
-async def _batch(ex: Exchange, state: EndpointState, messages: list[Any]) -> None:
+async def _batch(
+    ex: Exchange,
+    state: EndpointState,
+    messages: list[Any],
+    resolved: Mapping[int, inbound.Resolved],
+) -> None:
     """JSON-RPC batches: only sessions that negotiated 2025-03-26 may send them.
 
     Their size is bounded when decoded (MCP_MAX_BATCH_MESSAGES). Calls of background tools
@@ -487,11 +499,6 @@ async def _batch(ex: Exchange, state: EndpointState, messages: list[Any]) -> Non
     session = await load_session(ex, state, None)
     if not supports(session.protocol_version, Feature.BATCHES):
         raise Rejected(400, f"Batches are not part of protocol {session.protocol_version}")
-    resolved = {
-        id(message): inbound.resolve(message, state.snapshot, Era.LEGACY, _templates)
-        for message in messages
-        if isinstance(message, Request)
-    }
     for one in resolved.values():
         # One status for the whole batch: refused before any of it runs.
         check_scope(ex, state, one)

@@ -19,10 +19,14 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from mcp_app.models import Endpoint, Prompt, PromptMessage, Resource, ResourceTemplate
 from mcp_app.protocol import methods, uritemplate
 from mcp_app.protocol.catalog import CatalogSnapshot
+from mcp_app.services import tracing
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
 from tests.support.oauth import issue_token
 from tests.transport.test_query_budget import initialize, modern, post
@@ -214,3 +218,45 @@ def test_a_request_finds_its_prompt_or_resource_once(
     assert _text(send()) == text
     assert lookups.targets == [params.get("name") or params["uri"]]
     assert (lookups.prompts, lookups.resources, lookups.matches) == (prompts, resources, matches)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_each_call_of_a_batch_finds_its_target_and_tool_once(lookups: Lookups) -> None:
+    _endpoint("resolved-batch")
+    session_id = initialize("resolved-batch", "2025-03-26")
+    headers = {"mcp-session-id": session_id, "mcp-protocol-version": "2025-03-26"}
+    batch = [
+        {
+            "jsonrpc": "2.0",
+            "id": n,
+            "method": "tools/call",
+            "params": {"name": "echo", "arguments": {"message": str(n)}},
+        }
+        for n in (2, 3)
+    ]
+    lookups.clear()
+    answer = post("resolved-batch", batch, headers)
+    assert [reply["result"]["content"][0]["text"] for reply in answer.json()] == ["2", "3"]
+    assert (lookups.targets, lookups.tools) == (["echo", "echo"], ["echo", "echo"])
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_traced_call_finds_its_target_once(
+    lookups: Lookups, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = provider.get_tracer("test")
+    monkeypatch.setattr(tracing, "tracer", tracer)
+    _endpoint("resolved-traced")
+    assert modern("resolved-traced", "tools/list", {}).status == 200  # caches the snapshot
+    lookups.clear()
+    with tracer.start_as_current_span("POST /mcp/{slug}"):
+        answer = modern(
+            "resolved-traced", "tools/call", {"name": "echo", "arguments": {"message": "t"}}, "echo"
+        )
+    assert answer.json()["result"]["content"][0]["text"] == "t"
+    request_span = next(s for s in exporter.get_finished_spans() if s.name == "POST /mcp/{slug}")
+    assert (request_span.attributes or {}).get("mcp.tool") == "echo"
+    assert lookups.targets == ["echo"]

@@ -34,7 +34,7 @@ def _subscribed() -> None:
     assert invalidation.wait_subscribed(SUBSCRIBE_SECONDS)
 
 
-def post(slug: str, body: dict[str, Any], headers: dict[str, str]) -> Answer:
+def post(slug: str, body: dict[str, Any] | list[dict[str, Any]], headers: dict[str, str]) -> Answer:
     all_headers = {
         "host": "127.0.0.1",
         "content-type": "application/json",

@@ -172,18 +172,31 @@ class CallRecorder:
             _unsubmitted.add(self)
 
     def received(
-        self, messages: Iterable[Any], *, modern: bool, resolved: Resolved | None = None
+        self,
+        messages: Iterable[Any],
+        *,
+        modern: bool,
+        resolved: Resolved | None = None,
+        batch: Mapping[int, Resolved] | None = None,
     ) -> None:
         """Note the decoded message(s) of a POST: one record each.
 
-        ``resolved`` is a single request as inbound classification resolved it: its target
-        is taken from there.
+        ``resolved`` is a single request as inbound classification resolved it, ``batch``
+        a batch's requests so resolved, by ``id()`` of the request: targets are taken from
+        there.
         """
         self._era = _MODERN if modern else _LEGACY
-        self._note(messages, resolved)
+        self._note(messages, resolved, batch)
 
-    def _note(self, messages: Iterable[Any], resolved: Resolved | None = None) -> None:
+    def _note(
+        self,
+        messages: Iterable[Any],
+        resolved: Resolved | None = None,
+        batch: Mapping[int, Resolved] | None = None,
+    ) -> None:
         for message in messages:
+            if batch is not None:
+                resolved = batch.get(id(message))
             entry = _Entry()
             if isinstance(message, Request | Notification):
                 entry.message_type = (
