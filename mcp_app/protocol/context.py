@@ -76,7 +76,8 @@ class RequestContext:
     client_info: Mapping[str, Any] | None = None
     request_id: Any = None
     progress_token: str | int | None = None
-    # Minimum level for notifications/message on this request; None means send none.
+    # Minimum level for notifications/message on this request, as built (a 2026-07-28
+    # request's ``_meta``, a legacy session's ``LegacySession.log_level``); None sends none.
     log_level: str | None = None
     session: LegacySession | None = None
     sessions: SessionStore | None = None
