@@ -1,6 +1,6 @@
 """Per-item access on OAuth endpoints: who sees a tool, resource or prompt, and who may use it.
 
-Two rules per catalog item (``services.catalog.Access``): allowed groups decide whether the
+Two rules per catalog item (``services.snapshots.Access``): allowed groups decide whether the
 item exists for a principal at all (it is left out of the snapshot the request works with, so
 lists, calls and reads agree without touching the protocol handlers); a required scope decides
 whether the principal may use it now. Scope-gated items stay listed, so a client can discover
@@ -19,7 +19,8 @@ from typing import Any
 from mcp_app.auth.bearer import Principal
 from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.inbound import Resolved
-from mcp_app.services.catalog import OPEN, Access, EndpointState
+from mcp_app.services.endpoint_directory import EndpointState
+from mcp_app.services.snapshots import OPEN, Access
 
 # Filtered snapshots kept per process, by (endpoint, catalog version, groups).
 VIEW_CACHE_SIZE = 256

@@ -1,6 +1,6 @@
 """Plain, immutable definitions of what an endpoint publishes: the catalog snapshot.
 
-The Django side (``mcp_app.services.catalog``) builds one ``CatalogSnapshot`` per endpoint and
+The Django side (``mcp_app.services.snapshots``) builds one ``CatalogSnapshot`` per endpoint and
 catalog version from database rows; the protocol handlers only ever read it. Schemas and other
 JSON values are kept verbatim as the operator wrote them (``$schema``, ``$defs`` and
 ``additionalProperties`` must come back unchanged).

@@ -49,7 +49,7 @@ from mcp_app.protocol.results import InputRequired, Outcome, ToolError, ToolResu
 from mcp_app.protocol.versions import Feature
 from mcp_app.services import metrics, notify
 from mcp_app.services.background.calls import result_from_json, result_to_json, state_ttl
-from mcp_app.services.catalog import ToolKey
+from mcp_app.services.snapshots import ToolKey
 
 logger = logging.getLogger(__name__)
 

@@ -19,10 +19,10 @@ from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult, ToolTimeout
 from mcp_app.services import tracing
-from mcp_app.services.catalog import ToolKey
 from mcp_app.services.credentials import credential_resolve_by_name
 from mcp_app.services.deadlines import Deadline
 from mcp_app.services.policies.confirm import policy_confirm
+from mcp_app.services.snapshots import ToolKey
 from mcp_app.services.upstreams import upstream_target
 
 

@@ -1,7 +1,7 @@
 """The catalog's implementation of the protocol port ResourceReader.
 
 ``CatalogResourceReader`` produces ``resources/read`` contents from the snapshot keys built by
-``services.catalog``: text needs no query; files are read from storage; a URI a resource
+``services.snapshots``: text needs no query; files are read from storage; a URI a resource
 template matched is resolved by the resolver of the template's kind
 (``executors/resource_kinds``), to which the reader is the ``ReadContext``; a resource (or a
 templated URI) of an upstream MCP server is read there (``services/upstreams.py``).
@@ -18,7 +18,7 @@ from django.core.files.storage import default_storage
 from mcp_app.executors.resource_kinds import get_resolver
 from mcp_app.executors.resource_kinds.base import TemplateSource, bytes_contents, text_contents
 from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef
-from mcp_app.services.catalog import ResourceKey, ResourceTemplateKey
+from mcp_app.services.snapshots import ResourceKey, ResourceTemplateKey
 from mcp_app.services.upstreams import upstream_read_resource
 
 

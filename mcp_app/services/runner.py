@@ -18,8 +18,8 @@ from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult
 from mcp_app.services import continuations
 from mcp_app.services.background.web import arun_on_worker
-from mcp_app.services.catalog import ToolKey
 from mcp_app.services.execution import execute_tool
+from mcp_app.services.snapshots import ToolKey
 
 
 class CatalogToolRunner:

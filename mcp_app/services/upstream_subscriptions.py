@@ -32,8 +32,8 @@ from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.handlers import resources
 from mcp_app.protocol.uritemplate import match
 from mcp_app.services import notify
-from mcp_app.services.catalog import ResourceKey, ResourceTemplateKey
 from mcp_app.services.sessions import asessions_subscriptions
+from mcp_app.services.snapshots import ResourceKey, ResourceTemplateKey
 from mcp_app.services.upstreams import port_caller, relay
 
 logger = logging.getLogger(__name__)

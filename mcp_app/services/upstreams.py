@@ -58,7 +58,7 @@ from mcp_app.protocol.catalog import PromptDef, ResourceTemplateDef
 from mcp_app.protocol.errors import INTERNAL_ERROR, METHOD_NOT_FOUND, InternalError, RelayedError
 from mcp_app.protocol.results import ToolError
 from mcp_app.services import history
-from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
+from mcp_app.services.catalog_changes import catalog_changed, endpoint_ids_for
 from mcp_app.services.catalog_writes import (
     Actor,
     catalog_row_enable,

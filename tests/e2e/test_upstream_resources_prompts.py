@@ -31,7 +31,7 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.protocol import errors
-from mcp_app.services.catalog import build_snapshot
+from mcp_app.services.snapshots import build_snapshot
 from tests.support.catalog import make_endpoint
 from tests.support.live import flush_database, free_port
 from tests.support.mcp_upstream_server import PNG, RunningUpstream, run_mcp_upstream

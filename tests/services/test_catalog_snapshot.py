@@ -19,7 +19,6 @@ from mcp_app.protocol.catalog import (
 )
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.versions import LATEST_LEGACY
-from mcp_app.services.catalog import ResourceKey, ToolKey, build_snapshot
 from mcp_app.services.catalog_writes import (
     endpoint_create,
     prompt_create,
@@ -29,6 +28,7 @@ from mcp_app.services.catalog_writes import (
 )
 from mcp_app.services.contexts import request_context
 from mcp_app.services.runner import CatalogToolRunner
+from mcp_app.services.snapshots import ResourceKey, ToolKey, build_snapshot
 
 VERBATIM_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",

@@ -39,7 +39,7 @@ from mcp_app.protocol.results import (
     ToolResult,
 )
 from mcp_app.services import limits, notify
-from mcp_app.services.catalog import ToolKey
+from mcp_app.services.snapshots import ToolKey
 
 logger = logging.getLogger(__name__)
 

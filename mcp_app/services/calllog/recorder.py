@@ -38,7 +38,7 @@ from mcp_app.protocol.versions import MODERN_VERSIONS, Era
 from mcp_app.services import metrics
 from mcp_app.services.calllog.capture import MIN_SCRUB_CHARS
 from mcp_app.services.calllog.writer import PendingCall, call_log_drain, writer
-from mcp_app.services.catalog import EndpointState
+from mcp_app.services.endpoint_directory import EndpointState
 
 logger = logging.getLogger(__name__)
 
