@@ -32,7 +32,7 @@ from mcp_app.services import history, invalidation, notify
 from mcp_app.services.catalog_changes import catalog_changed, endpoint_ids_for
 from mcp_app.services.catalog_writes import check_tools_attachable, check_unique_tool_names
 from mcp_app.services.limits import limits_changed
-from mcp_app.services.upstreams import upstream_renamed
+from mcp_app.services.upstream_targets import upstream_renamed
 
 # Which endpoint_ids_for() keyword finds the endpoints of each catalog model.
 _RELATION_KWARG: dict[type, str] = {

@@ -35,8 +35,8 @@ from mcp_app.protocol.ports import (
 from mcp_app.protocol.schemas import SchemaCache
 from mcp_app.protocol.uritemplate import TemplateCache
 from mcp_app.services.resources import CatalogResourceReader
+from mcp_app.services.upstream_relay import UpstreamCompleter, UpstreamPromptSource
 from mcp_app.services.upstream_subscriptions import UpstreamResourceWatcher
-from mcp_app.services.upstreams import UpstreamCompleter, UpstreamPromptSource
 
 # Shared by contexts of no caller in particular, and by every context of an endpoint that
 # serves nothing from an upstream (``CatalogSnapshot.caller_bound``); otherwise a caller's

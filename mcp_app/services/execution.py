@@ -23,7 +23,7 @@ from mcp_app.services.credentials import credential_resolve_by_name
 from mcp_app.services.deadlines import Deadline
 from mcp_app.services.policies.confirm import policy_confirm
 from mcp_app.services.snapshots import ToolKey
-from mcp_app.services.upstreams import upstream_target
+from mcp_app.services.upstream_targets import upstream_target
 
 
 class ServiceResolvers:

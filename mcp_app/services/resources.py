@@ -4,7 +4,7 @@
 ``services.snapshots``: text needs no query; files are read from storage; a URI a resource
 template matched is resolved by the resolver of the template's kind
 (``executors/resource_kinds``), to which the reader is the ``ReadContext``; a resource (or a
-templated URI) of an upstream MCP server is read there (``services/upstreams.py``).
+templated URI) of an upstream MCP server is read there (``services/upstream_relay.py``).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from mcp_app.executors.resource_kinds import get_resolver
 from mcp_app.executors.resource_kinds.base import TemplateSource, bytes_contents, text_contents
 from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef
 from mcp_app.services.snapshots import ResourceKey, ResourceTemplateKey
-from mcp_app.services.upstreams import upstream_read_resource
+from mcp_app.services.upstream_relay import upstream_read_resource
 
 
 class CatalogResourceReader:

@@ -34,7 +34,7 @@ from mcp_app.protocol.uritemplate import match
 from mcp_app.services import notify
 from mcp_app.services.sessions import asessions_subscriptions
 from mcp_app.services.snapshots import ResourceKey, ResourceTemplateKey
-from mcp_app.services.upstreams import port_caller, relay
+from mcp_app.services.upstream_relay import port_caller, relay
 
 logger = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class UpstreamResourceWatcher:
     ) -> None:
         """Subscribe upstream for ``subscriber``.
 
-        Raises: as ``services.upstreams.relay`` (the upstream refused, or is unreachable).
+        Raises: as ``services.upstream_relay.relay`` (the upstream refused, or is unreachable).
         """
         remote = upstream_source(source, uri)
         if remote is None:
