@@ -132,7 +132,7 @@ class Upstream(TimestampedModel):
         ),
     )
     enabled = models.BooleanField(default=True, help_text="Disabled: its tools fail at once.")
-    # Sessions with the upstream: one per caller (services/contexts.caller_key), unless the
+    # Sessions with the upstream: one per caller (services/context_factory.caller_key), unless the
     # operator says it keeps no per-session state.
     stateless = models.BooleanField(
         default=False,

@@ -91,7 +91,7 @@ class RequestContext:
     # 2026-07-28 calls: the key sealing requestState, and who is asking.
     state_secret: bytes = b""
     principal: str = ""
-    # Who the call is for, as sessions with upstream MCP servers are kept (services/contexts:
+    # Who the call is for, as sessions with upstream MCP servers are kept (services/context_factory:
     # "user:<id>", "session:<id>", or "once:<random>" for a caller known for one call only);
     # "" is no one in particular and shares the upstream's one session.
     caller: str = ""
@@ -101,7 +101,7 @@ class RequestContext:
     # MCP tasks (2025-11-25 core, 2026-07-28 extension); None serves no task methods.
     tasks: TaskStore | None = None
     # What the handlers derive from the catalog's definitions and keep: compiled schemas,
-    # parsed URI templates (the serving process's, from services/contexts.py; by default
+    # parsed URI templates (the serving process's, from services/context_factory.py; by default
     # this context's own).
     schemas: SchemaCache = field(default_factory=SchemaCache)
     # The catalog item the request names (a tools/call's tool, a prompts/get's prompt, a

@@ -25,7 +25,7 @@ from mcp_app.protocol.handlers import subscriptions
 from mcp_app.protocol.jsonrpc import Request
 from mcp_app.services import events, notify, upstream_subscriptions
 from mcp_app.services.background import web as background
-from mcp_app.services.contexts import caller_key
+from mcp_app.services.context_factory import caller_key
 from mcp_app.services.endpoint_directory import EndpointState
 from mcp_app.services.sessions import asession_is_live, asession_subscriptions
 from mcp_app.transport import http

@@ -34,7 +34,7 @@ from mcp_app.protocol.shaping import finish_result
 from mcp_app.protocol.versions import Era, Feature, supports
 from mcp_app.services import events, limits, notify, tracing
 from mcp_app.services.background import web as background
-from mcp_app.services.contexts import request_context
+from mcp_app.services.context_factory import request_context
 from mcp_app.services.endpoint_directory import EndpointState
 from mcp_app.services.mcp_tasks import CatalogTaskStore
 from mcp_app.services.runner import CatalogToolRunner

@@ -26,7 +26,7 @@ from mcp_app.services.catalog_writes import (
     resource_template_create,
     tool_create,
 )
-from mcp_app.services.contexts import request_context
+from mcp_app.services.context_factory import request_context
 from mcp_app.services.runner import CatalogToolRunner
 from mcp_app.services.snapshots import ResourceKey, ToolKey, build_snapshot
 

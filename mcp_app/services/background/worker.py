@@ -43,7 +43,7 @@ from mcp_app.services.background.calls import (
     result_to_json,
 )
 from mcp_app.services.background.groups import next_message
-from mcp_app.services.contexts import request_context
+from mcp_app.services.context_factory import request_context
 from mcp_app.services.endpoint_directory import aget_endpoint_state
 from mcp_app.services.execution import execute_tool
 
