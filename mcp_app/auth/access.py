@@ -27,7 +27,7 @@ VIEW_CACHE_SIZE = 256
 
 
 def _access(item: Any) -> Access:
-    key = getattr(item, "key", None)
+    key = getattr(item, "binding", None)
     return getattr(key, "access", OPEN) or OPEN
 
 

@@ -1,9 +1,10 @@
 """Building an endpoint's catalog snapshot: its enabled rows as the protocol core's defs.
 
 ``build_snapshot`` turns an endpoint's enabled rows into the plain ``protocol.catalog`` defs in
-a fixed number of queries; each def's ``key`` (``ToolKey`` and its siblings) carries what the
-Django side needs to serve the item (the runner, the reader, the access rules). Snapshots are
-kept per endpoint and catalog version (``snapshot_of``), and a tool's def per row version.
+a fixed number of queries; each def's ``binding`` (``ToolBinding`` and its siblings) carries
+what the Django side needs to serve the item (the runner, the reader, the access rules).
+Snapshots are kept per endpoint and catalog version (``snapshot_of``), and a tool's def per row
+version.
 Which endpoint a request names, and when its state is read again, is
 ``services/endpoint_directory.py``'s business.
 """
@@ -82,8 +83,9 @@ def _access(row: Any, groups: frozenset[str] | None = None) -> Access:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolKey:
-    """What the runner needs to call a tool: ``ToolDef.key``. ``config`` must not be mutated."""
+class ToolBinding:
+    """What the runner needs to call a tool: ``ToolDef.binding``. ``config`` must not be
+    mutated."""
 
     pk: int
     kind: str
@@ -106,8 +108,8 @@ class ToolKey:
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceKey:
-    """What the reader needs to serve a resource: ``ResourceDef.key``.
+class ResourceBinding:
+    """What the reader needs to serve a resource: ``ResourceDef.binding``.
 
     Text resources carry their text, so reading them needs no query; files are opened from
     storage on read.
@@ -125,8 +127,8 @@ class ResourceKey:
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceTemplateKey:
-    """``ResourceTemplateDef.key``: the resolver kind and its config."""
+class ResourceTemplateBinding:
+    """``ResourceTemplateDef.binding``: the resolver kind and its config."""
 
     pk: int
     kind: str
@@ -138,8 +140,8 @@ class ResourceTemplateKey:
 
 
 @dataclass(frozen=True, slots=True)
-class PromptKey:
-    """``PromptDef.key``: what access checks need and, for an upstream's prompt, where to get
+class PromptBinding:
+    """``PromptDef.binding``: what access checks need and, for an upstream's prompt, where to get
     it (other prompts render from the def)."""
 
     pk: int
@@ -201,7 +203,7 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
         prompts=prompts,
         version=endpoint.catalog_version,
         caller_bound=any(
-            item.key.upstream is not None
+            item.binding.upstream is not None
             for items in (resources, templates, prompts)
             for item in items
         ),
@@ -302,7 +304,7 @@ def tool_def(
         view_uri=tool.ui_resource_uri,
         execution=tool.execution_mode,
         task_support="forbidden" if tool.execution_mode == "inline" else tool.task_support,
-        key=ToolKey(
+        binding=ToolBinding(
             pk=tool.pk,
             kind=tool.kind,
             config=tool.config or {},
@@ -339,7 +341,7 @@ def prepare_config(tool: Tool) -> PreparedConfig | ConfigError:
 def _resource_def(resource: Resource) -> ResourceDef:
     size: int | None
     if resource.upstream is not None:
-        key = ResourceKey(
+        key = ResourceBinding(
             pk=resource.pk,
             access=_access(resource),
             upstream=resource.upstream.name,
@@ -347,7 +349,7 @@ def _resource_def(resource: Resource) -> ResourceDef:
         )
         size = None
     elif resource.file:
-        key = ResourceKey(
+        key = ResourceBinding(
             pk=resource.pk,
             file_name=resource.file.name,
             access=_access(resource),
@@ -355,7 +357,7 @@ def _resource_def(resource: Resource) -> ResourceDef:
         )
         size = resource.size
     else:
-        key = ResourceKey(
+        key = ResourceBinding(
             pk=resource.pk,
             text=resource.text,
             access=_access(resource),
@@ -372,7 +374,7 @@ def _resource_def(resource: Resource) -> ResourceDef:
         icons=public_icons(resource.icons),
         # Read in the caller's upstream session: what it holds may differ per caller.
         private=resource.upstream is not None,
-        key=key,
+        binding=key,
     )
 
 
@@ -386,7 +388,7 @@ def _template_def(template: ResourceTemplate) -> ResourceTemplateDef:
         icons=public_icons(template.icons),
         completions={name: tuple(values) for name, values in (template.completions or {}).items()},
         private=template.upstream is not None,
-        key=ResourceTemplateKey(
+        binding=ResourceTemplateBinding(
             pk=template.pk,
             kind=template.kind,
             config=template.config or {},
@@ -414,7 +416,7 @@ def _prompt_def(prompt: Prompt) -> PromptDef:
             for argument in prompt.arguments.all()
         ),
         messages=tuple(_message_def(message) for message in prompt.messages.all()),
-        key=PromptKey(
+        binding=PromptBinding(
             pk=prompt.pk,
             access=_access(prompt),
             upstream=prompt.upstream.name if prompt.upstream is not None else None,

@@ -113,7 +113,7 @@ class UpstreamPromptSource:
     async def get_prompt(
         self, prompt: PromptDef, arguments: Mapping[str, str]
     ) -> Mapping[str, Any] | None:
-        key = prompt.key
+        key = prompt.binding
         if getattr(key, "upstream", None) is None:
             return None
         result: Mapping[str, Any] = await relay(
@@ -145,7 +145,7 @@ class UpstreamCompleter:
         value: str,
         context_arguments: Mapping[str, str],
     ) -> Mapping[str, Any] | None:
-        key = item.key
+        key = item.binding
         upstream = getattr(key, "upstream", None)
         if upstream is None:
             return None

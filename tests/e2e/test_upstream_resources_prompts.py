@@ -308,8 +308,8 @@ def test_renaming_an_upstream_keeps_what_uses_it_working(upstream):
     assert tool.config == {"upstream": "new-rp", "tool": "echo"}
     assert Endpoint.objects.get(pk=endpoint.pk).catalog_version > version
     [resource] = build_snapshot(Endpoint.objects.get(pk=endpoint.pk)).resources
-    assert resource.key.upstream == "new-rp"
+    assert resource.binding.upstream == "new-rp"
     template_only = Endpoint.objects.get(pk=template_only.pk)
     assert template_only.catalog_version > template_version
     [template] = build_snapshot(template_only).resource_templates
-    assert template.key.upstream == "new-rp"
+    assert template.binding.upstream == "new-rp"

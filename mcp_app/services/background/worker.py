@@ -96,9 +96,9 @@ class _RunHere:
         self, tool: ToolDef, arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
         if self.task_questions is not None:
-            if continuations.holds_questions(tool.key, ctx):
+            if continuations.holds_questions(tool.binding, ctx):
                 ctx.held = self.task_questions
-        elif continuations.holds_questions(tool.key, ctx):
+        elif continuations.holds_questions(tool.binding, ctx):
 
             def run(held_ctx: ToolCallContext) -> Coroutine[Any, Any, ToolResult]:
                 return execute_tool(tool, arguments, held_ctx, self.seconds)

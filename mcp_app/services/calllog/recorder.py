@@ -365,12 +365,12 @@ class CallRecorder:
                         "request_id": self._request_id,
                         # The definitions that answered (services/history.py).
                         "catalog_version": self._policy_tag[1] if self._policy_tag else None,
-                        "tool_history_id": tool.key.history_id if tool is not None else None,
+                        "tool_history_id": tool.binding.history_id if tool is not None else None,
                         "policy_decisions": _json_text(entry.policy_decisions),
                     },
                     arguments=entry.arguments,
                     result=entry.result,
-                    tool_pk=tool.key.pk if tool is not None else None,
+                    tool_pk=tool.binding.pk if tool is not None else None,
                     input_schema=tool.input_schema if tool is not None else None,
                     policy_tag=self._policy_tag,
                     secrets=self._credentials,
@@ -482,27 +482,27 @@ def _upstream_of(snapshot: CatalogSnapshot | None, entry: _Entry, tool: ToolDef 
         return ""
     method, key = entry.rpc_method, None
     if tool is not None:
-        if tool.key.kind == Tool.Kind.MCP_UPSTREAM:
-            return str(tool.key.config.get("upstream") or "")[:128]
+        if tool.binding.kind == Tool.Kind.MCP_UPSTREAM:
+            return str(tool.binding.config.get("upstream") or "")[:128]
         return ""
     item = entry.item
     if item is not None and method in ("resources/read", "prompts/get"):
-        key = item.key  # as inbound classification found it
+        key = item.binding  # as inbound classification found it
     elif method == "resources/read":
         resource = snapshot.resource(entry.target)
-        key = resource.key if resource is not None else _template_key(snapshot, entry.target)
+        key = resource.binding if resource is not None else _template_key(snapshot, entry.target)
     elif method == "prompts/get":
         prompt = snapshot.prompt(entry.target)
-        key = prompt.key if prompt is not None else None
+        key = prompt.binding if prompt is not None else None
     elif method == "completion/complete" and isinstance(entry.arguments, Mapping):
         ref = entry.arguments.get("ref")
         ref = ref if isinstance(ref, Mapping) else {}
         if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
             prompt = snapshot.prompt(ref["name"])
-            key = prompt.key if prompt is not None else None
+            key = prompt.binding if prompt is not None else None
         elif ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
             key = next(
-                (t.key for t in snapshot.resource_templates if t.uri_template == ref["uri"]),
+                (t.binding for t in snapshot.resource_templates if t.uri_template == ref["uri"]),
                 None,
             )
     upstream = getattr(key, "upstream", None)
@@ -513,7 +513,7 @@ def _template_key(snapshot: CatalogSnapshot, uri: str) -> Any:
     for template in snapshot.resource_templates:
         try:
             if match(template.uri_template, uri, _templates) is not None:
-                return template.key
+                return template.binding
         except ValueError:
             continue
     return None
