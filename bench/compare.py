@@ -340,7 +340,7 @@ def prepare_database(port: int) -> str:
 
     from mcp_app.auth.resources import endpoint_resource
     from mcp_app.models import RateLimit, Tool
-    from mcp_app.services.catalog import catalog_changed
+    from mcp_app.services.catalog_changes import catalog_changed
     from mcp_app.services.catalog_writes import endpoint_create, tool_create
     from tests.support.oauth import issue_token
 

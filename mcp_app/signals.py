@@ -2,7 +2,7 @@
 
 Edits come from the admin, the shell, fixtures and services alike, so they are caught here with
 model signals (style.md section 5, the one exception to "no logic in signals"). Receivers only
-call services: ``services.catalog``, naming which list changed so connected clients hear of
+call services: ``services.catalog_changes``, naming which list changed so connected clients hear of
 it, and ``services.history``, recording what an endpoint publishes; they also guard tool
 names, which must stay unique per endpoint.
 """
@@ -29,10 +29,10 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.services import history, invalidation, notify
-from mcp_app.services.catalog import catalog_changed, endpoint_ids_for
+from mcp_app.services.catalog_changes import catalog_changed, endpoint_ids_for
 from mcp_app.services.catalog_writes import check_tools_attachable, check_unique_tool_names
 from mcp_app.services.limits import limits_changed
-from mcp_app.services.upstreams import upstream_renamed
+from mcp_app.services.upstream_targets import upstream_renamed
 
 # Which endpoint_ids_for() keyword finds the endpoints of each catalog model.
 _RELATION_KWARG: dict[type, str] = {

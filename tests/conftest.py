@@ -14,8 +14,8 @@ from django.conf import settings
 from django.db import connection
 
 from mcp_app.models import Endpoint
-from mcp_app.services.catalog import clear_snapshot_cache
 from mcp_app.services.catalog_writes import endpoint_create
+from mcp_app.services.endpoint_directory import clear_snapshot_cache
 from mcp_app.services.sessions import clear_session_cache
 
 

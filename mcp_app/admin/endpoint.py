@@ -35,13 +35,13 @@ from mcp_app.models import BackgroundCall, Endpoint, Policy, Session
 from mcp_app.protocol.shaping import shape_tool
 from mcp_app.protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from mcp_app.services import history
-from mcp_app.services.catalog import build_snapshot
 from mcp_app.services.catalog_io import (
     catalog_dump,
     catalog_export,
     catalog_permissions,
     catalog_permissions_missing,
 )
+from mcp_app.services.snapshots import build_snapshot
 
 # Request attribute holding the membership of the endpoint version being viewed.
 _VERSION_MEMBERSHIP = "_mcp_version_membership"

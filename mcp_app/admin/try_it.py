@@ -23,7 +23,7 @@ from mcp_app.admin.forms import JsonTextarea, JsonTextField
 from mcp_app.models import Tool
 from mcp_app.protocol.shaping import shape_tool
 from mcp_app.protocol.versions import LATEST_LEGACY
-from mcp_app.services.catalog import tool_def
+from mcp_app.services.snapshots import tool_def
 from mcp_app.services.try_it import TryOutcome, tool_try, tool_view
 
 # How deep the example arguments follow nested object schemas.

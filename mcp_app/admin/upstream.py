@@ -5,7 +5,7 @@ it: new tools, tools the upstream changed (each field, ours against theirs), too
 no longer has, and the same for its resources, templates and prompts. The operator ticks what
 to apply, the endpoints that publish new rows (with the change permission on endpoints) and
 whether they start enabled, so "enable and publish eleven synced tools" is one submit;
-``services.upstreams.upstream_offer_apply`` does it. The list is fetched again on apply, so the
+``services.upstream_sync.upstream_offer_apply`` does it. The list is fetched again on apply, so the
 server keeps no state between the two steps.
 A stdio upstream's fields are checked against the administrator's allow-list by the model
 (``Upstream.clean``), so the form shows what is not allowed next to the field.
@@ -35,17 +35,19 @@ from mcp_app.executors.mcp_upstream import close_sessions
 from mcp_app.models import Endpoint, Tool, Upstream
 from mcp_app.protocol.results import ToolError
 from mcp_app.services import teams
-from mcp_app.services.upstreams import (
+from mcp_app.services.upstream_sync import (
     SyncChoice,
     UpstreamOffer,
-    upstream_list_offer,
     upstream_offer_apply,
     upstream_prompts_plan,
-    upstream_refused_address,
-    upstream_reset_breaker,
     upstream_resources_plan,
     upstream_sync_plan,
     upstream_templates_plan,
+)
+from mcp_app.services.upstream_targets import (
+    upstream_list_offer,
+    upstream_refused_address,
+    upstream_reset_breaker,
 )
 
 

@@ -85,17 +85,16 @@ from mcp_app.services.replica import replica_reads
 from mcp_app.services.row_writes import row_delete, row_revert
 from mcp_app.services.sessions import session_close
 from mcp_app.services.try_it import tool_try
-from mcp_app.services.upstreams import (
+from mcp_app.services.upstream_sync import (
     ItemPlan,
     OfferPlan,
     SyncChoice,
     SyncOutcome,
     UpstreamOffer,
-    upstream_list_offer,
     upstream_offer_apply,
     upstream_offer_plan,
-    upstream_reset_breaker,
 )
+from mcp_app.services.upstream_targets import upstream_list_offer, upstream_reset_breaker
 
 EXPORT_RESPONSES = {
     (200, "application/yaml"): OpenApiTypes.OBJECT,

@@ -1,6 +1,6 @@
 """Per-item access on OAuth endpoints: who sees a tool, resource or prompt, and who may use it.
 
-Two rules per catalog item (``services.catalog.Access``): allowed groups decide whether the
+Two rules per catalog item (``services.snapshots.Access``): allowed groups decide whether the
 item exists for a principal at all (it is left out of the snapshot the request works with, so
 lists, calls and reads agree without touching the protocol handlers); a required scope decides
 whether the principal may use it now. Scope-gated items stay listed, so a client can discover
@@ -17,17 +17,17 @@ from collections.abc import Mapping
 from typing import Any
 
 from mcp_app.auth.bearer import Principal
-from mcp_app.protocol import uritemplate
 from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.inbound import Resolved
-from mcp_app.services.catalog import OPEN, Access, EndpointState
+from mcp_app.services.endpoint_directory import EndpointState
+from mcp_app.services.snapshots import OPEN, Access
 
 # Filtered snapshots kept per process, by (endpoint, catalog version, groups).
 VIEW_CACHE_SIZE = 256
 
 
 def _access(item: Any) -> Access:
-    key = getattr(item, "key", None)
+    key = getattr(item, "binding", None)
     return getattr(key, "access", OPEN) or OPEN
 
 
@@ -96,35 +96,6 @@ def state_for(state: EndpointState, principal: Principal) -> EndpointState:
     return state if snapshot is state.snapshot else dataclasses.replace(state, snapshot=snapshot)
 
 
-# The resource templates scope checks match read URIs against, parsed once for the process.
-_templates = uritemplate.TemplateCache()
-
-
-def _target(snapshot: CatalogSnapshot, resolved: Resolved) -> Any:
-    """The catalog item a request uses, or None (unknown items are the handlers' business)."""
-    name = resolved.target
-    method = resolved.request.method
-    if name is None:
-        return None
-    if method == "tools/call":
-        return resolved.tool
-    if method == "prompts/get":
-        return snapshot.prompt(name)
-    if method == "resources/read":
-        found = snapshot.resource(name)
-        if found is not None:
-            return found
-        return next(
-            (
-                template
-                for template in snapshot.resource_templates
-                if uritemplate.match(template.uri_template, name, _templates) is not None
-            ),
-            None,
-        )
-    return None
-
-
 def missing_scope(state: EndpointState, resolved: Resolved, principal: Principal) -> str | None:
     """The scope a request needs and the principal lacks, or None when it may go ahead.
 
@@ -132,7 +103,8 @@ def missing_scope(state: EndpointState, resolved: Resolved, principal: Principal
     """
     if state.auth_mode != "oauth" or not isinstance(resolved.request.params, Mapping):
         return None
-    needed = _access(_target(state.snapshot, resolved)).scope
+    # The item the request uses, as resolved (unknown items are the handlers' business).
+    needed = _access(resolved.item).scope
     if needed and needed not in principal.scopes:
         return needed
     return None

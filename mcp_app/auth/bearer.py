@@ -28,8 +28,8 @@ from oauth2_provider.models import get_access_token_model
 from mcp_app.auth import resources
 from mcp_app.conf import get_site
 from mcp_app.services import metrics
-from mcp_app.services.catalog import EndpointState
 from mcp_app.services.database import in_thread
+from mcp_app.services.endpoint_directory import EndpointState
 from mcp_app.services.process_cache import ProcessCache
 
 # Checksums kept per process; the least recently stored are dropped beyond this.

@@ -9,6 +9,7 @@ through it; its own registration-management token does not count.
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 from django.db import transaction
 from django.db.models import QuerySet
@@ -21,14 +22,15 @@ from oauth2_provider.models import (
 )
 
 
-def stale_registrations(*, older_than: timedelta) -> QuerySet:
+def stale_registrations(*, older_than: timedelta) -> QuerySet[Any]:
     Application = get_application_model()
     used = (
         get_access_token_model().objects.filter(user__isnull=False).values("application_id"),
         get_refresh_token_model().objects.values("application_id"),
         get_grant_model().objects.values("application_id"),
     )
-    stale = Application.objects.filter(
+    # DOT's swappable models are untyped: the row type is Any.
+    stale: QuerySet[Any] = Application.objects.filter(
         registration_source=Application.RegistrationSource.DCR,
         created__lt=timezone.now() - older_than,
     )
@@ -62,7 +64,8 @@ def client_names(client_ids: list[str]) -> dict[str, str]:
     return dict(found)
 
 
-def client_ids_named(name: str) -> QuerySet:
+def client_ids_named(name: str) -> QuerySet[Any]:
     """The ids of the OAuth clients registered under ``name`` (any case), as a subquery."""
     Application = get_application_model()
-    return Application.objects.filter(name__iexact=name).values("client_id")
+    ids: QuerySet[Any] = Application.objects.filter(name__iexact=name).values("client_id")
+    return ids

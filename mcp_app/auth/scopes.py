@@ -72,7 +72,7 @@ def _scopes_of(endpoints: Iterable[Endpoint]) -> dict[str, str]:
     return scopes
 
 
-class EndpointScopes(BaseScopes):
+class EndpointScopes(BaseScopes):  # type: ignore[misc]  # oauth2_provider has no types
     def get_all_scopes(self) -> dict[str, str]:
         return {**_management_scopes(), **_scopes_of(resources.oauth_endpoints())}
 

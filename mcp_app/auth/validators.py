@@ -63,7 +63,7 @@ def bound_resources(request: Any) -> list[str]:
     return [resources.endpoint_resource(sole.slug)]
 
 
-class McpOAuth2Validator(OAuth2Validator):
+class McpOAuth2Validator(OAuth2Validator):  # type: ignore[misc]  # oauth2_provider has no types
     def validate_scopes(
         self, client_id: str, scopes: list[str], client: Any, request: Any, *args: Any,
         **kwargs: Any,
@@ -73,7 +73,8 @@ class McpOAuth2Validator(OAuth2Validator):
         # asked anything.
         if getattr(request, "response_type", None):
             bound_resources(request)
-        return super().validate_scopes(client_id, scopes, client, request, *args, **kwargs)
+        valid: bool = super().validate_scopes(client_id, scopes, client, request, *args, **kwargs)
+        return valid
 
     def save_authorization_code(
         self, client_id: str, code: dict[str, Any], request: Any, *args: Any, **kwargs: Any

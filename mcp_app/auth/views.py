@@ -81,13 +81,13 @@ def _host_of(uri: str) -> str:
         return uri
 
 
-class ConsentView(AuthorizationView):
+class ConsentView(AuthorizationView):  # type: ignore[misc]  # oauth2_provider has no types
     """DOT's consent page, with what the user needs to judge the request."""
 
     template_name = "oauth2_provider/authorize.html"
 
     def get_context_data(self, **kwargs: Any) -> dict[str, Any]:
-        context = super().get_context_data(**kwargs)
+        context: dict[str, Any] = super().get_context_data(**kwargs)
         application = context.get("application")
         redirect_uri = context.get("redirect_uri") or ""
         host = urlsplit(redirect_uri).hostname or ""
@@ -142,7 +142,7 @@ def registration_allowed(address: str, *, limit: int | None = None) -> bool:
     return count <= limit
 
 
-class RateLimitedRegistrationView(DynamicClientRegistrationView):
+class RateLimitedRegistrationView(DynamicClientRegistrationView):  # type: ignore[misc]  # untyped
     """RFC 7591 registration, limited per client address (``OAUTH_DCR_RATE_PER_HOUR``).
 
     Every MCP client install registers anew, and each registration is a row: the limit stops
@@ -159,4 +159,5 @@ class RateLimitedRegistrationView(DynamicClientRegistrationView):
                 status=429,
                 headers={"Retry-After": "3600"},
             )
-        return super().post(request, *args, **kwargs)
+        response: HttpResponse = super().post(request, *args, **kwargs)
+        return response

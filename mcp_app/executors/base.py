@@ -109,7 +109,7 @@ class CallerAuth(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class UpstreamTarget:
-    """An upstream resolved for one call: plain values built by ``services.upstreams``.
+    """An upstream resolved for one call: plain values built by ``services.upstream_targets``.
 
     ``key`` names the upstream's configuration (its id and last edit): sessions are kept per
     key, so an edit of the URL or credential opens a fresh session.

@@ -117,8 +117,8 @@ class Endpoint(TimestampedModel):
             "user with the approve permission approves before it is published."
         ),
     )
-    # Bumped (F() + 1) by services.catalog.catalog_changed whenever what the endpoint publishes
-    # changes; the cached snapshot is keyed on it.
+    # Bumped (F() + 1) by services.catalog_changes.catalog_changed whenever what the endpoint
+    # publishes changes; the cached snapshot is keyed on it.
     catalog_version = models.PositiveBigIntegerField(default=1, editable=False)
 
     # catalog_version is a counter bumped by every catalog edit, not part of the definition;

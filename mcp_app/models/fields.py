@@ -2,7 +2,7 @@
 
 Migrations freeze the import path of every default and validator they mention (``deconstruct()``),
 so they live here and nowhere else. The validators check one value at a time; rules that span rows
-(tool names unique per endpoint) live in ``mcp_app.services.catalog``.
+(tool names unique per endpoint) live in ``mcp_app.services.catalog_writes``.
 """
 
 from __future__ import annotations

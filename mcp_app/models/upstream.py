@@ -2,9 +2,9 @@
 
 Besides where and how to reach it and how its sessions are kept (one per caller unless
 ``stateless``; ``session_idle_seconds``, ``max_sessions``), the row carries the upstream's
-health as the runner saw it (``services.upstreams`` writes those fields; operators read them
+health as the runner saw it (``services.upstream_targets`` writes those fields; operators read them
 in the admin): last success, last error, the revision negotiated, and the circuit breaker's
-state; and what the scheduled probe (``services.upstreams.upstream_probe``) last found: its
+state; and what the scheduled probe (``services.upstream_health.upstream_probe``) last found: its
 state (active, degraded, offline) and whether the tool list still matches the last sync.
 
 A ``stdio`` upstream is a program the administrator allow-listed (``MCP_STDIO_SERVERS``,
@@ -132,7 +132,7 @@ class Upstream(TimestampedModel):
         ),
     )
     enabled = models.BooleanField(default=True, help_text="Disabled: its tools fail at once.")
-    # Sessions with the upstream: one per caller (services/contexts.caller_key), unless the
+    # Sessions with the upstream: one per caller (services/context_factory.caller_key), unless the
     # operator says it keeps no per-session state.
     stateless = models.BooleanField(
         default=False,
@@ -238,7 +238,7 @@ class Upstream(TimestampedModel):
             "Sec-*, Content-* and framing headers are never forwarded."
         ),
     )
-    # Health, written by services.upstreams.
+    # Health, written by services.upstream_targets and services.upstream_health.
     last_success_at = models.DateTimeField(null=True, blank=True, editable=False)
     last_error = models.TextField(blank=True, editable=False)
     last_error_at = models.DateTimeField(null=True, blank=True, editable=False)

@@ -1,6 +1,6 @@
 """Plain, immutable definitions of what an endpoint publishes: the catalog snapshot.
 
-The Django side (``mcp_app.services.catalog``) builds one ``CatalogSnapshot`` per endpoint and
+The Django side (``mcp_app.services.snapshots``) builds one ``CatalogSnapshot`` per endpoint and
 catalog version from database rows; the protocol handlers only ever read it. Schemas and other
 JSON values are kept verbatim as the operator wrote them (``$schema``, ``$defs`` and
 ``additionalProperties`` must come back unchanged).
@@ -48,7 +48,7 @@ class ToolDef:
     task_support: str = "forbidden"
     # Opaque to the protocol: handed back to the ToolRunner port (e.g. a primary key, the
     # executor kind and its config).
-    key: Any = None
+    binding: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,7 +66,7 @@ class ResourceDef:
     # Its contents may depend on the caller (read from an upstream MCP server, in the
     # caller's session): 2026-07-28 reads say ``cacheScope: "private"``.
     private: bool = False
-    key: Any = None
+    binding: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +84,7 @@ class ResourceTemplateDef:
     completions: Mapping[str, Sequence[str]] = field(default_factory=dict)
     # As ``ResourceDef.private``, for every URI it serves.
     private: bool = False
-    key: Any = None
+    binding: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +124,7 @@ class PromptDef:
     messages: Sequence[PromptMessageDef] = ()
     icons: Sequence[Mapping[str, JSON]] = ()
     # Opaque to the protocol, as on the other defs (the Django side keeps access rules here).
-    key: Any = None
+    binding: Any = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +139,10 @@ class EndpointInfo:
 
 def _sorted(items: Sequence[Any], key: str) -> tuple[Any, ...]:
     return tuple(sorted(items, key=lambda item: getattr(item, key)))
+
+
+# What a request can name in a catalog (``inbound.Resolved.item``).
+CatalogItem = ToolDef | PromptDef | ResourceDef | ResourceTemplateDef
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
+from mcp_app.protocol.catalog import CatalogItem, CatalogSnapshot
 from mcp_app.protocol.errors import MissingClientCapability
 from mcp_app.protocol.policies import TOOLS_CALL, PolicyCall
 from mcp_app.protocol.ports import (
@@ -76,7 +76,8 @@ class RequestContext:
     client_info: Mapping[str, Any] | None = None
     request_id: Any = None
     progress_token: str | int | None = None
-    # Minimum level for notifications/message on this request; None means send none.
+    # Minimum level for notifications/message on this request, as built (a 2026-07-28
+    # request's ``_meta``, a legacy session's ``LegacySession.log_level``); None sends none.
     log_level: str | None = None
     session: LegacySession | None = None
     sessions: SessionStore | None = None
@@ -90,7 +91,7 @@ class RequestContext:
     # 2026-07-28 calls: the key sealing requestState, and who is asking.
     state_secret: bytes = b""
     principal: str = ""
-    # Who the call is for, as sessions with upstream MCP servers are kept (services/contexts:
+    # Who the call is for, as sessions with upstream MCP servers are kept (services/context_factory:
     # "user:<id>", "session:<id>", or "once:<random>" for a caller known for one call only);
     # "" is no one in particular and shares the upstream's one session.
     caller: str = ""
@@ -100,12 +101,16 @@ class RequestContext:
     # MCP tasks (2025-11-25 core, 2026-07-28 extension); None serves no task methods.
     tasks: TaskStore | None = None
     # What the handlers derive from the catalog's definitions and keep: compiled schemas,
-    # parsed URI templates (the serving process's, from services/contexts.py; by default
+    # parsed URI templates (the serving process's, from services/context_factory.py; by default
     # this context's own).
     schemas: SchemaCache = field(default_factory=SchemaCache)
-    # The tool a tools/call names, as inbound classification found it in ``catalog``
-    # (inbound.Resolved); None: the handler looks it up (a worker, try-it, an unknown name).
-    called_tool: ToolDef | None = None
+    # The catalog item the request names (a tools/call's tool, a prompts/get's prompt, a
+    # resources/read's resource or first matching template), as inbound classification
+    # found it in ``catalog`` (inbound.Resolved.item); None: the handler looks it up (a
+    # worker, try-it, an unknown name).
+    named_item: CatalogItem | None = None
+    # A resources/read's URI as ``named_item`` (its first matching template) matched it.
+    named_variables: Mapping[str, str] | None = None
     templates: TemplateCache = field(default_factory=TemplateCache)
     # What the endpoint's policies decided about this request (protocol/policies.py), and the
     # arguments the call log keeps when a policy masked them (None: as received).

@@ -21,7 +21,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
+from mcp_app.protocol import uritemplate
+from mcp_app.protocol.catalog import CatalogItem, CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import LOG_LEVELS
 from mcp_app.protocol.errors import (
     HeaderMismatch,
@@ -403,27 +404,61 @@ class Resolved:
     """One request as inbound classification resolved it, once: what every later step takes.
 
     The era its route gave it, the catalog item its params name (``target``: a tool or prompt
-    name, a resource URI), for ``tools/call`` that tool's definition (None: no such tool),
-    and a 2026-07-28 request's envelope once its ladder passed. The transport resolves each
-    request once; the ladder, the scope check, the limits, dispatch, the tools/call handler
-    (``RequestContext.called_tool``) and the call log take this instead of finding the
-    target and looking the tool up again.
+    name, a resource URI), that item's definition (``item``: a ``tools/call``'s tool, a
+    ``prompts/get``'s prompt, a ``resources/read``'s resource or else the first template its
+    URI matches; None: no such item, or a method that names none), and a 2026-07-28
+    request's envelope once its ladder passed. The transport resolves each request once; the
+    ladder, the scope check, the limits, dispatch, the handlers
+    (``RequestContext.named_item``), tracing and the call log take this instead of finding
+    the target and looking the item up again.
     """
 
     request: Request
     era: Era
     target: str | None
-    tool: ToolDef | None = None
+    item: CatalogItem | None = None
     envelope: ModernEnvelope | None = None
+    # A read's URI as its template (``item``) matched it: the variables, percent-decoded.
+    variables: Mapping[str, str] | None = None
+
+    @property
+    def tool(self) -> ToolDef | None:
+        """The tool a ``tools/call`` names (None: another method, or no such tool)."""
+        item = self.item
+        return item if type(item) is ToolDef else None
 
 
-def resolve(request: Request, catalog: CatalogSnapshot, era: Era) -> Resolved:
-    """Find what ``request`` acts on in ``catalog``: its target and, for a call, the tool."""
+def resolve(
+    request: Request,
+    catalog: CatalogSnapshot,
+    era: Era,
+    templates: uritemplate.TemplateCache | None = None,
+) -> Resolved:
+    """Find what ``request`` acts on in ``catalog``: its target and the item it names.
+
+    ``templates`` keeps the parsed resource templates a read's URI is matched against (None:
+    parsed afresh).
+    """
     target = target_of(request.method, request.params)
-    tool = None
-    if request.method == "tools/call" and target is not None:
-        tool = catalog.tool(target)
-    return Resolved(request, era, target, tool)
+    if target is None:
+        return Resolved(request, era, target)
+    method = request.method
+    if method == "tools/call":
+        return Resolved(request, era, target, catalog.tool(target))
+    if method == "prompts/get":
+        return Resolved(request, era, target, catalog.prompt(target))
+    if method == "resources/read":
+        resource = catalog.resource(target)
+        if resource is not None:
+            return Resolved(request, era, target, resource)
+        for template in catalog.resource_templates:
+            try:
+                variables = uritemplate.match(template.uri_template, target, templates)
+            except ValueError:
+                continue  # invalid (the catalog refuses them on save): a read skips it too
+            if variables is not None:
+                return Resolved(request, era, target, template, variables=variables)
+    return Resolved(request, era, target)
 
 
 def check_modern_request(

@@ -253,7 +253,7 @@ class SchemaCache:
     """The compiled checkers of the schemas a process serves.
 
     The protocol layer keeps no state of its own: whoever serves requests owns one of these
-    (``services/contexts.py`` gives every ``RequestContext`` the process's) and passes it in.
+    (``services/context_factory.py`` gives every ``RequestContext`` the process's) and passes it in.
     Keyed by the schema object's identity: a catalog snapshot keeps its schemas for its whole
     life, so the same object comes back call after call and no call pays for serialising it.
     Each entry holds the schema, so its id cannot be reused while the entry exists. Equal

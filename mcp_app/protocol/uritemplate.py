@@ -129,7 +129,7 @@ class TemplateCache:
     """The parsed templates a process matches against, by template text.
 
     The protocol layer keeps no state of its own: whoever serves requests owns one of these
-    (``services/contexts.py`` gives every ``RequestContext`` the process's) and passes it in.
+    (``services/context_factory.py`` gives every ``RequestContext`` the process's) and passes it in.
     """
 
     __slots__ = ("_parsed", "_size")

@@ -48,7 +48,7 @@ from mcp_app.models import (
 )
 from mcp_app.protocol import apps
 from mcp_app.services import history, teams
-from mcp_app.services.catalog import catalog_changes_coalesced
+from mcp_app.services.catalog_changes import catalog_changes_coalesced
 from mcp_app.services.catalog_writes import (
     catalog_row_attach,
     catalog_row_check,

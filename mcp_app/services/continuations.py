@@ -49,7 +49,7 @@ from mcp_app.protocol.results import InputRequired, Outcome, ToolError, ToolResu
 from mcp_app.protocol.versions import Feature
 from mcp_app.services import metrics, notify
 from mcp_app.services.background.calls import result_from_json, result_to_json, state_ttl
-from mcp_app.services.catalog import ToolKey
+from mcp_app.services.snapshots import ToolBinding
 
 logger = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ _held: dict[str, _HeldRun] = {}
 _servers: set[asyncio.Task[None]] = set()
 
 
-def holds_questions(key: ToolKey, ctx: ToolCallContext) -> bool:
+def holds_questions(key: ToolBinding, ctx: ToolCallContext) -> bool:
     """Whether a call's questions are answered within one run held open between rounds."""
     return key.holds_questions and ctx.request.supports(Feature.INPUT_REQUIRED)
 

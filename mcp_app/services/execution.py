@@ -19,11 +19,11 @@ from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult, ToolTimeout
 from mcp_app.services import tracing
-from mcp_app.services.catalog import ToolKey
 from mcp_app.services.credentials import credential_resolve_by_name
 from mcp_app.services.deadlines import Deadline
 from mcp_app.services.policies.confirm import policy_confirm
-from mcp_app.services.upstreams import upstream_target
+from mcp_app.services.snapshots import ToolBinding
+from mcp_app.services.upstream_targets import upstream_target
 
 
 class ServiceResolvers:
@@ -66,7 +66,7 @@ async def execute_tool(
         return await _execute(tool, arguments, ctx, seconds)
     # The tool call's own span, inline under the request's span or on a worker under the
     # Celery task's: the same trace either way (docs/operations.md, "Traces").
-    attributes = {"mcp.tool": tool.name, "mcp.tool.kind": tool.key.kind}
+    attributes = {"mcp.tool": tool.name, "mcp.tool.kind": tool.binding.kind}
     with tracer.start_as_current_span(f"tools/call {tool.name}", attributes=attributes) as span:
         result = await _execute(tool, arguments, ctx, seconds)
         if result.is_error:
@@ -77,7 +77,7 @@ async def execute_tool(
 async def _execute(
     tool: ToolDef, arguments: Mapping[str, Any], ctx: ToolCallContext, seconds: float
 ) -> ToolResult:
-    key: ToolKey = tool.key
+    key: ToolBinding = tool.binding
     if isinstance(key.prepared, ConfigError):
         raise ConfigError(key.prepared.message)
     executor = get_executor(key.kind)

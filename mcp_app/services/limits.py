@@ -2,7 +2,7 @@
 
 The transport asks ``aadmit`` before it dispatches a call (``tools/call``, ``resources/read``,
 ``prompts/get``; nothing else is ever limited). The endpoint's limits (``models.RateLimit``)
-travel with its cached state (``services.catalog.EndpointState.limits``): read with the
+travel with its cached state (``services.endpoint_directory.EndpointState.limits``): read with the
 endpoint row, dropped with it when any process changes a limit (``limits_changed``,
 ``services/invalidation.py``). A call no limit matches costs no query and no Redis round
 trip; one that some limit matches costs one (``_ADMIT``, a Lua script: every matching limit

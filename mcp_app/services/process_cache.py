@@ -1,5 +1,5 @@
 """What this process read from the database, kept in memory: one kind of cache for endpoint
-states (``services.catalog``), legacy sessions (``services.sessions``) and bearer-token
+states (``services.endpoint_directory``), legacy sessions (``services.sessions``) and bearer-token
 lookups (``auth.bearer``).
 
 A ``ProcessCache`` is a thread-safe LRU whose entries remember when they were read. A reader

@@ -1,10 +1,10 @@
 """The catalog's implementation of the protocol port ResourceReader.
 
-``CatalogResourceReader`` produces ``resources/read`` contents from the snapshot keys built by
-``services.catalog``: text needs no query; files are read from storage; a URI a resource
+``CatalogResourceReader`` produces ``resources/read`` contents from the snapshot bindings built by
+``services.snapshots``: text needs no query; files are read from storage; a URI a resource
 template matched is resolved by the resolver of the template's kind
 (``executors/resource_kinds``), to which the reader is the ``ReadContext``; a resource (or a
-templated URI) of an upstream MCP server is read there (``services/upstreams.py``).
+templated URI) of an upstream MCP server is read there (``services/upstream_relay.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from django.core.files.storage import default_storage
 from mcp_app.executors.resource_kinds import get_resolver
 from mcp_app.executors.resource_kinds.base import TemplateSource, bytes_contents, text_contents
 from mcp_app.protocol.catalog import ResourceDef, ResourceTemplateDef
-from mcp_app.services.catalog import ResourceKey, ResourceTemplateKey
-from mcp_app.services.upstreams import upstream_read_resource
+from mcp_app.services.snapshots import ResourceBinding, ResourceTemplateBinding
+from mcp_app.services.upstream_relay import upstream_read_resource
 
 
 class CatalogResourceReader:
@@ -34,7 +34,7 @@ class CatalogResourceReader:
         self.request_headers = request_headers or {}
 
     async def read_resource(self, resource: ResourceDef) -> Sequence[Mapping[str, Any]]:
-        key: ResourceKey = resource.key
+        key: ResourceBinding = resource.binding
         if key.upstream is not None:
             return await self.read_upstream(key.upstream, key.remote_uri, resource.uri)
         if key.file_name is None:
@@ -56,7 +56,7 @@ class CatalogResourceReader:
         Raises:
             LookupError: the template's kind is no longer configured.
         """
-        key: ResourceTemplateKey = template.key
+        key: ResourceTemplateBinding = template.binding
         source = TemplateSource(
             kind=key.kind,
             uri_template=template.uri_template,

@@ -18,8 +18,8 @@ from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolResult
 from mcp_app.services import continuations
 from mcp_app.services.background.web import arun_on_worker
-from mcp_app.services.catalog import ToolKey
 from mcp_app.services.execution import execute_tool
+from mcp_app.services.snapshots import ToolBinding
 
 
 class CatalogToolRunner:
@@ -45,7 +45,7 @@ class CatalogToolRunner:
                 with a protocol error; a held run asked (again) or failed so.
             InvalidParams: the held run a retry names no longer waits for it.
         """
-        key: ToolKey = tool.key
+        key: ToolBinding = tool.binding
         if ctx.inputs.continuation:
             return await continuations.aresume(ctx)
         if key.execution == "background":

@@ -3,7 +3,7 @@ the launcher the bridge asks what to start.
 
 The web and worker processes reach a stdio upstream like any other, at
 ``MCP_STDIO_BRIDGE_URL/<name>/mcp`` with the bridge's secret in a header
-(``stdio_bridge``); ``services.upstreams.upstream_resolve`` builds that target. The bridge
+(``stdio_bridge``); ``services.upstream_targets.upstream_resolve`` builds that target. The bridge
 (``manage.py mcp_stdio_bridge``) calls ``stdio_launch`` when a session starts: it reads the
 upstream row again, checks it against the allow-list as it is now, and decrypts the
 credentials its environment takes. Nothing here starts a process.

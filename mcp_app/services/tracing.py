@@ -11,8 +11,6 @@ from __future__ import annotations
 
 from opentelemetry import trace
 
-from mcp_app.protocol.methods import target_of
-
 tracer: trace.Tracer | None = None
 
 
@@ -38,7 +36,7 @@ def current_trace_id() -> str:
     return ids[0] if ids else ""
 
 
-# The span attribute naming what a request acts on, by method (protocol.methods.target_of).
+# The span attribute naming what a request acts on, by method (protocol.methods.TARGET_PARAMS).
 _TARGET_ATTRIBUTES = {
     "tools/call": "mcp.tool",
     "prompts/get": "mcp.prompt",
@@ -48,9 +46,12 @@ _TARGET_ATTRIBUTES = {
 }
 
 
-def annotate_request(payload: object) -> None:
+def annotate_request(payload: object, target: str | None = None) -> None:
     """Put the MCP method, the tool, prompt or resource it names and the JSON-RPC id on the
     current span (the request's), for a decoded message or batch; nothing when not tracing.
+
+    ``target`` is what the message names, as inbound classification resolved it
+    (``inbound.Resolved.target``; None: it names nothing).
     """
     if tracer is None:
         return
@@ -67,6 +68,5 @@ def annotate_request(payload: object) -> None:
     request_id = getattr(payload, "id", None)
     if isinstance(request_id, str | int) and not isinstance(request_id, bool):
         span.set_attribute("jsonrpc.request.id", str(request_id))
-    target = target_of(method, getattr(payload, "params", None))
     if target is not None:
         span.set_attribute(_TARGET_ATTRIBUTES[method], target)

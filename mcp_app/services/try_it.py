@@ -2,7 +2,7 @@
 
 ``tool_try`` puts the tool alone into a ``CatalogSnapshot`` (enabled or not: drafts are tried
 before they are published), builds a ``RequestContext`` of the newest legacy revision
-(``services.contexts.request_context``, as a worker's run does) and calls
+(``services.context_factory.request_context``, as a worker's run does) and calls
 ``protocol.dispatch.handle_request``: argument validation, the executor, the mapping and the
 output-schema check are the protocol layer's own, not a copy. The call is recorded in the call
 log as an admin test call (``services.calllog.recorder.record_admin_test_call``).
@@ -31,9 +31,9 @@ from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.versions import LATEST_LEGACY
 from mcp_app.services.calllog.capture import REDACTED, is_secret_name
 from mcp_app.services.calllog.recorder import TRY_IT_CLIENT_INFO, record_admin_test_call
-from mcp_app.services.catalog import tool_def
-from mcp_app.services.contexts import request_context
+from mcp_app.services.context_factory import request_context
 from mcp_app.services.runner import CatalogToolRunner
+from mcp_app.services.snapshots import tool_def
 
 # What the admin presents itself as; it serves no endpoint.
 TRY_SERVER_INFO = {"name": "mcphost-admin", "version": "try-it"}

@@ -32,9 +32,9 @@ from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.handlers import resources
 from mcp_app.protocol.uritemplate import match
 from mcp_app.services import notify
-from mcp_app.services.catalog import ResourceKey, ResourceTemplateKey
 from mcp_app.services.sessions import asessions_subscriptions
-from mcp_app.services.upstreams import port_caller, relay
+from mcp_app.services.snapshots import ResourceBinding, ResourceTemplateBinding
+from mcp_app.services.upstream_relay import port_caller, relay
 
 logger = logging.getLogger(__name__)
 
@@ -54,12 +54,12 @@ class Watch:
 def upstream_source(source: ResourceDef | ResourceTemplateDef, uri: str) -> tuple[str, str] | None:
     """The upstream serving our ``uri`` (through ``source``) and the URI there; None when
     the catalog serves it itself."""
-    key = source.key
+    key = source.binding
     if isinstance(source, ResourceDef):
-        if isinstance(key, ResourceKey) and key.upstream is not None:
+        if isinstance(key, ResourceBinding) and key.upstream is not None:
             return key.upstream, key.remote_uri
         return None
-    if not isinstance(key, ResourceTemplateKey) or key.upstream is None:
+    if not isinstance(key, ResourceTemplateBinding) or key.upstream is None:
         return None
     if key.remote_uri_template == source.uri_template:
         return key.upstream, uri
@@ -79,7 +79,7 @@ class UpstreamResourceWatcher:
     ) -> None:
         """Subscribe upstream for ``subscriber``.
 
-        Raises: as ``services.upstreams.relay`` (the upstream refused, or is unreachable).
+        Raises: as ``services.upstream_relay.relay`` (the upstream refused, or is unreachable).
         """
         remote = upstream_source(source, uri)
         if remote is None:

@@ -27,8 +27,8 @@ from mcp_app.protocol.errors import InternalError, McpError
 from mcp_app.protocol.jsonrpc import Request
 from mcp_app.protocol.results import CallCancelled
 from mcp_app.services.calllog.recorder import CallRecorder
-from mcp_app.services.catalog import aget_endpoint_state
 from mcp_app.services.deadlines import Deadline, Later
+from mcp_app.services.endpoint_directory import aget_endpoint_state
 from mcp_app.services.request_ids import bind_request_id
 from mcp_app.transport import http, routes
 from mcp_app.transport.exchange import Exchange, Rejected

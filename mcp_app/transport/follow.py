@@ -25,12 +25,13 @@ from mcp_app.protocol.handlers import subscriptions
 from mcp_app.protocol.jsonrpc import Request
 from mcp_app.services import events, notify, upstream_subscriptions
 from mcp_app.services.background import web as background
-from mcp_app.services.catalog import EndpointState
-from mcp_app.services.contexts import caller_key
+from mcp_app.services.context_factory import caller_key
+from mcp_app.services.endpoint_directory import EndpointState
+from mcp_app.services.notify import GroupListener
 from mcp_app.services.sessions import asession_is_live, asession_subscriptions
 from mcp_app.transport import http
 from mcp_app.transport.exchange import Exchange, Rejected
-from mcp_app.transport.streams import GroupListener, is_response
+from mcp_app.transport.streams import is_response
 
 logger = logging.getLogger(__name__)
 
@@ -101,7 +102,7 @@ async def session_stream(ex: Exchange, state: EndpointState, session: LegacySess
         if kind == notify.SESSION_CLOSED:
             return False
         if kind == notify.SESSION_STREAM_OPENED:
-            return event["token"] == token
+            return bool(event["token"] == token)
         if kind == notify.RESOURCE_UPDATED:
             # Subscriptions change during the stream's life: read the current ones.
             subscribed = await asession_subscriptions(session_id=session.id, endpoint_id=state.id)

@@ -17,7 +17,7 @@ from typing import Any
 
 from mcp_app.auth import access, addresses, bearer
 from mcp_app.conf import get_conf
-from mcp_app.protocol import dispatch, inbound, jsonrpc
+from mcp_app.protocol import dispatch, inbound, jsonrpc, uritemplate
 from mcp_app.protocol.context import LegacySession, RequestContext
 from mcp_app.protocol.dispatch import Reply
 from mcp_app.protocol.errors import (
@@ -34,8 +34,8 @@ from mcp_app.protocol.shaping import finish_result
 from mcp_app.protocol.versions import Era, Feature, supports
 from mcp_app.services import events, limits, notify, tracing
 from mcp_app.services.background import web as background
-from mcp_app.services.catalog import EndpointState
-from mcp_app.services.contexts import request_context
+from mcp_app.services.context_factory import request_context
+from mcp_app.services.endpoint_directory import EndpointState
 from mcp_app.services.mcp_tasks import CatalogTaskStore
 from mcp_app.services.runner import CatalogToolRunner
 from mcp_app.services.sessions import (
@@ -57,6 +57,8 @@ _tool_runner = CatalogToolRunner()
 _session_store = DatabaseSessionStore()
 # Each tool's Mcp-Param headers, walked once for the process (inbound keeps no state).
 _param_headers = inbound.ParamHeaderCache()
+# The resource templates reads' URIs are matched against, parsed once for the process.
+_templates = uritemplate.TemplateCache()
 # Legacy requests running in this process, by (session id, JSON-encoded request id), so
 # notifications/cancelled can stop them.
 _in_flight: dict[tuple[str, bytes], Exchange] = {}
@@ -89,17 +91,26 @@ async def serve_post(ex: Exchange, state: EndpointState) -> None:
         payload = jsonrpc.decode(ex.body, max_batch=get_conf().MCP_MAX_BATCH_MESSAGES)
     except McpError as exc:
         raise Rejected(400, error=exc, request_id=getattr(exc, "request_id", None)) from None
-    tracing.annotate_request(payload)
     if isinstance(payload, list):
-        ex.recorder.received(payload, modern=False)
-        await _batch(ex, state, payload)
+        tracing.annotate_request(payload)
+        # The one resolution of each request in the batch: every step after this takes it.
+        batch = {
+            id(message): inbound.resolve(message, state.snapshot, Era.LEGACY, _templates)
+            for message in payload
+            if isinstance(message, Request)
+        }
+        ex.recorder.received(payload, modern=False, batch=batch)
+        await _batch(ex, state, payload, batch)
         return
     route = inbound.classify(payload, ex.header(VERSION_HEADER))
     modern = route is inbound.Route.MODERN
     # The one resolution of this request: every step after this one takes it.
     resolved = None
     if isinstance(payload, Request):
-        resolved = inbound.resolve(payload, state.snapshot, Era.MODERN if modern else Era.LEGACY)
+        resolved = inbound.resolve(
+            payload, state.snapshot, Era.MODERN if modern else Era.LEGACY, _templates
+        )
+    tracing.annotate_request(payload, resolved.target if resolved is not None else None)
     ex.recorder.received([payload], modern=modern, resolved=resolved)
     if modern:
         await _modern(ex, state, payload, resolved)
@@ -217,7 +228,8 @@ def _context(
         principal=ex.principal.key,
         request_headers=ex.headers,
         tasks=CatalogTaskStore(state.id),
-        called_tool=resolved.tool if resolved is not None else None,
+        named_item=resolved.item if resolved is not None else None,
+        named_variables=resolved.variables if resolved is not None else None,
     )
 
 
@@ -471,7 +483,12 @@ async def _cancel(session: LegacySession, params: Mapping[str, Any] | None) -> N
     await background.acancel_request(session_id=session.id, request_id=request_id)
 
 
-async def _batch(ex: Exchange, state: EndpointState, messages: list[Any]) -> None:
+async def _batch(
+    ex: Exchange,
+    state: EndpointState,
+    messages: list[Any],
+    resolved: Mapping[int, inbound.Resolved],
+) -> None:
     """JSON-RPC batches: only sessions that negotiated 2025-03-26 may send them.
 
     Their size is bounded when decoded (MCP_MAX_BATCH_MESSAGES). Calls of background tools
@@ -482,11 +499,6 @@ async def _batch(ex: Exchange, state: EndpointState, messages: list[Any]) -> Non
     session = await load_session(ex, state, None)
     if not supports(session.protocol_version, Feature.BATCHES):
         raise Rejected(400, f"Batches are not part of protocol {session.protocol_version}")
-    resolved = {
-        id(message): inbound.resolve(message, state.snapshot, Era.LEGACY)
-        for message in messages
-        if isinstance(message, Request)
-    }
     for one in resolved.values():
         # One status for the whole batch: refused before any of it runs.
         check_scope(ex, state, one)

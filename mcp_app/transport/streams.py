@@ -70,7 +70,7 @@ class HttpResponder:
         self._lock = asyncio.Lock()
         # Counts this response in the open-streams gauge until finish(), or until it is
         # garbage-collected when the connection ended without one.
-        self._open_stream: weakref.finalize | None = None
+        self._open_stream: weakref.finalize[..., HttpResponder] | None = None
 
     async def _asgi(self, message: dict[str, Any]) -> None:
         if self.client_gone:

@@ -26,9 +26,9 @@ from mcp_app.models import (
 )
 from mcp_app.protocol.handlers.prompts import render_prompt
 from mcp_app.services import history, invalidation
-from mcp_app.services.catalog import build_snapshot
 from mcp_app.services.catalog_writes import endpoint_create, prompt_create, tool_create
 from mcp_app.services.credentials import credential_create
+from mcp_app.services.snapshots import build_snapshot
 from tests.admin.conftest import tool_payload
 from tests.admin.test_credential_admin import SECRET, credential_payload
 from tests.audit.factories import make_call

@@ -13,9 +13,9 @@ from django.urls import reverse
 from pytest_django.fixtures import Settings
 
 from mcp_app.models import Endpoint, IconImage, Prompt, Tool
-from mcp_app.services.catalog import build_snapshot
 from mcp_app.services.catalog_writes import endpoint_create
 from mcp_app.services.icons import icon_check
+from mcp_app.services.snapshots import build_snapshot
 from tests.admin.conftest import tool_payload
 
 pytestmark = pytest.mark.django_db

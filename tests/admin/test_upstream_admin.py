@@ -20,8 +20,8 @@ from django.utils import timezone
 
 from mcp_app.models import Prompt, Resource, ResourceTemplate, Tool, Upstream
 from mcp_app.protocol.shaping import shape_tool
-from mcp_app.services.catalog import tool_def
 from mcp_app.services.catalog_writes import endpoint_create, tool_create
+from mcp_app.services.snapshots import tool_def
 from tests.admin.conftest import tool_payload
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 

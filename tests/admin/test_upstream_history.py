@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from mcp_app.models import Credential, Prompt, Tool, Upstream
 from mcp_app.services.credentials import credential_create
-from mcp_app.services.upstreams import UpstreamOffer, upstream_items_apply
+from mcp_app.services.upstream_sync import UpstreamOffer, upstream_items_apply
 from tests.admin.conftest import tool_payload
 from tests.admin.test_history_admin import dump_history_tables
 from tests.support.admin_forms import upstream_form

@@ -16,7 +16,6 @@ from mcp_app.models import Endpoint, Resource, Tool
 from mcp_app.protocol import apps
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.shaping import shape_tool
-from mcp_app.services.catalog import build_snapshot
 from mcp_app.services.catalog_io import CatalogImportError, catalog_export, catalog_import
 from mcp_app.services.catalog_writes import (
     catalog_row_save,
@@ -25,6 +24,7 @@ from mcp_app.services.catalog_writes import (
     tool_create,
     tool_update,
 )
+from mcp_app.services.snapshots import build_snapshot
 from tests.admin.conftest import tool_payload
 from tests.api.conftest import CATALOG_PERMISSIONS, token_client  # noqa: F401  (fixture)
 from tests.apps.conftest import SAMPLE_VIEW, assert_valid

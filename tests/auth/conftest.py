@@ -16,7 +16,7 @@ from django.contrib.auth.models import Group, User
 
 from mcp_app.auth.bearer import clear_token_cache
 from mcp_app.models import Endpoint, Prompt, Resource, Tool
-from mcp_app.services.catalog import clear_snapshot_cache
+from mcp_app.services.endpoint_directory import clear_snapshot_cache
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import asgi_server, flush_database
 

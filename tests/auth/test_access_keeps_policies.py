@@ -9,7 +9,7 @@ from django.contrib.auth.models import Group
 from mcp_app.auth.access import state_for
 from mcp_app.auth.bearer import Principal
 from mcp_app.models import Endpoint, Policy
-from mcp_app.services.catalog import get_endpoint_state
+from mcp_app.services.endpoint_directory import get_endpoint_state
 from mcp_app.services.policies.writes import policy_save
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
 

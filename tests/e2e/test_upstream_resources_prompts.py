@@ -31,7 +31,7 @@ from mcp_app.models import (
     Upstream,
 )
 from mcp_app.protocol import errors
-from mcp_app.services.catalog import build_snapshot
+from mcp_app.services.snapshots import build_snapshot
 from tests.support.catalog import make_endpoint
 from tests.support.live import flush_database, free_port
 from tests.support.mcp_upstream_server import PNG, RunningUpstream, run_mcp_upstream
@@ -308,8 +308,8 @@ def test_renaming_an_upstream_keeps_what_uses_it_working(upstream):
     assert tool.config == {"upstream": "new-rp", "tool": "echo"}
     assert Endpoint.objects.get(pk=endpoint.pk).catalog_version > version
     [resource] = build_snapshot(Endpoint.objects.get(pk=endpoint.pk)).resources
-    assert resource.key.upstream == "new-rp"
+    assert resource.binding.upstream == "new-rp"
     template_only = Endpoint.objects.get(pk=template_only.pk)
     assert template_only.catalog_version > template_version
     [template] = build_snapshot(template_only).resource_templates
-    assert template.key.upstream == "new-rp"
+    assert template.binding.upstream == "new-rp"

@@ -37,13 +37,12 @@ from mcp_app.executors import mcp_upstream
 from mcp_app.models import CallLog, Endpoint, Tool, Upstream
 from mcp_app.protocol.results import ToolError
 from mcp_app.services.credentials import credential_create
-from mcp_app.services.upstreams import (
+from mcp_app.services.upstream_health import upstream_probe
+from mcp_app.services.upstream_sync import upstream_sync_apply, upstream_sync_plan
+from mcp_app.services.upstream_targets import (
     upstream_list_offer,
     upstream_list_tools,
-    upstream_probe,
     upstream_resolve,
-    upstream_sync_apply,
-    upstream_sync_plan,
 )
 from tests.support.catalog import make_endpoint
 from tests.support.live import (

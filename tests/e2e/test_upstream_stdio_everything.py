@@ -30,7 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_app.executors import mcp_upstream
 from mcp_app.models import Endpoint, Tool, Upstream
 from mcp_app.services.credentials import credential_create
-from mcp_app.services.upstreams import upstream_list_offer
+from mcp_app.services.upstream_targets import upstream_list_offer
 from tests.support.catalog import make_endpoint
 from tests.support.everything_server import everything_server
 from tests.support.live import SECRET_KEY, asgi_server, flush_database, free_port, wait_until_idle

@@ -51,7 +51,7 @@ from mcp_app.services.api_tokens import api_token_create
 from mcp_app.services.connections import connection_refresh
 from mcp_app.services.credentials import decrypt_value
 from mcp_app.services.database import in_thread
-from mcp_app.services.upstreams import upstream_probe
+from mcp_app.services.upstream_health import upstream_probe
 from tests.support.catalog import make_endpoint
 from tests.support.headless import AuthorizationDenied, authorize
 from tests.support.live import asgi_server, flush_database, wait_until_idle

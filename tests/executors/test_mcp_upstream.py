@@ -26,10 +26,10 @@ from mcp_app.models import Tool, Upstream
 from mcp_app.protocol.catalog import ToolDef
 from mcp_app.protocol.context import ToolCallContext
 from mcp_app.protocol.results import ToolError, ToolResult
-from mcp_app.services.catalog import tool_def as build_tool_def
 from mcp_app.services.credentials import credential_create
 from mcp_app.services.execution import execute_tool
-from mcp_app.services.upstreams import (
+from mcp_app.services.snapshots import tool_def as build_tool_def
+from mcp_app.services.upstream_targets import (
     upstream_list_tools,
     upstream_reset_breaker,
     upstream_target,

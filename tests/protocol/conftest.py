@@ -46,7 +46,7 @@ class InMemoryToolRunner:
         self, tool: ToolDef, arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
         self.calls.append((tool.name, dict(arguments)))
-        function: ToolFunction = tool.key
+        function: ToolFunction = tool.binding
         return await function(arguments, ctx)
 
 
@@ -57,15 +57,15 @@ class InMemoryResourceReader:
         self.template_reads: list[tuple[str, str, dict[str, str]]] = []
 
     async def read_resource(self, resource: ResourceDef) -> Sequence[Mapping[str, Any]]:
-        if resource.key is None:
+        if resource.binding is None:
             return []
-        return [{"uri": resource.uri, "mimeType": resource.mime_type, "text": resource.key}]
+        return [{"uri": resource.uri, "mimeType": resource.mime_type, "text": resource.binding}]
 
     async def read_template(
         self, template: ResourceTemplateDef, uri: str, variables: Mapping[str, str]
     ) -> Sequence[Mapping[str, Any]] | None:
         self.template_reads.append((template.uri_template, uri, dict(variables)))
-        function: TemplateFunction = template.key
+        function: TemplateFunction = template.binding
         return function(uri, variables)
 
 
@@ -161,7 +161,7 @@ def reference_catalog() -> CatalogSnapshot:
                 annotations={"readOnlyHint": True, "title": "Add"},
                 icons=({"src": "https://mcphost.example/add.png", "mimeType": "image/png"},),
                 meta={"example.com/owner": "math"},
-                key=_add,
+                binding=_add,
             ),
             ToolDef(
                 name="echo",
@@ -175,26 +175,29 @@ def reference_catalog() -> CatalogSnapshot:
                     },
                     "required": ["text"],
                 },
-                key=_echo,
+                binding=_echo,
             ),
             ToolDef(
                 name="weather",
                 description="Current weather",
                 input_schema={"type": "object", "properties": {"city": {"type": "string"}}},
                 output_schema=WEATHER_OUTPUT,
-                key=_weather,
+                binding=_weather,
             ),
             ToolDef(
-                name="fail", description="Always fails", input_schema={"type": "object"}, key=_fail
+                name="fail",
+                description="Always fails",
+                input_schema={"type": "object"},
+                binding=_fail,
             ),
             ToolDef(
-                name="crash", description="Raises", input_schema={"type": "object"}, key=_crash
+                name="crash", description="Raises", input_schema={"type": "object"}, binding=_crash
             ),
             ToolDef(
                 name="steps",
                 description="Reports progress",
                 input_schema={"type": "object", "properties": {"steps": {"type": "integer"}}},
-                key=_steps,
+                binding=_steps,
             ),
         ),
         resources=(
@@ -206,9 +209,9 @@ def reference_catalog() -> CatalogSnapshot:
                 mime_type="text/plain",
                 size=11,
                 icons=({"src": "https://mcphost.example/doc.png"},),
-                key="hello world",
+                binding="hello world",
             ),
-            ResourceDef(uri="file:///empty.txt", name="empty", key=None),
+            ResourceDef(uri="file:///empty.txt", name="empty", binding=None),
         ),
         resource_templates=(
             ResourceTemplateDef(
@@ -217,9 +220,9 @@ def reference_catalog() -> CatalogSnapshot:
                 title="User profile",
                 mime_type="application/json",
                 completions={"id": ("alice", "Albert", "bob")},
-                key=_profile,
+                binding=_profile,
             ),
-            ResourceTemplateDef(uri_template="files:///{+path}", name="files", key=_file),
+            ResourceTemplateDef(uri_template="files:///{+path}", name="files", binding=_file),
         ),
         prompts=(
             PromptDef(

@@ -84,8 +84,9 @@ async def test_set_level_is_stored_on_the_session(
     ctx = make_ctx("2025-03-26")
     assert await handle_request(ctx, "logging/setLevel", {"level": "warning"}) == {}
     assert session_store.log_levels == {"s-1": "warning"}
+    # The level is the session's (its next requests are built with it), not this request's.
     assert ctx.session is not None and ctx.session.log_level == "warning"
-    assert ctx.log_level == "warning"
+    assert ctx.log_level is None
 
 
 @pytest.mark.spec("2025-11-25", "server/utilities/logging", "invalid log level: -32602")

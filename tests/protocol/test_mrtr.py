@@ -81,7 +81,7 @@ def asking_catalog() -> CatalogSnapshot:
         name="ask",
         description="Asks twice.",
         input_schema={"type": "object"},
-        key=two_questions,
+        binding=two_questions,
     )
     return CatalogSnapshot(endpoint=EndpointInfo(slug="demo"), tools=(tool,))
 
@@ -236,7 +236,9 @@ async def asks_three_at_once(arguments: Mapping[str, Any], ctx: ToolCallContext)
 
 
 def catalog_with(function: Any) -> CatalogSnapshot:
-    tool = ToolDef(name="ask", description="Asks.", input_schema={"type": "object"}, key=function)
+    tool = ToolDef(
+        name="ask", description="Asks.", input_schema={"type": "object"}, binding=function
+    )
     return CatalogSnapshot(endpoint=EndpointInfo(slug="demo"), tools=(tool,))
 
 

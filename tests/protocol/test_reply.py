@@ -83,7 +83,8 @@ async def test_tool_errors_are_results_that_end_as_tool_errors(
 
 async def test_a_timeout_reads_as_a_tool_error_but_ends_timed_out(make_ctx: MakeContext) -> None:
     ctx = with_tools(
-        make_ctx(), ToolDef(name="slow", description="", input_schema={"type": "object"}, key=_slow)
+        make_ctx(),
+        ToolDef(name="slow", description="", input_schema={"type": "object"}, binding=_slow),
     )
     answer = await reply(ctx, call("slow"))
     assert answer.result["isError"] is True
@@ -95,7 +96,7 @@ async def test_where_a_call_ran_reaches_the_reply(make_ctx: MakeContext) -> None
         name="remote",
         description="Runs on a worker",
         input_schema={"type": "object"},
-        key=_ran_elsewhere,
+        binding=_ran_elsewhere,
     )
     answer = await reply(with_tools(make_ctx(), tool), call("remote"))
     assert answer.outcome is Outcome.OK
@@ -104,7 +105,7 @@ async def test_where_a_call_ran_reaches_the_reply(make_ctx: MakeContext) -> None
 
 async def test_where_a_failed_call_ran_reaches_the_reply(make_ctx: MakeContext) -> None:
     tool = ToolDef(
-        name="remote", description="", input_schema={"type": "object"}, key=_failed_elsewhere
+        name="remote", description="", input_schema={"type": "object"}, binding=_failed_elsewhere
     )
     answer = await reply(with_tools(make_ctx(), tool), call("remote"))
     assert answer.outcome is Outcome.PROTOCOL_ERROR

@@ -122,7 +122,7 @@ def _catalog(execution: str) -> CatalogSnapshot:
         description="Echo",
         input_schema={"type": "object"},
         execution=execution,
-        key=_echo,
+        binding=_echo,
     )
     return CatalogSnapshot(endpoint=EndpointInfo(slug="s"), tools=(tool,))
 

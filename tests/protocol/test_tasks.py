@@ -50,14 +50,14 @@ async def _ask_then_task(arguments: Mapping[str, Any], ctx: ToolCallContext) -> 
     return ToolResult.text(f"Hello, {answer['content']['name']}! (inline)")
 
 
-def _tool(name: str, execution: str, task_support: str, key: Any = _compute) -> ToolDef:
+def _tool(name: str, execution: str, task_support: str, binding: Any = _compute) -> ToolDef:
     return ToolDef(
         name=name,
         description=name,
         input_schema={"type": "object", "properties": {"n": {"type": "integer"}}},
         execution=execution,
         task_support=task_support,
-        key=key,
+        binding=binding,
     )
 
 
@@ -68,8 +68,8 @@ CATALOG = CatalogSnapshot(
         _tool("must_task", "background", "required"),
         _tool("plain", "inline", "forbidden"),
         _tool("auto_job", "auto", "optional"),
-        _tool("ask_then_task", "auto", "required", key=_ask_then_task),
-        _tool("ask_maybe_task", "auto", "optional", key=_ask_then_task),
+        _tool("ask_then_task", "auto", "required", binding=_ask_then_task),
+        _tool("ask_maybe_task", "auto", "optional", binding=_ask_then_task),
     ),
 )
 

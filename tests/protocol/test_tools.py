@@ -187,7 +187,7 @@ async def test_output_not_matching_its_schema_is_an_error_result(
         description="",
         input_schema={"type": "object"},
         output_schema={"type": "object", "properties": {"tempC": {"type": "number"}}},
-        key=returning(result),
+        binding=returning(result),
     )
     shaped = await handle_request(
         make_ctx(catalog=single_tool_catalog(tool)), "tools/call", {"name": "w"}
@@ -202,7 +202,7 @@ async def test_error_result_skips_the_output_schema_check(make_ctx: MakeContext)
         description="",
         input_schema={"type": "object"},
         output_schema={"type": "object"},
-        key=returning(ToolResult.error("upstream down")),
+        binding=returning(ToolResult.error("upstream down")),
     )
     shaped = await handle_request(
         make_ctx(catalog=single_tool_catalog(tool)), "tools/call", {"name": "w"}
@@ -224,7 +224,7 @@ async def test_a_result_finished_on_a_worker_is_not_checked_again(make_ctx: Make
         description="",
         input_schema={"type": "object"},
         output_schema={"type": "object", "properties": {"tempC": {"type": "number"}}},
-        key=returning(finished),
+        binding=returning(finished),
     )
     ctx = make_ctx("2025-11-25", catalog=single_tool_catalog(tool))
     shaped = await handle_request(ctx, "tools/call", {"name": "w"})
@@ -241,7 +241,7 @@ async def test_non_object_structured_output_reaches_modern_clients(make_ctx: Mak
         description="",
         input_schema={"type": "object"},
         output_schema={"type": "array", "items": {"type": "integer"}},
-        key=returning(ToolResult(structured=[1, 2])),
+        binding=returning(ToolResult(structured=[1, 2])),
     )
     catalog = single_tool_catalog(tool)
     modern = await handle_request(
@@ -263,7 +263,9 @@ async def test_modern_result_keeps_the_tools_meta_next_to_server_info(
         name="m",
         description="",
         input_schema={"type": "object"},
-        key=returning(ToolResult(content=[{"type": "text", "text": "x"}], meta={"a.b/trace": "t"})),
+        binding=returning(
+            ToolResult(content=[{"type": "text", "text": "x"}], meta={"a.b/trace": "t"})
+        ),
     )
     catalog = single_tool_catalog(tool)
     modern = await handle_request(
@@ -282,7 +284,7 @@ async def test_input_schema_dialect_defaults_to_2020_12(make_ctx: MakeContext) -
         "type": "object",
         "properties": {"pair": {"type": "array", "prefixItems": [{"type": "string"}]}},
     }
-    tool = ToolDef(name="p", description="", input_schema=schema, key=returning(ToolResult()))
+    tool = ToolDef(name="p", description="", input_schema=schema, binding=returning(ToolResult()))
     shaped = await handle_request(
         make_ctx(catalog=single_tool_catalog(tool)),
         "tools/call",
@@ -295,7 +297,7 @@ async def test_remote_ref_is_never_fetched_and_fails_as_internal_error(
     make_ctx: MakeContext,
 ) -> None:
     schema = {"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}}
-    tool = ToolDef(name="r", description="", input_schema=schema, key=returning(ToolResult()))
+    tool = ToolDef(name="r", description="", input_schema=schema, binding=returning(ToolResult()))
     with pytest.raises(InternalError):
         await handle_request(
             make_ctx(catalog=single_tool_catalog(tool)),
@@ -309,7 +311,7 @@ async def test_content_is_downgraded_for_older_revisions(make_ctx: MakeContext) 
         name="media",
         description="",
         input_schema={"type": "object"},
-        key=returning(
+        binding=returning(
             ToolResult(
                 content=[
                     {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},

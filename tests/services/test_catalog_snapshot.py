@@ -19,7 +19,6 @@ from mcp_app.protocol.catalog import (
 )
 from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.versions import LATEST_LEGACY
-from mcp_app.services.catalog import ResourceKey, ToolKey, build_snapshot
 from mcp_app.services.catalog_writes import (
     endpoint_create,
     prompt_create,
@@ -27,8 +26,9 @@ from mcp_app.services.catalog_writes import (
     resource_template_create,
     tool_create,
 )
-from mcp_app.services.contexts import request_context
+from mcp_app.services.context_factory import request_context
 from mcp_app.services.runner import CatalogToolRunner
+from mcp_app.services.snapshots import ResourceBinding, ToolBinding, build_snapshot
 
 VERBATIM_SCHEMA: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
@@ -79,7 +79,7 @@ def test_snapshot_lists_enabled_tools_sorted_by_name_with_wire_fields(
         annotations={"title": "Alpha", "readOnlyHint": True, "destructiveHint": False},
         icons=({"src": "https://example.com/a.png", "mimeType": "image/png"},),
         meta={"com.example/tier": "gold"},
-        key=ToolKey(
+        binding=ToolBinding(
             pk=alpha.pk,
             kind="template",
             config={"template": "hi"},
@@ -88,7 +88,7 @@ def test_snapshot_lists_enabled_tools_sorted_by_name_with_wire_fields(
             history_id=alpha.history.latest().history_id,
         ),
     )
-    assert snapshot.tools[0].key.prepared == TemplateExecutor().prepare({"template": "hi"})
+    assert snapshot.tools[0].binding.prepared == TemplateExecutor().prepare({"template": "hi"})
     assert snapshot.endpoint.slug == "test"
     assert snapshot.endpoint.instructions == "For tests."
 
@@ -138,7 +138,7 @@ def test_resources_templates_and_prompts_are_published_with_their_parts(
             name="readme",
             mime_type="text/markdown",
             size=6,
-            key=ResourceKey(pk=readme.pk, text="héllo"),
+            binding=ResourceBinding(pk=readme.pk, text="héllo"),
         ),
     )
     assert snapshot.resource_templates[0].completions == {"topic": ("a", "b")}
@@ -212,8 +212,8 @@ def test_a_tool_whose_groups_changed_is_redefined_with_them(endpoint: Endpoint) 
 
     rebuilt = build_snapshot(endpoint)
 
-    key = rebuilt.tool("guarded").key
-    assert isinstance(key, ToolKey) and key.access.groups == frozenset({"ops"})
+    key = rebuilt.tool("guarded").binding
+    assert isinstance(key, ToolBinding) and key.access.groups == frozenset({"ops"})
 
 
 def test_only_an_endpoint_that_relays_from_an_upstream_binds_its_ports_to_the_caller(

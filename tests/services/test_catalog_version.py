@@ -7,7 +7,7 @@ from collections.abc import Callable
 import pytest
 
 from mcp_app.models import Endpoint, Prompt, Resource, ResourceTemplate, Tool
-from mcp_app.services.catalog import catalog_changed
+from mcp_app.services.catalog_changes import catalog_changed
 from mcp_app.services.catalog_writes import (
     endpoint_create,
     prompt_create,

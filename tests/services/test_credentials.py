@@ -22,7 +22,6 @@ from mcp_app.checks import check_credential_keys
 from mcp_app.models import Credential, Endpoint, Tool
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.results import ToolError, ToolResult
-from mcp_app.services.catalog import build_snapshot
 from mcp_app.services.catalog_writes import tool_create
 from mcp_app.services.credentials import (
     CredentialError,
@@ -32,6 +31,7 @@ from mcp_app.services.credentials import (
 )
 from mcp_app.services.resources import CatalogResourceReader
 from mcp_app.services.runner import CatalogToolRunner
+from mcp_app.services.snapshots import build_snapshot
 from tests.support.upstream import OAUTH_CLIENT_ID, OAUTH_CLIENT_SECRET, Upstream, run_upstream
 
 OLD_KEY = Fernet.generate_key().decode()

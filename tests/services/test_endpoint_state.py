@@ -11,8 +11,9 @@ from django.db.models.functions import Now
 from pytest_django import DjangoAssertNumQueries
 
 from mcp_app.models import Endpoint, Tool
-from mcp_app.services.catalog import aget_endpoint_state, get_endpoint_state, snapshot_builds
 from mcp_app.services.catalog_writes import endpoint_create, tool_create
+from mcp_app.services.endpoint_directory import aget_endpoint_state, get_endpoint_state
+from mcp_app.services.snapshots import snapshot_builds
 from tests.support.queries import all_threads_queries
 
 

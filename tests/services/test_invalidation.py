@@ -8,7 +8,7 @@ from pytest_django import DjangoAssertNumQueries
 
 from mcp_app.models import Endpoint
 from mcp_app.services import invalidation
-from mcp_app.services.catalog import get_endpoint_state
+from mcp_app.services.endpoint_directory import get_endpoint_state
 from tests.support.waiting import wait_until
 
 WAIT_SECONDS = 10.0

@@ -10,8 +10,8 @@ import pytest
 
 from mcp_app.models import RateLimit
 from mcp_app.services import limits, resp
-from mcp_app.services.catalog import get_endpoint_state
 from mcp_app.services.catalog_writes import endpoint_create
+from mcp_app.services.endpoint_directory import get_endpoint_state
 from tests.support.waiting import await_until
 
 pytestmark = pytest.mark.django_db

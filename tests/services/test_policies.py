@@ -12,11 +12,11 @@ from django.test import override_settings
 
 from mcp_app.models import Endpoint, Policy
 from mcp_app.protocol.policies import PROMPTS_GET, TOOLS_CALL, PolicyCall, PolicyRefused
-from mcp_app.services.catalog import build_snapshot
 from mcp_app.services.policies import DEFAULT_POLICY_KINDS, get_policy_kinds
 from mcp_app.services.policies.base import Decision, PolicyConfigError, PolicyKind
 from mcp_app.services.policies.pipeline import EndpointPolicies
 from mcp_app.services.policies.writes import policy_delete, policy_save
+from mcp_app.services.snapshots import build_snapshot
 from tests.support.catalog import make_endpoint
 
 pytestmark = pytest.mark.django_db

@@ -208,7 +208,7 @@ NAMES_A_KIND = re.compile(
 )
 # Code that names a kind on purpose, as the row it creates: (file, fragment, why).
 NAMES_A_KIND_ALLOWED = [
-    ("services/upstreams.py", "kind=ResourceTemplate.Kind.UPSTREAM", "an upstream's templates"),
+    ("services/upstream_sync.py", "kind=ResourceTemplate.Kind.UPSTREAM", "an upstream's templates"),
     ("management/commands/seed_demo.py", "kind=ResourceTemplate.Kind.TEMPLATE", "the demo's"),
 ]
 

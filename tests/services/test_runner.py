@@ -24,10 +24,10 @@ from mcp_app.models import Endpoint, Tool
 from mcp_app.protocol.catalog import CatalogSnapshot
 from mcp_app.protocol.context import RequestContext, ToolCallContext
 from mcp_app.protocol.results import ToolError, ToolResult
-from mcp_app.services.catalog import build_snapshot
 from mcp_app.services.catalog_writes import resource_create, resource_template_create, tool_create
 from mcp_app.services.resources import CatalogResourceReader
 from mcp_app.services.runner import CatalogToolRunner
+from mcp_app.services.snapshots import build_snapshot
 
 SAMPLES = "tests.executors.sample_tools"
 runner = CatalogToolRunner()
@@ -83,7 +83,7 @@ def test_a_tool_whose_config_stopped_preparing_stays_listed_and_its_calls_fail(
     # The builtin module is no longer listed: the row names a function nobody registers.
     with (
         override_settings(MCP_PYTHON_TOOL_MODULES=[SAMPLES]),
-        caplog.at_level(logging.WARNING, logger="mcp_app.services.catalog"),
+        caplog.at_level(logging.WARNING, logger="mcp_app.services.snapshots"),
     ):
         snapshot = build_snapshot(endpoint)
 

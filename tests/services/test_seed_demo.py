@@ -7,7 +7,7 @@ from io import StringIO
 from django.core.management import call_command
 
 from mcp_app.models import Endpoint
-from mcp_app.services.catalog import build_snapshot
+from mcp_app.services.snapshots import build_snapshot
 
 
 def seed() -> str:

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from mcp_app.protocol import jsonrpc
+from mcp_app.protocol import jsonrpc, methods
 from mcp_app.services import tracing
 
 
@@ -26,9 +26,13 @@ def exported(monkeypatch: pytest.MonkeyPatch) -> tuple[trace.Tracer, InMemorySpa
 
 
 def _annotated(tracer: trace.Tracer, exporter: InMemorySpanExporter, body: object) -> dict:
-    # What the transport passes: the decoded message (or batch).
+    # What the transport passes: the decoded message (or batch), and the target it resolved.
+    message = jsonrpc.decode(orjson.dumps(body))
+    target = None
+    if isinstance(message, jsonrpc.Request):
+        target = methods.target_of(message.method, message.params)
     with tracer.start_as_current_span("POST /mcp/{slug}"):
-        tracing.annotate_request(jsonrpc.decode(orjson.dumps(body)))
+        tracing.annotate_request(message, target)
     return dict(exporter.get_finished_spans()[-1].attributes or {})
 
 

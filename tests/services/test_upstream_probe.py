@@ -25,13 +25,9 @@ from mcp_app.models import Prompt, ResourceTemplate, Upstream
 from mcp_app.ops.metrics import SharedStateCollector
 from mcp_app.ops.tasks import probe_upstreams
 from mcp_app.services.credentials import credential_create
-from mcp_app.services.upstreams import (
-    upstream_list_offer,
-    upstream_offer_apply,
-    upstream_offer_plan,
-    upstream_probe,
-    upstreams_probe_due,
-)
+from mcp_app.services.upstream_health import upstream_probe, upstreams_probe_due
+from mcp_app.services.upstream_sync import upstream_offer_apply, upstream_offer_plan
+from mcp_app.services.upstream_targets import upstream_list_offer
 from tests.support.live import free_port
 from tests.support.mcp_upstream_server import RunningUpstream, run_mcp_upstream
 

@@ -25,7 +25,7 @@ from mcp_app.models import (
 )
 from mcp_app.services import history
 from mcp_app.services.catalog_writes import endpoint_create, tool_create
-from mcp_app.services.upstreams import (
+from mcp_app.services.upstream_sync import (
     UpstreamOffer,
     _remote_key,
     offer_fingerprint,

@@ -22,13 +22,9 @@ from mcp_app.executors import mcp_upstream
 from mcp_app.models import Endpoint, Prompt, Resource, Tool, Upstream
 from mcp_app.services import notify
 from mcp_app.services.catalog_writes import endpoint_create
-from mcp_app.services.upstreams import (
-    SyncChoice,
-    upstream_list_offer,
-    upstream_offer_apply,
-    upstream_probe,
-    upstream_resolve,
-)
+from mcp_app.services.upstream_health import upstream_probe
+from mcp_app.services.upstream_sync import SyncChoice, upstream_offer_apply
+from mcp_app.services.upstream_targets import upstream_list_offer, upstream_resolve
 from tests.support.live import free_port
 from tests.support.mcp_upstream_server import run_mcp_upstream
 from tests.support.waiting import await_until

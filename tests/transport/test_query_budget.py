@@ -34,7 +34,7 @@ def _subscribed() -> None:
     assert invalidation.wait_subscribed(SUBSCRIBE_SECONDS)
 
 
-def post(slug: str, body: dict[str, Any], headers: dict[str, str]) -> Answer:
+def post(slug: str, body: dict[str, Any] | list[dict[str, Any]], headers: dict[str, str]) -> Answer:
     all_headers = {
         "host": "127.0.0.1",
         "content-type": "application/json",
@@ -46,14 +46,15 @@ def post(slug: str, body: dict[str, Any], headers: dict[str, str]) -> Answer:
     )
 
 
-def initialize(slug: str, version: str) -> str:
-    """Open a legacy session; return its id."""
+def initialize(slug: str, version: str, headers: dict[str, str] | None = None) -> str:
+    """Open a legacy session (sending ``headers`` too); return its id."""
     params = {
         "protocolVersion": version,
         "capabilities": {},
         "clientInfo": {"name": "q", "version": "1"},
     }
-    answer = post(slug, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}, {})
+    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+    answer = post(slug, body, headers or {})
     session_id = answer.header("mcp-session-id")
     assert session_id, answer.body
     return session_id

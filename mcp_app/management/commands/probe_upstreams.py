@@ -12,7 +12,7 @@ from typing import Any
 from asgiref.sync import async_to_sync
 from django.core.management.base import BaseCommand
 
-from mcp_app.services.upstreams import upstreams_probe_due
+from mcp_app.services.upstream_health import upstreams_probe_due
 
 
 class Command(BaseCommand):

@@ -25,6 +25,7 @@ async def handle_logging_set_level(ctx: RequestContext, params: SetLevelParams) 
     if ctx.session is None or ctx.sessions is None:
         raise InvalidRequest("logging/setLevel needs a session")
     await ctx.sessions.set_log_level(ctx.session.id, params.level)
+    # The level is the session's: its later requests (a batch's next messages included) are
+    # built with it. This request's own context is left as built: it sends nothing more.
     ctx.session.log_level = params.level
-    ctx.log_level = params.level
     return {}

@@ -97,7 +97,9 @@ async def handle_prompts_get(ctx: RequestContext, params: GetPromptParams) -> di
         InvalidParams: unknown prompt, a required argument is missing (and was not given when
             asked), or a tampered, expired or foreign ``requestState``.
     """
-    prompt = ctx.catalog.prompt(params.name)
+    prompt = ctx.named_item
+    if type(prompt) is not PromptDef or prompt.name != params.name:
+        prompt = ctx.catalog.prompt(params.name)
     if prompt is None:
         raise InvalidParams(f"Unknown prompt: {params.name}")
     arguments = dict(params.arguments)

@@ -125,10 +125,26 @@ async def handle_resources_read(ctx: RequestContext, params: UriParams) -> dict[
 
 async def _read(ctx: RequestContext, uri: str) -> tuple[Sequence[Mapping[str, Any]] | None, bool]:
     """The contents at ``uri``, and whether they may depend on the caller."""
-    resource = ctx.catalog.resource(uri)
-    if resource is not None:
-        return await ctx.resources.read_resource(resource), resource.private
-    for template in ctx.catalog.resource_templates:
+    named = ctx.named_item
+    templates = ctx.catalog.resource_templates
+    start = None
+    if type(named) is ResourceTemplateDef and ctx.named_variables is not None:
+        start = _position(templates, named)
+    if start is not None:
+        # Inbound classification found no resource at ``uri``, and this template is the first
+        # it matches (those before it match nothing): read it with the variables it found.
+        template = templates[start]
+        contents = await ctx.resources.read_template(template, uri, ctx.named_variables or {})
+        if contents:
+            return contents, template.private
+        start += 1
+    else:
+        resource = named if type(named) is ResourceDef and named.uri == uri else None
+        resource = resource or ctx.catalog.resource(uri)
+        if resource is not None:
+            return await ctx.resources.read_resource(resource), resource.private
+        start = 0
+    for template in templates[start:] if start else templates:
         try:
             variables = match(template.uri_template, uri, ctx.templates)
         except ValueError:
@@ -141,6 +157,14 @@ async def _read(ctx: RequestContext, uri: str) -> tuple[Sequence[Mapping[str, An
         if contents:
             return contents, template.private
     return None, False
+
+
+def _position(templates: Sequence[ResourceTemplateDef], template: object) -> int | None:
+    """Where ``template`` itself (not an equal one) is in ``templates``, or None."""
+    for index, candidate in enumerate(templates):
+        if candidate is template:
+            return index
+    return None
 
 
 def _session(ctx: RequestContext) -> tuple[LegacySession, SessionStore]:

@@ -72,8 +72,8 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
         InternalError: the runner failed unexpectedly (its message never reaches the wire).
         MethodNotFound, MissingClientCapability: the tool's task support refuses this call.
     """
-    tool = ctx.called_tool
-    if tool is None or tool.name != params.name:
+    tool = ctx.named_item
+    if type(tool) is not ToolDef or tool.name != params.name:
         tool = ctx.catalog.tool(params.name)
     if tool is None:
         raise InvalidParams(f"Unknown tool: {params.name}")

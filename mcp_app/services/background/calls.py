@@ -39,7 +39,7 @@ from mcp_app.protocol.results import (
     ToolResult,
 )
 from mcp_app.services import limits, notify
-from mcp_app.services.catalog import ToolKey
+from mcp_app.services.snapshots import ToolBinding
 
 logger = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ def call_result(call: BackgroundCall) -> ToolResult:
 # -- writing and claiming -------------------------------------------------------------------------
 
 
-def time_limits(key: ToolKey) -> tuple[float, float]:
+def time_limits(key: ToolBinding) -> tuple[float, float]:
     """The tool's (soft, hard) time limits in seconds, defaults filled in."""
     soft = key.soft_time_limit or get_conf().MCP_BACKGROUND_SOFT_TIME_LIMIT_SECONDS
     hard = key.hard_time_limit or soft + HARD_LIMIT_MARGIN_SECONDS
@@ -201,7 +201,7 @@ async def acreate_call(
         ServiceUnavailable: the database is unreachable (nothing was written or run).
     """
     conf = get_conf()
-    soft, hard = time_limits(tool.key)
+    soft, hard = time_limits(tool.binding)
     keep_ms = ttl_ms if is_task and ttl_ms is not None else conf.MCP_BACKGROUND_KEEP_SECONDS * 1000
     try:
         await db_ready()
@@ -213,7 +213,7 @@ async def acreate_call(
         )
         return await BackgroundCall.objects.acreate(
             endpoint_id=endpoint_id,
-            tool_id=tool.key.pk,
+            tool_id=tool.binding.pk,
             tool_name=tool.name,
             arguments=dict(arguments),
             principal=ctx.principal,

@@ -43,8 +43,8 @@ from mcp_app.services.background.calls import (
     result_to_json,
 )
 from mcp_app.services.background.groups import next_message
-from mcp_app.services.catalog import aget_endpoint_state
-from mcp_app.services.contexts import request_context
+from mcp_app.services.context_factory import request_context
+from mcp_app.services.endpoint_directory import aget_endpoint_state
 from mcp_app.services.execution import execute_tool
 
 logger = logging.getLogger(__name__)
@@ -96,9 +96,9 @@ class _RunHere:
         self, tool: ToolDef, arguments: Mapping[str, Any], ctx: ToolCallContext
     ) -> ToolResult:
         if self.task_questions is not None:
-            if continuations.holds_questions(tool.key, ctx):
+            if continuations.holds_questions(tool.binding, ctx):
                 ctx.held = self.task_questions
-        elif continuations.holds_questions(tool.key, ctx):
+        elif continuations.holds_questions(tool.binding, ctx):
 
             def run(held_ctx: ToolCallContext) -> Coroutine[Any, Any, ToolResult]:
                 return execute_tool(tool, arguments, held_ctx, self.seconds)

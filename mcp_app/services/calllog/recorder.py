@@ -25,7 +25,7 @@ from django.utils import timezone
 
 from mcp_app.models import CallLog, Tool
 from mcp_app.protocol import jsonrpc
-from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
+from mcp_app.protocol.catalog import CatalogItem, CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import LegacySession
 from mcp_app.protocol.dispatch import Reply
 from mcp_app.protocol.errors import McpError
@@ -38,7 +38,7 @@ from mcp_app.protocol.versions import MODERN_VERSIONS, Era
 from mcp_app.services import metrics
 from mcp_app.services.calllog.capture import MIN_SCRUB_CHARS
 from mcp_app.services.calllog.writer import PendingCall, call_log_drain, writer
-from mcp_app.services.catalog import EndpointState
+from mcp_app.services.endpoint_directory import EndpointState
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +58,9 @@ class _Entry:
     rpc_method: str = ""
     rpc_id: str = ""
     target: str = ""
-    # A tools/call's tool as inbound classification found it (None: looked up for the row).
-    tool: ToolDef | None = None
+    # The tool, prompt, resource or template the request names, as inbound classification
+    # found it (None: looked up for the row).
+    item: CatalogItem | None = None
     # The era the transport served it in, once dispatched ("" until then).
     era: str = ""
     arguments: Any = None
@@ -171,18 +172,31 @@ class CallRecorder:
             _unsubmitted.add(self)
 
     def received(
-        self, messages: Iterable[Any], *, modern: bool, resolved: Resolved | None = None
+        self,
+        messages: Iterable[Any],
+        *,
+        modern: bool,
+        resolved: Resolved | None = None,
+        batch: Mapping[int, Resolved] | None = None,
     ) -> None:
         """Note the decoded message(s) of a POST: one record each.
 
-        ``resolved`` is a single request as inbound classification resolved it: its target
-        is taken from there.
+        ``resolved`` is a single request as inbound classification resolved it, ``batch``
+        a batch's requests so resolved, by ``id()`` of the request: targets are taken from
+        there.
         """
         self._era = _MODERN if modern else _LEGACY
-        self._note(messages, resolved)
+        self._note(messages, resolved, batch)
 
-    def _note(self, messages: Iterable[Any], resolved: Resolved | None = None) -> None:
+    def _note(
+        self,
+        messages: Iterable[Any],
+        resolved: Resolved | None = None,
+        batch: Mapping[int, Resolved] | None = None,
+    ) -> None:
         for message in messages:
+            if batch is not None:
+                resolved = batch.get(id(message))
             entry = _Entry()
             if isinstance(message, Request | Notification):
                 entry.message_type = (
@@ -194,7 +208,7 @@ class CallRecorder:
                 params = message.params if isinstance(message.params, Mapping) else {}
                 if resolved is not None and resolved.request is message:
                     entry.target = (resolved.target or "")[:512]
-                    entry.tool = resolved.tool
+                    entry.item = resolved.item
                 else:
                     entry.target = (target_of(message.method, params) or "")[:512]
                 if message.method in _ARGUMENT_METHODS:
@@ -317,7 +331,8 @@ class CallRecorder:
                 duration = request_ms
             version = entry.version or self._version
             era = entry.era or (_era(version) if version else self._era)
-            tool = entry.tool
+            item = entry.item
+            tool = item if type(item) is ToolDef else None
             if tool is None and entry.rpc_method == "tools/call" and self._snapshot is not None:
                 tool = self._snapshot.tool(entry.target)
             records.append(
@@ -350,12 +365,12 @@ class CallRecorder:
                         "request_id": self._request_id,
                         # The definitions that answered (services/history.py).
                         "catalog_version": self._policy_tag[1] if self._policy_tag else None,
-                        "tool_history_id": tool.key.history_id if tool is not None else None,
+                        "tool_history_id": tool.binding.history_id if tool is not None else None,
                         "policy_decisions": _json_text(entry.policy_decisions),
                     },
                     arguments=entry.arguments,
                     result=entry.result,
-                    tool_pk=tool.key.pk if tool is not None else None,
+                    tool_pk=tool.binding.pk if tool is not None else None,
                     input_schema=tool.input_schema if tool is not None else None,
                     policy_tag=self._policy_tag,
                     secrets=self._credentials,
@@ -467,24 +482,27 @@ def _upstream_of(snapshot: CatalogSnapshot | None, entry: _Entry, tool: ToolDef 
         return ""
     method, key = entry.rpc_method, None
     if tool is not None:
-        if tool.key.kind == Tool.Kind.MCP_UPSTREAM:
-            return str(tool.key.config.get("upstream") or "")[:128]
+        if tool.binding.kind == Tool.Kind.MCP_UPSTREAM:
+            return str(tool.binding.config.get("upstream") or "")[:128]
         return ""
-    if method == "resources/read":
+    item = entry.item
+    if item is not None and method in ("resources/read", "prompts/get"):
+        key = item.binding  # as inbound classification found it
+    elif method == "resources/read":
         resource = snapshot.resource(entry.target)
-        key = resource.key if resource is not None else _template_key(snapshot, entry.target)
+        key = resource.binding if resource is not None else _template_key(snapshot, entry.target)
     elif method == "prompts/get":
         prompt = snapshot.prompt(entry.target)
-        key = prompt.key if prompt is not None else None
+        key = prompt.binding if prompt is not None else None
     elif method == "completion/complete" and isinstance(entry.arguments, Mapping):
         ref = entry.arguments.get("ref")
         ref = ref if isinstance(ref, Mapping) else {}
         if ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
             prompt = snapshot.prompt(ref["name"])
-            key = prompt.key if prompt is not None else None
+            key = prompt.binding if prompt is not None else None
         elif ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
             key = next(
-                (t.key for t in snapshot.resource_templates if t.uri_template == ref["uri"]),
+                (t.binding for t in snapshot.resource_templates if t.uri_template == ref["uri"]),
                 None,
             )
     upstream = getattr(key, "upstream", None)
@@ -495,7 +513,7 @@ def _template_key(snapshot: CatalogSnapshot, uri: str) -> Any:
     for template in snapshot.resource_templates:
         try:
             if match(template.uri_template, uri, _templates) is not None:
-                return template.key
+                return template.binding
         except ValueError:
             continue
     return None

@@ -20,7 +20,7 @@ from typing import Any
 
 from mcp_app.conf import get_conf, get_site
 from mcp_app.executors.mcp_upstream import ONE_CALL_PREFIX
-from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
+from mcp_app.protocol.catalog import CatalogItem, CatalogSnapshot
 from mcp_app.protocol.context import LegacySession, RequestContext, Send
 from mcp_app.protocol.ports import (
     ClientRequester,
@@ -35,8 +35,8 @@ from mcp_app.protocol.ports import (
 from mcp_app.protocol.schemas import SchemaCache
 from mcp_app.protocol.uritemplate import TemplateCache
 from mcp_app.services.resources import CatalogResourceReader
+from mcp_app.services.upstream_relay import UpstreamCompleter, UpstreamPromptSource
 from mcp_app.services.upstream_subscriptions import UpstreamResourceWatcher
-from mcp_app.services.upstreams import UpstreamCompleter, UpstreamPromptSource
 
 # Shared by contexts of no caller in particular, and by every context of an endpoint that
 # serves nothing from an upstream (``CatalogSnapshot.caller_bound``); otherwise a caller's
@@ -94,7 +94,8 @@ def request_context(
     caller_session: str = "",
     request_headers: Mapping[str, Sequence[str]] | None = None,
     tasks: TaskStore | None = None,
-    called_tool: ToolDef | None = None,
+    named_item: CatalogItem | None = None,
+    named_variables: Mapping[str, str] | None = None,
 ) -> RequestContext:
     """A ``RequestContext`` over ``snapshot`` for ``version``, with what the caller's request
     carries (see ``RequestContext`` for each field).
@@ -146,5 +147,6 @@ def request_context(
         tasks=tasks,
         schemas=_schemas,
         templates=_templates,
-        called_tool=called_tool,
+        named_item=named_item,
+        named_variables=named_variables,
     )

@@ -1,30 +1,27 @@
-"""The catalog side of an endpoint: snapshots for the protocol core, and catalog changes.
+"""Building an endpoint's catalog snapshot: its enabled rows as the protocol core's defs.
 
-``build_snapshot`` turns an endpoint's enabled rows into the plain ``protocol.catalog`` defs in a
-fixed number of queries; ``aget_endpoint_state`` serves the hot path from this process's
-memory (no query in steady state: entries are dropped by pushed invalidations and re-checked
-at most once per ``MCP_CACHE_RECHECK_SECONDS``). ``catalog_changed`` is
-the one writer of ``Endpoint.catalog_version``.
+``build_snapshot`` turns an endpoint's enabled rows into the plain ``protocol.catalog`` defs in
+a fixed number of queries; each def's ``binding`` (``ToolBinding`` and its siblings) carries
+what the Django side needs to serve the item (the runner, the reader, the access rules).
+Snapshots are kept per endpoint and catalog version (``snapshot_of``), and a tool's def per row
+version.
+Which endpoint a request names, and when its state is read again, is
+``services/endpoint_directory.py``'s business.
 """
 
 from __future__ import annotations
 
 import base64
-import contextlib
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
-from contextvars import ContextVar
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
-from django.db import DatabaseError
-from django.db.models import Exists, F, OuterRef, Prefetch, Q
-from django.db.models.functions import Now
+from django.db.models import Prefetch
 
-from mcp_app.conf import get_conf
 from mcp_app.executors import get_executor
 from mcp_app.executors.base import ConfigError, PreparedConfig
 from mcp_app.models import (
@@ -32,7 +29,6 @@ from mcp_app.models import (
     Prompt,
     PromptArgument,
     PromptMessage,
-    RateLimit,
     Resource,
     ResourceTemplate,
     Tool,
@@ -48,11 +44,9 @@ from mcp_app.protocol.catalog import (
     ResourceTemplateDef,
     ToolDef,
 )
-from mcp_app.services import history, invalidation, notify
+from mcp_app.services import history
 from mcp_app.services.icons import public_icons
-from mcp_app.services.limits import Rule, rules_load
 from mcp_app.services.policies.pipeline import endpoint_policies
-from mcp_app.services.process_cache import ProcessCache
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +83,9 @@ def _access(row: Any, groups: frozenset[str] | None = None) -> Access:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolKey:
-    """What the runner needs to call a tool: ``ToolDef.key``. ``config`` must not be mutated."""
+class ToolBinding:
+    """What the runner needs to call a tool: ``ToolDef.binding``. ``config`` must not be
+    mutated."""
 
     pk: int
     kind: str
@@ -113,8 +108,8 @@ class ToolKey:
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceKey:
-    """What the reader needs to serve a resource: ``ResourceDef.key``.
+class ResourceBinding:
+    """What the reader needs to serve a resource: ``ResourceDef.binding``.
 
     Text resources carry their text, so reading them needs no query; files are opened from
     storage on read.
@@ -132,8 +127,8 @@ class ResourceKey:
 
 
 @dataclass(frozen=True, slots=True)
-class ResourceTemplateKey:
-    """``ResourceTemplateDef.key``: the resolver kind and its config."""
+class ResourceTemplateBinding:
+    """``ResourceTemplateDef.binding``: the resolver kind and its config."""
 
     pk: int
     kind: str
@@ -145,33 +140,14 @@ class ResourceTemplateKey:
 
 
 @dataclass(frozen=True, slots=True)
-class PromptKey:
-    """``PromptDef.key``: what access checks need and, for an upstream's prompt, where to get
+class PromptBinding:
+    """``PromptDef.binding``: what access checks need and, for an upstream's prompt, where to get
     it (other prompts render from the def)."""
 
     pk: int
     access: Access = OPEN
     upstream: str | None = None
     remote_name: str = ""
-
-
-@dataclass(frozen=True)
-class EndpointState:
-    """What the transport needs about an endpoint on every request."""
-
-    id: int
-    slug: str
-    enabled: bool
-    allowed_origins: tuple[str, ...]
-    catalog_version: int
-    snapshot: CatalogSnapshot
-    # mcp_app.auth: "oauth" or "public", the endpoint's (name, description) scopes and the
-    # scope every token needs.
-    auth_mode: str = "public"
-    scopes: tuple[tuple[str, str], ...] = ()
-    base_scope: str = ""
-    # Its enabled rate limits (services/limits.py), read with the row: none, no extra query.
-    limits: tuple[Rule, ...] = ()
 
 
 def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
@@ -227,7 +203,7 @@ def build_snapshot(endpoint: Endpoint) -> CatalogSnapshot:
         prompts=prompts,
         version=endpoint.catalog_version,
         caller_bound=any(
-            item.key.upstream is not None
+            item.binding.upstream is not None
             for items in (resources, templates, prompts)
             for item in items
         ),
@@ -328,7 +304,7 @@ def tool_def(
         view_uri=tool.ui_resource_uri,
         execution=tool.execution_mode,
         task_support="forbidden" if tool.execution_mode == "inline" else tool.task_support,
-        key=ToolKey(
+        binding=ToolBinding(
             pk=tool.pk,
             kind=tool.kind,
             config=tool.config or {},
@@ -365,7 +341,7 @@ def prepare_config(tool: Tool) -> PreparedConfig | ConfigError:
 def _resource_def(resource: Resource) -> ResourceDef:
     size: int | None
     if resource.upstream is not None:
-        key = ResourceKey(
+        key = ResourceBinding(
             pk=resource.pk,
             access=_access(resource),
             upstream=resource.upstream.name,
@@ -373,7 +349,7 @@ def _resource_def(resource: Resource) -> ResourceDef:
         )
         size = None
     elif resource.file:
-        key = ResourceKey(
+        key = ResourceBinding(
             pk=resource.pk,
             file_name=resource.file.name,
             access=_access(resource),
@@ -381,7 +357,7 @@ def _resource_def(resource: Resource) -> ResourceDef:
         )
         size = resource.size
     else:
-        key = ResourceKey(
+        key = ResourceBinding(
             pk=resource.pk,
             text=resource.text,
             access=_access(resource),
@@ -398,7 +374,7 @@ def _resource_def(resource: Resource) -> ResourceDef:
         icons=public_icons(resource.icons),
         # Read in the caller's upstream session: what it holds may differ per caller.
         private=resource.upstream is not None,
-        key=key,
+        binding=key,
     )
 
 
@@ -412,7 +388,7 @@ def _template_def(template: ResourceTemplate) -> ResourceTemplateDef:
         icons=public_icons(template.icons),
         completions={name: tuple(values) for name, values in (template.completions or {}).items()},
         private=template.upstream is not None,
-        key=ResourceTemplateKey(
+        binding=ResourceTemplateBinding(
             pk=template.pk,
             kind=template.kind,
             config=template.config or {},
@@ -440,7 +416,7 @@ def _prompt_def(prompt: Prompt) -> PromptDef:
             for argument in prompt.arguments.all()
         ),
         messages=tuple(_message_def(message) for message in prompt.messages.all()),
-        key=PromptKey(
+        binding=PromptBinding(
             pk=prompt.pk,
             access=_access(prompt),
             upstream=prompt.upstream.name if prompt.upstream is not None else None,
@@ -527,195 +503,12 @@ def snapshot_builds() -> int:
     return _snapshots.builds
 
 
-def _load_endpoint_state(slug: str) -> EndpointState | None:
-    """Read the endpoint row (one query; a second when it has rate limits) and pair it with
-    its snapshot (built if new)."""
-    limited = RateLimit.objects.filter(endpoint=OuterRef("pk"), enabled=True)
-    endpoint = Endpoint.objects.filter(slug=slug).annotate(limited=Exists(limited)).first()
-    if endpoint is None:
-        return None
-    return EndpointState(
-        id=endpoint.pk,
-        slug=endpoint.slug,
-        enabled=endpoint.enabled,
-        allowed_origins=endpoint.origin_list(),
-        catalog_version=endpoint.catalog_version,
-        snapshot=_snapshots.get_or_build(endpoint),
-        auth_mode=endpoint.auth_mode,
-        scopes=endpoint.scope_list(),
-        base_scope=endpoint.base_scope,
-        limits=rules_load(endpoint.pk) if endpoint.limited else (),
-    )
+def snapshot_of(endpoint: Endpoint) -> CatalogSnapshot:
+    """The snapshot of ``endpoint`` at its current catalog version, built at most once."""
+    return _snapshots.get_or_build(endpoint)
 
 
-# Endpoint states kept per process; least recently used ones are dropped beyond this.
-DIRECTORY_SIZE = 1024
-# This process's endpoint states by slug (None: no endpoint has this slug), trusted until an
-# invalidation (``services.invalidation``) drops them, and re-read at most once per
-# ``MCP_CACHE_RECHECK_SECONDS`` in case a push was missed. Concurrent requests for an endpoint
-# that must be (re)loaded wait for the one load rather than being served the previous
-# version: a client that refetches after ``list_changed`` must see the catalog that
-# notification announced.
-_directory: ProcessCache[str, EndpointState | None] = ProcessCache(DIRECTORY_SIZE)
-
-
-def _directory_load(slug: str) -> EndpointState | None:
-    """Read the endpoint now and keep it; on a database error go on with a cached one."""
-    epoch = _directory.epoch
-    try:
-        state = _load_endpoint_state(slug)
-    except DatabaseError:
-        stale = _directory.held(slug)
-        if stale is None:
-            raise
-        logger.warning("Database unavailable; serving endpoint %r from memory", slug)
-        _directory.keep_serving(stale, get_conf().MCP_CACHE_RECHECK_SECONDS)
-        return stale.value
-    _directory.put(slug, state, epoch)
-    return state
-
-
-def _directory_forget(message: invalidation.Invalidation) -> None:
-    """Drop what an invalidation names (and every unknown-slug entry with endpoint news)."""
-    if message.everything or not (message.endpoint_ids or message.slugs):
-        _directory.forget(everything=message.everything)
-        return
-    _directory.forget(
-        where=lambda slug, state: (
-            state is None or slug in message.slugs or state.id in message.endpoint_ids
-        )
-    )
-
-
-invalidation.register(_directory_forget)
-
-
-def clear_snapshot_cache() -> None:
-    """Forget every cached endpoint state and snapshot of this process (tests, database resets)."""
-    _directory.clear()
+def forget_snapshots() -> None:
+    """Forget every snapshot and tool def this process built (tests, database resets)."""
     _snapshots.clear()
     _tool_defs_cache.clear()
-
-
-def get_endpoint_state(slug: str) -> EndpointState | None:
-    """Return the endpoint's state with its current snapshot, or None for an unknown slug.
-
-    No query while this process holds a fresh entry; otherwise one query, plus a snapshot
-    build when the catalog version is new to this process.
-    """
-    entry = _directory.fresh(slug, get_conf().MCP_CACHE_RECHECK_SECONDS)
-    if entry is not None:
-        return entry.value
-    return _directory_load(slug)
-
-
-async def aget_endpoint_state(slug: str) -> EndpointState | None:
-    """Async twin of ``get_endpoint_state`` for the hot path: no thread hop when cached.
-
-    A (re)load runs on the thread pool, not thread-sensitive (self-contained, so concurrent
-    loads of different endpoints do not queue on asgiref's single thread).
-    """
-    invalidation.ensure_subscribed()
-    entry = _directory.fresh(slug, get_conf().MCP_CACHE_RECHECK_SECONDS)
-    if entry is not None:
-        return entry.value
-    return await _directory.aload(slug, _directory_load)
-
-
-def catalog_changed(
-    *,
-    endpoint_ids: Iterable[int],
-    kinds: Iterable[notify.CatalogKind] = (),
-    updated_resource_uri: str | None = None,
-) -> None:
-    """Record that what these endpoints publish changed, and tell their connected clients.
-
-    Bumps ``catalog_version`` (one UPDATE) and invalidates the endpoints' cached states in
-    every process (``services.invalidation``), so each rebuilds on its next request; once the
-    transaction commits, publishes ``list_changed`` for ``kinds`` and ``resources/updated``
-    for ``updated_resource_uri`` to the endpoints' streams.
-    """
-    ids = sorted(set(endpoint_ids))
-    if not ids:
-        return
-    if (pending := _coalesced.get()) is not None:
-        pending.endpoint_ids.update(ids)
-        pending.kinds.update((endpoint_id, kind) for endpoint_id in ids for kind in kinds)
-        if updated_resource_uri is not None:
-            pending.resources.update((endpoint_id, updated_resource_uri) for endpoint_id in ids)
-        return
-    _versions_bump(ids)
-    notify.list_changed_on_commit(endpoint_ids=ids, kinds=kinds)
-    if updated_resource_uri is not None:
-        notify.resource_updated_on_commit(endpoint_ids=ids, uri=updated_resource_uri)
-
-
-@dataclass
-class _Pending:
-    endpoint_ids: set[int] = field(default_factory=set)
-    kinds: set[tuple[int, notify.CatalogKind]] = field(default_factory=set)
-    resources: set[tuple[int, str]] = field(default_factory=set)
-
-
-_coalesced: ContextVar[_Pending | None] = ContextVar("mcp_catalog_changes", default=None)
-
-
-@contextlib.contextmanager
-def catalog_changes_coalesced() -> Iterator[None]:
-    """Inside the block, ``catalog_changed`` only gathers; leaving it without an error does it
-    once for everything gathered (one UPDATE of the endpoints' versions).
-
-    For writes of many rows in one transaction that is all or nothing (a catalog import),
-    where a version bump per row would cost a statement per row for nothing. Nested blocks
-    gather into the outermost.
-    """
-    if _coalesced.get() is not None:
-        yield
-        return
-    pending = _Pending()
-    token = _coalesced.set(pending)
-    try:
-        yield
-    finally:
-        _coalesced.reset(token)
-    if not pending.endpoint_ids:
-        return
-    ids = sorted(pending.endpoint_ids)
-    _versions_bump(ids)
-    by_kinds: dict[frozenset[notify.CatalogKind], list[int]] = {}
-    for endpoint_id in ids:
-        kinds = frozenset(kind for eid, kind in pending.kinds if eid == endpoint_id)
-        by_kinds.setdefault(kinds, []).append(endpoint_id)
-    for kinds, group in by_kinds.items():
-        notify.list_changed_on_commit(endpoint_ids=group, kinds=kinds)
-    for endpoint_id, uri in sorted(pending.resources):
-        notify.resource_updated_on_commit(endpoint_ids=[endpoint_id], uri=uri)
-
-
-def _versions_bump(ids: list[int]) -> None:
-    Endpoint.objects.filter(pk__in=ids).update(
-        catalog_version=F("catalog_version") + 1, updated_at=Now()
-    )
-    invalidation.invalidate(endpoint_ids=ids)
-
-
-def endpoint_ids_for(
-    *,
-    tool_ids: Iterable[int] = (),
-    resource_ids: Iterable[int] = (),
-    template_ids: Iterable[int] = (),
-    prompt_ids: Iterable[int] = (),
-) -> list[int]:
-    """Return the ids of the endpoints publishing any of the given rows (one query)."""
-    condition = Q()
-    for relation, ids in (
-        ("tools", tool_ids),
-        ("resources", resource_ids),
-        ("resource_templates", template_ids),
-        ("prompts", prompt_ids),
-    ):
-        if id_list := list(ids):
-            condition |= Q(**{f"{relation}__in": id_list})
-    if not condition:
-        return []
-    return sorted(set(Endpoint.objects.filter(condition).values_list("pk", flat=True)))

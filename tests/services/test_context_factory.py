@@ -1,10 +1,10 @@
-"""The one factory of a ``RequestContext`` (services/contexts.py)."""
+"""The one factory of a ``RequestContext`` (services/context_factory.py)."""
 
 from __future__ import annotations
 
 import inspect
 
-from mcp_app.services.contexts import request_context
+from mcp_app.services.context_factory import request_context
 
 
 def test_the_context_factory_names_and_types_every_argument() -> None:
