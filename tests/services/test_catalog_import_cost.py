@@ -1,5 +1,5 @@
 """What a catalog import costs grows with what it changes, not with the catalog
-(services/catalog_io.py, services/catalog.py ``catalog_changes_coalesced``).
+(services/catalog_io.py, services/catalog_changes.py ``catalog_changes_coalesced``).
 
 Counted in queries and version bumps, never in seconds: bench/catalog_bulk.py measures time.
 """
