@@ -194,7 +194,7 @@ def draft_create(*, title: str, document: Any, actor: Any) -> Draft:
             (each message names the entry and field); nothing was saved.
         PermissionDenied: ``actor`` may not make these changes (model permissions, teams).
     """
-    draft = Draft(title=title.strip() or "Untitled change", author=_user(actor))
+    draft = Draft(title=_title(title) or "Untitled change", author=_user(actor))
     return _save(draft, document, actor=actor)
 
 
@@ -209,7 +209,7 @@ def draft_update(
     _check_open(draft)
     _check_sees(draft, actor)
     if title is not None:
-        draft.title = title.strip() or draft.title
+        draft.title = _title(title) or draft.title
     if document is None:
         draft.save(update_fields=["title", "updated_at"])
         return draft
@@ -544,6 +544,14 @@ def _team(document: Mapping[str, Any]) -> Group | None:
     if len(names) != 1 or None in names:
         return None
     return Group.objects.filter(name=next(iter(names))).first()
+
+
+def _title(title: str) -> str:
+    title = title.strip()
+    limit = Draft._meta.get_field("title").max_length or 200
+    if len(title) > limit:
+        raise DraftError(f"A draft's title has at most {limit} characters.")
+    return title
 
 
 def _check_open(draft: Draft) -> None:

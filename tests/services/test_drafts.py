@@ -87,6 +87,8 @@ def test_an_invalid_draft_is_refused_by_the_rules_of_a_live_save(world: World) -
         draft_create(title="Empty", document={"format": "mcphost-catalog/1"}, actor=None)
     with pytest.raises(DraftError, match="format"):
         draft_create(title="Bad", document={"tools": []}, actor=None)
+    with pytest.raises(DraftError, match="at most 200 characters"):
+        draft_create(title="x" * 201, document=tool_draft(world, title="T"), actor=None)
     assert not Draft.objects.exists()
 
 
