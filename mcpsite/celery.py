@@ -22,6 +22,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpsite.settings")
 # kombu's Redis transport with a channel that survives Redis dying under it (the module says
 # how kombu 5.7's own transport kills the worker then).
 REDIS_TRANSPORT = "mcp_app.services.celery_transport:Transport"
+# Its twin for a broker behind Redis Sentinel (settings turn a redis+sentinel:// URL into
+# kombu's sentinel:// form).
+SENTINEL_TRANSPORT = "mcp_app.services.celery_transport:SentinelTransport"
 
 app = Celery("mcpsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -34,6 +37,8 @@ def _use_our_redis_transport(sender: Celery, source: Any, **kwargs: Any) -> None
     url = str(source.broker_url or "")
     if not source.broker_transport and url.startswith(("redis://", "rediss://")):
         source.broker_transport = REDIS_TRANSPORT
+    elif not source.broker_transport and url.startswith("sentinel://"):
+        source.broker_transport = SENTINEL_TRANSPORT
 
 
 app.autodiscover_tasks()

@@ -35,7 +35,7 @@ from django.db import close_old_connections, connection
 from mcp_app.conf import get_conf
 from mcp_app.models import Tool
 from mcp_app.ops.heartbeat import worker_heartbeats_key
-from mcp_app.services import metrics
+from mcp_app.services import metrics, redis_sentinel
 from mcp_app.services.background.embedded import embedded_worker_enabled
 
 # One thread for every database check of this process: a hung connect holds only it.
@@ -106,7 +106,7 @@ async def _check_database(timeout: float) -> tuple[Check, bool]:
 
 
 async def _check_redis(timeout: float, *, count_workers: bool) -> list[Check]:
-    client = redis.asyncio.Redis.from_url(
+    client = redis_sentinel.async_client(
         settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
     )
     checks = []

@@ -39,7 +39,7 @@ from redis.exceptions import RedisError
 from mcp_app.conf import get_conf, redis_key
 from mcp_app.models import RateLimit
 from mcp_app.models.limits import WINDOW_SECONDS
-from mcp_app.services import invalidation, metrics, resp
+from mcp_app.services import invalidation, metrics, redis_sentinel, resp
 from mcp_app.services.resp import RespError
 
 logger = logging.getLogger(__name__)
@@ -447,14 +447,12 @@ class Usage:
 def quota_usage(limit: RateLimit, *, top: int = 50) -> list[Usage] | None:
     """The current quota period's use of ``limit`` by subject, most used first (``top`` of
     them); None when Redis cannot be read. Empty for a limit without a quota."""
-    import redis
-
     if limit.quota is None or limit.pk is None:
         return []
     prefix = quota_key(limit.pk, limit.quota_period, "")
     if not _url():
         return None
-    client = redis.Redis.from_url(_url(), socket_timeout=2.0, socket_connect_timeout=2.0)
+    client = redis_sentinel.sync_client(_url(), socket_timeout=2.0, socket_connect_timeout=2.0)
     try:
         keys = list(client.scan_iter(match=f"{prefix}*", count=500))
         values = client.mget(keys) if keys else []
