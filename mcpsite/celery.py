@@ -34,7 +34,8 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 def _use_our_redis_transport(sender: Celery, source: Any, **kwargs: Any) -> None:
     # Only for a Redis broker URL: an explicit transport wins over any URL's scheme, and the
     # in-memory broker (no Redis configured) must keep kombu's memory transport.
-    url = str(source.broker_url or "")
+    # The write URL is the broker URL unless settings translated a redis+sentinel:// one.
+    url = str(source.broker_write_url or "")
     if not source.broker_transport and url.startswith(("redis://", "rediss://")):
         source.broker_transport = REDIS_TRANSPORT
     elif not source.broker_transport and url.startswith("sentinel://"):

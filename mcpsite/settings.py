@@ -305,6 +305,9 @@ elif redis_sentinel.is_sentinel_url(CELERY_BROKER_URL):
     # kombu's own form: one sentinel:// URL per sentinel, the master's name as an option
     # (mcpsite/celery.py picks our sentinel transport for it).
     CELERY_BROKER_URL, _sentinel_options = redis_sentinel.kombu_broker(CELERY_BROKER_URL)
+    # Celery reads a CELERY_BROKER_URL environment variable before this setting (the
+    # redis+sentinel:// URL, which kombu does not know); the read and write URLs come first.
+    CELERY_BROKER_READ_URL = CELERY_BROKER_WRITE_URL = CELERY_BROKER_URL
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "global_keyprefix": f"{REDIS_NAMESPACE}:celery:",
         **_sentinel_options,
