@@ -262,7 +262,11 @@ CHANNEL_CAPACITY = 10_000
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": (
+                "mcp_app.services.redis_sentinel.SentinelChannelLayer"
+                if redis_sentinel.is_sentinel_url(REDIS_URL)
+                else "channels_redis.core.RedisChannelLayer"
+            ),
             # channels_redis blocks 5 s per receive (BZPOPMIN) and redis-py's default read
             # timeout is also 5 s: the two race and idle receivers die with "Timeout reading".
             # Reads may take longer than the block; connecting may not.

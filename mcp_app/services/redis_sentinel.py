@@ -27,6 +27,7 @@ import redis
 import redis.asyncio
 import redis.asyncio.sentinel
 import redis.sentinel
+from channels_redis.core import RedisChannelLayer
 
 SCHEME = "redis+sentinel"
 DEFAULT_SENTINEL_PORT = 26379
@@ -128,6 +129,31 @@ def _sentinel_wait(kwargs: dict[str, Any]) -> float | None:
     return float(wait) if wait is not None else None
 
 
+class _SyncMasterClient(redis.Redis):
+    """A client of the master that closes its connections to the sentinels with its own (a
+    health check or a metrics scrape makes one per use)."""
+
+    def close(self) -> None:
+        super().close()
+        pool = self.connection_pool
+        if isinstance(pool, redis.sentinel.SentinelConnectionPool):
+            for sentinel in pool.sentinel_manager.sentinels:
+                sentinel.close()
+                sentinel.connection_pool.disconnect()
+
+
+class _AsyncMasterClient(redis.asyncio.Redis):
+    """The asyncio twin of ``_SyncMasterClient``."""
+
+    async def aclose(self, close_connection_pool: bool | None = None) -> None:
+        await super().aclose(close_connection_pool)
+        pool = self.connection_pool
+        if isinstance(pool, redis.asyncio.sentinel.SentinelConnectionPool):
+            for sentinel in pool.sentinel_manager.sentinels:
+                await sentinel.aclose()
+                await sentinel.connection_pool.disconnect()
+
+
 def sync_client(url: str, **kwargs: Any) -> redis.Redis:
     """redis-py's client of ``url`` (``redis.Redis.from_url``'s arguments); for a sentinel URL,
     one of the current master that finds it again after a failover."""
@@ -137,7 +163,9 @@ def sync_client(url: str, **kwargs: Any) -> redis.Redis:
     sentinel = redis.sentinel.Sentinel(
         list(target.sentinels), sentinel_kwargs=target.sentinel_kwargs(_sentinel_wait(kwargs))
     )
-    return sentinel.master_for(target.master, **target.master_kwargs(), **kwargs)
+    return sentinel.master_for(
+        target.master, redis_class=_SyncMasterClient, **target.master_kwargs(), **kwargs
+    )
 
 
 def async_client(url: str, **kwargs: Any) -> redis.asyncio.Redis:
@@ -148,12 +176,42 @@ def async_client(url: str, **kwargs: Any) -> redis.asyncio.Redis:
     sentinel = redis.asyncio.sentinel.Sentinel(
         list(target.sentinels), sentinel_kwargs=target.sentinel_kwargs(_sentinel_wait(kwargs))
     )
-    return sentinel.master_for(target.master, **target.master_kwargs(), **kwargs)
+    return sentinel.master_for(
+        target.master, redis_class=_AsyncMasterClient, **target.master_kwargs(), **kwargs
+    )
+
+
+class _ClosingSentinelPool(redis.asyncio.sentinel.SentinelConnectionPool):
+    """A pool of the master that closes its connections to the sentinels with its own."""
+
+    async def disconnect(self, inuse_connections: bool = True) -> None:
+        await super().disconnect(inuse_connections)
+        for sentinel in self.sentinel_manager.sentinels:
+            await sentinel.aclose()
+            await sentinel.connection_pool.disconnect()
+
+
+class SentinelChannelLayer(RedisChannelLayer):
+    """channels_redis's layer for a ``channel_layer_host`` of a sentinel URL.
+
+    channels_redis makes a pool per event loop and closes it when the loop closes, but not
+    its connections to the sentinels: a Celery worker, which runs each background call in an
+    event loop of its own, would leave them behind call after call.
+    """
+
+    def create_pool(self, index: int) -> redis.asyncio.ConnectionPool:
+        host = dict(self.hosts[index])
+        if "master_name" not in host:
+            return super().create_pool(index)
+        sentinel = redis.asyncio.sentinel.Sentinel(
+            host.pop("sentinels"), sentinel_kwargs=host.pop("sentinel_kwargs", None)
+        )
+        return _ClosingSentinelPool(host.pop("master_name"), sentinel, **host)
 
 
 def channel_layer_host(url: str, **kwargs: Any) -> dict[str, Any]:
     """One entry of channels_redis's ``hosts`` for ``url`` (its sentinel form for a sentinel
-    URL: channels_redis makes a ``SentinelConnectionPool`` of it)."""
+    URL, for ``SentinelChannelLayer``)."""
     target = parse(url)
     if target is None:
         return {"address": url, **kwargs}

@@ -24,10 +24,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import kombu
 import pytest
 import redis
+from django.conf import settings
+from django.core.cache.backends.redis import RedisCache
 
-from mcp_app.services import resp
+from mcp_app.services import redis_sentinel, resp
+from mcp_app.services.celery_transport import SentinelTransport
 from scripts import services
 from tests.faults.conftest import FaultStack, WebProcess, run_manage
 from tests.faults.test_invalidation_after_redis_restart import echo_description
@@ -363,3 +367,86 @@ async def test_calls_streams_and_pushes_follow_a_failover(
                 interval=0.1,
                 detail=lambda: f"still {seen[-1]!r}; worker log {worker.log_path}",
             )
+
+
+# -- each library's client, as settings make it -------------------------------------------------
+
+
+async def test_each_client_the_settings_make_follows_a_failover(
+    sentinel_group: SentinelGroup,
+) -> None:
+    """Django's cache, the channel layer, redis-py (sync and asyncio) and kombu's broker
+    connection, each made from the sentinel URL as settings make it, work before a failover
+    and again on the new master within the bound."""
+    url = sentinel_group.url
+    cache = RedisCache(
+        [url],
+        {"OPTIONS": {"pool_class": "mcp_app.services.redis_sentinel.CachePool"}},
+    )
+    layer = redis_sentinel.SentinelChannelLayer(
+        hosts=[
+            redis_sentinel.channel_layer_host(
+                url, socket_timeout=5, socket_connect_timeout=2, **settings.REDIS_CLIENT_OPTIONS
+            )
+        ],
+        prefix="sentinel-test:",
+    )
+    sync = redis_sentinel.sync_client(url, socket_timeout=2, socket_connect_timeout=2)
+    aio = redis_sentinel.async_client(url, socket_timeout=2, socket_connect_timeout=2)
+    broker_url, options = redis_sentinel.kombu_broker(url)
+
+    def broker_round_trip(tag: str) -> str:
+        with kombu.Connection(
+            broker_url, transport=SentinelTransport, transport_options=options
+        ) as connection:
+            queue = connection.SimpleQueue("sentinel-test")
+            try:
+                queue.put({"tag": tag})
+                message = queue.get(timeout=5)
+                message.ack()
+                return str(message.payload["tag"])
+            finally:
+                queue.close()
+
+    async def round_trips(tag: str) -> dict[str, Any]:
+        await asyncio.to_thread(cache.set, "sentinel-test", tag)
+        channel = await layer.new_channel()
+        await layer.send(channel, {"type": "test.tag", "tag": tag})
+        sync.set("sentinel-test:sync", tag)
+        await aio.set("sentinel-test:async", tag)
+        return {
+            "cache": await asyncio.to_thread(cache.get, "sentinel-test"),
+            "layer": (await layer.receive(channel))["tag"],
+            "sync": sync.get("sentinel-test:sync").decode(),
+            "async": (await aio.get("sentinel-test:async")).decode(),
+            "broker": await asyncio.to_thread(broker_round_trip, tag),
+        }
+
+    everyone = dict.fromkeys(["cache", "layer", "sync", "async", "broker"], "before")
+    try:
+        async with asyncio.timeout(20):
+            assert await round_trips("before") == everyone
+        new = await asyncio.to_thread(sentinel_group.failover)
+        errors: list[str] = []
+
+        async def all_work_again() -> bool:
+            try:
+                async with asyncio.timeout(10):
+                    return await round_trips("after") == dict.fromkeys(everyone, "after")
+            except Exception as exc:  # a stale pooled connection's first failure, then retried
+                errors.append(repr(exc))
+                return False
+
+        await await_until(
+            all_work_again,
+            "every client working on the new master",
+            timeout=FAILOVER_WAIT_SECONDS,
+            interval=0.2,
+            detail=lambda: "; ".join(errors[-3:]),
+        )
+        with contextlib.closing(sentinel_group.nodes[new].client()) as direct:
+            assert direct.get("sentinel-test:sync") == b"after"
+    finally:
+        sync.close()
+        await aio.aclose()
+        await layer.flush()
