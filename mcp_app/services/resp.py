@@ -233,7 +233,8 @@ class Client:
         return connection
 
     async def _master_address(self, target: redis_sentinel.SentinelTarget) -> tuple[str, int]:
-        """Where the sentinels say the master is: the first of them to answer."""
+        """Where the sentinels say the master is: the first of them to answer, each given an
+        equal share of the timeout."""
         loop = asyncio.get_running_loop()
         ask: list[list[Arg]] = []
         if target.sentinel_password:
@@ -241,14 +242,17 @@ class Client:
             ask.append(["AUTH", user, target.sentinel_password])
         ask.append(["SENTINEL", "get-master-addr-by-name", target.master])
         failures = []
+        # A silent sentinel may not take the others' turn.
+        each = self.timeout / len(target.sentinels)
         for host, port in target.sentinels:
             connection = None
             try:
-                _transport, connection = await loop.create_connection(_Connection, host, port)
-                futures = connection.send(b"".join(encode(c) for c in ask), len(ask))
-                address = (await asyncio.gather(*futures))[-1]
-            except (OSError, RespError) as exc:
-                failures.append(f"{host}:{port}: {exc}")
+                async with asyncio.timeout(each):
+                    _transport, connection = await loop.create_connection(_Connection, host, port)
+                    futures = connection.send(b"".join(encode(c) for c in ask), len(ask))
+                    address = (await asyncio.gather(*futures))[-1]
+            except (OSError, RespError, TimeoutError) as exc:
+                failures.append(f"{host}:{port}: {exc or type(exc).__name__}")
                 continue
             finally:
                 if connection is not None:

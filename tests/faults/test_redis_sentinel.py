@@ -15,6 +15,7 @@ import contextlib
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -260,6 +261,24 @@ async def test_the_limiters_client_leaves_a_demoted_master(sentinel_group: Senti
             assert direct.get("sentinel:after") == b"1"
     finally:
         client.drop()
+
+
+async def test_a_silent_sentinel_leaves_time_to_ask_the_next(
+    sentinel_group: SentinelGroup,
+) -> None:
+    """A sentinel that accepts connections and never answers (a hung host) costs its share of
+    the timeout, not all of it: the next sentinel names the master."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # connections complete in the backlog and are never read
+        port = silent.getsockname()[1]
+        url = sentinel_group.url.replace("://", f"://127.0.0.1:{port},", 1)
+        client = resp.Client(url, timeout=2.0)
+        try:
+            sentinel_group.wait_settled()
+            assert await client.pipeline([[b"PING"]]) == [b"PONG"]
+        finally:
+            client.drop()
 
 
 # -- a web process and a worker on the group ----------------------------------------------------
