@@ -30,13 +30,14 @@ import pytest
 import redis
 from django.conf import settings
 from django.core.cache.backends.redis import RedisCache
+from mcp import Client
 
 from mcp_app.services import redis_sentinel, resp
 from mcp_app.services.celery_transport import SentinelTransport
 from scripts import services
 from tests.faults.conftest import FaultStack, WebProcess, run_manage
 from tests.faults.test_invalidation_after_redis_restart import echo_description
-from tests.faults.wire import MODERN_META, final_message, modern_headers, session_headers, tool_call
+from tests.faults.wire import final_message, session_headers, tool_call
 from tests.support.raw_mcp import open_session
 from tests.support.waiting import await_until, wait_until
 from tests.support.worker import celery_worker
@@ -284,14 +285,12 @@ async def test_a_silent_sentinel_leaves_time_to_ask_the_next(
 # -- a web process and a worker on the group ----------------------------------------------------
 
 
-async def _limited_echo(client: httpx.AsyncClient, url: str, request_id: int) -> dict[str, Any]:
-    async with client.stream(
-        "POST",
-        url,
-        headers=modern_headers("tools/call", "echo"),
-        json=tool_call(request_id, "echo", {"message": "hi"}, **MODERN_META),
-    ) as response:
-        return await final_message(response)
+async def _limited_echo(url: str, message: str) -> str:
+    """A limited call with the official SDK: its text (the refusal's, if it was refused)."""
+    async with asyncio.timeout(30), Client(url) as client:
+        result = await client.call_tool("echo", {"message": message})
+    text = result.content[0].text
+    return f"refused: {text}" if result.is_error else text
 
 
 async def _streamed_countdown(
@@ -308,18 +307,11 @@ async def _streamed_countdown(
         return await final_message(response)
 
 
-def _unavailable(message: dict[str, Any]) -> bool:
-    result = message.get("result") or {}
-    meta = (result.get("_meta") or {}).get("mcphost/rateLimit") or {}
-    return result.get("isError") is True and meta.get("limit", {}).get("reason") == "unavailable"
-
-
 async def _works(client: httpx.AsyncClient, web: WebProcess, request_id: int) -> None:
     """A limited call is counted (its limit fails closed: no Redis would refuse it) and a
     streamed background call ends with its result."""
     url = f"{web.base_url}/mcp/{SLUG}"
-    echo = await _limited_echo(client, url, request_id)
-    assert "result" in echo and not echo["result"].get("isError"), echo
+    assert await _limited_echo(url, f"call {request_id}") == f"call {request_id}"
     session_id = await open_session(client, url)
     done = await _streamed_countdown(client, url, session_id, request_id + 1)
     assert done["result"]["structuredContent"] == {"counted": 1}, done
@@ -350,9 +342,10 @@ async def test_calls_streams_and_pushes_follow_a_failover(
             tries: list[str] = []
 
             async def limited_call_counted() -> bool:
-                echo = await _limited_echo(client, url, 100 + len(tries))
-                tries.append("unavailable" if _unavailable(echo) else "ok")
-                return tries[-1] == "ok"
+                # Refused as "unavailable" while the limiter finds no master (fails closed).
+                message = f"after {len(tries)}"
+                tries.append(await _limited_echo(url, message))
+                return tries[-1] == message
 
             await await_until(
                 limited_call_counted,
