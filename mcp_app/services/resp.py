@@ -222,13 +222,20 @@ class Client:
             if setup:
                 futures = connection.send(b"".join(encode(c) for c in setup), len(setup))
                 try:
-                    replies = await asyncio.gather(*futures)
+                    replies = await asyncio.gather(*futures, return_exceptions=True)
+                    role = replies.pop() if target is not None else None
+                    failed = next((r for r in replies if isinstance(r, BaseException)), None)
+                    if failed is not None:
+                        raise failed
+                    # A user without ROLE (an @admin command) skips the check: a replica
+                    # still answers READONLY to the first write.
+                    if isinstance(role, BaseException) and not str(role).startswith("NOPERM"):
+                        raise role
+                    if isinstance(role, list) and role[:1] != [b"master"]:
+                        raise NotMasterError(f"{host}:{port} is not a master")
                 except BaseException:
                     connection.close()
                     raise
-                if target is not None and not (replies[-1] and replies[-1][0] == b"master"):
-                    connection.close()
-                    raise NotMasterError(f"{host}:{port} is not the master of {target.master}")
         self._connection = connection
         return connection
 

@@ -282,6 +282,26 @@ async def test_a_silent_sentinel_leaves_time_to_ask_the_next(
             client.drop()
 
 
+async def test_a_user_without_role_still_reaches_the_master(
+    sentinel_group: SentinelGroup,
+) -> None:
+    """ROLE is an @admin command an application's ACL user may lack: the client then goes
+    without that check (a replica would still answer READONLY) instead of failing."""
+    sentinel_group.wait_settled()
+    for node in sentinel_group.nodes.values():
+        with contextlib.closing(node.client()) as admin:
+            admin.execute_command("ACL", "SETUSER", "app", "on", ">app-pw", "~*", "+@all", "-role")
+    url = sentinel_group.url.replace("://", "://app:app-pw@", 1)
+    client = resp.Client(url, timeout=2.0)
+    try:
+        assert await client.pipeline([[b"SET", b"sentinel:acl", b"1"], [b"ACL", b"WHOAMI"]]) == [
+            b"OK",
+            b"app",
+        ]
+    finally:
+        client.drop()
+
+
 # -- a web process and a worker on the group ----------------------------------------------------
 
 
