@@ -242,6 +242,16 @@ def kombu_broker(url: str) -> tuple[str, dict[str, Any]]:
     return ";".join(urls), options
 
 
+class _ClosingSyncSentinelPool(redis.sentinel.SentinelConnectionPool):
+    """A pool of the master that closes its connections to the sentinels with its own."""
+
+    def disconnect(self, inuse_connections: bool = True) -> None:
+        super().disconnect(inuse_connections)
+        for sentinel in self.sentinel_manager.sentinels:
+            sentinel.close()
+            sentinel.connection_pool.disconnect()
+
+
 class CachePool:
     """Django's ``RedisCache`` ``pool_class`` for a sentinel URL: ``from_url`` makes a pool of
     connections to the current master (give ``LOCATION`` as a list: Django splits a string at
@@ -255,6 +265,6 @@ class CachePool:
         sentinel = redis.sentinel.Sentinel(
             list(target.sentinels), sentinel_kwargs=target.sentinel_kwargs(_sentinel_wait(options))
         )
-        return redis.sentinel.SentinelConnectionPool(
+        return _ClosingSyncSentinelPool(
             target.master, sentinel, **target.master_kwargs(), **options
         )

@@ -482,3 +482,6 @@ async def test_each_client_the_settings_make_follows_a_failover(
         sync.close()
         await aio.aclose()
         await layer.flush()
+        # Django's cache keeps its pools for the process's life; this one ends here.
+        for pool in cache._cache._pools.values():
+            pool.disconnect()
