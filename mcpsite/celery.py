@@ -22,6 +22,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpsite.settings")
 # kombu's Redis transport with a channel that survives Redis dying under it (the module says
 # how kombu 5.7's own transport kills the worker then).
 REDIS_TRANSPORT = "mcp_app.services.celery_transport:Transport"
+# Its twin for a broker behind Redis Sentinel (settings turn a redis+sentinel:// URL into
+# kombu's sentinel:// form).
+SENTINEL_TRANSPORT = "mcp_app.services.celery_transport:SentinelTransport"
 
 app = Celery("mcpsite")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -31,9 +34,12 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 def _use_our_redis_transport(sender: Celery, source: Any, **kwargs: Any) -> None:
     # Only for a Redis broker URL: an explicit transport wins over any URL's scheme, and the
     # in-memory broker (no Redis configured) must keep kombu's memory transport.
-    url = str(source.broker_url or "")
+    # The write URL is the broker URL unless settings translated a redis+sentinel:// one.
+    url = str(source.broker_write_url or "")
     if not source.broker_transport and url.startswith(("redis://", "rediss://")):
         source.broker_transport = REDIS_TRANSPORT
+    elif not source.broker_transport and url.startswith("sentinel://"):
+        source.broker_transport = SENTINEL_TRANSPORT
 
 
 app.autodiscover_tasks()

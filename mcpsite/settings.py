@@ -21,6 +21,8 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
+from mcp_app.services import redis_sentinel
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MCPHOST_VAR_DIR", BASE_DIR / "var"))
 
@@ -239,7 +241,14 @@ if _replica_url := os.environ.get("DATABASE_REPLICA_URL", "").strip():
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+# redis://... or, for a master that Redis Sentinel fails over, redis+sentinel://...
+# (mcp_app/services/redis_sentinel.py; docs/operations.md, "Redis with Sentinel").
 REDIS_URL = os.environ.get("REDIS_URL", "")
+for _name in ("REDIS_URL", "CELERY_BROKER_URL", "MCP_RATE_LIMIT_REDIS_URL"):
+    try:
+        redis_sentinel.parse(os.environ.get(_name, ""))
+    except ValueError as exc:
+        raise ImproperlyConfigured(f"{_name}: {exc}") from None
 
 
 def _default_redis_namespace(database: Mapping[str, Any]) -> str:
@@ -281,21 +290,26 @@ CHANNEL_CAPACITY = 10_000
 if REDIS_URL:
     CHANNEL_LAYERS = {
         "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "BACKEND": (
+                "mcp_app.services.redis_sentinel.SentinelChannelLayer"
+                if redis_sentinel.is_sentinel_url(REDIS_URL)
+                else "channels_redis.core.RedisChannelLayer"
+            ),
             # channels_redis blocks 5 s per receive (BZPOPMIN) and redis-py's default read
             # timeout is also 5 s: the two race and idle receivers die with "Timeout reading".
             # Reads may take longer than the block; connecting may not.
             "CONFIG": {
+                # A redis+sentinel:// URL becomes channels_redis's sentinel form.
                 "hosts": [
-                    {
-                        "address": REDIS_URL,
-                        "socket_timeout": 30,
-                        "socket_connect_timeout": 5,
+                    redis_sentinel.channel_layer_host(
+                        REDIS_URL,
+                        socket_timeout=30,
+                        socket_connect_timeout=5,
                         # Every stream opening joins groups on a pooled connection of its
                         # own: redis-py's default of 100 refused bursts of openings (500s).
-                        "max_connections": 1000,
+                        max_connections=1000,
                         **REDIS_CLIENT_OPTIONS,
-                    }
+                    )
                 ],
                 "capacity": CHANNEL_CAPACITY,
                 # Group and channel keys; channels_redis appends names to it as they are.
@@ -319,6 +333,17 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Queues, unacknowledged jobs and bindings in this installation's namespace: another
     # installation's workers on the same Redis must never take its calls.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{REDIS_NAMESPACE}:celery:"}
+elif redis_sentinel.is_sentinel_url(CELERY_BROKER_URL):
+    # kombu's own form: one sentinel:// URL per sentinel, the master's name as an option
+    # (mcpsite/celery.py picks our sentinel transport for it).
+    CELERY_BROKER_URL, _sentinel_options = redis_sentinel.kombu_broker(CELERY_BROKER_URL)
+    # Celery reads a CELERY_BROKER_URL environment variable before this setting (the
+    # redis+sentinel:// URL, which kombu does not know); the read and write URLs come first.
+    CELERY_BROKER_READ_URL = CELERY_BROKER_WRITE_URL = CELERY_BROKER_URL
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "global_keyprefix": f"{REDIS_NAMESPACE}:celery:",
+        **_sentinel_options,
+    }
 CELERY_RESULT_BACKEND = None
 CELERY_TASK_IGNORE_RESULT = True
 # Acknowledged only after the call ends, so a worker that dies before starting a call leaves
@@ -451,11 +476,17 @@ if REDIS_URL:
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
-            "LOCATION": REDIS_URL,
+            # A list: Django splits a string at the commas of a sentinel URL's hosts.
+            "LOCATION": [REDIS_URL],
             "KEY_PREFIX": REDIS_NAMESPACE,
             # A black-holed Redis holds a request this long at most (the API throttles then
             # count per process for a while: mcp_app/api/throttling.py).
-            "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 1},
+            "OPTIONS": {
+                "socket_connect_timeout": 1,
+                "socket_timeout": 1,
+                # Makes a pool that follows the master for a redis+sentinel:// URL.
+                "pool_class": "mcp_app.services.redis_sentinel.CachePool",
+            },
         }
     }
 

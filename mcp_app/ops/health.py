@@ -40,7 +40,7 @@ from django.db import close_old_connections, connection
 from mcp_app.conf import get_conf
 from mcp_app.models import Tool
 from mcp_app.ops.heartbeat import worker_heartbeats_key
-from mcp_app.services import metrics
+from mcp_app.services import metrics, redis_sentinel
 from mcp_app.services.background.embedded import embedded_worker_enabled
 from mcp_app.services.replica import ReplicaState, replica_configured, replica_state
 
@@ -139,7 +139,7 @@ async def _check_replica(timeout: float) -> Check:
 
 
 async def _check_redis(timeout: float, *, count_workers: bool) -> list[Check]:
-    client = redis.asyncio.Redis.from_url(
+    client = redis_sentinel.async_client(
         settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
     )
     checks = []

@@ -17,6 +17,7 @@ import redis
 from django.conf import settings
 
 from mcp_app.conf import redis_key
+from mcp_app.services import redis_sentinel
 
 logger = logging.getLogger(__name__)
 
@@ -35,7 +36,7 @@ _stop = threading.Event()
 
 def _client() -> redis.Redis:
     timeout = settings.WORKER_HEARTBEAT_SECONDS
-    return redis.Redis.from_url(
+    return redis_sentinel.sync_client(
         settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
     )
 

@@ -40,6 +40,7 @@ from prometheus_client.registry import Collector
 from mcp_app.conf import get_conf
 from mcp_app.models import BackgroundCall, Session, Upstream
 from mcp_app.ops.heartbeat import worker_heartbeats_key
+from mcp_app.services import redis_sentinel
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ class SharedStateCollector(Collector):
 
     def _workers(self) -> Iterator[GaugeMetricFamily]:
         timeout = settings.READINESS_TIMEOUT_SECONDS
-        client = redis.Redis.from_url(
+        client = redis_sentinel.sync_client(
             settings.REDIS_URL, socket_timeout=timeout, socket_connect_timeout=timeout
         )
         try:

@@ -30,18 +30,35 @@ from kombu.transport import redis
 logger = logging.getLogger(__name__)
 
 
+def _close(channel: redis.Channel) -> None:
+    if channel._in_poll and not channel.closed:
+        try:
+            channel._brpop_read()
+        except redis.Empty:
+            pass
+        except channel.connection_errors:
+            # The reply went with the connection: nothing to deliver, go on closing.
+            logger.info("Broker connection lost under a pending BRPOP; closing the channel")
+
+
 class Channel(redis.Channel):
     def close(self) -> None:
-        if self._in_poll and not self.closed:
-            try:
-                self._brpop_read()
-            except redis.Empty:
-                pass
-            except self.connection_errors:
-                # The reply went with the connection: nothing to deliver, go on closing.
-                logger.info("Broker connection lost under a pending BRPOP; closing the channel")
+        _close(self)
         super().close()
 
 
 class Transport(redis.Transport):
     Channel = Channel
+
+
+class SentinelChannel(redis.SentinelChannel):
+    """The same for a broker behind Redis Sentinel: a failover closes every connection to the
+    old master (Sentinel kills its clients), which is this very case."""
+
+    def close(self) -> None:
+        _close(self)
+        super().close()
+
+
+class SentinelTransport(redis.SentinelTransport):
+    Channel = SentinelChannel

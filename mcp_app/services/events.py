@@ -27,6 +27,7 @@ import redis.asyncio as aioredis
 from django.conf import settings
 
 from mcp_app.conf import get_conf, redis_key
+from mcp_app.services import redis_sentinel
 
 # Event ids are "<stream id>.<sequence>"; stream ids never contain a dot.
 SEPARATOR = "."
@@ -114,7 +115,7 @@ class RedisEventStore:
         client = self._clients.get(loop)
         if client is None:
             # Retries a command once on a fresh connection after a Redis restart.
-            client = aioredis.from_url(self.url, **settings.REDIS_CLIENT_OPTIONS)
+            client = redis_sentinel.async_client(self.url, **settings.REDIS_CLIENT_OPTIONS)
             self._clients[loop] = client
         return client
 

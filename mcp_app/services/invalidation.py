@@ -33,6 +33,7 @@ from django.conf import settings
 from django.db import transaction
 
 from mcp_app.conf import redis_key
+from mcp_app.services import redis_sentinel
 
 logger = logging.getLogger(__name__)
 
@@ -218,7 +219,7 @@ def _client() -> redis.Redis | None:
         return None
     pid = os.getpid()
     if _state.client is None or _state.client[0] != pid:
-        client = redis.Redis.from_url(
+        client = redis_sentinel.sync_client(
             url,
             socket_timeout=SOCKET_TIMEOUT_SECONDS,
             socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
@@ -277,7 +278,7 @@ def pushes_received() -> int:
 def _subscribe_forever() -> None:
     delay = RECONNECT_FIRST_SECONDS
     while True:
-        client = redis.Redis.from_url(
+        client = redis_sentinel.sync_client(
             _redis_url(),
             socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
             health_check_interval=HEALTH_CHECK_SECONDS,

@@ -39,7 +39,7 @@ from redis.exceptions import RedisError
 from mcp_app.conf import get_conf, redis_key
 from mcp_app.models import RateLimit
 from mcp_app.models.limits import WINDOW_SECONDS
-from mcp_app.services import invalidation, metrics, resp
+from mcp_app.services import invalidation, metrics, redis_sentinel, resp
 from mcp_app.services.resp import RespError
 
 logger = logging.getLogger(__name__)
@@ -129,13 +129,24 @@ return 0
 """)
 
 # A background call ended: free the slots handed to it. KEYS: its set of slots, its "ended"
-# mark; ARGV: its member, how long the mark stays (a hand-over arriving later frees instead).
+# mark, then the slots' sorted sets as last read from that set; ARGV: its member, how long the
+# mark stays (a hand-over arriving later frees instead). Every key it touches is among KEYS
+# (Redis Cluster and ACLs require it), so when the set names a slot not passed (a hand-over
+# came between the read and the run) it changes nothing and returns 1: read the set again.
 _TASK_ENDED: Final = resp.Script("""
-for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do redis.call('ZREM', key, ARGV[1]) end
+local passed = {}
+for i = 3, #KEYS do passed[KEYS[i]] = true end
+for _, key in ipairs(redis.call('SMEMBERS', KEYS[1])) do
+  if not passed[key] then return 1 end
+end
+for i = 3, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
 redis.call('DEL', KEYS[1])
 redis.call('SET', KEYS[2], '1', 'EX', tonumber(ARGV[2]))
 return 0
 """)
+# Reads of a task's slots before its end is recorded: a call hands its slots over once, so
+# a second read always matches.
+TASK_ENDED_ATTEMPTS: Final = 3
 # How long a background call's "ended" mark stays: longer than a task handle takes to reach
 # the process that hands the slots over.
 TASK_ENDED_MARK_SECONDS: Final = 600
@@ -270,8 +281,13 @@ async def abackground_call_ended(call_id: str) -> None:
     # A connection of its own, closed at once: a Celery worker runs each call in an event
     # loop of its own (asyncio.run), which would leave a shared one open behind it.
     client = resp.Client(_url(), get_conf().MCP_RATE_LIMIT_TIMEOUT_SECONDS)
+    task = _task_keys(call_id)
     try:
-        await client.evalsha(_TASK_ENDED, _task_keys(call_id), args)
+        for _attempt in range(TASK_ENDED_ATTEMPTS):
+            slots = (await client.pipeline([[b"SMEMBERS", task[0]]]))[0]
+            if await client.evalsha(_TASK_ENDED, [*task, *slots], args) == 0:
+                return
+        logger.warning("A background call's slots kept changing; they expire in time")
     except (RespError, OSError, TimeoutError):
         logger.warning("Could not free a background call's concurrency slots; they expire in time")
     finally:
@@ -447,14 +463,12 @@ class Usage:
 def quota_usage(limit: RateLimit, *, top: int = 50) -> list[Usage] | None:
     """The current quota period's use of ``limit`` by subject, most used first (``top`` of
     them); None when Redis cannot be read. Empty for a limit without a quota."""
-    import redis
-
     if limit.quota is None or limit.pk is None:
         return []
     prefix = quota_key(limit.pk, limit.quota_period, "")
     if not _url():
         return None
-    client = redis.Redis.from_url(_url(), socket_timeout=2.0, socket_connect_timeout=2.0)
+    client = redis_sentinel.sync_client(_url(), socket_timeout=2.0, socket_connect_timeout=2.0)
     try:
         keys = list(client.scan_iter(match=f"{prefix}*", count=500))
         values = client.mget(keys) if keys else []

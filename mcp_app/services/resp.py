@@ -11,6 +11,15 @@ once when Redis does not know them (after a restart or ``SCRIPT FLUSH``).
 Errors are ``RespError`` (Redis answered an error) or ``OSError``/``TimeoutError`` (no Redis);
 the connection is dropped on any of the latter and made again by the next command.
 Everything else (the admin's quota view, scans) uses redis-py.
+
+A ``redis+sentinel://`` URL (``services/redis_sentinel.py``) names a master that Redis
+Sentinel fails over: each connection is made to where a sentinel says the master is (asking
+them in turn) and is kept only if that server says it is a master (``ROLE``). A reply of
+``READONLY`` or ``MASTERDOWN`` (a demoted master, a replica) drops the connection and the
+commands are sent once more, to the master found afresh; so is a connection that could not be
+made. A connection lost after the commands went out is not sent again (a script may have
+run): that call fails as one without Redis would, and the next one finds the master. All of it
+within the one ``timeout``; a plain URL costs nothing of this.
 """
 
 from __future__ import annotations
@@ -24,11 +33,24 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from mcp_app.services import redis_sentinel
+
 Arg = bytes | str | int | float
+
+
+# A command to a sentinel-managed master is sent at most this often (a second time only after
+# the first found no master or a replica).
+MASTER_ATTEMPTS = 2
+# Error replies of a server that is not (or no longer) a writable master.
+NOT_MASTER_ERRORS = ("READONLY", "MASTERDOWN")
 
 
 class RespError(Exception):
     """Redis answered a command with an error reply."""
+
+
+class NotMasterError(ConnectionError):
+    """The server reached is not the master (a sentinel URL's server after a failover)."""
 
 
 class _Incomplete(Exception):
@@ -154,6 +176,8 @@ class Client:
         self.timeout = timeout
         self._connection: _Connection | None = None
         self._connecting: asyncio.Future[_Connection] | None = None
+        # None for a plain URL (the fast path never looks further).
+        self._sentinel = redis_sentinel.parse(url)
 
     async def _connected(self) -> _Connection:
         held = self._connection
@@ -166,8 +190,18 @@ class Client:
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         parts = urlsplit(self.url)
+        target = self._sentinel
         async with asyncio.timeout(self.timeout):
-            if parts.scheme == "unix":
+            setup: list[list[Arg]] = []
+            if target is not None:
+                host, port = await self._master_address(target)
+                transport, connection = await loop.create_connection(_Connection, host, port)
+                if target.password:
+                    setup.append(["AUTH", target.username or "default", target.password])
+                if target.db:
+                    setup.append(["SELECT", target.db])
+                setup.append(["ROLE"])
+            elif parts.scheme == "unix":
                 transport, connection = await loop.create_unix_connection(_Connection, parts.path)
             else:
                 transport, connection = await loop.create_connection(
@@ -177,20 +211,63 @@ class Client:
                     ssl=ssl.create_default_context() if parts.scheme == "rediss" else None,
                 )
             connection.transport = transport
-            setup: list[list[Arg]] = []
-            if parts.password:
+            if target is None and parts.password:
                 user = unquote(parts.username or "default")
                 setup.append(["AUTH", user, unquote(parts.password)])
             database = (parts.path or "/").strip("/") or dict(
                 item.split("=", 1) for item in parts.query.split("&") if "=" in item
             ).get("db", "")
-            if database and database != "0":
+            if target is None and database and database != "0":
                 setup.append(["SELECT", database])
             if setup:
                 futures = connection.send(b"".join(encode(c) for c in setup), len(setup))
-                await asyncio.gather(*futures)
+                try:
+                    replies = await asyncio.gather(*futures, return_exceptions=True)
+                    role = replies.pop() if target is not None else None
+                    failed = next((r for r in replies if isinstance(r, BaseException)), None)
+                    if failed is not None:
+                        raise failed
+                    # A user without ROLE (an @admin command) skips the check: a replica
+                    # still answers READONLY to the first write.
+                    if isinstance(role, BaseException) and not str(role).startswith("NOPERM"):
+                        raise role
+                    if isinstance(role, list) and role[:1] != [b"master"]:
+                        raise NotMasterError(f"{host}:{port} is not a master")
+                except BaseException:
+                    connection.close()
+                    raise
         self._connection = connection
         return connection
+
+    async def _master_address(self, target: redis_sentinel.SentinelTarget) -> tuple[str, int]:
+        """Where the sentinels say the master is: the first of them to answer, each given an
+        equal share of the timeout."""
+        loop = asyncio.get_running_loop()
+        ask: list[list[Arg]] = []
+        if target.sentinel_password:
+            user = target.sentinel_username or "default"
+            ask.append(["AUTH", user, target.sentinel_password])
+        ask.append(["SENTINEL", "get-master-addr-by-name", target.master])
+        failures = []
+        # A silent sentinel may not take the others' turn.
+        each = self.timeout / len(target.sentinels)
+        for host, port in target.sentinels:
+            connection = None
+            try:
+                async with asyncio.timeout(each):
+                    _transport, connection = await loop.create_connection(_Connection, host, port)
+                    futures = connection.send(b"".join(encode(c) for c in ask), len(ask))
+                    address = (await asyncio.gather(*futures))[-1]
+            except (OSError, RespError, TimeoutError) as exc:
+                failures.append(f"{host}:{port}: {exc or type(exc).__name__}")
+                continue
+            finally:
+                if connection is not None:
+                    connection.close()
+            if address:
+                return address[0].decode(), int(address[1])
+            failures.append(f"{host}:{port}: does not know {target.master}")
+        raise ConnectionError(f"No sentinel named the master ({'; '.join(failures)})")
 
     async def pipeline(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
         """Send ``commands`` in one write; their replies, in order.
@@ -199,6 +276,8 @@ class Client:
             RespError: one of them failed (the others ran).
             OSError, TimeoutError: Redis could not be reached or did not answer in time.
         """
+        if self._sentinel is not None:
+            return await self._pipeline_to_master(commands)
         try:
             async with asyncio.timeout(self.timeout):
                 connection = await self._connected()
@@ -206,6 +285,40 @@ class Client:
                 if len(futures) == 1:
                     return [await futures[0]]
                 return list(await asyncio.gather(*futures))
+        except (OSError, TimeoutError):
+            self.drop()
+            raise
+
+    async def _pipeline_to_master(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
+        """``pipeline`` for a sentinel URL: sent again once to the master found afresh when
+        no master could be reached or the server answered as a replica."""
+        try:
+            async with asyncio.timeout(self.timeout):
+                for attempt in range(1, MASTER_ATTEMPTS + 1):
+                    try:
+                        connection = await self._connected()
+                    except OSError:
+                        self.drop()
+                        if attempt == MASTER_ATTEMPTS:
+                            raise
+                        continue
+                    payload = b"".join(encode(c) for c in commands)
+                    replies = await asyncio.gather(
+                        *connection.send(payload, len(commands)), return_exceptions=True
+                    )
+                    for reply in replies:
+                        if isinstance(reply, RespError) and str(reply).startswith(
+                            NOT_MASTER_ERRORS
+                        ):
+                            self.drop()
+                            if attempt == MASTER_ATTEMPTS:
+                                raise NotMasterError(str(reply))
+                            break
+                        if isinstance(reply, BaseException):
+                            raise reply
+                    else:
+                        return list(replies)
+                raise AssertionError("unreachable")  # the last attempt returns or raises
         except (OSError, TimeoutError):
             self.drop()
             raise
