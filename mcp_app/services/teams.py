@@ -20,7 +20,8 @@ they see. The model permissions (view, add, change, delete) still apply on top.
   user creates without a team gets theirs when they have exactly one.
 
 Who may call an endpoint's items (``allowed_groups``, ``models/access.py``) is another use
-of groups, untouched here. The MCP path reads no scope.
+of groups; a scoped user may name only their own teams there (``team_choices``,
+``relations_for``). The MCP path reads no scope.
 """
 
 from __future__ import annotations
@@ -124,6 +125,13 @@ def seen_endpoints(user: Any) -> tuple[int, ...] | None:
     return None if scope_of(user) is None else tuple(visible_endpoint_ids(user))
 
 
+def sees_many_teams(user: Any) -> bool:
+    """Whether ``user`` sees rows of more than one team (every team counts, and the
+    site-wide rows): their lists name each row's team."""
+    scope = scope_of(user)
+    return scope is None or len(scope) > 1
+
+
 def team_choices(user: Any) -> models.QuerySet[Group]:
     """The groups ``user`` may put a row in (a form's and a serializer's team field)."""
     scope = scope_of(user)
@@ -206,11 +214,13 @@ def relations_for(
     user: Any,
 ) -> Mapping[str, Sequence[models.Model]] | None:
     """The many-to-many values to set on ``row`` when ``user`` sets ``relations``: each
-    related row must be one they see, and the rows already related that they do not see
-    stay (a team's edit never drops what a superuser attached, nor reveals it).
+    related row must be one they see (each of ``allowed_groups`` one of their teams), and
+    the rows already related that they do not see stay (a team's edit never drops what a
+    superuser attached, nor reveals it).
 
     Raises:
         PermissionDenied: a row given is another team's.
+        ValidationError: ``allowed_groups`` names a group not of the user's teams.
     """
     scope = scope_of(user)
     if scope is None or not relations:
@@ -218,6 +228,14 @@ def relations_for(
     merged: dict[str, Sequence[models.Model]] = {}
     for name, rows in relations.items():
         target = row._meta.get_field(name).related_model
+        if target is Group:  # allowed_groups: the user's teams only
+            if foreign := sorted(str(group) for group in rows if group.pk not in scope):
+                raise ValidationError(
+                    {name: f"Choose groups of your teams; not {', '.join(foreign)}."}
+                )
+            kept = list(getattr(row, name).exclude(id__in=scope)) if row.pk is not None else []
+            merged[name] = [*rows, *kept]
+            continue
         if target is None or not has_team(target):
             merged[name] = rows
             continue
