@@ -3,7 +3,8 @@
 A team is a Django group. Endpoints, tools, resources, resource templates, prompts,
 credentials and upstreams have a ``team``; rate limits and policies belong to their
 endpoint's team, a prompt's arguments and messages to their prompt's; call-log rows,
-background calls and sessions are seen by their endpoint's team. A row without a team is
+background calls and sessions are seen by their endpoint's team (a try-it run, which has no
+endpoint, by its tool's team: ``CallLog.tool_team``). A row without a team is
 site-wide.
 
 A user's scope (``scope_of``): None, every team, for a superuser or a holder of
@@ -101,6 +102,8 @@ def visible(queryset: models.QuerySet[_M], user: Any) -> models.QuerySet[_M]:
     model = queryset.model
     if has_team(model):
         return queryset.filter(team_id__in=scope)
+    if issubclass(model, CallLog):
+        return queryset.filter(calls_seen(user))
     if issubclass(model, _BY_ENDPOINT):
         return queryset.filter(endpoint_id__in=visible_endpoint_ids(user))
     if issubclass(model, _BY_PROMPT):
@@ -130,6 +133,30 @@ def sees_many_teams(user: Any) -> bool:
     site-wide rows): their lists name each row's team."""
     scope = scope_of(user)
     return scope is None or len(scope) > 1
+
+
+def calls_seen(user: Any) -> models.Q:
+    """The call-log rows ``user`` sees: those of the endpoints they see, and the try-it runs
+    (no endpoint) of their teams' tools. Everything for a user of every team."""
+    endpoints, team_ids = seen_endpoints(user), seen_teams(user)
+    if endpoints is None or team_ids is None:
+        return models.Q()
+    return calls_of(endpoints, team_ids)
+
+
+def calls_of(endpoints: Sequence[int], team_ids: Sequence[int]) -> models.Q:
+    """The call-log rows of ``endpoints``, and the try-it runs (no endpoint, a ``tool_team``) of
+    tools of ``team_ids``."""
+    return models.Q(endpoint_id__in=endpoints) | models.Q(
+        endpoint_id__isnull=True, tool_team_id__in=team_ids
+    )
+
+
+def seen_teams(user: Any) -> tuple[int, ...] | None:
+    """The ids of ``user``'s teams; None: every team (the call log's filters carry it, with
+    ``seen_endpoints``, for the try-it runs of their teams' tools)."""
+    scope = scope_of(user)
+    return None if scope is None else tuple(sorted(scope))
 
 
 def team_choices(user: Any) -> models.QuerySet[Group]:
