@@ -75,6 +75,8 @@ def header(page: Page, selector: str) -> dict[str, Any]:
             band: getComputedStyle(band).backgroundColor,
             links: [...document.querySelectorAll('a')].map(a => a.getAttribute('href')),
             body: getComputedStyle(document.body).backgroundColor,
+            // A page without a phone viewport is laid out 980 px wide and shrunk.
+            width: window.innerWidth,
             // Top-level sheets and the ones they @import.
             sheets: [...document.styleSheets].flatMap(sheet => [
               sheet.href || '',
@@ -116,6 +118,8 @@ def test_every_kind_of_page_wears_the_same_header(
             wrong.append(f"no link to {sorted(missing)}")
         if is_dark(found["body"]) != (scheme == "dark"):
             wrong.append(f"body {found['body']} in {scheme}")
+        if found["width"] != viewport["width"]:
+            wrong.append(f"laid out {found['width']} px wide")
         if sticking_out := overflow(page):
             wrong.extend(sticking_out)
         if name != "admin" and not any(
