@@ -88,3 +88,14 @@ def fresh_snapshot_cache() -> Iterator[None]:
     clear_snapshot_cache()
     yield
     clear_snapshot_cache()
+
+
+@pytest.fixture
+def browser() -> Iterator[Any]:
+    """Headless Chromium for one test (tests/support/browser.py). Function scope: it starts
+    after the module's live site, since Playwright's event loop makes Django refuse ORM calls
+    while it runs."""
+    from tests.support.browser import chromium  # Playwright only where a browser is used
+
+    with chromium() as launched:
+        yield launched

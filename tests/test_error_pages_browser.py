@@ -22,15 +22,19 @@ from django.urls import path
 from playwright.sync_api import Browser, Page, Route
 
 from mcpsite import urls as site_urls
-from tests.support.browser import admin_login_state, chromium, open_page, screenshot_dir
-from tests.support.live import asgi_server, flush_database
+from tests.support.browser import (
+    DESKTOP,
+    PHONE,
+    admin_login_state,
+    open_page,
+    screenshot_dir,
+    static_site,
+)
 from tests.support.page_checks import overflow
 
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "error-pages-password"
-DESKTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
 LOOKS = pytest.mark.parametrize(
     ("viewport", "scheme"),
     [(DESKTOP, "light"), (PHONE, "light"), (PHONE, "dark")],
@@ -54,15 +58,8 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
     with django_db_blocker.unblock():
         clerk = User.objects.create_user("clerk", "clerk@example.com", PASSWORD, is_staff=True)
         clerk.user_permissions.add(Permission.objects.get(codename="view_endpoint"))
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         yield url
-    flush_database(django_db_blocker)
-
-
-@pytest.fixture
-def browser(site: str) -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

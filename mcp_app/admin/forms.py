@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
 import orjson
@@ -275,25 +275,37 @@ class ToolForm(StorableInputForm, IconRowForm):
             self.errors.pop("description", None)
 
 
-def kind_config_fields() -> dict[str, list[str]]:
-    """Return the names of each kind's config fields (its executor's ``config_form``).
+def _config_fields(
+    registry: Mapping[str, Any], form: type[forms.ModelForm[Any]], role: str, form_name: str
+) -> dict[str, list[str]]:
+    """The names of each kind's config fields in ``registry`` (executors or resolvers: their
+    ``config_form``), for a kind form of ``form``.
 
     Raises:
-        ImproperlyConfigured: two kinds, or a kind and the tool form, use one field name.
+        ImproperlyConfigured: two kinds, or a kind and ``form``, use one field name.
     """
-    taken = set(ToolForm.base_fields)
+    taken = set(form.base_fields)
     fields: dict[str, list[str]] = {}
-    for kind, executor in get_executors().items():
-        if executor.config_form is None:
+    for kind, implementation in registry.items():
+        if implementation.config_form is None:
             continue
-        names = list(executor.config_form.base_fields)
+        names = list(implementation.config_form.base_fields)
         if clash := taken.intersection(names):
             raise ImproperlyConfigured(
-                f"The {kind} executor's form fields {sorted(clash)} are already in the tool form."
+                f"The {kind} {role}'s form fields {sorted(clash)} are already in the {form_name}."
             )
         taken.update(names)
         fields[kind] = names
     return fields
+
+
+def kind_config_fields() -> dict[str, list[str]]:
+    """Return the names of each tool kind's config fields (its executor's ``config_form``).
+
+    Raises:
+        ImproperlyConfigured: two kinds, or a kind and the tool form, use one field name.
+    """
+    return _config_fields(get_executors(), ToolForm, "executor", "tool form")
 
 
 def _credential_choices() -> list[tuple[str, str]]:
@@ -360,20 +372,9 @@ def template_kind_config_fields() -> dict[str, list[str]]:
     Raises:
         ImproperlyConfigured: two kinds, or a kind and the template form, use one field name.
     """
-    taken = set(ResourceTemplateForm.base_fields)
-    fields: dict[str, list[str]] = {}
-    for kind, resolver in get_resolvers().items():
-        if resolver.config_form is None:
-            continue
-        names = list(resolver.config_form.base_fields)
-        if clash := taken.intersection(names):
-            raise ImproperlyConfigured(
-                f"The {kind} resolver's form fields {sorted(clash)} are already in the "
-                "resource template form."
-            )
-        taken.update(names)
-        fields[kind] = names
-    return fields
+    return _config_fields(
+        get_resolvers(), ResourceTemplateForm, "resolver", "resource template form"
+    )
 
 
 class EndpointForm(StorableInputForm, IconRowForm):

@@ -15,6 +15,7 @@ from mcp_app.admin.bulk import CatalogItemAdmin
 from mcp_app.admin.drafting import DraftableAdmin
 from mcp_app.admin.forms import JSON_FORMFIELD
 from mcp_app.admin.icons import ICON_FIELDSET, IconAdmin, IconRowForm
+from mcp_app.admin.protection import InUseProtectedAdmin
 from mcp_app.models import Resource
 from mcp_app.protocol import apps
 
@@ -23,7 +24,7 @@ OFFERED_MIME_TYPES = ("text/plain", "text/markdown", "application/json", apps.MI
 
 
 @admin.register(Resource)
-class ResourceAdmin(DraftableAdmin, IconAdmin, CatalogItemAdmin):
+class ResourceAdmin(DraftableAdmin, IconAdmin, InUseProtectedAdmin, CatalogItemAdmin):
     form = IconRowForm
     list_display = ["uri", "name", "mime_type", "size", "upstream", "enabled", "updated_at"]
     list_filter = ["enabled", "mime_type", "endpoints"]

@@ -3,8 +3,10 @@
 The rule is ``services/teams.py``'s; this module applies it to the admin's querysets
 (``TeamScopedAdmin.get_queryset``: another team's row is "not found", as a missing one, on its
 change, delete and history pages) and to the choices of its forms (``narrow_choices``: the
-team field offers the user's teams, related fields the rows they see). Writes are checked
-again by the write path.
+team field and ``allowed_groups`` offer the user's teams, related fields the rows they see).
+Writes are checked again by the write path. A user who sees more than one team (or every
+team) gets a team column and a team list filter on the lists of rows with a team; a member
+of one team would see the same value on every row, so they get neither.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ def narrow_choices(form: forms.BaseForm, user: Any) -> None:
                 field.required = True
                 if len(scope) == 1:
                     field.empty_label = None  # their one team, chosen
+        elif name == "allowed_groups":  # who may call it: the user's teams
+            field.queryset = teams.team_choices(user)
         elif field.queryset is not None and teams.is_scoped(field.queryset.model):
             field.queryset = teams.visible(field.queryset, user)
 
@@ -64,12 +68,51 @@ class TeamScopedRelatedFilter(admin.RelatedFieldListFilter):
         return [(str(row.pk), str(row)) for row in rows]
 
 
+class TeamListFilter(admin.RelatedFieldListFilter):
+    """The list filter by team: the user's teams (and "empty", site-wide rows, for a user
+    of every team)."""
+
+    def field_choices(
+        self, field: RelatedField, request: HttpRequest, model_admin: admin.ModelAdmin
+    ) -> list[tuple[str, str | _StrPromise]]:
+        return [(str(group.pk), group.name) for group in teams.team_choices(request.user)]
+
+
+def _shows_teams(model: type[Any], user: Any) -> bool:
+    """Whether ``model``'s lists name each row's team for ``user``: it has one, and the user
+    sees rows of more than one team."""
+    return teams.has_team(model) and teams.sees_many_teams(user)
+
+
 class TeamScopedAdmin:
     """A ModelAdmin base: lists, pages, actions, list filters and form choices hold the
-    user's teams' rows."""
+    user's teams' rows; lists name the team to a user of several."""
+
+    def get_list_display(self, request: HttpRequest) -> Any:
+        columns = list(super().get_list_display(request))  # type: ignore[misc]
+        if _shows_teams(self.model, request.user) and "team" not in columns:  # type: ignore[attr-defined]
+            columns.insert(1, "team")  # beside the row's name
+        return columns
+
+    def get_list_select_related(self, request: HttpRequest) -> Any:
+        related = super().get_list_select_related(request)  # type: ignore[misc]
+        if not _shows_teams(self.model, request.user) or related is True:  # type: ignore[attr-defined]
+            return related
+        # Django follows only non-null keys by itself: name the team (and the others shown).
+        named = [] if related is False else list(related)
+        for name in self.get_list_display(request):
+            try:
+                field = self.model._meta.get_field(name)  # type: ignore[attr-defined]
+            except (FieldDoesNotExist, TypeError):
+                continue
+            if field.many_to_one and name not in named:
+                named.append(name)
+        return named
 
     def get_list_filter(self, request: HttpRequest) -> Any:
-        filters = []
+        filters: list[Any] = []
+        if _shows_teams(self.model, request.user):  # type: ignore[attr-defined]
+            filters.append(("team", TeamListFilter))
         for item in super().get_list_filter(request):  # type: ignore[misc]
             if isinstance(item, str):
                 try:

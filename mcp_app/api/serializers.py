@@ -168,7 +168,7 @@ def _strict_text(field_class: type[serializers.CharField]) -> type[serializers.C
 class TeamScopedFieldsMixin:
     """Related fields offer only the rows the user's teams see (``services.teams``): naming
     another team's endpoint, credential or upstream fails as naming a missing one does, and
-    ``team`` takes one of the user's teams."""
+    ``team`` and ``allowed_groups`` take the user's teams."""
 
     def get_fields(self) -> dict[str, serializers.Field]:
         fields: dict[str, serializers.Field] = super().get_fields()  # type: ignore[misc]
@@ -178,7 +178,7 @@ class TeamScopedFieldsMixin:
             related = field.child_relation if isinstance(field, ManyRelatedField) else field
             if not isinstance(related, RelatedField) or related.queryset is None:
                 continue
-            if name == "team":
+            if name in ("team", "allowed_groups"):
                 related.queryset = teams.team_choices(user)
             elif teams.is_scoped(related.queryset.model):
                 related.queryset = teams.visible(related.queryset, user)

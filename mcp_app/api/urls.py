@@ -6,6 +6,7 @@ from typing import Any
 
 from django.urls import include, path
 from drf_spectacular.views import SpectacularSwaggerView
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.routers import APIRootView, DefaultRouter
@@ -55,7 +56,8 @@ urlpatterns = [
             url_name="api-schema",
             template_name="api/swagger_ui.html",
             permission_classes=[AllowAny],
-            authentication_classes=[],
+            # Open to all; the signed-in user's session only shapes the header's links.
+            authentication_classes=[SessionAuthentication],
         ),
         name="api-docs",
     ),

@@ -87,6 +87,7 @@ class CallFilterForm(forms.Form):
         super().__init__(*args, **kwargs)
         # Only the calls of the endpoints ``user``'s teams see (services.teams).
         self.endpoints = teams.seen_endpoints(user)
+        self.teams = teams.seen_teams(user) or ()  # their tools' try-it runs
         field = self.fields["endpoint"]
         assert isinstance(field, forms.ModelChoiceField)  # declared above
         field.queryset = teams.visible(Endpoint.objects.order_by("slug"), user)
@@ -140,6 +141,7 @@ class CallFilterForm(forms.Form):
             client_name=data.get("client_name", ""),
             client_version=data.get("client_version", ""),
             endpoints=self.endpoints,
+            teams=self.teams,
         )
 
     def time_range(self) -> tuple[datetime, datetime]:
@@ -167,13 +169,16 @@ class OverviewFilterForm(forms.Form):
     def __init__(self, *args: Any, user: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.endpoints = teams.seen_endpoints(user)  # only the calls ``user``'s teams see
+        self.teams = teams.seen_teams(user) or ()  # and their tools' try-it runs
 
     def call_filter(self) -> CallFilter:
         """The filters as a selector argument; a value that does not parse is left out."""
         if not self.is_bound:
-            return CallFilter(endpoints=self.endpoints)
+            return CallFilter(endpoints=self.endpoints, teams=self.teams)
         self.is_valid()
         data = {k: v for k, v in self.cleaned_data.items() if k not in self.errors}
         return CallFilter(
-            **{name: data.get(name, "") for name in self.fields}, endpoints=self.endpoints
+            **{name: data.get(name, "") for name in self.fields},
+            endpoints=self.endpoints,
+            teams=self.teams,
         )

@@ -40,6 +40,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 from mcp_app.auth.clients import client_ids_named, client_names
 from mcp_app.models import BackgroundCall, CallLog, Endpoint, Session, Tool
 from mcp_app.models.call_log import STATUS_CHOICES
+from mcp_app.services.teams import calls_of
 
 PAGE_SIZE = 50
 FEED_LIMIT = 200
@@ -85,15 +86,17 @@ class CallFilter:
     client_name: str = ""
     client_version: str = ""
     # The endpoints whose calls the viewer's teams see (services.teams.seen_endpoints);
-    # None: every call, those to no endpoint too. Set by the forms from the signed-in user.
+    # None: every call, those to no endpoint too. Set by the forms from the signed-in user,
+    # with ``teams``: the viewer's teams, whose tools' try-it runs (no endpoint) they see.
     endpoints: tuple[int, ...] | None = None
+    teams: tuple[int, ...] = ()
 
 
 def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
     """Return the records matching ``filters``, newest first."""
     qs = CallLog.objects.all()
     if filters.endpoints is not None:
-        qs = qs.filter(endpoint_id__in=filters.endpoints)
+        qs = qs.filter(calls_of(filters.endpoints, filters.teams))
     if filters.endpoint is not None:
         qs = qs.filter(endpoint_id=filters.endpoint.pk)
     if filters.tool:

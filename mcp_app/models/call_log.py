@@ -62,6 +62,19 @@ class CallLog(models.Model):
         related_name="+",
     )
     endpoint_slug = models.CharField(max_length=100, blank=True)
+    # The team of the tool an operator tried in the admin (try-it runs name no endpoint):
+    # services/teams.py shows such a row to that team. NULL on every other row, and not
+    # indexed: such rows are found through endpoint NULL. Not "team": the row is not the
+    # team's own (services/teams.has_team).
+    tool_team = models.ForeignKey(
+        "auth.Group",
+        null=True,
+        blank=True,
+        on_delete=models.DO_NOTHING,
+        db_constraint=False,
+        db_index=False,
+        related_name="+",
+    )
     era = models.CharField(max_length=8, choices=Era.choices, blank=True)
     protocol_version = models.CharField(max_length=16, blank=True)
     session_id = models.CharField(max_length=64, blank=True)

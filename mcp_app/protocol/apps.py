@@ -53,6 +53,32 @@ def with_view_link(meta: Mapping[str, Any], resource_uri: str) -> dict[str, Any]
     return linked
 
 
+# The extension's older flat key for the link, still read by its SDK.
+LEGACY_LINK_KEY = "ui/resourceUri"
+
+
+def split_view_link(meta: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+    """Return a tool's ``_meta`` without the view link it carries, and that link ("": none).
+
+    A tool synced from an upstream carries the upstream's own ``ui.resourceUri`` (or the
+    flat ``ui/resourceUri``) in its ``_meta``: taken out, it is linked as an operator's link
+    is, to clients that render views and only when the endpoint publishes the view.
+    """
+    rest = dict(meta)
+    flat = rest.pop(LEGACY_LINK_KEY, None)
+    ui = rest.get("ui")
+    nested = None
+    if isinstance(ui, Mapping) and "resourceUri" in ui:
+        nested = ui["resourceUri"]
+        ui = {key: value for key, value in ui.items() if key != "resourceUri"}
+        if ui:
+            rest["ui"] = ui
+        else:
+            del rest["ui"]
+    link = nested if isinstance(nested, str) else flat
+    return rest, link if isinstance(link, str) and link.startswith(URI_SCHEME) else ""
+
+
 def ui_meta_problems(value: Any) -> list[str]:
     """Why ``value`` is not a resource's ``_meta.ui`` object as the extension defines it."""
     if not isinstance(value, Mapping):

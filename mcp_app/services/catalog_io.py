@@ -129,6 +129,8 @@ _SECTIONS: dict[str, tuple[type[Model], str, tuple[str, ...]]] = {
     "resource_templates": (ResourceTemplate, "uri_template", TEMPLATE_FIELDS),
     "prompts": (Prompt, "name", PROMPT_FIELDS),
 }
+# The order prune deletes in: each row after the rows that use it.
+_PRUNE_ORDER = ("prompts", "resource_templates", "tools", "resources", "endpoints", "upstreams")
 # Extra keys an entry of each section may carry besides its key and plain fields. "team"
 # names the row's team by group name (null or absent: site-wide); a credential's is shown
 # only, as credentials are references.
@@ -1419,8 +1421,10 @@ class _Importer:
                                 Change("detach", section, _key(section, row), detail=endpoint.slug)
                             )
             return
-        # Items first: an upstream is then still in use only by rows the document keeps.
-        for section, (model, _key_name, _names) in reversed(list(_SECTIONS.items())):
+        # Items first: an upstream is then still in use only by rows the document keeps; tools
+        # before resources, so a view is in use only by tools the document keeps.
+        for section in _PRUNE_ORDER:
+            model = _SECTIONS[section][0]
             unlisted = model._default_manager.exclude(pk__in=listed[section])
             for row in teams.visible(unlisted, self.user):  # another team's rows stay
                 references = references_to(row)

@@ -9,13 +9,15 @@ with ``prune`` all ask ``references_to`` before deleting, so the three agree. Wh
   resource templates and prompts whose ``upstream`` it is;
 - a group: tools, resources, resource templates and prompts listing it in
   ``allowed_groups`` (deleting it would silently open them to every signed-in user);
+- a resource: tools linking it as their MCP Apps view (``ui_resource_uri``); a linked view
+  cannot change its URI either (``catalog_writes``), so a link never dangles;
 - an endpoint, while it is enabled: its live sessions and its unfinished background calls
   (clients are connected to it). A disabled endpoint serves nobody, so disabling it first is
   how an operator deletes it anyway.
 
 Tools name credentials and upstreams inside their JSON config, and stdio upstreams name
 credentials in ``stdio_env``, which no foreign key protects:
-that is why this module exists. Other rows (tools, resources, ...) are never "in use".
+that is why this module exists. Other rows (tools, templates, prompts) are never "in use".
 """
 
 from __future__ import annotations
@@ -166,6 +168,14 @@ def endpoint_references(*, endpoint: Endpoint) -> list[Reference]:
     ]
 
 
+def view_references(*, resource: Resource) -> list[Reference]:
+    """Return the tools that link ``resource`` as their MCP Apps view."""
+    return [
+        Reference(Tool, row.pk, row.name, "links it as its view")
+        for row in Tool.objects.filter(ui_resource_uri=resource.uri).order_by("name", "pk")
+    ]
+
+
 def references_to(row: Model) -> list[Reference]:
     """Return what still uses ``row`` (empty: deleting it is allowed)."""
     if isinstance(row, Credential):
@@ -176,6 +186,8 @@ def references_to(row: Model) -> list[Reference]:
         return group_references(group=row)
     if isinstance(row, Endpoint):
         return endpoint_references(endpoint=row)
+    if isinstance(row, Resource):
+        return view_references(resource=row)
     return []
 
 

@@ -292,6 +292,8 @@ def tool_def(
     version this definition is (``services.history.latest_history_ids``).
     """
     prepared = prepare_config(tool)
+    # A link in the tool's own _meta (an upstream's) goes out as the operator's does.
+    meta, meta_view = apps.split_view_link(tool.meta or {})
     return ToolDef(
         name=tool.name,
         title=tool.title,
@@ -300,8 +302,8 @@ def tool_def(
         output_schema=tool.output_schema,
         annotations=tool.annotations(),
         icons=public_icons(tool.icons),
-        meta=tool.meta or {},
-        view_uri=tool.ui_resource_uri,
+        meta=meta,
+        view_uri=tool.ui_resource_uri or meta_view,
         execution=tool.execution_mode,
         task_support="forbidden" if tool.execution_mode == "inline" else tool.task_support,
         binding=ToolBinding(

@@ -3,7 +3,8 @@
 A team is a Django group. Endpoints, tools, resources, resource templates, prompts,
 credentials and upstreams have a ``team``; rate limits and policies belong to their
 endpoint's team, a prompt's arguments and messages to their prompt's; call-log rows,
-background calls and sessions are seen by their endpoint's team. A row without a team is
+background calls and sessions are seen by their endpoint's team (a try-it run, which has no
+endpoint, by its tool's team: ``CallLog.tool_team``). A row without a team is
 site-wide.
 
 A user's scope (``scope_of``): None, every team, for a superuser or a holder of
@@ -20,7 +21,8 @@ they see. The model permissions (view, add, change, delete) still apply on top.
   user creates without a team gets theirs when they have exactly one.
 
 Who may call an endpoint's items (``allowed_groups``, ``models/access.py``) is another use
-of groups, untouched here. The MCP path reads no scope.
+of groups; a scoped user may name only their own teams there (``team_choices``,
+``relations_for``). The MCP path reads no scope.
 """
 
 from __future__ import annotations
@@ -100,6 +102,8 @@ def visible(queryset: models.QuerySet[_M], user: Any) -> models.QuerySet[_M]:
     model = queryset.model
     if has_team(model):
         return queryset.filter(team_id__in=scope)
+    if issubclass(model, CallLog):
+        return queryset.filter(calls_seen(user))
     if issubclass(model, _BY_ENDPOINT):
         return queryset.filter(endpoint_id__in=visible_endpoint_ids(user))
     if issubclass(model, _BY_PROMPT):
@@ -122,6 +126,37 @@ def seen_endpoints(user: Any) -> tuple[int, ...] | None:
     """The ids of the endpoints ``user`` sees; None: every endpoint, and what has none (the
     call log's filters carry it: ``audit.selectors.CallFilter.endpoints``)."""
     return None if scope_of(user) is None else tuple(visible_endpoint_ids(user))
+
+
+def sees_many_teams(user: Any) -> bool:
+    """Whether ``user`` sees rows of more than one team (every team counts, and the
+    site-wide rows): their lists name each row's team."""
+    scope = scope_of(user)
+    return scope is None or len(scope) > 1
+
+
+def calls_seen(user: Any) -> models.Q:
+    """The call-log rows ``user`` sees: those of the endpoints they see, and the try-it runs
+    (no endpoint) of their teams' tools. Everything for a user of every team."""
+    endpoints, team_ids = seen_endpoints(user), seen_teams(user)
+    if endpoints is None or team_ids is None:
+        return models.Q()
+    return calls_of(endpoints, team_ids)
+
+
+def calls_of(endpoints: Sequence[int], team_ids: Sequence[int]) -> models.Q:
+    """The call-log rows of ``endpoints``, and the try-it runs (no endpoint, a ``tool_team``) of
+    tools of ``team_ids``."""
+    return models.Q(endpoint_id__in=endpoints) | models.Q(
+        endpoint_id__isnull=True, tool_team_id__in=team_ids
+    )
+
+
+def seen_teams(user: Any) -> tuple[int, ...] | None:
+    """The ids of ``user``'s teams; None: every team (the call log's filters carry it, with
+    ``seen_endpoints``, for the try-it runs of their teams' tools)."""
+    scope = scope_of(user)
+    return None if scope is None else tuple(sorted(scope))
 
 
 def team_choices(user: Any) -> models.QuerySet[Group]:
@@ -206,11 +241,13 @@ def relations_for(
     user: Any,
 ) -> Mapping[str, Sequence[models.Model]] | None:
     """The many-to-many values to set on ``row`` when ``user`` sets ``relations``: each
-    related row must be one they see, and the rows already related that they do not see
-    stay (a team's edit never drops what a superuser attached, nor reveals it).
+    related row must be one they see (each of ``allowed_groups`` one of their teams), and
+    the rows already related that they do not see stay (a team's edit never drops what a
+    superuser attached, nor reveals it).
 
     Raises:
         PermissionDenied: a row given is another team's.
+        ValidationError: ``allowed_groups`` names a group not of the user's teams.
     """
     scope = scope_of(user)
     if scope is None or not relations:
@@ -218,6 +255,14 @@ def relations_for(
     merged: dict[str, Sequence[models.Model]] = {}
     for name, rows in relations.items():
         target = row._meta.get_field(name).related_model
+        if target is Group:  # allowed_groups: the user's teams only
+            if foreign := sorted(str(group) for group in rows if group.pk not in scope):
+                raise ValidationError(
+                    {name: f"Choose groups of your teams; not {', '.join(foreign)}."}
+                )
+            kept = list(getattr(row, name).exclude(id__in=scope)) if row.pk is not None else []
+            merged[name] = [*rows, *kept]
+            continue
         if target is None or not has_team(target):
             merged[name] = rows
             continue

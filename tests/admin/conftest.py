@@ -1,4 +1,5 @@
-"""Helpers for admin tests: cheap password hashing, form payloads as a browser posts them."""
+"""Helpers for admin tests: cheap password hashing, form payloads as a browser posts them, and
+the tool the history tests edit (``greet``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ from typing import Any
 
 import pytest
 from pytest_django.fixtures import Settings
+
+from mcp_app.models import Endpoint, Tool
+from mcp_app.services.catalog_writes import tool_create
 
 
 @pytest.fixture(autouse=True)
@@ -42,3 +46,16 @@ def tool_payload(**overrides: Any) -> dict[str, Any]:
     for key, value in overrides.items():
         data[key] = value if isinstance(value, str | list) else json.dumps(value)
     return data
+
+
+@pytest.fixture
+def greet(endpoint: Endpoint) -> Tool:
+    """A template tool published on ``endpoint``: the row the history tests edit and revert."""
+    return tool_create(
+        name="greet",
+        kind=Tool.Kind.TEMPLATE,
+        config={"template": "Hello {{ name }}!", "output": "text"},
+        description="Greets someone.",
+        input_schema={"type": "object", "properties": {"name": {"type": "string"}}},
+        endpoints=[endpoint],
+    )

@@ -18,15 +18,19 @@ from django.utils import timezone
 from playwright.sync_api import Browser, Page
 
 from mcp_app.models import CallLog, Tool
-from tests.support.browser import admin_login_state, chromium, open_page, screenshot_dir
+from tests.support.browser import (
+    DESKTOP,
+    PHONE,
+    admin_login_state,
+    open_page,
+    screenshot_dir,
+    static_site,
+)
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import asgi_server, flush_database
 
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "catalog-lists-password"
-DESKTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
 
 # The list, and the columns that must be on screen at 1366 px.
 KEY_COLUMNS = {
@@ -73,15 +77,8 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
                 duration_ms=1234.5 * (number + 1),
             )
         User.objects.create_superuser("operator", "op@example.com", PASSWORD)
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         yield url
-    flush_database(django_db_blocker)
-
-
-@pytest.fixture
-def browser(site: str) -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

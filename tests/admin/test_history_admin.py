@@ -38,23 +38,6 @@ pytestmark = pytest.mark.django_db
 WAIT_SECONDS = 10.0
 
 
-@pytest.fixture
-def endpoint(db: None) -> Endpoint:
-    return endpoint_create(slug="hist")
-
-
-@pytest.fixture
-def greet(endpoint: Endpoint) -> Tool:
-    return tool_create(
-        name="greet",
-        kind=Tool.Kind.TEMPLATE,
-        config={"template": "Hello {{ name }}!", "output": "text"},
-        description="Greets someone.",
-        input_schema={"type": "object", "properties": {"name": {"type": "string"}}},
-        endpoints=[endpoint],
-    )
-
-
 def change_url(tool: Tool) -> str:
     return reverse("admin:mcp_app_tool_change", args=[tool.pk])
 

@@ -13,27 +13,9 @@ from django.test import Client
 from django.urls import reverse
 
 from mcp_app.models import Endpoint, Tool
-from mcp_app.services.catalog_writes import endpoint_create, tool_create
 from tests.admin.conftest import tool_payload
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def endpoint(db: None) -> Endpoint:
-    return endpoint_create(slug="wording")
-
-
-@pytest.fixture
-def greet(endpoint: Endpoint) -> Tool:
-    return tool_create(
-        name="greet",
-        kind=Tool.Kind.TEMPLATE,
-        config={"template": "Hello {{ name }}!", "output": "text"},
-        description="Greets someone.",
-        input_schema={"type": "object", "properties": {"name": {"type": "string"}}},
-        endpoints=[endpoint],
-    )
 
 
 def edit(client: Client, tool: Tool, endpoint: Endpoint, description: str) -> int:

@@ -18,9 +18,8 @@ from django.utils import timezone
 from playwright.sync_api import Browser, Page
 
 from mcp_app.models import CallLog, Tool
-from tests.support.browser import admin_login_state, chromium, open_page, screenshot_dir
+from tests.support.browser import admin_login_state, open_page, screenshot_dir, static_site
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import asgi_server, flush_database
 
 pytestmark = pytest.mark.django_db
 
@@ -75,15 +74,8 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, An
         )
         User.objects.create_superuser("operator", "op@example.com", PASSWORD)
         ids = {"picked": picked.pk, "note": note.pk}
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         yield {"url": url, **ids}
-    flush_database(django_db_blocker)
-
-
-@pytest.fixture
-def browser(site: dict[str, Any]) -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

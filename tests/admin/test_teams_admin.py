@@ -8,15 +8,16 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.db import connection
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from mcp_app.models import Tool
+from mcp_app.services.catalog_writes import tool_create
 from tests.admin.conftest import tool_payload
-from tests.support.teams import World, two_teams
+from tests.support.teams import World, make_member, two_teams
 
 pytestmark = pytest.mark.django_db
 
@@ -120,8 +121,7 @@ def test_a_members_form_offers_only_their_team_and_rows(world: World) -> None:
     form = page.context["adminform"].form
     assert list(form.fields["team"].queryset) == [world.alpha.group]
     assert list(form.fields["endpoints"].queryset) == [world.alpha.endpoint]
-    # Group names may show (who may call a tool: allowed_groups); beta's rows may not.
-    assert "beta-" not in page.content.decode()
+    assert "beta" not in page.content.decode()
 
 
 def test_a_member_cannot_create_a_row_in_another_team(world: World) -> None:
@@ -192,3 +192,80 @@ def test_a_members_list_filters_name_only_their_teams_rows(world: World, model: 
     assert "beta-" not in page.content.decode()
     assert "site-tool" not in page.content.decode()
     assert "site-endpoint" not in page.content.decode()
+
+
+# Admin model name of each row kind with a team of its own.
+TEAM_ROWS = [model for model in MODELS if model not in ("ratelimit", "policy")]
+
+
+@pytest.mark.parametrize("model", TEAM_ROWS)
+def test_a_user_of_several_teams_sees_a_team_column_and_filter(world: World, model: str) -> None:
+    """An operator and a member of both teams see which team each row is in, and filter by
+    it; a member of one team (the same team on every row) sees neither."""
+    both = make_member("both", world.alpha.group, world.beta.group)
+    changelist = reverse(f"admin:mcp_app_{model}_changelist")
+
+    def team_column(user: User) -> tuple[bool, list[str]]:
+        page = signed_in(user).get(changelist)
+        assert page.status_code == 200
+        filters = [spec.title for spec in page.context["cl"].filter_specs]
+        return "team" in page.context["cl"].list_display, filters
+
+    for user in (world.operator, both):
+        shown, filters = team_column(user)
+        assert shown and "team" in filters
+    shown, filters = team_column(world.alpha.member)
+    assert not shown and "team" not in filters
+    filtered = signed_in(both).get(changelist, {"team__id__exact": world.beta.group.pk})
+    assert _listed(filtered) == {getattr(world.beta, MODELS[model]).pk}
+    # Each row names its team once, and the filter offers only the user's teams.
+    page = signed_in(both).get(changelist).content.decode()
+    assert ">alpha<" in page and ">beta<" in page
+
+
+def test_a_team_column_costs_no_query_per_row(world: World) -> None:
+    def queries(count: int) -> int:
+        for n in range(count):
+            tool_create(name=f"extra-{count}-{n}", kind="python",
+                        config={"function": "current_time"}, description="x",
+                        team=world.beta.group)  # fmt: skip
+        with CaptureQueriesContext(connection) as captured:
+            signed_in(world.operator).get(reverse("admin:mcp_app_tool_changelist"))
+        return len(captured)
+
+    assert queries(1) == queries(5)
+
+
+def test_a_members_allowed_groups_offer_only_their_teams(world: World) -> None:
+    """Who may call a tool: a member picks among their own teams, an operator among all."""
+    Group.objects.create(name="outsiders")
+    add = reverse("admin:mcp_app_tool_add")
+
+    member = signed_in(world.alpha.member).get(add).context["adminform"].form
+    operator = signed_in(world.operator).get(add).context["adminform"].form
+
+    assert [g.name for g in member.fields["allowed_groups"].queryset] == ["alpha"]
+    assert [g.name for g in operator.fields["allowed_groups"].queryset] == [
+        "alpha", "beta", "outsiders"
+    ]  # fmt: skip
+
+
+def test_a_member_cannot_allow_another_group_and_keeps_the_ones_set_for_them(
+    world: World,
+) -> None:
+    """A member naming another group's id gets a form error and nothing changes; their edit
+    keeps a group an operator set that they cannot see."""
+    outsiders = Group.objects.create(name="outsiders")
+    tool = world.alpha.tool
+    tool.allowed_groups.set([outsiders])
+    client = signed_in(world.alpha.member)
+    change = reverse("admin:mcp_app_tool_change", args=[tool.pk])
+    payload = tool_payload(name=tool.name, team=str(world.alpha.group.pk),
+                           endpoints=[str(world.alpha.endpoint.pk)])  # fmt: skip
+
+    refused = client.post(change, {**payload, "allowed_groups": [str(world.beta.group.pk)]})
+    saved = client.post(change, {**payload, "allowed_groups": [str(world.alpha.group.pk)]})
+
+    assert "allowed_groups" in refused.context["adminform"].form.errors
+    assert saved.status_code == 302
+    assert {g.name for g in tool.allowed_groups.all()} == {"alpha", "outsiders"}

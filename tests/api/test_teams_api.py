@@ -320,3 +320,40 @@ def test_a_member_sees_and_closes_only_their_endpoints_sessions(
     assert listed == {ours}
     assert closed.status_code == 404
     assert client.get(f"/api/v1/sessions/{theirs}/").status_code == 404
+
+
+def test_a_members_allowed_groups_take_only_their_teams(
+    world: World, as_user: Callable[[User], APIClient]
+) -> None:
+    """A member naming another group in ``allowed_groups`` gets a 400 naming the field and
+    nothing changes; their own team is taken, and an operator may name any group."""
+    client = as_user(world.alpha.member)
+    route = f"/api/v1/tools/{world.alpha.tool.pk}/"
+
+    refused = client.patch(route, {"allowed_groups": ["alpha", "beta"]}, format="json")
+    assert _paths(refused) == {"allowed_groups"}
+    assert list(world.alpha.tool.allowed_groups.all()) == []
+    taken = client.patch(route, {"allowed_groups": ["alpha"]}, format="json")
+    assert taken.status_code == 200, taken.content
+    operator = as_user(world.operator).patch(
+        route, {"allowed_groups": ["alpha", "beta"]}, format="json"
+    )
+    assert operator.status_code == 200, operator.content
+    assert {g.name for g in world.alpha.tool.allowed_groups.all()} == {"alpha", "beta"}
+    # The member's next edit keeps beta, which they may not name nor drop.
+    assert client.patch(route, {"allowed_groups": []}, format="json").status_code == 200
+    assert {g.name for g in world.alpha.tool.allowed_groups.all()} == {"beta"}
+
+
+def test_an_import_allowing_another_group_is_refused_and_changes_nothing(
+    world: World, as_user: Callable[[User], APIClient]
+) -> None:
+    client = as_user(world.alpha.member)
+    document = client.get("/api/v1/catalog/export/?format=json").json()
+    document["tools"][0]["allowed_groups"] = ["beta"]
+
+    answer = client.post("/api/v1/catalog/import/", {"document": document}, format="json")
+
+    assert answer.status_code == 400, answer.content
+    assert "beta" in answer.content.decode()
+    assert list(world.alpha.tool.allowed_groups.all()) == []

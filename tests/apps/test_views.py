@@ -24,6 +24,8 @@ from mcp_app.services.catalog_writes import (
     tool_create,
     tool_update,
 )
+from mcp_app.services.references import RowInUseError
+from mcp_app.services.row_writes import row_delete
 from mcp_app.services.snapshots import build_snapshot
 from tests.admin.conftest import tool_payload
 from tests.api.conftest import CATALOG_PERMISSIONS, token_client  # noqa: F401  (fixture)
@@ -272,3 +274,73 @@ def test_a_view_the_endpoint_does_not_publish_is_not_linked(main: Endpoint, view
 
     assert build_snapshot(main).tools[0].view_uri == VIEW_URI
     assert build_snapshot(other).tools[0].view_uri == ""
+
+
+LINKED = "The resource 'ui://echo/view' is still used by: tool 'echo' (links it as its view)."
+
+
+def test_a_linked_view_cannot_be_deleted_by_any_interface(
+    admin_client: Client,
+    token_client: Callable[..., APIClient],  # noqa: F811
+    main: Endpoint,
+    view: Resource,
+) -> None:
+    """Deleting a view tools link would leave them showing none: the service, the admin's
+    delete page and "delete selected", the API and an import's prune refuse it, naming the
+    tools, and nothing is deleted."""
+    echo(main, ui_resource_uri=VIEW_URI)
+
+    with pytest.raises(RowInUseError) as raised:
+        row_delete(view, actor=None, source=None)
+    page = admin_client.post(
+        reverse("admin:mcp_app_resource_delete", args=[view.pk]), {"post": "yes"}
+    )
+    selected = admin_client.post(
+        reverse("admin:mcp_app_resource_changelist"),
+        {"action": "delete_selected", "_selected_action": [view.pk], "post": "yes"},
+    )
+    api = token_client(*CATALOG_PERMISSIONS).delete(f"/api/v1/resources/{view.pk}/")
+    document = catalog_export()
+    document["resources"] = []
+    with pytest.raises(CatalogImportError) as pruned:
+        catalog_import(document=document, prune=True)
+
+    assert str(raised.value).startswith(LINKED)
+    assert "echo" in page.content.decode() and "echo" in selected.content.decode()
+    assert api.status_code == 409 and LINKED in str(api.json())
+    assert LINKED in str(pruned.value)
+    assert Resource.objects.filter(pk=view.pk).exists()
+
+
+def test_a_prune_of_a_view_and_the_tools_linking_it_deletes_both(
+    main: Endpoint, view: Resource
+) -> None:
+    echo(main, ui_resource_uri=VIEW_URI)
+    document = catalog_export()
+    document["resources"] = document["tools"] = []
+
+    catalog_import(document=document, prune=True)
+
+    assert not Tool.objects.exists() and not Resource.objects.exists()
+
+
+def test_an_upstream_tools_own_view_link_goes_out_as_ours(main: Endpoint) -> None:
+    """A tool synced from an upstream keeps the upstream's ``_meta.ui.resourceUri``: it goes
+    only to clients that render views, and only while this endpoint publishes the view."""
+    upstream_meta = {"ui": {"resourceUri": VIEW_URI, "visibility": ["model", "app"]}}
+    echo(main, meta=upstream_meta)
+
+    def shaped(views: bool) -> object:
+        return shape_tool(build_snapshot(main).tools[0], "2026-07-28", views=views)["_meta"]
+
+    unpublished = shaped(True)
+    resource_create(uri=VIEW_URI, name="echo-view", mime_type=apps.MIME_TYPE,
+                    text=SAMPLE_VIEW, endpoints=[main])  # fmt: skip
+
+    assert unpublished == {"ui": {"visibility": ["model", "app"]}}
+    assert shaped(False) == {"ui": {"visibility": ["model", "app"]}}
+    assert shaped(True) == upstream_meta
+    echo_flat = Tool.objects.get(name="echo")
+    tool_update(tool=echo_flat, data={"meta": {"ui/resourceUri": VIEW_URI}})
+    assert "_meta" not in shape_tool(build_snapshot(main).tools[0], "2026-07-28")
+    assert shaped(True) == {"ui": {"resourceUri": VIEW_URI}}

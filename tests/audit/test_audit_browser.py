@@ -16,9 +16,8 @@ from django.contrib.auth.models import Permission, User
 from playwright.sync_api import Browser, Page, expect
 
 from mcp_app.models import Tool
-from tests.support.browser import chromium, screenshot_dir
+from tests.support.browser import screenshot_dir, static_site
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import asgi_server, flush_database
 from tests.support.waiting import wait_until
 
 # Sets up the test database; the browser starts after it (function scope), because Playwright's
@@ -53,9 +52,8 @@ def site_url(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
                 codename__in=["audit_calls", "view_call_payloads", "manage_every_team"]
             )
         )
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         yield url
-    flush_database(django_db_blocker)
 
 
 def call_tool(site_url: str, name: str, arguments: dict[str, Any]) -> None:
@@ -82,12 +80,6 @@ def wait_recorded(page: Page, site_url: str, count: int) -> None:
         timeout=10,
         interval=0.02,
     )
-
-
-@pytest.fixture
-def browser(site_url: str) -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

@@ -19,9 +19,15 @@ from playwright.sync_api import Browser, Page, expect
 
 from mcp_app.models import CallLog
 from tests.audit.factories import make_call
-from tests.support.browser import admin_login_state, chromium, open_page, screenshot_dir
+from tests.support.browser import (
+    DESKTOP,
+    PHONE,
+    admin_login_state,
+    open_page,
+    screenshot_dir,
+    static_site,
+)
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import asgi_server, flush_database
 from tests.support.oauth import make_client
 from tests.support.page_checks import overflow
 
@@ -30,8 +36,6 @@ from tests.support.page_checks import overflow
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "list-columns-password"
-DESKTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
 VIEWPORTS = pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 SCHEMES = pytest.mark.parametrize("scheme", ["light", "dark"])
 # Long, realistic values: what makes a column push the table past its box.
@@ -64,15 +68,8 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[str]:
                 duration_ms=12345.678,
             )
         make_call(endpoint, client_name="python-httpx", client_version="0.28.1")
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         yield url
-    flush_database(django_db_blocker)
-
-
-@pytest.fixture
-def browser(site: str) -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

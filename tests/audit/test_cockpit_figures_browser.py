@@ -16,9 +16,15 @@ from playwright.sync_api import Browser, Page, expect
 
 from mcp_app.models import Tool
 from tests.audit.factories import make_call
-from tests.support.browser import admin_login_state, chromium, open_page, screenshot_dir
+from tests.support.browser import (
+    DESKTOP,
+    PHONE,
+    admin_login_state,
+    open_page,
+    screenshot_dir,
+    static_site,
+)
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import asgi_server, flush_database
 from tests.support.page_checks import focused, overflow
 from tests.support.raw_mcp import JSON_HEADERS
 from tests.support.waiting import wait_until
@@ -26,8 +32,6 @@ from tests.support.waiting import wait_until
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "cockpit-figures-password"
-DESKTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
 LOOKS = pytest.mark.parametrize(
     ("viewport", "scheme"),
     [(DESKTOP, "light"), (DESKTOP, "dark"), (PHONE, "light"), (PHONE, "dark")],
@@ -51,15 +55,8 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, An
         make_call(demo, target="echo", request_id=REQUEST_ID)
         User.objects.create_superuser("operator", "op@example.com", PASSWORD)
         ids = {"mine": mine.pk, "theirs": theirs.pk}
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         yield {"url": url, **ids}
-    flush_database(django_db_blocker)
-
-
-@pytest.fixture
-def browser(site: dict[str, Any]) -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

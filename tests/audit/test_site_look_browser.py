@@ -21,9 +21,15 @@ from playwright.sync_api import Browser, Page, expect
 
 from mcp_app.models import Endpoint, Session, Tool
 from tests.audit.factories import make_call
-from tests.support.browser import admin_login_state, chromium, open_page, screenshot_dir
+from tests.support.browser import (
+    DESKTOP,
+    PHONE,
+    admin_login_state,
+    open_page,
+    screenshot_dir,
+    static_site,
+)
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import asgi_server, flush_database
 from tests.support.oauth import REDIRECT_URI, make_client
 from tests.support.page_checks import focused, overflow
 
@@ -32,8 +38,6 @@ from tests.support.page_checks import focused, overflow
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "site-look-password"
-DESKTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
 VIEWPORTS = pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])
 SCHEMES = pytest.mark.parametrize("scheme", ["light", "dark"])
 VERIFIER = "v" * 64
@@ -64,9 +68,8 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, An
             **inspector,
         )  # fmt: skip
         client_id = make_client("Look test client").client_id
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         yield {"url": url, "call": call.pk, "client_id": client_id}
-    flush_database(django_db_blocker)
 
 
 def consent_path(site: dict[str, Any]) -> str:
@@ -96,12 +99,6 @@ def pages(site: dict[str, Any]) -> dict[str, tuple[str, list[str]]]:
         "consent": (consent_path(site), [*header, "#authorizationForm button:not(.primary)",
                                          "#authorizationForm button.primary"]),
     }  # fmt: skip
-
-
-@pytest.fixture
-def browser(site: dict[str, Any]) -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

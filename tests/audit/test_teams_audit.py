@@ -8,8 +8,10 @@ import pytest
 from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
+from rest_framework.test import APIClient
 
 from mcp_app.models import CallLog
+from mcp_app.services.calllog.writer import call_log_flush
 from tests.audit.factories import make_call
 from tests.support.teams import World, two_teams
 
@@ -91,3 +93,37 @@ def test_a_superuser_and_an_operator_see_every_call(world: World, who: str) -> N
         "nowhere-tool",
     }
     assert client.get(reverse("mcp_app:audit_detail", args=[_call("beta").pk])).status_code == 200
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_member_sees_their_teams_try_it_runs_and_not_another_teams(world: World) -> None:
+    """A try-it run has no endpoint: it is seen by its tool's team (and an operator), in
+    the list, the detail page, the exports and the API's call log, not by another team."""
+    for team in (world.alpha, world.beta):
+        answer = signed_in(team.member).post(
+            reverse("admin:mcp_app_tool_try", args=[team.tool.pk]), {"arguments": "{}"}
+        )
+        assert answer.status_code == 200
+    assert call_log_flush(timeout=5.0)
+    tries = {row.target: row for row in CallLog.objects.filter(http_method="ADMIN")}
+    assert set(tries) == {"alpha-tool", "beta-tool"}
+    client = signed_in(world.alpha.member)
+
+    listed = client.get(reverse("mcp_app:audit_list")).context["rows"]
+    exported = client.get(reverse("mcp_app:audit_export_jsonl"))
+    everything = signed_in(world.operator).get(reverse("mcp_app:audit_list")).context["rows"]
+
+    assert sorted(row.target for row in listed) == ["alpha-tool", "alpha-tool"]
+    body = b"".join(exported.streaming_content).decode()
+    assert "alpha-tool" in body and "beta-tool" not in body
+    detail = reverse("mcp_app:audit_detail", args=[tries["alpha-tool"].pk])
+    assert client.get(detail).status_code == 200
+    detail = reverse("mcp_app:audit_detail", args=[tries["beta-tool"].pk])
+    assert client.get(detail).status_code == 404
+    assert {"alpha-tool", "beta-tool", "nowhere-tool"} <= {row.target for row in everything}
+    api = APIClient()
+    api.force_authenticate(world.alpha.member)
+    api_rows = api.get("/api/v1/call-log/").json()["results"]
+    assert sorted(row["target"] for row in api_rows) == ["alpha-tool", "alpha-tool"]
+    assert api.get(f"/api/v1/call-log/{tries['alpha-tool'].pk}/").status_code == 200
+    assert api.get(f"/api/v1/call-log/{tries['beta-tool'].pk}/").status_code == 404

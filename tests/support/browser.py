@@ -3,6 +3,12 @@
 Playwright's own browser download does not work on our machines, so tests launch the system
 binary (``dev.py test`` installs Debian's package when it is missing and it runs as root).
 Screenshots go to a temporary folder whose path is printed, to be looked at after the run.
+
+What every browser module sets up the same way lives here: the two sizes looked at
+(``DESKTOP``, ``PHONE``), the live Daphne serving static files whose rows are flushed after
+the module (``static_site``), Chromium (``chromium``), and a signed-in admin session
+(``admin_login_state``) for pages opened at a size and colour scheme (``open_page``). A
+module's fixtures are then one line each.
 """
 
 from __future__ import annotations
@@ -16,6 +22,12 @@ from typing import Any
 
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
+
+from tests.support.live import asgi_server, flush_database
+
+# The sizes pages are looked at: a laptop and a phone.
+DESKTOP = {"width": 1366, "height": 900}
+PHONE = {"width": 390, "height": 844}
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -42,6 +54,15 @@ def chromium() -> Iterator[Browser]:
             yield browser
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def static_site(django_db_blocker: Any) -> Iterator[str]:
+    """A live Daphne serving the site and its static files; yields its base URL. Every row
+    committed meanwhile is flushed when the block ends (a module's set-up rows included)."""
+    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+        yield url
+    flush_database(django_db_blocker)
 
 
 def screenshot_dir(name: str) -> Path:

@@ -563,7 +563,8 @@ def record_admin_test_call(
 
     It goes through the same writer and capture policy as client calls; ``http_method``
     ``ADMIN`` and the user agent tell it apart, the operator is its principal and no endpoint
-    is named (the tool ran outside any endpoint).
+    is named (the tool ran outside any endpoint); the tool's team is, so its members see the
+    run (``services/teams.py``).
     """
     if result is None:
         status, message = Outcome.PROTOCOL_ERROR, error_message
@@ -576,6 +577,7 @@ def record_admin_test_call(
         "duration_ms": round(duration_ms, 3),
         "endpoint_id": None,
         "endpoint_slug": "",
+        "tool_team_id": tool.team_id,
         "era": _era(version),
         "protocol_version": version[:16],
         "session_id": "",
