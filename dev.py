@@ -351,6 +351,9 @@ def cmd_test(pytest_args: list[str]) -> int:
     # The whole suite (CI's run) names its slowest tests: the command's time is budgeted
     # (about 20 minutes), and this is where a test that grew shows first.
     pytest_args = pytest_args or ["--durations=25"]
+    # Each xdist worker's own Redis namespace and var dir (-n in the arguments), loaded before
+    # pytest-django reads the settings; it changes nothing in a run without workers.
+    pytest_args = ["-p", "tests.support.parallel", *pytest_args]
     try:
         return _test(timer, pytest_args)
     finally:

@@ -30,8 +30,9 @@ from urllib.parse import urlsplit
 PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 # The system user that owns clusters on Debian; initdb refuses to run as root.
 PG_SYSTEM_USER = "postgres"
-# Enough for a test suite that opens many connections (async consumers, live servers).
-PG_MAX_CONNECTIONS = 200
+# Enough for a test suite that opens many connections (async consumers, live servers), on
+# two pytest-xdist workers at once (each with its own servers and Celery worker).
+PG_MAX_CONNECTIONS = 400
 START_TIMEOUT_SECONDS = 30.0
 STOP_TIMEOUT_SECONDS = 10.0
 # Attempts with a fresh port: another process may take a free port between our probe and bind.

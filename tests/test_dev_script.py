@@ -9,8 +9,11 @@ stamp, cleanup after the servers stop, and the admin credentials life cycle.
 from __future__ import annotations
 
 import io
+import os
 import socket
 import stat
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -38,6 +41,47 @@ def test_test_command_passes_every_argument_to_pytest(monkeypatch: pytest.Monkey
     assert dev.main(["test", "tests/protocol", "-k", "foo", "-x"]) == 0
 
     assert received == [["tests/protocol", "-k", "foo", "-x"]]
+
+
+# The settings an xdist worker runs with (tests/support/parallel.py loaded first, as -p does).
+WORKER_SETTINGS = """
+import tests.support.parallel
+import django
+django.setup()
+from django.conf import settings
+print(settings.REDIS_NAMESPACE)
+print(settings.VAR_DIR)
+print(settings.CHANNEL_LAYERS["default"]["CONFIG"]["prefix"])
+print(settings.CELERY_BROKER_TRANSPORT_OPTIONS["global_keyprefix"])
+"""
+
+
+@pytest.mark.parametrize("worker", ["gw0", "gw1"])
+def test_each_xdist_worker_is_an_installation_of_its_own(worker: str, tmp_path: Path) -> None:
+    env = {
+        **os.environ,
+        "DJANGO_SETTINGS_MODULE": "mcpsite.settings",
+        "PYTEST_XDIST_WORKER": worker,
+        "PYTEST_XDIST_WORKER_COUNT": "2",
+        "MCPHOST_VAR_DIR": str(tmp_path),
+        "REDIS_URL": "redis://127.0.0.1:1/0",
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER_SETTINGS],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+
+    namespace, var_dir, channels, celery = done.stdout.split()[-4:]
+    assert namespace == f"mcphost:test-{worker}"
+    assert channels == f"{namespace}:asgi:" and celery == f"{namespace}:celery:"
+    assert Path(var_dir) == tmp_path / worker
+    assert (tmp_path / worker / "secret_key").exists()
 
 
 def test_run_command_reads_its_port(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -134,7 +178,7 @@ def test_throwaway_redis_answers_then_is_gone() -> None:
 def test_throwaway_postgres_accepts_queries_then_is_gone() -> None:
     with services.postgres(database="probe") as url:
         with psycopg.connect(url) as conn:
-            assert conn.execute("SHOW max_connections").fetchone() == ("200",)
+            assert conn.execute("SHOW max_connections").fetchone() == ("400",)
             assert conn.execute("SELECT current_database()").fetchone() == ("probe",)
         port = int(url.rsplit(":", 1)[1].split("/")[0])
     with socket.socket() as sock:

@@ -29,6 +29,7 @@ from mcp_app.services import invalidation
 from tests.e2e.test_change_notifications import edit, touch_tool
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import ROOT, asgi_server, database_url, flush_database
+from tests.support.parallel import other_workers_namespaces
 
 pytestmark = pytest.mark.django_db
 
@@ -163,6 +164,9 @@ async def test_an_edit_on_one_installation_reaches_no_client_and_no_cache_of_the
         pushes.close()
     a_channel = invalidation.invalidation_channel()
     assert a_channel != b_channel
+    # Under pytest-xdist the run's other workers are installations too, editing as they test.
+    others = {f"{namespace}:invalidate" for namespace in other_workers_namespaces()}
+    seen = [(channel, data) for channel, data in seen if channel not in others]
     # Each installation's pushes went on its own channel only: B's process, subscribed to
     # its channel, never heard A's edit.
     assert {channel for channel, _ in seen} == {a_channel, b_channel}
