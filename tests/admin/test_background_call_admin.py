@@ -4,6 +4,7 @@ what it and the call-log admin show of a call's payloads."""
 from __future__ import annotations
 
 import pytest
+from django.contrib.admin.utils import quote
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
@@ -43,7 +44,7 @@ def test_running_calls_are_cancelled_and_finished_ones_left_alone(admin_client: 
 
 def test_calls_cannot_be_added_edited_or_deleted(admin_client: Client) -> None:
     call = make_call(BackgroundCall.Status.WORKING)
-    change = reverse("admin:mcp_app_backgroundcall_change", args=[call.id])
+    change = reverse("admin:mcp_app_backgroundcall_change", args=[quote(call.id)])
     assert admin_client.post(change, {"status": "completed"}).status_code == 403
     assert admin_client.get(reverse("admin:mcp_app_backgroundcall_add")).status_code == 403
     delete = reverse("admin:mcp_app_backgroundcall_delete", args=[call.id])
@@ -133,7 +134,7 @@ def test_a_calls_payloads_show_as_its_call_log_keeps_them(
 ) -> None:
     call = call_with_payloads(capture_mode)
     client.force_login(staff_with(*codenames))
-    page = client.get(reverse("admin:mcp_app_backgroundcall_change", args=[call.id]))
+    page = client.get(reverse("admin:mcp_app_backgroundcall_change", args=[quote(call.id)]))
     assert page.status_code == 200
     body = page.content.decode()
     for text in shown:
