@@ -82,7 +82,11 @@ def fill(
                 ))  # fmt: skip
     filled = time.perf_counter() - started
     with connection.cursor() as cursor:
+        # The product's statement timeout guards requests; analysing every partition of a big
+        # fill takes longer than it and is this command's own maintenance, not a request.
+        cursor.execute("SET statement_timeout = 0")
         cursor.execute("ANALYZE mcp_app_calllog")
+        cursor.execute("RESET statement_timeout")
         cursor.execute(
             "SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits "
             "WHERE inhparent = 'mcp_app_calllog'::regclass"
