@@ -9,9 +9,12 @@ the endpoints as slugs, the allowed groups and the team by name; a new row's ent
 from the form's values. On an endpoint's form, a change of what it publishes is a change of
 its items' ``endpoints``, so each item added or removed is in the draft too.
 
-A prompt's arguments and messages are not part of its form: a draft made from the form
-covers the prompt's own fields and access, and a change to the inlines is refused with
-"Save as draft" (it is made with Save, or in the draft's document).
+A prompt's arguments and messages (its inlines) are in the draft too: the inline forms are
+validated as for Save, and the draft's entry lists the arguments and messages they leave (in
+position order, a message's stored file carried as the document carries files), so an edit
+of them is drafted, approved and published like the prompt's own fields. An invalid inline
+makes no draft: the form comes back with its error. Other inlines (none today) are refused
+with "Save as draft".
 
 A row of an endpoint that requires review is changed only through an approved draft: its
 Save (and an edit of its row in the list) is refused with the review message as the form's
@@ -33,11 +36,22 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html
 
-from mcp_app.models import Draft, Endpoint, Prompt, Resource, ResourceTemplate, Tool
+from mcp_app.models import (
+    Draft,
+    Endpoint,
+    Prompt,
+    PromptArgument,
+    PromptMessage,
+    Resource,
+    ResourceTemplate,
+    Tool,
+)
 from mcp_app.services import review, teams
 from mcp_app.services.catalog_io import (
+    ARGUMENT_FIELDS,
     ENDPOINT_FIELDS,
     FORMAT,
+    MESSAGE_FIELDS,
     PROMPT_FIELDS,
     RESOURCE_FIELDS,
     TEMPLATE_FIELDS,
@@ -52,6 +66,13 @@ SAVE_AS_DRAFT = "_save_draft"
 ADD_DRAFT = "mcp_app.add_draft"
 # Request attribute holding the draft the form was saved as.
 _DRAFT = "_mcp_saved_draft"
+# Request attribute holding the inline formsets of the form being saved as a draft.
+_FORMSETS = "_mcp_draft_formsets"
+# A prompt's inlines a draft takes: the part's model -> its key in the entry, its fields.
+_PARTS: dict[type[models.Model], tuple[str, tuple[str, ...]]] = {
+    PromptArgument: ("arguments", ARGUMENT_FIELDS),
+    PromptMessage: ("messages", MESSAGE_FIELDS),
+}
 
 # Model -> (document section, natural key, plain fields).
 _SECTIONS: dict[type[models.Model], tuple[str, str, tuple[str, ...]]] = {
@@ -69,9 +90,10 @@ _MEMBERS: dict[str, type[models.Model]] = {
     "prompts": Prompt,
 }
 PROMPT_NOTE = (
-    "A draft covers the prompt's own fields and access: change its arguments and messages "
-    "with Save, or in the draft's document."
+    "A draft takes the prompt's own fields and access, and its arguments and messages as "
+    "edited below."
 )
+INLINES_NOTE = "A draft covers this form's own fields: change the rows below with Save."
 
 
 def is_drafting(request: HttpRequest) -> bool:
@@ -168,9 +190,16 @@ class DraftableAdmin:
 
     def get_formsets_with_inlines(self, request: HttpRequest, obj: Any = None) -> Any:
         for formset, inline in super().get_formsets_with_inlines(request, obj):  # type: ignore[misc]
-            if is_drafting(request):
+            if is_drafting(request) and formset.model not in _PARTS:
                 formset = _unchanged_inlines(formset)
             yield formset, inline
+
+    def _create_formsets(self, request: HttpRequest, obj: Any, change: bool) -> Any:
+        # Made before the form is checked: its check reads them to draft a prompt's parts.
+        formsets, inlines = super()._create_formsets(request, obj, change)  # type: ignore[misc]
+        if is_drafting(request):
+            request.__dict__[_FORMSETS] = formsets
+        return formsets, inlines
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         if _DRAFT not in request.__dict__:
@@ -215,7 +244,7 @@ def _unchanged_inlines(formset_class: Any) -> Any:
         def clean(self) -> None:
             super().clean()
             if self.has_changed():
-                raise ValidationError(PROMPT_NOTE)
+                raise ValidationError(INLINES_NOTE)
 
     DraftFormSet.__name__ = DraftFormSet.__qualname__ = formset_class.__name__
     return DraftFormSet
@@ -249,8 +278,12 @@ def _save_as_draft(form: forms.ModelForm, request: HttpRequest) -> None:
     """Make the draft of the change ``form`` (valid) holds; its refusals become the form's
     errors."""
     user = request.user
+    formsets = [fs for fs in request.__dict__.get(_FORMSETS, ()) if fs.model in _PARTS]
+    if not all([formset.is_valid() for formset in formsets]):  # each checked, errors shown
+        return  # no draft: the page comes back with the inlines' errors
     try:
-        document, label = form_document(form, user=user)
+        parts = {_PARTS[formset.model][0]: _parts(formset) for formset in formsets}
+        document, label = form_document(form, user=user, parts=parts)
         if (icon := getattr(form, "uploaded_icon", None)) is not None:
             icon_store(icon=icon)  # the draft's icons name it, as a saved row's would
         request.__dict__[_DRAFT] = draft_create(title=label, document=document, actor=user)
@@ -262,8 +295,51 @@ def _save_as_draft(form: forms.ModelForm, request: HttpRequest) -> None:
         form.add_error(None, f"The draft was not saved: {exc}")
 
 
-def form_document(form: forms.ModelForm, *, user: Any) -> tuple[dict[str, Any], str]:
-    """The catalog document of the change ``form`` (valid) makes, and a title for it.
+def _parts(formset: Any) -> list[dict[str, Any]]:
+    """The arguments or messages a prompt's valid inline ``formset`` leaves, in the order
+    the prompt lists them (position, then the older row first), as a document lists them."""
+    deleted = set(formset.deleted_forms) if formset.can_delete else set()
+    kept = [
+        (index, form)
+        for index, form in enumerate(formset.forms)
+        if form not in deleted and (form.instance.pk is not None or form.has_changed())
+    ]
+
+    def order(item: tuple[int, Any]) -> tuple[int, int, int]:
+        index, form = item
+        pk = form.instance.pk
+        return (form.instance.position or 0, 0 if pk is not None else 1, pk or index)
+
+    _key, names = _PARTS[formset.model]
+    parts = []
+    for _index, form in sorted(kept, key=order):
+        part = {name: getattr(form.instance, name) for name in names}
+        if formset.model is PromptMessage:
+            if "file" in form.changed_data:
+                part["file"] = _file_entry(form.cleaned_data.get("file"))
+            else:
+                part["file"] = _stored_file_entry(form.instance.file)
+        parts.append(part)
+    return parts
+
+
+def _stored_file_entry(file: Any) -> dict[str, str] | None:
+    """A stored file as a document carries it (as ``catalog_io`` exports it)."""
+    if not file:
+        return None
+    with file.open("rb") as handle:
+        content = handle.read()
+    return {
+        "name": file.name.rsplit("/", 1)[-1],
+        "base64": base64.b64encode(content).decode("ascii"),
+    }
+
+
+def form_document(
+    form: forms.ModelForm, *, user: Any, parts: dict[str, list[dict[str, Any]]] | None = None
+) -> tuple[dict[str, Any], str]:
+    """The catalog document of the change ``form`` (valid) makes, and a title for it;
+    ``parts``: a prompt's arguments and messages as its inlines leave them.
 
     Raises:
         ValidationError: the change cannot be a draft (a rename: entries are found by key).
@@ -280,7 +356,7 @@ def form_document(form: forms.ModelForm, *, user: Any) -> tuple[dict[str, Any], 
             }
         )
     live = _live_entry_of(stored, user) if stored is not None else None
-    entry = _entry_from_form(form, live)
+    entry = _entry_from_form(form, live, parts or {})
     document: dict[str, Any] = {"format": FORMAT}
     if live is None or entry != live:
         document[section] = [entry]
@@ -295,8 +371,10 @@ def form_document(form: forms.ModelForm, *, user: Any) -> tuple[dict[str, Any], 
     return document, label
 
 
-def _entry_from_form(form: forms.ModelForm, live: dict[str, Any] | None) -> dict[str, Any]:
-    """``live`` (None: a new row) with the values the form changes over it."""
+def _entry_from_form(
+    form: forms.ModelForm, live: dict[str, Any] | None, parts: dict[str, list[dict[str, Any]]]
+) -> dict[str, Any]:
+    """``live`` (None: a new row) with the values the form (and ``parts``) change over it."""
     row = form.instance
     data = form.cleaned_data
     _section, key, fields = _SECTIONS[type(row)]
@@ -311,6 +389,7 @@ def _entry_from_form(form: forms.ModelForm, live: dict[str, Any] | None) -> dict
         values["endpoints"] = sorted(endpoint.slug for endpoint in data["endpoints"])
     if isinstance(row, Resource) and ("file" in form.changed_data or live is None):
         values["file"] = _file_entry(data.get("file"))
+    values.update(parts)
     if live is None:
         return values
     entry = dict(live)

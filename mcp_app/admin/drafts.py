@@ -48,8 +48,9 @@ from mcp_app.services.drafts import (
 )
 
 # The buttons of a draft's page: the POSTed "action" -> whether it changes the draft (needs
-# the change permission on drafts; Approve's own permission is the service's to check).
-ACTIONS = {"save": True, "check": True, "publish": True, "discard": True, "approve": False}
+# the change permission on drafts; Approve's own permission is the service's to check, and
+# Check is a dry run anyone who sees the draft may run, validating it as its author).
+ACTIONS = {"save": True, "check": False, "publish": True, "discard": True, "approve": False}
 # Each section's model, for links from an entry to its row.
 _MODELS = {
     "endpoints": (Endpoint, "slug"),
@@ -135,7 +136,7 @@ class DraftAdmin(TeamScopedAdmin, CheckedSelectionAdmin):
             raise Http404("No such button.")
         if ACTIONS[action] and not self.has_change_permission(request, draft):
             raise PermissionDenied(
-                "Changing, checking or publishing a draft needs the permission “Can change draft”."
+                "Changing or publishing a draft needs the permission “Can change draft”."
             )
         if action == "save":
             return self._save(request, draft, extra_context)

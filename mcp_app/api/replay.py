@@ -83,7 +83,15 @@ class ReplayRunSerializer(serializers.Serializer):
     created_by = serializers.CharField(allow_null=True)
     confirmed = serializers.BooleanField()
     summary = serializers.CharField()
-    counts = serializers.DictField(child=serializers.IntegerField())
+    counts = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text=(
+            "calls, refused, changed, identical, not_run, and the calls passed over: "
+            "skipped_unrecorded (arguments not recorded or cut) and skipped_redacted "
+            "(arguments holding a redacted value or one a mask policy replaced, such as "
+            '"[masked:email]").'
+        ),
+    )
     payloads = serializers.BooleanField(help_text="Whether results carry arguments and results.")
     results = serializers.ListField(child=serializers.JSONField())
 

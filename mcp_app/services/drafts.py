@@ -10,6 +10,8 @@ in a draft reaches the catalog tables, so no client sees it until it is publishe
   entries it starts from are kept as its ``base``.
 - ``draft_diff``: each entry beside the live row: the fields it changes, and those changed
   live since the draft was made.
+- ``draft_check``: a dry run of the publish, by anyone who sees the draft, validating it as
+  its author would save it (the author's permissions and teams).
 - ``draft_approve``: a second user with ``mcp_app.approve_draft`` approves the document as
   it stands; an edit withdraws the approval. An endpoint with ``require_review`` takes only
   approved drafts (``services/review.py`` refuses its direct edits).
@@ -252,13 +254,27 @@ def draft_discard(draft: Draft, *, actor: Any) -> None:
 def draft_check(draft: Draft, *, actor: Any) -> ImportReport:
     """What publishing ``draft`` now would change (a dry run; nothing is written).
 
+    Whoever sees the draft may check it (an approver needs no catalog permission of its
+    changes); the check validates the draft as its author would save it: the rows the
+    author's teams see, the rules of a live save, and the author's catalog permissions (a
+    draft with no author, made by a management command, as the machine would import it).
+    The one who publishes still needs the permissions themselves (``drafts_publish``).
+
     Raises:
-        DraftConflict, DraftError, PermissionDenied: as ``drafts_publish`` would.
+        PermissionDenied: ``actor`` does not see the draft, or its author may no longer make
+            these changes (the message names the author and the permissions).
+        DraftConflict, DraftError: as ``drafts_publish`` would.
     """
-    document, conflicts = _merged([draft], user=actor)
+    _check_sees(draft, actor)
+    author = draft.author
+    document, conflicts = _merged([draft], user=author)
     if conflicts:
         raise DraftConflict(conflicts)
-    return _import(document, actor=actor, dry_run=True, source="")
+    try:
+        return _import(document, actor=author, dry_run=True, source="")
+    except PermissionDenied as exc:
+        name = author.get_username() if author is not None else "nobody"
+        raise PermissionDenied(f"The draft's author {name} may not make it: {exc}") from exc
 
 
 def drafts_publish(drafts: Sequence[Draft], *, actor: Any) -> ImportReport:

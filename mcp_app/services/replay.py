@@ -4,7 +4,10 @@ From an open draft and a tool it changes (or creates), ``replay_plan`` picks rec
 ``tools/call`` rows from the call log by a filter (endpoint, client, status, time range),
 newest first, up to ``sample`` calls. Only calls whose arguments the capture policy kept
 whole can be replayed; those passed over are counted: arguments not recorded (metadata or
-nothing kept, or cut at the byte cap) and arguments holding a redacted value.
+nothing kept, or cut at the byte cap) and arguments holding a redacted value, which counts
+the values a mask policy replaced in the log (``[masked:email]``, or the replacement a mask
+policy of the endpoint is configured with): a masked value replayed would run the call with
+other arguments than the client sent.
 
 ``replay_run`` then checks each call against the draft's input schema (the protocol layer's
 own validator: a call it refuses is reported, and not run against the draft), runs it
@@ -38,7 +41,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from mcp_app.executors import get_executors
-from mcp_app.models import CallLog, Draft, Endpoint, ReplayRun, Tool
+from mcp_app.models import CallLog, Draft, Endpoint, Policy, ReplayRun, Tool
 from mcp_app.models.call_log import STATUS_CHOICES
 from mcp_app.protocol.errors import McpError
 from mcp_app.protocol.schemas import describe_error, first_error
@@ -57,6 +60,7 @@ from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
 from mcp_app.services.catalog_io import TOOL_FIELDS
 from mcp_app.services.catalog_writes import tool_values
 from mcp_app.services.drafts import draft_merged_entry, drafts_visible
+from mcp_app.services.policies.builtin import MASKED_MARKER, mask_markers
 from mcp_app.services.try_it import TryOutcome, tool_try
 
 # A replay runs in the request that asks for it: at most this many calls, ...
@@ -272,9 +276,10 @@ def replay_plan(draft: Draft, *, tool: str, filters: ReplayFilter, user: Any) ->
     plan = ReplayPlan(
         draft=draft, tool=tool, filters=filters, live=live, drafted=_draft_tool(tool, entry)
     )
-    rows = _recorded(tool, list(endpoints.values_list("pk", flat=True)), filters, user)
-    for row in rows:
-        replayable = _replayable(row)
+    endpoint_ids = list(endpoints.values_list("pk", flat=True))
+    markers = _mask_markers(endpoint_ids)
+    for row in _recorded(tool, endpoint_ids, filters, user):
+        replayable = _replayable(row, markers.get(row.endpoint_id, frozenset()))
         if replayable == "unrecorded":
             plan.skipped_unrecorded += 1
         elif replayable == "redacted":
@@ -350,7 +355,7 @@ def replay_summary(run: ReplayRun) -> str:
     if run.skipped_unrecorded:
         passed.append(f"{run.skipped_unrecorded} skipped (arguments not recorded)")
     if run.skipped_redacted:
-        passed.append(f"{run.skipped_redacted} skipped (arguments redacted)")
+        passed.append(f"{run.skipped_redacted} skipped (arguments redacted, or masked by a policy)")
     if run.not_run:
         passed.append(f"{run.not_run} not run (the {RUN_SECONDS:.0f} s budget ran out)")
     return text + (f"; {', '.join(passed)}" if passed else "")
@@ -427,8 +432,21 @@ def _recorded(
     return calls.order_by("-id")[:MAX_SCANNED].iterator(chunk_size=200)
 
 
-def _replayable(row: CallLog) -> str:
-    """ "": the row's arguments were kept whole; else why not ("unrecorded", "redacted")."""
+def _mask_markers(endpoint_ids: Sequence[int]) -> dict[int | None, frozenset[str]]:
+    """By endpoint, the texts its mask policies (not off) write in place of masked values."""
+    markers: dict[int | None, frozenset[str]] = {}
+    policies = Policy.objects.filter(endpoint_id__in=endpoint_ids, kind="mask").exclude(
+        mode=Policy.Mode.OFF
+    )
+    for endpoint_id, config in policies.values_list("endpoint_id", "config"):
+        found = mask_markers(config) if isinstance(config, Mapping) else frozenset()
+        markers[endpoint_id] = markers.get(endpoint_id, frozenset()) | found
+    return markers
+
+
+def _replayable(row: CallLog, markers: frozenset[str] = frozenset()) -> str:
+    """ "": the row's arguments were kept whole; else why not ("unrecorded", "redacted":
+    a value redacted by the capture policy or masked by a policy, ``markers`` its texts)."""
     if row.capture != Capture.FULL:
         return "unrecorded"
     arguments = row.arguments
@@ -437,7 +455,7 @@ def _replayable(row: CallLog) -> str:
         return ""
     if not isinstance(arguments, Mapping) or _is_cut(arguments):
         return "unrecorded"
-    return "redacted" if _holds_redaction(arguments, 0) else ""
+    return "redacted" if _holds_redaction(arguments, markers, 0) else ""
 
 
 def _is_cut(arguments: Mapping[str, Any]) -> bool:
@@ -445,15 +463,19 @@ def _is_cut(arguments: Mapping[str, Any]) -> bool:
     return arguments.get("truncated") is True and {"bytes", "kept_bytes", "head"} <= set(arguments)
 
 
-def _holds_redaction(value: Any, depth: int) -> bool:
+def _holds_redaction(value: Any, markers: frozenset[str], depth: int) -> bool:
     if isinstance(value, str):
-        return REDACTED in value
+        return (
+            REDACTED in value
+            or MASKED_MARKER.search(value) is not None
+            or any(marker in value for marker in markers)
+        )
     if depth > DIFF_DEPTH:
         return True
     if isinstance(value, Mapping):
-        return any(_holds_redaction(item, depth + 1) for item in value.values())
+        return any(_holds_redaction(item, markers, depth + 1) for item in value.values())
     if isinstance(value, list):
-        return any(_holds_redaction(item, depth + 1) for item in value)
+        return any(_holds_redaction(item, markers, depth + 1) for item in value)
     return False
 
 

@@ -220,21 +220,80 @@ def test_save_as_draft_keeps_the_form_and_says_why_when_refused(world: World) ->
     assert not Draft.objects.exists()
 
 
-def test_save_as_draft_refuses_a_change_to_a_prompts_parts(world: World) -> None:
+def test_save_as_draft_takes_a_prompts_arguments_and_messages(world: World) -> None:
+    """The inline edits of a prompt's arguments and messages are in the draft; the live
+    prompt keeps its parts until the draft is published, which applies them."""
     prompt = world.alpha.prompt
     client = signed_in(world.alpha.member)
     page = client.get(change_url("prompt", prompt.pk))
-    assert "A draft covers the prompt" in page.text
+    assert "its arguments and messages as edited below" in page.text
     data = form_post(page)
-    (text,) = [name for name in data if name.startswith("messages-0-text")]
-    data.update({text: "changed", "description": "New.", "_save_draft": "Save as draft"})
+    data.update(
+        {
+            "messages-0-text": "Tell me about {{ topic }}.",
+            "arguments-TOTAL_FORMS": "1",
+            "arguments-0-id": "",
+            "arguments-0-prompt": str(prompt.pk),
+            "arguments-0-position": "0",
+            "arguments-0-name": "topic",
+            "arguments-0-description": "What to talk about.",
+            "arguments-0-required": "on",
+            "arguments-0-title": "",
+            "arguments-0-completion_values": "",
+            "_save_draft": "Save as draft",
+        }
+    )
+
+    response = client.post(change_url("prompt", prompt.pk), data)
+
+    draft = Draft.objects.get()
+    assert response.status_code == 302 and response["Location"] == draft_url(draft)
+    (entry,) = draft.document["prompts"]
+    assert entry["arguments"] == [
+        {
+            "name": "topic",
+            "title": "",
+            "description": "What to talk about.",
+            "required": True,
+            "completion_values": "",
+        }
+    ]
+    assert [message["text"] for message in entry["messages"]] == ["Tell me about {{ topic }}."]
+    (diff,) = draft_diff(draft, user=world.alpha.member)
+    assert sorted(field.name for field in diff.fields) == ["arguments", "messages"]
+    live = Prompt.objects.get(pk=prompt.pk)
+    assert not live.arguments.exists()
+    assert list(live.messages.values_list("text", flat=True)) == ["hi"]
+
+    published = act(client, draft, "publish")
+
+    assert any("published" in message for message in said(published)), said(published)
+    live = Prompt.objects.get(pk=prompt.pk)
+    assert list(live.arguments.values_list("name", "required")) == [("topic", True)]
+    assert list(live.messages.values_list("text", flat=True)) == ["Tell me about {{ topic }}."]
+
+
+def test_save_as_draft_with_an_invalid_prompt_argument_makes_no_draft(world: World) -> None:
+    prompt = world.alpha.prompt
+    client = signed_in(world.alpha.member)
+    data = form_post(client.get(change_url("prompt", prompt.pk)))
+    data.update(
+        {
+            "arguments-TOTAL_FORMS": "1",
+            "arguments-0-id": "",
+            "arguments-0-prompt": str(prompt.pk),
+            "arguments-0-position": "0",
+            "arguments-0-name": "not a name!",
+            "_save_draft": "Save as draft",
+        }
+    )
 
     response = client.post(change_url("prompt", prompt.pk), data)
 
     assert response.status_code == 200
-    assert "A draft covers the prompt" in response.text
-    assert not Draft.objects.exists()  # made while the form was checked, then undone
-    assert Prompt.objects.get(pk=prompt.pk).description == "A prompt."
+    assert response.context["inline_admin_formsets"][0].formset.errors[0]["name"]
+    assert not Draft.objects.exists()
+    assert not Prompt.objects.get(pk=prompt.pk).arguments.exists()
 
 
 # ------------------------------------------------------------------------------ the page

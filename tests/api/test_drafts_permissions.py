@@ -5,8 +5,9 @@ a refused request changes nothing.
 
 What each route needs is in mcp_app/api/drafts.py and docs/api.md ("Drafts"): view to read
 and check, add to create, change to edit, discard and publish, ``approve_draft`` to approve;
-a check and a publish also need the catalog permissions of the changes (the service checks
-them as an import does), so a view-only user's check is refused too. Another team's draft
+a publish also needs the catalog permissions of the changes (the service checks them as an
+import does); a check validates the draft as its author would save it (the author's
+permissions), so a viewer or an approver may check it without them. Another team's draft
 answers 404, and naming it in a collection publish fails as naming a missing one (400).
 """
 
@@ -16,6 +17,9 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from django.contrib.messages import get_messages
+from django.test import Client
+from django.urls import reverse
 from rest_framework.test import APIClient
 
 from mcp_app.models import Draft, Tool
@@ -36,7 +40,7 @@ MATRIX: dict[str, tuple[int, ...]] = {
     "create": (401, 403, 403, 201, 403, 400),
     "retrieve": (401, 403, 200, 200, 200, 404),
     "update": (401, 403, 403, 200, 403, 404),
-    "check": (401, 403, 403, 200, 403, 404),
+    "check": (401, 403, 200, 200, 200, 404),
     "approve": (401, 403, 403, 400, 200, 404),
     "discard": (401, 403, 403, 200, 403, 404),
     "publish": (401, 403, 403, 200, 403, 404),
@@ -127,8 +131,8 @@ def test_every_drafts_route_answers_each_role_as_the_matrix_says(world: World, r
         if expected >= 400:
             assert state() == before, route
         if expected == 403:
-            # The permission missing is named: a Draft model permission, or (a check by
-            # a viewer, an approver) the catalog permission of the change.
+            # The permission missing is named: a Draft model permission, or (a publish)
+            # the catalog permission of the change.
             assert "mcp_app." in response.json()["detail"], route
         if route == "list" and expected == 200:
             ids = {row["id"] for row in response.json()["results"]}
@@ -151,11 +155,41 @@ def test_a_publish_by_a_user_lacking_the_catalog_permission_is_refused_naming_it
     for url, body in (
         (f"/api/v1/drafts/{draft.pk}/publish/", None),
         ("/api/v1/drafts/publish/", {"drafts": [draft.pk]}),
-        (f"/api/v1/drafts/{draft.pk}/check/", None),
     ):
         response = client.post(url, body)
         assert response.status_code == 403, response.content
         assert response.json()["detail"] == (
             "This change needs the permissions mcp_app.change_tool."
         )
+    assert state() == before
+
+
+def test_an_approver_checks_a_draft_as_its_author_would_save_it(world: World) -> None:
+    """The check of an approver holding no catalog permission validates the draft with the
+    author's permissions and teams, through the API and the admin's Check button."""
+    approver = alpha_user(world, "approver", ["view_draft", "approve_draft"])
+    approver.is_staff = True
+    approver.save()
+    draft = draft_create(
+        title="Reword", document=document(description="Reworded."), actor=world.alpha.member
+    )
+    client = APIClient()
+    _token, key = api_token_create(user=approver, name="approver")
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {key}")
+    before = state()
+
+    response = client.post(f"/api/v1/drafts/{draft.pk}/check/")
+
+    assert response.status_code == 200, response.content
+    assert [change["key"] for change in response.json()["changes"]] == ["alpha-tool"]
+    admin = Client()
+    admin.force_login(approver)
+    url = reverse("admin:mcp_app_draft_change", args=[draft.pk])
+    page = admin.get(url)
+    assert 'value="check"' in page.content.decode()
+    assert 'value="publish"' not in page.content.decode()
+    checked = admin.post(url, {"action": "check"}, follow=True)
+    assert [str(m) for m in get_messages(checked.wsgi_request)] == [
+        "Publishing now would: update tools alpha-tool (description)."
+    ]
     assert state() == before

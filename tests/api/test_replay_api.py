@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from django.test import Client
 from rest_framework.test import APIClient
 
-from mcp_app.models import CallLog, Draft, ReplayRun, Tool
+from mcp_app.models import CallLog, Draft, Policy, ReplayRun, Tool
 from mcp_app.services.api_tokens import api_token_create
 from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
 from mcp_app.services.catalog_writes import tool_create
@@ -193,3 +194,27 @@ def test_a_side_effect_tool_needs_the_confirmation(world: World) -> None:
 
         assert ran.status_code == 201 and ran.json()["confirmed"] is True
         assert upstream.hits["/echo/x"] == 3
+
+
+def test_policy_masked_arguments_are_skipped_and_said_so(world: World) -> None:
+    Policy.objects.create(endpoint=world.alpha.endpoint, name="mask", kind="mask",
+                          config={"patterns": ["email"]})  # fmt: skip
+    draft = greet_draft(world)  # one call, with a name only
+    client_call("alpha-endpoint", "greet", {"name": "ada@example.org"})
+    flushed()
+    user = member("runner", world.alpha.group, VIEW, RUN, PAYLOADS)
+
+    answer = post(client_of(user), draft)
+
+    assert answer.status_code == 201, answer.json()
+    body = answer.json()
+    assert (body["counts"]["calls"], body["counts"]["skipped_redacted"]) == (1, 1)
+    assert "1 skipped (arguments redacted, or masked by a policy)" in body["summary"]
+    assert [item["arguments"] for item in body["results"]] == [{"name": NAME}]
+    page = Client()
+    user.is_staff = True
+    user.save()
+    page.force_login(user)
+    html = page.get(f"/audit/replay/{draft.pk}/?run={body['id']}").content.decode()
+    assert "1 skipped (arguments redacted, or masked by a policy)" in html
+    assert 'id="replay-skipped-redacted"' in html

@@ -270,3 +270,40 @@ def test_discard_closes_a_draft(world: World) -> None:
         drafts_publish([draft], actor=member)
     world.alpha.tool.refresh_from_db()
     assert world.alpha.tool.title != "X"
+
+
+def approver_without_catalog_permissions(world: World) -> Any:
+    """An alpha user who may view and approve drafts, and change no catalog row."""
+    user = make_member("approver-only", world.alpha.group)
+    user.user_permissions.set(
+        Permission.objects.filter(
+            content_type__app_label="mcp_app", codename__in=["view_draft", "approve_draft"]
+        )
+    )
+    return type(user).objects.get(pk=user.pk)  # permissions cached fresh
+
+
+def test_a_check_validates_the_draft_as_its_author_whoever_runs_it(world: World) -> None:
+    """An approver checks a draft without the catalog permissions of its changes: the check
+    uses the author's permissions and teams; one who does not see the draft is refused."""
+    draft = draft_create(
+        title="Reword", document=tool_draft(world, description="Reworded."),
+        actor=world.alpha.member,
+    )  # fmt: skip
+    approver = approver_without_catalog_permissions(world)
+    assert not approver.has_perm("mcp_app.change_tool")
+
+    report = draft_check(draft, actor=approver)
+
+    assert [str(change) for change in report.changes] == ["update tools alpha-tool (description)"]
+    world.alpha.tool.refresh_from_db()
+    assert world.alpha.tool.description == "The alpha team's tool."
+    with pytest.raises(PermissionDenied):
+        draft_check(draft, actor=world.beta.member)  # another team's draft
+    # The author losing the permission makes the check say so, naming the author.
+    world.alpha.member.user_permissions.remove(
+        Permission.objects.get(content_type__app_label="mcp_app", codename="change_tool")
+    )
+    draft.author = type(world.alpha.member).objects.get(pk=world.alpha.member.pk)
+    with pytest.raises(PermissionDenied, match="author alpha-member may not make it"):
+        draft_check(draft, actor=approver)

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from django.contrib.auth.models import User
 
-from mcp_app.models import CallLog, Draft, ReplayRun, Tool
+from mcp_app.models import CallLog, Draft, Policy, ReplayRun, Tool
 from mcp_app.services import replay
 from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
 from mcp_app.services.catalog_writes import tool_create
@@ -394,3 +394,47 @@ def test_each_call_and_the_whole_run_are_bounded(
     assert replay_summary(late).endswith("1 not run (the -1 s budget ran out)")
     flushed()
     assert admin_test_calls("nap") == 2
+
+
+def test_calls_with_policy_masked_arguments_are_skipped_as_redacted(operator: User) -> None:
+    # A mask policy writes "[masked:email]" (or its configured replacement) into the logged
+    # arguments: replaying that text would run the call with arguments no client sent.
+    endpoint = make_endpoint(SLUG)
+    Policy.objects.create(
+        endpoint=endpoint, name="mask-email", kind="mask", position=1,
+        config={"patterns": ["email"]},
+    )  # fmt: skip
+    Policy.objects.create(
+        endpoint=endpoint, name="mask-phone", kind="mask", position=2,
+        config={"patterns": ["phone"], "replacement": "<gone {name}>"},
+    )  # fmt: skip
+    tool_create(
+        name="mailer",
+        kind=Tool.Kind.TEMPLATE,
+        config={"template": "Mail {{ to }}", "output": "text"},
+        description="Mails someone.",
+        input_schema={"type": "object", "properties": {"to": {"type": "string"}}},
+        capture_mode=Tool.Capture.FULL,
+        endpoints=[endpoint],
+    )
+    call("mailer", {"to": "ada@example.org"})
+    call("mailer", {"to": "+44 20 7946 0958"})
+    call("mailer", {"to": "Ada"})
+    flushed()
+    logged = CallLog.objects.filter(rpc_method="tools/call", target="mailer").order_by("id")
+    assert [row.arguments["to"] for row in logged] == [
+        "[masked:email]",
+        "<gone phone>",
+        "Ada",
+    ]
+
+    run = replay_run(
+        drafted(operator, "mailer", description="Mails."),
+        tool="mailer",
+        filters=replay_filter({}),
+        user=operator,
+    )
+
+    assert (run.calls, run.skipped_unrecorded, run.skipped_redacted) == (1, 0, 2)
+    assert [item["arguments"] for item in run.results] == [{"to": "Ada"}]
+    assert replay_summary(run).endswith("; 2 skipped (arguments redacted, or masked by a policy)")

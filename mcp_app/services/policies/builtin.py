@@ -71,6 +71,23 @@ BUILTIN_PATTERNS: dict[str, tuple[str, Callable[[re.Match[str]], bool] | None]] 
     ),
 }
 DEFAULT_REPLACEMENT = "[masked:{name}]"
+# What the default replacement leaves in a masked value ("[masked:email]"): a replay
+# (services/replay.py) does not run logged arguments holding it as if they were real.
+MASKED_MARKER = re.compile(r"\[masked:[^\]\s]{1,100}\]")
+
+
+def mask_markers(config: Mapping[str, Any]) -> frozenset[str]:
+    """The texts a mask policy configured by ``config`` writes in place of what it masks in
+    the logged arguments (its replacement, once per pattern name); none when it leaves the
+    arguments alone or its config does not parse."""
+    try:
+        prepared = MaskPolicy().prepare(config)
+    except PolicyConfigError:
+        return frozenset()
+    if not prepared.arguments:
+        return frozenset()
+    markers = {prepared.replacement.replace("{name}", p.name) for p in prepared.patterns}
+    return frozenset(marker for marker in markers if marker.strip())
 
 
 @dataclass(frozen=True, slots=True)
