@@ -6,7 +6,7 @@ Usage (from the project root; it makes .venv first if needed, like dev.py):
     python3 bench/capacity.py [--requests 1000] [--seconds 6] [--sessions 2000] [--changes 20]
     python3 bench/capacity.py fleet [--web 1,2,4] [--workers 2] [--clients 100] [--minutes 1.5]
 
-Loopback only, bounded (the figures about 4 minutes, the fleet about 12 on a 2-core VM).
+Loopback only, bounded (the figures about 7 minutes, the fleet about 20, on a loaded 2-core VM).
 
 **Figures** (the default): a throwaway PostgreSQL and Redis and the bench database of
 bench/compare.py (its endpoints, tools and token), one uvicorn process in compare.py's
@@ -37,8 +37,9 @@ database connections per process (peaks by application name), Redis commands per
 less the idle rate, web CPU per request; then wrk on every web process at once (the 2026-07-28
 echo call, 32 connections shared out, ``--seconds``): total throughput, web CPU per request
 and the CPU the rest of the machine used; then ``--changes`` catalog changes (Redis commands
-per change, every process listening). The table checks, against the first row: connections
-per web process within its pool and the same; Redis commands per request within
+per change, with one session's GET stream open on every process, so each has a stream to
+tell). The table checks, against the first row: connections per web process within its pool
+and the same; Redis commands per request within
 ±``REDIS_TOLERANCE``; CPU per request within ±``CPU_TOLERANCE``; throughput within
 ±``THROUGHPUT_TOLERANCE`` of min(processes, cores left to the web) × the one-process rate per
 core, where cores left = cores - the CPU everything else used (wrk, PostgreSQL, Redis, the
@@ -83,6 +84,7 @@ import psycopg  # noqa: E402
 import redis  # noqa: E402
 
 from bench import compare, idle_streams  # noqa: E402
+from bench.common import JSON, open_session  # noqa: E402
 from bench.load import Request, cpu_seconds, wrk  # noqa: E402
 from scripts import services  # noqa: E402
 from tests.support.live import free_port  # noqa: E402
@@ -556,7 +558,10 @@ async def fleet_step(args: argparse.Namespace, web_count: int) -> dict[str, Any]
         # Saturation: wrk on every web process at once.
         row.update(await asyncio.to_thread(saturate, stack, args.seconds))
         # Catalog changes with every web process listening.
-        row.update(await asyncio.to_thread(fleet_changes, stack, counter, args.changes))
+        try:
+            row.update(await asyncio.to_thread(fleet_changes, stack, counter, args.changes))
+        except (httpx.HTTPError, subprocess.SubprocessError) as exc:  # the rest still counts
+            row["change_error"] = repr(exc)
     finally:
         with contextlib.suppress(Exception):
             await asyncio.to_thread(stack.stop)
@@ -618,13 +623,30 @@ def fleet_changes(stack: Any, counter: RedisCounter, changes: int) -> dict[str, 
     )
     env = {**os.environ, **stack.env, "DATABASE_APPLICATION_NAME": "capacity-changes"}
     # The shell's own start-up commands (if any) are counted with the changes: an upper bound.
-    with counter.count() as counted:
+    # One session's GET stream open on each web process, so every process has a stream of the
+    # endpoint to tell.
+    with held_streams([w.url for w in stack.webs]), counter.count() as counted:
         subprocess.run(
             [sys.executable, "manage.py", "shell", "-c", script],
             cwd=ROOT, env=env, check=True, capture_output=True, timeout=120,
         )  # fmt: skip
         time.sleep(CHANGE_SETTLE_SECONDS)  # every process acts on the last one
     return {f"change_{k}": v for k, v in per(counted, changes).items()}
+
+
+@contextlib.contextmanager
+def held_streams(urls: list[str]) -> Iterator[None]:
+    """A 2025-11-25 session with its GET stream open at each URL while the block runs."""
+    with contextlib.ExitStack() as streams:
+        for url in urls:
+            client = streams.enter_context(httpx.Client(timeout=30))
+            session = {"mcp-session-id": open_session(url), "mcp-protocol-version": "2025-11-25"}
+            initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+            client.post(url, headers={**JSON, **session}, json=initialized).raise_for_status()
+            headers = {"accept": "text/event-stream", **session}
+            stream = streams.enter_context(client.stream("GET", url, headers=headers))
+            stream.raise_for_status()
+        yield
 
 
 def fleet_table(rows: list[dict[str, Any]]) -> str:
@@ -658,7 +680,8 @@ def fleet_table(rows: list[dict[str, Any]]) -> str:
             f"| {web} | {row['workers']} | {row['mix_rps']:,} ({row['mix_5xx']}) "
             f"| {row['mix_web_cpu_us_per_req']:,} | {', '.join(map(str, conns))} "
             f"| {', '.join(map(str, workers))} | {row['mix_redis_per_mcp_request']} "
-            f"| {row['change_redis_per']} | {row['wrk_rps']:,} | {row['wrk_web_cpu_us_per_req']:,} "
+            f"| {row.get('change_redis_per', 'n/a')} | {row['wrk_rps']:,} "
+            f"| {row['wrk_web_cpu_us_per_req']:,} "
             f"| {row['wrk_cores_left_to_web']} | {predicted:,.0f} | {ratio:.2f} | {verdict} |"
         )
     return "\n".join(lines)
