@@ -180,13 +180,24 @@ class Stack:
     redis: Redis
     env: dict[str, str] = field(default_factory=dict)
     worker: Proc | None = None
+    # Workers past the first (bench/capacity.py's fleet runs two); the soak runs one.
+    more_workers: list[Proc] = field(default_factory=list)
     webs: list[Web] = field(default_factory=list)
     management: Management | None = None
 
     def query(self, sql: str, *params: Any) -> list[tuple[Any, ...]]:
         return self.postgres.query(sql, *params)
 
-    def start(self, web_count: int, users: int) -> None:
+    def start(
+        self,
+        web_count: int,
+        users: int,
+        *,
+        workers: int = 1,
+        servers: tuple[str, ...] = ("uvicorn", "daphne"),
+    ) -> None:
+        """Migrate and seed, then start ``workers`` Celery workers and ``web_count`` web
+        processes (``servers`` in turn)."""
         self.postgres.init()
         self.redis.start()
         self.env = {
@@ -222,19 +233,25 @@ class Stack:
                 text=True,
             )
         setup = json.loads(done.stdout.split("SOAK-SETUP ", 1)[1])
-        self.worker = spawn(
-            "worker",
-            [
-                "-m", "celery", "-A", "mcpsite", "worker", "--pool", "prefork",
-                "--concurrency", str(WORKER_CONCURRENCY),
-                "--hostname", f"soak-{os.getpid()}@localhost", "--loglevel", "WARNING",
-                "--without-gossip", "--without-mingle", "--without-heartbeat",
-            ],
-            {**self.env, "DATABASE_APPLICATION_NAME": "soak-worker"},
-            self.logs,
-        )  # fmt: skip
+        for n in range(workers):
+            name = "worker" if n == 0 else f"worker{n}"
+            worker = spawn(
+                name,
+                [
+                    "-m", "celery", "-A", "mcpsite", "worker", "--pool", "prefork",
+                    "--concurrency", str(WORKER_CONCURRENCY),
+                    "--hostname", f"soak-{os.getpid()}-{n}@localhost", "--loglevel", "WARNING",
+                    "--without-gossip", "--without-mingle", "--without-heartbeat",
+                ],
+                {**self.env, "DATABASE_APPLICATION_NAME": f"soak-{name}"},
+                self.logs,
+            )  # fmt: skip
+            if n == 0:
+                self.worker = worker
+            else:
+                self.more_workers.append(worker)
         for n in range(web_count):
-            server = "uvicorn" if n % 2 == 0 else "daphne"
+            server = servers[n % len(servers)]
             port = free_port()
             base = f"http://127.0.0.1:{port}"
             args = [arg.format(port=port) for arg in SERVERS[server]]
@@ -283,8 +300,8 @@ class Stack:
     def stop(self) -> None:
         for web in self.webs:
             web.proc.stop()
-        if self.worker is not None:
-            self.worker.stop()
+        for worker in [*([self.worker] if self.worker else []), *self.more_workers]:
+            worker.stop()
         self.redis.stop()
         if self.postgres.running():
             with contextlib.suppress(RuntimeError):
