@@ -42,7 +42,7 @@ def _bearer(request: Request) -> str | None:
         Throttled: the address failed to authenticate too often (nothing is looked up).
         AuthenticationFailed: the header is malformed (counted as a failure).
     """
-    parts = get_authorization_header(request).split()
+    parts: list[bytes] = get_authorization_header(request).split()
     if not parts or parts[0].lower() != b"bearer":
         return None
     auth_failures_check(request)
@@ -60,7 +60,7 @@ def _failed(request: Request, detail: str) -> AuthenticationFailed:
     return AuthenticationFailed(detail)
 
 
-class ApiTokenAuthentication(BaseAuthentication):
+class ApiTokenAuthentication(BaseAuthentication):  # type: ignore[misc]  # DRF has no types
     """A personal API token (admin: API tokens), stored hashed; expiry and last use kept."""
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
@@ -76,7 +76,7 @@ class ApiTokenAuthentication(BaseAuthentication):
         return REALM
 
 
-class OAuthManagementAuthentication(BaseAuthentication):
+class OAuthManagementAuthentication(BaseAuthentication):  # type: ignore[misc]  # DRF has no types
     """An access token of our authorization server, for the API's resource and scope."""
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
@@ -102,7 +102,8 @@ class OAuthManagementAuthentication(BaseAuthentication):
         return REALM
 
 
-class ApiTokenScheme(OpenApiAuthenticationExtension):
+# drf-spectacular leaves its extensions' __init_subclass__ unannotated.
+class ApiTokenScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     target_class = ApiTokenAuthentication
     name = "apiToken"
 
@@ -114,7 +115,7 @@ class ApiTokenScheme(OpenApiAuthenticationExtension):
         }
 
 
-class OAuthManagementScheme(OpenApiAuthenticationExtension):
+class OAuthManagementScheme(OpenApiAuthenticationExtension):  # type: ignore[no-untyped-call]
     target_class = OAuthManagementAuthentication
     name = "oauthManagement"
 

@@ -34,11 +34,11 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from mcp_app.api.actions import action
 from mcp_app.api.errors import DraftConflictError
 from mcp_app.api.serializers import DraftEntryDiffSerializer, JsonObjectField
 from mcp_app.api.views import ApiViewMixin
@@ -66,7 +66,7 @@ def _user_field() -> serializers.SlugRelatedField:
     )
 
 
-class DraftSerializer(serializers.ModelSerializer):
+class DraftSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
     """A draft as lists show it: its document, status and who did what, without the diff."""
 
     team = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
@@ -107,7 +107,7 @@ class DraftDetailSerializer(DraftSerializer):
         return DraftEntryDiffSerializer(draft_diff(draft, user=user), many=True).data
 
 
-class DraftWriteSerializer(serializers.Serializer):
+class DraftWriteSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     """What a draft is made or edited from (PATCH: either or both)."""
 
     title = serializers.CharField(max_length=200, help_text="What the change is, in a few words.")
@@ -116,7 +116,7 @@ class DraftWriteSerializer(serializers.Serializer):
     )
 
 
-class DraftPublishSerializer(serializers.Serializer):
+class DraftPublishSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     drafts = serializers.ListField(
         child=serializers.IntegerField(min_value=1),
         min_length=1,
@@ -168,9 +168,9 @@ def _service_errors(path: str = "") -> Iterator[None]:
 
 class DraftViewSet(
     ApiViewMixin,
-    mixins.ListModelMixin,
-    mixins.RetrieveModelMixin,
-    viewsets.GenericViewSet,
+    mixins.ListModelMixin,  # type: ignore[misc]  # DRF has no types
+    mixins.RetrieveModelMixin,  # type: ignore[misc]
+    viewsets.GenericViewSet,  # type: ignore[misc]
 ):
     queryset = Draft.objects.select_related(
         "team", "author", "approved_by", "published_by"

@@ -22,7 +22,7 @@ from mcp_app.api.parsers import PayloadTooLarge
 from mcp_app.services.references import RowInUseError
 
 
-class Conflict(exceptions.APIException):
+class Conflict(exceptions.APIException):  # type: ignore[misc]  # DRF has no types
     status_code = status.HTTP_409_CONFLICT
     default_detail = "Other rows still use it."
     default_code = "conflict"
@@ -50,7 +50,7 @@ class DraftConflictError(Conflict):
         self.conflicts = conflicts
 
 
-class PreconditionFailed(exceptions.APIException):
+class PreconditionFailed(exceptions.APIException):  # type: ignore[misc]  # DRF has no types
     status_code = status.HTTP_412_PRECONDITION_FAILED
     default_detail = "The resource changed since you read it (If-Match does not match its ETag)."
     default_code = "precondition_failed"
@@ -131,15 +131,16 @@ def _as_api_exception(exc: Exception) -> Exception:
     (``{"detail"}``); a body over Django's size limit and too many form fields are
     ``SuspiciousOperation``s that Django would answer with its HTML 400 page.
     """
+    api_exc: Exception = exc
     if isinstance(exc, Http404):
-        return exceptions.NotFound(*exc.args)
-    if isinstance(exc, DjangoPermissionDenied):
-        return exceptions.PermissionDenied(*exc.args)
-    if isinstance(exc, RequestDataTooBig):
-        return PayloadTooLarge()
-    if isinstance(exc, SuspiciousOperation):
-        return exceptions.ParseError(str(exc) or "The request is malformed.")
-    return exc
+        api_exc = exceptions.NotFound(*exc.args)
+    elif isinstance(exc, DjangoPermissionDenied):
+        api_exc = exceptions.PermissionDenied(*exc.args)
+    elif isinstance(exc, RequestDataTooBig):
+        api_exc = PayloadTooLarge()
+    elif isinstance(exc, SuspiciousOperation):
+        api_exc = exceptions.ParseError(str(exc) or "The request is malformed.")
+    return api_exc
 
 
 # What a request under /api/ that never reached a view gets (mcpsite/urls.py's handlers).

@@ -16,7 +16,7 @@ from rest_framework.request import Request
 _BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
 
 
-class FieldFilter(BaseFilterBackend):
+class FieldFilter(BaseFilterBackend):  # type: ignore[misc]  # DRF has no types
     def filter_queryset(
         self, request: Request, queryset: QuerySet[Any], view: Any
     ) -> QuerySet[Any]:

@@ -9,7 +9,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
 
 
-class Cursor(CursorPagination):
+class Cursor(CursorPagination):  # type: ignore[misc]  # DRF has no types
     page_size_query_param = "page_size"
     max_page_size = 1000
 
@@ -22,10 +22,11 @@ class Cursor(CursorPagination):
             raise ValidationError(
                 {f"query.{self.page_size_query_param}": ["Expected one positive integer."]}
             )
-        return super().get_page_size(request)
+        size: int | None = super().get_page_size(request)
+        return size
 
     def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
-        parameters = super().get_schema_operation_parameters(view)
+        parameters: list[dict[str, Any]] = super().get_schema_operation_parameters(view)
         for parameter in parameters:
             if parameter["name"] == self.page_size_query_param:
                 parameter["schema"] = {"type": "integer", "minimum": 1}

@@ -39,7 +39,7 @@ MAX_DEPTH: Final = 64
 MAX_UPLOAD_BYTES: Final = 64 * 1024 * 1024
 
 
-class PayloadTooLarge(APIException):
+class PayloadTooLarge(APIException):  # type: ignore[misc]  # DRF has no types
     # Here, not in errors.py: DRF's views import the parsers, and errors.py imports DRF's views.
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_detail = "The request body is larger than this server accepts (docs/api.md, Limits)."
@@ -130,7 +130,7 @@ def _content_length(parser_context: Mapping[str, Any] | None) -> int:
         return 0
 
 
-class JsonParser(parsers.JSONParser):
+class JsonParser(parsers.JSONParser):  # type: ignore[misc]  # DRF has no types
     """JSON read by orjson (UTF-8, no NaN or Infinity, 64-bit numbers), then checked."""
 
     def parse(
@@ -145,7 +145,7 @@ class JsonParser(parsers.JSONParser):
         return loads(stream.read() if stream is not None else b"")
 
 
-class FormParser(parsers.FormParser):
+class FormParser(parsers.FormParser):  # type: ignore[misc]  # DRF has no types
     """URL-encoded forms (the browsable API), checked as JSON bodies are."""
 
     def parse(
@@ -159,7 +159,7 @@ class FormParser(parsers.FormParser):
         return data
 
 
-class MultiPartParser(parsers.MultiPartParser):
+class MultiPartParser(parsers.MultiPartParser):  # type: ignore[misc]  # DRF has no types
     """Multipart forms (the catalog import's ``file``): bounded in size; fields checked."""
 
     def parse(

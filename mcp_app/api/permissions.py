@@ -15,7 +15,7 @@ from rest_framework.permissions import DjangoModelPermissions
 from rest_framework.request import Request
 
 
-class ModelPermissions(DjangoModelPermissions):
+class ModelPermissions(DjangoModelPermissions):  # type: ignore[misc]  # DRF has no types
     perms_map = {
         **DjangoModelPermissions.perms_map,
         "GET": ["%(app_label)s.view_%(model_name)s"],
@@ -30,7 +30,8 @@ class ModelPermissions(DjangoModelPermissions):
         needed = getattr(view, "action_permissions", {}).get(getattr(view, "action", None))
         if needed is None:
             if request.method not in self.perms_map:
-                return super().has_permission(request, view)  # 405 for an unknown method
+                allowed: bool = super().has_permission(request, view)  # 405: unknown method
+                return allowed
             names = self.get_required_permissions(request.method, model)
         else:
             meta = model._meta

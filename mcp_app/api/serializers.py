@@ -71,7 +71,7 @@ def _full_clean(instance: Any, attrs: Mapping[str, Any], exclude: list[str] | No
         raise serializers.ValidationError(django_errors(exc)) from None
 
 
-class CheckedJSONField(serializers.JSONField):
+class CheckedJSONField(serializers.JSONField):  # type: ignore[misc]  # DRF has no types
     """A JSON field whose value may come as a form field's text (the browsable API's forms):
     that text is read as JSON bodies are (``parsers.loads``: bounded nesting, no NUL), where
     DRF's ``json.loads`` would recurse itself out of stack on deep nesting."""
@@ -111,7 +111,7 @@ class IconsField(CheckedJSONField):
         return stored_icons(super().to_internal_value(data))
 
 
-class IconUploadSerializer(serializers.Serializer):
+class IconUploadSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     """An icon's bytes, base64 in JSON (``POST icons/``); checked as an admin upload is."""
 
     base64 = serializers.CharField(help_text="The image file, base64-encoded.")
@@ -155,7 +155,7 @@ def _strict_text(field_class: type[serializers.CharField]) -> type[serializers.C
     always text, so the browsable API is unaffected.
     """
 
-    class StrictText(field_class):
+    class StrictText(field_class):  # type: ignore[misc]  # DRF has no types
         def to_internal_value(self, data: Any) -> Any:
             if isinstance(data, int | float):  # bool is an int, and refused as ever
                 self.fail("invalid")
@@ -198,7 +198,7 @@ def _team_field() -> serializers.SlugRelatedField:
     )
 
 
-class ModelCheckedSerializer(TeamScopedFieldsMixin, serializers.ModelSerializer):
+class ModelCheckedSerializer(TeamScopedFieldsMixin, serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
     """Runs the model's ``full_clean()`` on a copy of the row with the new values."""
 
     serializer_field_mapping = {
@@ -358,13 +358,13 @@ class ResourceTemplateSerializer(CatalogItemSerializer):
         read_only_fields = ["created_at", "updated_at"]
 
 
-class PromptArgumentSerializer(serializers.ModelSerializer):
+class PromptArgumentSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
     class Meta:
         model = PromptArgument
         fields = ["name", "title", "description", "required", "completion_values"]
 
 
-class PromptMessageSerializer(serializers.ModelSerializer):
+class PromptMessageSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
     # Files are uploaded in the admin or carried by an import file; here they are read-only.
     file = serializers.FileField(read_only=True)
 
@@ -417,14 +417,14 @@ class PromptSerializer(CatalogItemSerializer):
     def create(self, validated_data: dict[str, Any]) -> Prompt:
         parts = {key: validated_data.pop(key, None) for key in ("arguments", "messages")}
         with transaction.atomic():
-            prompt = super().create(validated_data)
+            prompt: Prompt = super().create(validated_data)
             self._write_parts(prompt, parts)
         return prompt
 
     def update(self, instance: Prompt, validated_data: dict[str, Any]) -> Prompt:
         parts = {key: validated_data.pop(key, None) for key in ("arguments", "messages")}
         with transaction.atomic():
-            prompt = super().update(instance, validated_data)
+            prompt: Prompt = super().update(instance, validated_data)
             self._write_parts(prompt, parts)
         return prompt
 
@@ -573,24 +573,25 @@ class UpstreamSerializer(SettingRowSerializer):
         ]  # fmt: skip
 
 
-class CallLogListSerializer(serializers.ListSerializer):
+class CallLogListSerializer(serializers.ListSerializer):  # type: ignore[misc]  # DRF has no types
     """A page of call-log rows: the OAuth clients' names in one query for the page."""
 
     def to_representation(self, data: Any) -> list[Any]:
         rows = list(data.all() if hasattr(data, "all") else data)
         ids = sorted({row.client_id for row in rows if row.client_id})
         self.child.context["oauth_names"] = client_names(ids) if ids else {}
-        return super().to_representation(rows)
+        page: list[Any] = super().to_representation(rows)
+        return page
 
 
-class CallLogSerializer(serializers.ModelSerializer):
+class CallLogSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
     class Meta:
         model = CallLog
         exclude = ["principal"]
         list_serializer_class = CallLogListSerializer
 
     def to_representation(self, instance: CallLog) -> dict[str, Any]:
-        data = super().to_representation(instance)
+        data: dict[str, Any] = super().to_representation(instance)
         data["principal"] = instance.principal.get_username() if instance.principal else None
         names = self.context.get("oauth_names")
         if names is None and instance.client_id:
@@ -603,7 +604,7 @@ class CallLogSerializer(serializers.ModelSerializer):
         return data
 
 
-class BackgroundCallSerializer(serializers.ModelSerializer):
+class BackgroundCallSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
     endpoint = serializers.SlugRelatedField(slug_field="slug", read_only=True)
 
     class Meta:
@@ -612,7 +613,7 @@ class BackgroundCallSerializer(serializers.ModelSerializer):
         exclude = ["tool", "input_responses", "client_capabilities", "continuation"]
 
     def to_representation(self, instance: BackgroundCall) -> dict[str, Any]:
-        data = super().to_representation(instance)
+        data: dict[str, Any] = super().to_representation(instance)
         request = self.context.get("request")
         if request is None or not request.user.has_perm("mcp_app.view_call_payloads"):
             # As the call log: payloads need their own permission.
@@ -626,7 +627,7 @@ class BackgroundCallSerializer(serializers.ModelSerializer):
         return data
 
 
-class SessionSerializer(serializers.ModelSerializer):
+class SessionSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
     endpoint = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     user = serializers.SlugRelatedField(slug_field="username", read_only=True)
 
@@ -638,11 +639,11 @@ class SessionSerializer(serializers.ModelSerializer):
         ]  # fmt: skip
 
 
-class TryItSerializer(serializers.Serializer):
+class TryItSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     arguments = serializers.DictField(default=dict)
 
 
-class OpenApiImportSerializer(TeamScopedFieldsMixin, serializers.Serializer):
+class OpenApiImportSerializer(TeamScopedFieldsMixin, serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     document = JsonObjectField(help_text="The OpenAPI 3.x document (an object).")
     operations = serializers.ListField(
         child=serializers.CharField(),
@@ -659,7 +660,7 @@ class OpenApiImportSerializer(TeamScopedFieldsMixin, serializers.Serializer):
     preview = serializers.BooleanField(default=True, help_text="Only list the drafts.")
 
 
-class CatalogImportSerializer(serializers.Serializer):
+class CatalogImportSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     document = JsonObjectField(
         required=False, help_text="A document written by export (format, ...)."
     )
@@ -708,7 +709,7 @@ class CatalogImportSerializer(serializers.Serializer):
         return attrs
 
 
-class DraftFieldDiffSerializer(serializers.Serializer):
+class DraftFieldDiffSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     """A field a draft changes: its live value beside the draft's."""
 
     name = serializers.CharField()
@@ -719,7 +720,7 @@ class DraftFieldDiffSerializer(serializers.Serializer):
     )
 
 
-class DraftEntryDiffSerializer(serializers.Serializer):
+class DraftEntryDiffSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     """One entry of a draft beside its live row (``services.drafts.EntryDiff``)."""
 
     section = serializers.CharField(help_text="endpoints, tools, resources, ... (catalog).")
@@ -748,7 +749,7 @@ def _json_object(value: Any) -> Any:
     return value
 
 
-class HistoryVersionSerializer(serializers.Serializer):
+class HistoryVersionSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     """One version of a row: when, by whom, from where (admin, api, import, upstream sync)."""
 
     history_id = serializers.IntegerField()
@@ -766,7 +767,7 @@ class HistoryVersionSerializer(serializers.Serializer):
         return str(record.history_change_reason or "")
 
 
-class FieldChangeSerializer(serializers.Serializer):
+class FieldChangeSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     field = serializers.CharField()
     label = serializers.CharField()
     old = serializers.CharField(help_text="The older version's value, as text.")
@@ -776,13 +777,13 @@ class FieldChangeSerializer(serializers.Serializer):
     )
 
 
-class VersionDiffSerializer(serializers.Serializer):
+class VersionDiffSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     older = serializers.IntegerField(help_text="The older version's history_id.")
     newer = serializers.IntegerField()
     changes = FieldChangeSerializer(many=True)
 
 
-class RevertSerializer(serializers.Serializer):
+class RevertSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     history_id = serializers.IntegerField(
         min_value=1, help_text="The version to give the row back (from its history)."
     )
@@ -795,7 +796,7 @@ def _names(help_text: str) -> serializers.ListField:
     )  # fmt: skip
 
 
-class UpstreamSyncSerializer(serializers.Serializer):
+class UpstreamSyncSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
     """What to apply of what the upstream offers (names as the sync preview lists them)."""
 
     add_tools = _names("Upstream tool names to create.")

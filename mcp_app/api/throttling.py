@@ -110,17 +110,18 @@ class _Rates:
     scope: str
 
     def get_rate(self) -> str | None:
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        rates: dict[str, str | None] = api_settings.DEFAULT_THROTTLE_RATES
+        return rates.get(self.scope)
 
     def get_ident(self, request: Request) -> str:
         return client_address(request.META)
 
 
-class UserRateThrottle(_Rates, throttling.UserRateThrottle):
+class UserRateThrottle(_Rates, throttling.UserRateThrottle):  # type: ignore[misc]  # DRF has no types
     cache = counters
 
 
-class AnonRateThrottle(_Rates, throttling.AnonRateThrottle):
+class AnonRateThrottle(_Rates, throttling.AnonRateThrottle):  # type: ignore[misc]  # DRF has no types
     cache = counters
 
 

@@ -23,7 +23,6 @@ from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
-from rest_framework.decorators import action
 from rest_framework.exceptions import (
     APIException,
     NotFound,
@@ -37,6 +36,7 @@ from rest_framework.serializers import BaseSerializer
 
 from mcp_app.api import parsers
 from mcp_app.api import serializers as s
+from mcp_app.api.actions import action
 from mcp_app.api.errors import InUse, PreconditionFailed
 from mcp_app.api.parsers import check_query
 from mcp_app.api.permissions import denied_message, missing_permissions
@@ -331,7 +331,7 @@ class HistoryMixin(ConditionalMixin):
         return self.conditional_write(request, write)
 
 
-class CatalogItemViewSet(ApiViewMixin, EnableMixin, HistoryMixin, viewsets.ModelViewSet):
+class CatalogItemViewSet(ApiViewMixin, EnableMixin, HistoryMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
     search_fields: list[str] = []
     ordering_fields: list[str] = []
     boolean_filters = ("enabled",)
@@ -514,7 +514,7 @@ class PromptViewSet(CatalogItemViewSet):
     ordering = ["name"]
 
 
-class CredentialViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):
+class CredentialViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
     queryset = Credential.objects.all()
     serializer_class = s.CredentialSerializer
     filter_fields = {"kind": "kind", "name": "name"}
@@ -524,7 +524,7 @@ class CredentialViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):
     action_permissions = HistoryMixin.action_permissions
 
 
-class PolicyViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):
+class PolicyViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
     """Policies around endpoints' calls (README, "Governance: policies"): checked by their
     kind, saved and deleted through the write path."""
 
@@ -579,7 +579,7 @@ SYNC_RESULT = inline_serializer(
 )
 
 
-class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):
+class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
     """Upstream MCP servers: their settings (health, breaker and probe state read-only), their
     history, and the sync of what they offer (preview, then apply the chosen changes)."""
 
@@ -615,7 +615,7 @@ class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):
         return Response(_sync_preview(upstream, plan))
 
     @extend_schema(request=s.UpstreamSyncSerializer, responses=SYNC_RESULT)
-    @sync.mapping.post
+    @sync.mapping.post  # type: ignore[attr-defined, untyped-decorator]  # DRF: no types
     def sync_apply(self, request: Request, pk: str | None = None) -> Response:
         """Apply the chosen changes of the preview, as the admin's sync page does: new rows
         on ``endpoints``, disabled unless ``enabled``; recorded as "upstream sync". Needs
@@ -663,7 +663,7 @@ def _sync_needs(data: dict[str, Any]) -> list[str]:
     return needs
 
 
-class UpstreamUnavailableError(APIException):
+class UpstreamUnavailableError(APIException):  # type: ignore[misc]  # DRF has no types
     status_code = status.HTTP_502_BAD_GATEWAY
     default_detail = "The upstream could not be listed."
     default_code = "upstream_unavailable"
@@ -814,7 +814,7 @@ def _sync_outcome(tools: SyncOutcome, items: SyncOutcome) -> dict[str, Any]:
     } | {"skipped": [*tools.skipped, *items.skipped]}
 
 
-class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
+class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # type: ignore[misc]  # DRF has no types
     """The call log, with the filters of /audit/ (the client program's name and version,
     user, OAuth client by id or name, "failed" as status, quick ranges...); payloads need
     "Can see recorded arguments and results"."""
@@ -836,7 +836,8 @@ class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
         if not form.is_valid():
             raise ValidationError(form.errors.get_json_data())
         searched = call_log_search(filters=form.call_filter()).select_related("principal")
-        return super().filter_queryset(searched)
+        filtered: QuerySet[CallLog] = super().filter_queryset(searched)
+        return filtered
 
     @extend_schema(
         parameters=[
@@ -868,7 +869,7 @@ class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
         )
 
 
-class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
+class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # type: ignore[misc]  # DRF has no types
     """Background tool calls and MCP tasks (``?is_task=true``)."""
 
     queryset = BackgroundCall.objects.select_related("endpoint", "tool")
@@ -885,7 +886,10 @@ class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):
 
 
 class SessionViewSet(
-    ApiViewMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet
+    ApiViewMixin,
+    mixins.ListModelMixin,  # type: ignore[misc]  # DRF has no types
+    mixins.RetrieveModelMixin,  # type: ignore[misc]
+    viewsets.GenericViewSet,  # type: ignore[misc]
 ):
     queryset = Session.objects.select_related("endpoint", "user")
     serializer_class = s.SessionSerializer
@@ -930,7 +934,7 @@ class CatalogJsonParser(parsers.JsonParser):
         return data
 
 
-class IconViewSet(ApiViewMixin, viewsets.GenericViewSet):
+class IconViewSet(ApiViewMixin, viewsets.GenericViewSet):  # type: ignore[misc]  # DRF has no types
     """Uploads an icon (README.md, "Icons"): its bytes, base64 in JSON, are checked as an
     admin upload is and stored once; the answer is the ``Icon`` to put in a row's ``icons``."""
 
@@ -952,7 +956,7 @@ class IconViewSet(ApiViewMixin, viewsets.GenericViewSet):
         return Response(shown, status=status.HTTP_201_CREATED)
 
 
-class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
+class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):  # type: ignore[misc]  # DRF has no types
     """Whole-catalog export and import (the ``mcp_export`` / ``mcp_import`` commands)."""
 
     queryset = Endpoint.objects.none()

@@ -13,7 +13,9 @@ Behavior"), so other clients see the tool as a plain tool.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
+
+from mcp_app.protocol.catalog import JSON
 
 EXTENSION = "io.modelcontextprotocol/ui"
 MIME_TYPE = "text/html;profile=mcp-app"
@@ -42,7 +44,7 @@ def client_renders_apps(capabilities: Mapping[str, Any]) -> bool:
     return isinstance(mime_types, list) and MIME_TYPE in mime_types
 
 
-def with_view_link(meta: Mapping[str, Any], resource_uri: str) -> dict[str, Any]:
+def with_view_link(meta: Mapping[str, JSON], resource_uri: str) -> dict[str, JSON]:
     """Return the tool's ``_meta`` with ``ui.resourceUri`` set to ``resource_uri``.
 
     Other ``ui`` keys the operator wrote (``visibility``) are kept.
@@ -57,7 +59,7 @@ def with_view_link(meta: Mapping[str, Any], resource_uri: str) -> dict[str, Any]
 LEGACY_LINK_KEY = "ui/resourceUri"
 
 
-def split_view_link(meta: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+def split_view_link(meta: Mapping[str, JSON]) -> tuple[dict[str, JSON], str]:
     """Return a tool's ``_meta`` without the view link it carries, and that link ("": none).
 
     A tool synced from an upstream carries the upstream's own ``ui.resourceUri`` (or the
@@ -79,7 +81,7 @@ def split_view_link(meta: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
     return rest, link if isinstance(link, str) and link.startswith(URI_SCHEME) else ""
 
 
-def ui_meta_problems(value: Any) -> list[str]:
+def ui_meta_problems(value: JSON) -> list[str]:
     """Why ``value`` is not a resource's ``_meta.ui`` object as the extension defines it."""
     if not isinstance(value, Mapping):
         return ["Enter a JSON object ({...})."]
@@ -122,7 +124,7 @@ def ui_meta_problems(value: Any) -> list[str]:
     return problems
 
 
-def _is_origin(value: Any) -> bool:
+def _is_origin(value: JSON) -> TypeGuard[str]:
     # A CSP source naming an origin: a scheme, "://", and a host without spaces, quotes or
     # the directive separator (anything else could widen the policy built from it).
     if not isinstance(value, str) or "://" not in value:
@@ -130,7 +132,7 @@ def _is_origin(value: Any) -> bool:
     return not any(char in value for char in " ;,'\"\n\r\t")
 
 
-def content_security_policy(ui_meta: Mapping[str, Any]) -> str:
+def content_security_policy(ui_meta: Mapping[str, JSON]) -> str:
     """The CSP a host enforces on a view with ``_meta.ui`` ``ui_meta`` ("Security
     Implications": CSP construction from metadata).
 
@@ -170,7 +172,7 @@ _PERMISSION_FEATURES: Final[Mapping[str, str]] = {
 }
 
 
-def permission_allow(ui_meta: Mapping[str, Any]) -> str:
+def permission_allow(ui_meta: Mapping[str, JSON]) -> str:
     """The iframe ``allow`` attribute granting the permissions the view requests."""
     permissions = ui_meta.get("permissions")
     if not isinstance(permissions, Mapping):

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 if TYPE_CHECKING:
     from mcp_app.protocol.policies import CallPolicies
 
-JSON = Any
+JSON: TypeAlias = Mapping[str, "JSON"] | Sequence["JSON"] | str | int | float | bool | None
 """A JSON value as produced by ``orjson.loads``."""
 
 # Derived values (shaped list pages) kept per snapshot, at most.

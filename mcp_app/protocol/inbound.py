@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from mcp_app.protocol import uritemplate
-from mcp_app.protocol.catalog import CatalogItem, CatalogSnapshot, ToolDef
+from mcp_app.protocol.catalog import JSON, CatalogItem, CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import LOG_LEVELS
 from mcp_app.protocol.errors import (
     HeaderMismatch,
@@ -165,9 +165,9 @@ _TOKEN: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 _HEADER_TYPES: Final = frozenset({"string", "integer", "boolean"})
 
 
-def _schema_positions(root: Any) -> Iterator[tuple[tuple[str, ...] | None, Mapping[str, Any]]]:
+def _schema_positions(root: JSON) -> Iterator[tuple[tuple[str, ...] | None, Mapping[str, JSON]]]:
     # An explicit stack keeps the walk safe on deeply nested schemas.
-    stack: list[tuple[tuple[str, ...] | None, Any]] = [((), root)]
+    stack: list[tuple[tuple[str, ...] | None, JSON]] = [((), root)]
     while stack:
         path, node = stack.pop()
         if not isinstance(node, Mapping):
@@ -185,7 +185,7 @@ def _schema_positions(root: Any) -> Iterator[tuple[tuple[str, ...] | None, Mappi
                 stack.extend((None, sub) for sub in value.values())
 
 
-def find_invalid_x_mcp_header(input_schema: Any) -> str | None:
+def find_invalid_x_mcp_header(input_schema: JSON) -> str | None:
     """Return why an ``x-mcp-header`` annotation in ``input_schema`` is invalid, or ``None``.
 
     Valid means: on a property reached from the root through ``properties`` keys only, an
@@ -212,12 +212,12 @@ def find_invalid_x_mcp_header(input_schema: Any) -> str | None:
     return None
 
 
-def x_mcp_headers(input_schema: Any) -> list[tuple[tuple[str, ...], str, Mapping[str, Any]]]:
+def x_mcp_headers(input_schema: JSON) -> list[tuple[tuple[str, ...], str, Mapping[str, JSON]]]:
     """Return ``(property path, header token, property schema)`` for each annotation."""
     return [
-        (path, schema[X_MCP_HEADER], schema)
+        (path, token, schema)
         for path, schema in _schema_positions(input_schema)
-        if path and isinstance(schema.get(X_MCP_HEADER), str)
+        if path and isinstance(token := schema.get(X_MCP_HEADER), str)
     ]
 
 

@@ -24,6 +24,7 @@ import orjson
 
 from mcp_app.protocol import apps
 from mcp_app.protocol.catalog import (
+    JSON,
     PromptArgumentDef,
     PromptDef,
     ResourceDef,
@@ -40,7 +41,7 @@ DEFAULT_TTL_MS: Final = 0
 DEFAULT_CACHE_SCOPE: Final = "public"
 
 
-def _json_object(value: Mapping[str, Any]) -> dict[str, Any]:
+def _json_object(value: Mapping[str, JSON]) -> dict[str, JSON]:
     # orjson serialises dict, not arbitrary Mappings; definitions may hold read-only views.
     return value if isinstance(value, dict) else dict(value)
 
@@ -51,7 +52,7 @@ def _put_common(
     *,
     title: str = "",
     description: str = "",
-    icons: Iterable[Mapping[str, Any]] = (),
+    icons: Iterable[Mapping[str, JSON]] = (),
 ) -> None:
     if title and supports(version, Feature.TITLES):
         shaped["title"] = title
@@ -148,7 +149,7 @@ def shape_prompt(prompt: PromptDef, version: str) -> dict[str, Any]:
     return shaped
 
 
-def _shape_annotations(annotations: Mapping[str, Any], version: str) -> dict[str, Any]:
+def _shape_annotations(annotations: Mapping[str, JSON], version: str) -> dict[str, JSON]:
     # `lastModified` arrived with 2025-06-18; `audience` and `priority` exist everywhere.
     if supports(version, Feature.TITLES):
         return _json_object(annotations)

@@ -567,7 +567,7 @@ class _Loader(yaml.SafeLoader):
         self.anchor_values: dict[str, int] = {}  # anchor -> values it holds, once composed
 
     def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # unannotated in types-PyYAML
         line = event.start_mark.line + 1
         if isinstance(event, yaml.AliasEvent):
             held = self.anchor_values.get(event.anchor or "")

@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 def _close(channel: redis.Channel) -> None:
     if channel._in_poll and not channel.closed:
         try:
-            channel._brpop_read()
+            channel._brpop_read()  # type: ignore[no-untyped-call]  # unannotated in kombu
         except redis.Empty:
             pass
         except channel.connection_errors:
@@ -44,7 +44,7 @@ def _close(channel: redis.Channel) -> None:
 class Channel(redis.Channel):
     def close(self) -> None:
         _close(self)
-        super().close()
+        super().close()  # type: ignore[no-untyped-call]  # unannotated in kombu
 
 
 class Transport(redis.Transport):
@@ -57,7 +57,7 @@ class SentinelChannel(redis.SentinelChannel):
 
     def close(self) -> None:
         _close(self)
-        super().close()
+        super().close()  # type: ignore[no-untyped-call]  # unannotated in kombu
 
 
 class SentinelTransport(redis.SentinelTransport):

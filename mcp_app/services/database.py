@@ -44,7 +44,8 @@ def in_thread(function: Callable[P, R]) -> Callable[P, Awaitable[R]]:
         deadline = Deadline(seconds)
         try:
             async with deadline:
-                return await call(*args, **kwargs)
+                result: R = await call(*args, **kwargs)  # untyped: channels has no types
+                return result
         except TimeoutError:
             if not deadline.expired():
                 raise  # the function's own timeout, not ours

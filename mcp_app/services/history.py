@@ -350,7 +350,7 @@ def _shown(value: Any) -> str:
     return str(value)
 
 
-def _fields(model: type[models.Model]) -> list[models.Field]:
+def _fields(model: type[models.Model]) -> list[models.Field[Any, Any]]:
     history = model.history.model  # type: ignore[attr-defined]
     recorded = {field.attname for field in history._meta.fields}
     return [
@@ -360,7 +360,7 @@ def _fields(model: type[models.Model]) -> list[models.Field]:
     ]
 
 
-def _related_name(field: models.Field, pk: Any) -> str:
+def _related_name(field: models.Field[Any, Any], pk: Any) -> str:
     if pk is None:
         return ""
     row = field.related_model._default_manager.filter(pk=pk).first()  # type: ignore[union-attr]

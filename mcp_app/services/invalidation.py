@@ -283,7 +283,7 @@ def _subscribe_forever() -> None:
             socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
             health_check_interval=HEALTH_CHECK_SECONDS,
         )
-        pubsub = client.pubsub(ignore_subscribe_messages=True)
+        pubsub = client.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]  # redis-py
         try:
             pubsub.subscribe(invalidation_channel())
             # Pushes sent while this process was not listening are lost: forget everything

@@ -160,12 +160,13 @@ def sync_client(url: str, **kwargs: Any) -> redis.Redis:
     target = parse(url)
     if target is None:
         return redis.Redis.from_url(url, **kwargs)
-    sentinel = redis.sentinel.Sentinel(
+    sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]  # unannotated in redis-py
         list(target.sentinels), sentinel_kwargs=target.sentinel_kwargs(_sentinel_wait(kwargs))
     )
-    return sentinel.master_for(
+    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]  # as above
         target.master, redis_class=_SyncMasterClient, **target.master_kwargs(), **kwargs
     )
+    return client
 
 
 def async_client(url: str, **kwargs: Any) -> redis.asyncio.Redis:
@@ -173,12 +174,13 @@ def async_client(url: str, **kwargs: Any) -> redis.asyncio.Redis:
     target = parse(url)
     if target is None:
         return redis.asyncio.Redis.from_url(url, **kwargs)
-    sentinel = redis.asyncio.sentinel.Sentinel(
+    sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]  # as above
         list(target.sentinels), sentinel_kwargs=target.sentinel_kwargs(_sentinel_wait(kwargs))
     )
-    return sentinel.master_for(
+    client: redis.asyncio.Redis = sentinel.master_for(
         target.master, redis_class=_AsyncMasterClient, **target.master_kwargs(), **kwargs
     )
+    return client
 
 
 class _ClosingSentinelPool(redis.asyncio.sentinel.SentinelConnectionPool):
@@ -191,7 +193,7 @@ class _ClosingSentinelPool(redis.asyncio.sentinel.SentinelConnectionPool):
             await sentinel.connection_pool.disconnect()
 
 
-class SentinelChannelLayer(RedisChannelLayer):
+class SentinelChannelLayer(RedisChannelLayer):  # type: ignore[misc]  # channels_redis has no types
     """channels_redis's layer for a ``channel_layer_host`` of a sentinel URL.
 
     channels_redis makes a pool per event loop and closes it when the loop closes, but not
@@ -202,11 +204,13 @@ class SentinelChannelLayer(RedisChannelLayer):
     def create_pool(self, index: int) -> redis.asyncio.ConnectionPool:
         host = dict(self.hosts[index])
         if "master_name" not in host:
-            return super().create_pool(index)
-        sentinel = redis.asyncio.sentinel.Sentinel(
+            pool: redis.asyncio.ConnectionPool = super().create_pool(index)
+            return pool
+        sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]  # redis-py
             host.pop("sentinels"), sentinel_kwargs=host.pop("sentinel_kwargs", None)
         )
-        return _ClosingSentinelPool(host.pop("master_name"), sentinel, **host)
+        # SentinelConnectionPool.__init__ is unannotated in redis-py.
+        return _ClosingSentinelPool(host.pop("master_name"), sentinel, **host)  # type: ignore[no-untyped-call]
 
 
 def channel_layer_host(url: str, **kwargs: Any) -> dict[str, Any]:
@@ -262,9 +266,10 @@ class CachePool:
         target = parse(url)
         if target is None:
             return redis.ConnectionPool.from_url(url, **options)
-        sentinel = redis.sentinel.Sentinel(
+        sentinel = redis.sentinel.Sentinel(  # type: ignore[no-untyped-call]  # unannotated in redis-py
             list(target.sentinels), sentinel_kwargs=target.sentinel_kwargs(_sentinel_wait(options))
         )
-        return _ClosingSyncSentinelPool(
+        # SentinelConnectionPool.__init__ is unannotated in redis-py.
+        return _ClosingSyncSentinelPool(  # type: ignore[no-untyped-call]
             target.master, sentinel, **target.master_kwargs(), **options
         )

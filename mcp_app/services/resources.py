@@ -82,4 +82,5 @@ class CatalogResourceReader:
 
 def _read_file(name: str) -> bytes:
     with default_storage.open(name, "rb") as handle:
-        return handle.read()
+        data: bytes = handle.read()
+        return data

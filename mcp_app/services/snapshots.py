@@ -331,7 +331,8 @@ def prepare_config(tool: Tool) -> PreparedConfig | ConfigError:
     each call fails with the error, as a call of the row would.
     """
     try:
-        return get_executor(tool.kind).prepare(tool.config or {})
+        prepared: PreparedConfig = get_executor(tool.kind).prepare(tool.config or {})
+        return prepared
     except (ConfigError, LookupError) as exc:
         message = exc.message if isinstance(exc, ConfigError) else str(exc)
         logger.warning(

@@ -89,7 +89,8 @@ def _database_started_at() -> datetime | None:
         return None
     with connection.cursor() as cursor:
         cursor.execute("SELECT pg_postmaster_start_time()")
-        return cursor.fetchone()[0]
+        started: datetime | None = cursor.fetchone()[0]
+        return started
 
 
 def state_ttl() -> int:

@@ -28,6 +28,8 @@ from typing import Any
 
 from django.core.exceptions import ImproperlyConfigured
 from django.db import DEFAULT_DB_ALIAS, OperationalError, connections, transaction
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
 from mcp_app.conf import get_conf
@@ -131,15 +133,16 @@ def _name_for(start: datetime) -> str:
     return suffix if (start.hour, start.minute) == (0, 0) else start.strftime("p%Y%m%d_%H%M")
 
 
-def _q(cursor: Any, name: str) -> str:
-    return cursor.db.ops.quote_name(name)
+def _q(cursor: CursorWrapper, name: str) -> str:
+    database: BaseDatabaseWrapper = cursor.db  # django-stubs leave CursorWrapper.db untyped
+    return database.ops.quote_name(name)
 
 
 def _literal(moment: datetime) -> str:
     return "'" + moment.astimezone(UTC).isoformat() + "'"
 
 
-def _parent_indexes(cursor: Any) -> list[tuple[str, str]]:
+def _parent_indexes(cursor: CursorWrapper) -> list[tuple[str, str]]:
     """(name, definition) of the parent's indexes that are not its primary key."""
     cursor.execute(
         """
@@ -153,7 +156,7 @@ def _parent_indexes(cursor: Any) -> list[tuple[str, str]]:
     return list(cursor.fetchall())
 
 
-def _primary_key(cursor: Any, table: str) -> tuple[str, str] | None:
+def _primary_key(cursor: CursorWrapper, table: str) -> tuple[str, str] | None:
     cursor.execute(
         """
         SELECT conname, pg_get_constraintdef(oid) FROM pg_constraint
@@ -165,7 +168,7 @@ def _primary_key(cursor: Any, table: str) -> tuple[str, str] | None:
     return (row[0], row[1]) if row else None
 
 
-def _create_partition(cursor: Any, name: str, suffix: str, bound: str) -> None:
+def _create_partition(cursor: CursorWrapper, name: str, suffix: str, bound: str) -> None:
     """Build ``name`` as a table of its own with the parent's indexes (named after the
     parent's, plus ``_<suffix>``), move any stray rows of its range out of the default
     partition, and attach it: no ACCESS EXCLUSIVE lock on the parent."""
@@ -199,7 +202,7 @@ def _create_partition(cursor: Any, name: str, suffix: str, bound: str) -> None:
     cursor.execute(f"ALTER TABLE {table} ATTACH PARTITION {partition} {bound}")
 
 
-def _exists(cursor: Any, name: str) -> bool:
+def _exists(cursor: CursorWrapper, name: str) -> bool:
     cursor.execute("SELECT to_regclass(%s) IS NOT NULL", [name])
     return bool(cursor.fetchone()[0])
 
@@ -394,7 +397,7 @@ def _check_bound(definition: str) -> datetime:
     return datetime.fromisoformat(match[1]).astimezone(UTC)
 
 
-def _drop_if_invalid(cursor: Any, index: str) -> None:
+def _drop_if_invalid(cursor: CursorWrapper, index: str) -> None:
     """An index a failed CONCURRENTLY build left behind (invalid) is dropped and rebuilt."""
     cursor.execute(
         "SELECT NOT indisvalid FROM pg_index WHERE indexrelid = to_regclass(%s)", [index]
@@ -404,7 +407,7 @@ def _drop_if_invalid(cursor: Any, index: str) -> None:
         cursor.execute(f"DROP INDEX CONCURRENTLY {_q(cursor, index)}")
 
 
-def _brief(cursor: Any, sql: str) -> None:
+def _brief(cursor: CursorWrapper, sql: str) -> None:
     """Run one statement needing a moment's exclusive lock, never queueing for long."""
     connection = cursor.db
     for attempt in range(LOCK_ATTEMPTS * 6):
@@ -421,7 +424,7 @@ def _brief(cursor: Any, sql: str) -> None:
     raise RuntimeError("The call log's table stayed busy: stop long audit exports and retry")
 
 
-def _swap(cursor: Any, *, bound: datetime, now: datetime, days: int) -> None:
+def _swap(cursor: CursorWrapper, *, bound: datetime, now: datetime, days: int) -> None:
     table = _q(cursor, TABLE)
     legacy = _q(cursor, LEGACY_PARTITION)
     cursor.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")

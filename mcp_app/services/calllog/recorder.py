@@ -534,8 +534,9 @@ def _declared_client(method: str, params: Mapping[str, Any]) -> Any:
 def _first_text(content: Any) -> str:
     if isinstance(content, list):
         for block in content:
-            if isinstance(block, Mapping) and isinstance(block.get("text"), str):
-                return block["text"]
+            text = block.get("text") if isinstance(block, Mapping) else None
+            if isinstance(text, str):
+                return text
     return ""
 
 
