@@ -25,7 +25,7 @@ from mcp import Client
 from mcp.client.subscriptions import PromptsListChanged, ResourceUpdated, ToolsListChanged
 
 from mcp_app.conf import get_conf
-from mcp_app.models import Prompt, Resource, Tool
+from mcp_app.models import Endpoint, Prompt, Resource, Tool
 from mcp_app.services import invalidation
 from mcp_app.services.catalog_io import catalog_export, catalog_import
 from tests.support.admin_forms import tool_form
@@ -459,3 +459,84 @@ async def test_a_bulk_enable_in_the_admin_reaches_a_legacy_client_once(
 
     assert methods.count("notifications/tools/list_changed") == 1
     assert len(tools) == ENABLE_TOOLS
+
+
+PUBLISH_SLUG = "notify-publish"
+
+
+def seed_unpublished_tools() -> list[int]:
+    """An endpoint publishing a prompt, and 40 disabled tools on no endpoint, as an OpenAPI
+    import or an upstream sync without an endpoint leaves them."""
+    endpoint = make_endpoint(PUBLISH_SLUG)
+    endpoint.prompts.add(Prompt.objects.create(name="publish_hello", description="Says hello."))
+    tools = [
+        make_python_tool(f"publish_{number:02}", "echo", enabled=False)
+        for number in range(ENABLE_TOOLS)
+    ]
+    return [tool.pk for tool in tools]
+
+
+def touch_publish_prompt() -> None:
+    prompt = Prompt.objects.get(name="publish_hello")
+    prompt.description += " Again."
+    prompt.save()
+
+
+def endpoint_action_in_admin(action: str, pks: list[int], **data: str) -> None:
+    """The operator ticks every tool in the list, runs ``action`` and picks the endpoint."""
+    user, _ = get_user_model().objects.get_or_create(
+        username="publish-operator", defaults={"is_staff": True, "is_superuser": True}
+    )
+    admin = AdminClient()
+    admin.force_login(user)
+    endpoint = Endpoint.objects.get(slug=PUBLISH_SLUG)
+    response = admin.post(
+        reverse("admin:mcp_app_tool_changelist"),
+        {
+            "action": action,
+            "_selected_action": [str(pk) for pk in pks],
+            "post": "yes",
+            "endpoints": [str(endpoint.pk)],
+            **data,
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+
+
+@pytest.mark.spec("2025-11-25", "server/tools", "notifications/tools/list_changed")
+async def test_adding_to_and_removing_from_an_endpoint_in_bulk_reaches_a_client_once_each(
+    endpoints, unwindowed_server, django_db_blocker
+):
+    """Issue #28: one bulk change, one notification, for "add to endpoint" (with enable) and
+    "remove from endpoint" as for "enable selected"."""
+    pks = await edit(django_db_blocker, seed_unpublished_tools)
+    heard = Notifications()
+    counts = []
+
+    async with (
+        asyncio.timeout(60),
+        Client(
+            f"{unwindowed_server}/mcp/{PUBLISH_SLUG}",
+            mode="legacy",
+            message_handler=heard.handler,
+        ) as legacy,
+    ):
+        await heard.wait_stream_open(lambda: edit(django_db_blocker, touch_publish_prompt))
+        assert await all_tool_names(legacy) == []
+        for action, data in (("publish_selected", {"enable": "on"}), ("unpublish_selected", {})):
+            heard.clear()
+            await edit(
+                django_db_blocker,
+                lambda action=action, data=data: endpoint_action_in_admin(action, pks, **data),
+            )
+            # A later change of another kind closes the count: the stream keeps its order.
+            await edit(django_db_blocker, touch_publish_prompt)
+            await heard.next(PROMPTS_CHANGED)
+            counts.append(
+                (
+                    heard.methods.count("notifications/tools/list_changed"),
+                    len(await all_tool_names(legacy)),
+                )
+            )
+
+    assert counts == [(1, ENABLE_TOOLS), (1, 0)]
