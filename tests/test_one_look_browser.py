@@ -137,3 +137,101 @@ def test_every_kind_of_page_wears_the_same_header(
     assert {name: found for name, found in problems.items() if found} == {}, json.dumps(
         problems, indent=1
     )
+
+
+def write_forms(page: Page) -> list[str]:
+    """The browsable API's write forms on the page (one name per tab: "POST HTML form")."""
+    return page.evaluate(
+        """() => [...document.querySelectorAll('.tab-content form, form.button-form')]
+          .map(form => ((form.getAttribute('data-method') || form.method || '').toUpperCase() +
+                        ' ' + (form.closest('.tab-pane')?.id || form.className)))"""
+    )
+
+
+def covered_controls(page: Page, selector: str) -> list[str]:
+    """The heading and buttons inside ``selector``, on the screen's height, that something
+    else is drawn over: what a user could not read or press (all of them when none shows)."""
+    return page.evaluate(
+        """(selector) => {
+          const controls = [...document.querySelectorAll(
+            `${selector} h4, ${selector} button`)];
+          const shown = controls.filter(el => {
+            const box = el.getBoundingClientRect();
+            const y = box.top + box.height / 2;
+            return box.width > 0 && y >= 0 && y < window.innerHeight;
+          });
+          const name = el => el.tagName.toLowerCase() + ' ' + el.textContent.trim().slice(0, 30);
+          if (!shown.length) return controls.map(name);
+          return shown.filter(el => {
+            const box = el.getBoundingClientRect();
+            const top = document.elementFromPoint(
+              box.left + box.width / 2, box.top + box.height / 2);
+            return !top || !(el === top || el.contains(top));
+          }).map(name);
+        }""",
+        selector,
+    )
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_browsable_apis_write_forms_fit_a_phone(
+    browser: Browser, login_state: Any, site: str, scheme: str
+) -> None:
+    """Each write form of the browsable API (POST on a list; PUT, PATCH and DELETE on a row),
+    in each of its tabs, on a 390 px phone: nothing sticks out past the screen, and the
+    DELETE confirmation and the filters open over the page, not under its backdrop."""
+    shots = screenshot_dir(f"one-look-forms-{scheme}")
+    page = open_page(browser, login_state, PHONE, scheme)
+    listed = page.request.get(f"{site}/api/v1/tools/?format=json").json()
+    (tool,) = listed["results"] if isinstance(listed, dict) else listed
+    problems: dict[str, list[str]] = {}
+    seen: dict[str, list[str]] = {}
+    for name, path in {"list": "/api/v1/tools/", "row": f"/api/v1/tools/{tool['id']}/"}.items():
+        response = page.goto(f"{site}{path}")
+        assert response is not None and response.status == 200, name
+        seen[name] = write_forms(page)
+        tabs = page.locator(".form-switcher a")
+        for index in range(tabs.count()):
+            tab = tabs.nth(index)
+            label = f"{name} {tab.get_attribute('href')}"
+            tab.click()
+            pane = page.locator(tab.get_attribute("href") or "")
+            pane.wait_for(state="visible")
+            page.screenshot(
+                path=shots / f"{label.replace('#', '').replace(' ', '-')}.png", full_page=True
+            )
+            if sticking_out := overflow(page):
+                problems[label] = sticking_out
+        # The confirmations and forms Bootstrap opens in a modal: DELETE's, the filters.
+        openers = page.locator("[data-toggle=modal]")
+        for index in range(openers.count()):
+            target = openers.nth(index).get_attribute("data-target") or ""
+            openers.nth(index).click()
+            # Shown once Bootstrap's fade and slide are over: "in", opaque, in place.
+            page.locator(f"{target}.in .modal-dialog").wait_for(state="visible")
+            page.locator(".modal-backdrop.in").wait_for(state="attached")
+            page.wait_for_function(
+                """(target) => {
+                  const modal = document.querySelector(target);
+                  const dialog = modal.querySelector('.modal-dialog');
+                  const moved = new DOMMatrix(getComputedStyle(dialog).transform).f;
+                  return getComputedStyle(modal).opacity === '1' && moved === 0;
+                }""",
+                arg=target,
+            )
+            label = f"{name} {target}"
+            page.screenshot(path=shots / f"{name}-{target.lstrip('#')}.png")
+            if sticking_out := overflow(page):
+                problems[label] = sticking_out
+            if covered := covered_controls(page, target):
+                problems[f"{label} covered"] = covered
+            seen[name].append(f"modal {target}")
+            page.evaluate("(target) => window.jQuery(target).modal('hide')", target)
+            page.locator(".modal-backdrop").wait_for(state="detached")
+    page.context.close()
+    # The forms were there to look at: the list's POST, the row's PUT (and PATCH) and DELETE.
+    assert any(form.startswith("POST") for form in seen["list"]), seen
+    assert any(form.startswith("PUT") for form in seen["row"]), seen
+    assert any(form.startswith("DELETE") for form in seen["row"]), seen
+    assert "modal #deleteModal" in seen["row"] and "modal #filtersModal" in seen["list"], seen
+    assert problems == {}, json.dumps(problems, indent=1)

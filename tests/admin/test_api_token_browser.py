@@ -13,30 +13,27 @@ import pytest
 from django.contrib.auth.models import User
 from playwright.sync_api import Browser, Page
 
-from tests.support.browser import admin_login_state, chromium, open_page, screenshot_dir
-from tests.support.live import asgi_server, flush_database
+from tests.support.browser import (
+    DESKTOP,
+    PHONE,
+    admin_login_state,
+    open_page,
+    screenshot_dir,
+    static_site,
+)
 from tests.support.page_checks import overflow
 
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "api-token-password"
-DESKTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
 
 
 @pytest.fixture(scope="module")
 def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, Any]]:
     with django_db_blocker.unblock():
         operator = User.objects.create_superuser("operator", "op@example.com", PASSWORD)
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         yield {"url": url, "user": operator.pk}
-    flush_database(django_db_blocker)
-
-
-@pytest.fixture
-def browser(site: dict[str, Any]) -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

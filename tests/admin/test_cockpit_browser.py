@@ -19,17 +19,21 @@ from playwright.sync_api import Browser, Page, expect
 from mcp_app.executors.python import tool_functions
 from mcp_app.models import CallLog, Endpoint, Tool
 from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
-from tests.support.browser import admin_login_state, chromium, open_page, screenshot_dir
+from tests.support.browser import (
+    DESKTOP,
+    PHONE,
+    admin_login_state,
+    open_page,
+    screenshot_dir,
+    static_site,
+)
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import asgi_server, flush_database
 
 # Sets up the test database; the browser starts after it (function scope), because Playwright's
 # event loop makes Django refuse ORM calls (SynchronousOnlyOperation) while it runs.
 pytestmark = pytest.mark.django_db
 
 PASSWORD = "cockpit-browser-password"
-DESKTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
 OPENAPI = {
     "openapi": "3.0.3",
     "info": {"title": "Pets", "version": "1"},
@@ -105,15 +109,8 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, An
             ]
         ]
         ids = {"call": calls[0].pk, "tool": word_count.pk, "echo": echo.pk, "endpoint": demo.pk}
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         yield {"url": url, **ids}
-    flush_database(django_db_blocker)
-
-
-@pytest.fixture
-def browser(site: dict[str, Any]) -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

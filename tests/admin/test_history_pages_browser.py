@@ -16,9 +16,8 @@ from playwright.sync_api import Browser, Page
 from mcp_app.models import Session, Tool
 from mcp_app.services import history
 from mcp_app.services.catalog_writes import tool_update
-from tests.support.browser import admin_login_state, chromium, open_page, screenshot_dir
+from tests.support.browser import admin_login_state, open_page, screenshot_dir, static_site
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import asgi_server, flush_database
 from tests.support.page_checks import overflow
 
 pytestmark = pytest.mark.django_db
@@ -65,18 +64,11 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, An
             protocol_version="2025-11-25",
             client_info={"name": "A client with a rather long program name", "version": "1.0"},
         )
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         yield {
             "url": url, "tool": tool_id, "endpoint": endpoint.pk, "versions": versions,
             "session": session.pk,
         }  # fmt: skip
-    flush_database(django_db_blocker)
-
-
-@pytest.fixture
-def browser(site: dict[str, Any]) -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.fixture

@@ -8,9 +8,7 @@ model signals, through the Redis channel layer, onto the stream.
 from __future__ import annotations
 
 import asyncio
-import json
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -21,6 +19,7 @@ from mcp_app.services.api_tokens import api_token_create
 from tests.api.conftest import make_user
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import flush_database, live_server_url  # noqa: F401  (fixture)
+from tests.support.notifications import get_stream
 from tests.support.raw_mcp import open_session
 
 pytestmark = pytest.mark.django_db
@@ -38,27 +37,6 @@ def served(live_server_url: str, django_db_blocker: Any) -> Iterator[dict[str, A
         _token, key = api_token_create(user=user, name="ci")
     yield {"base": live_server_url, "tool_id": tool.pk, "key": key}
     flush_database(django_db_blocker)
-
-
-@asynccontextmanager
-async def get_stream(
-    client: httpx.AsyncClient, url: str, session_id: str
-) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
-    headers = {"accept": "text/event-stream", "mcp-session-id": session_id}
-    messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    async with client.stream("GET", url, headers=headers) as response:
-        assert response.status_code == 200
-
-        async def read() -> None:
-            async for line in response.aiter_lines():
-                if line.startswith("data:") and line[5:].strip():
-                    messages.put_nowait(json.loads(line[5:]))
-
-        reader = asyncio.create_task(read())
-        try:
-            yield messages
-        finally:
-            reader.cancel()
 
 
 async def test_a_tool_edit_through_the_api_sends_list_changed(served: dict[str, Any]) -> None:

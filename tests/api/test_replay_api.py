@@ -10,23 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.test import Client
 from rest_framework.test import APIClient
 
-from mcp_app.models import CallLog, Draft, Policy, ReplayRun, Tool
+from mcp_app.models import CallLog, Draft, Policy, ReplayRun
 from mcp_app.services.api_tokens import api_token_create
 from mcp_app.services.calllog.recorder import ADMIN_TEST_HTTP_METHOD
-from mcp_app.services.catalog_writes import tool_create
-from mcp_app.services.drafts import draft_create, live_entry
-from tests.api.conftest import make_user
 from tests.support.recorded_calls import client_call, flushed
+from tests.support.replays import PAYLOADS, RUN, VIEW, greet_draft, lookup_draft, member
 from tests.support.teams import World, two_teams
 from tests.support.upstream import run_upstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-VIEW, RUN, PAYLOADS = "mcp_app.view_draft", "mcp_app.change_tool", "mcp_app.view_call_payloads"
 NAME = "Ada-the-caller"
 
 
@@ -42,33 +39,6 @@ def client_of(user: User) -> APIClient:
     return client
 
 
-def member(username: str, group: Group, *permissions: str) -> User:
-    user = make_user(username, permissions, every_team=False)
-    user.groups.add(group)
-    return user
-
-
-def greet_draft(world: World) -> Draft:
-    """Alpha's template tool, called once by a client, and a draft rewording its answer."""
-    tool_create(
-        name="greet",
-        kind=Tool.Kind.TEMPLATE,
-        config={"template": "Hello {{ name }}!", "output": "text"},
-        description="Greets someone.",
-        input_schema={"type": "object", "properties": {"name": {"type": "string"}}},
-        capture_mode=Tool.Capture.FULL,
-        team=world.alpha.group,
-        endpoints=[world.alpha.endpoint],
-    )
-    client_call("alpha-endpoint", "greet", {"name": NAME})
-    flushed()
-    entry = live_entry("tools", "greet", user=world.alpha.member)
-    assert entry is not None
-    entry["config"] = {"template": "Hi {{ name }}!", "output": "text"}
-    document = {"format": "mcphost-catalog/1", "tools": [entry]}
-    return draft_create(title="Reword", document=document, actor=world.alpha.member)
-
-
 def replay_url(draft: Draft | int) -> str:
     return f"/api/v1/drafts/{draft if isinstance(draft, int) else draft.pk}/replay/"
 
@@ -78,7 +48,7 @@ def post(client: APIClient, draft: Draft | int, **body: Any) -> Any:
 
 
 def test_the_permission_matrix(world: World) -> None:
-    draft = greet_draft(world)
+    draft = greet_draft(world, NAME)
     group = world.alpha.group
 
     assert APIClient().post(replay_url(draft), {"tool": "greet"}, format="json").status_code in (
@@ -132,7 +102,7 @@ def test_the_permission_matrix(world: World) -> None:
 
 
 def test_bad_input_is_refused_and_runs_nothing(world: World) -> None:
-    draft = greet_draft(world)
+    draft = greet_draft(world, NAME)
     client = client_of(world.alpha.member)
 
     for body, path in (
@@ -159,23 +129,7 @@ def test_bad_input_is_refused_and_runs_nothing(world: World) -> None:
 
 def test_a_side_effect_tool_needs_the_confirmation(world: World) -> None:
     with run_upstream() as upstream:
-        tool_create(
-            name="lookup",
-            kind=Tool.Kind.HTTP,
-            config={"url": upstream.url("/echo/{item}"), "allow_networks": ["127.0.0.1/32"]},
-            description="Asks the upstream.",
-            input_schema={"type": "object", "properties": {"item": {"type": "string"}}},
-            capture_mode=Tool.Capture.FULL,
-            team=world.alpha.group,
-            endpoints=[world.alpha.endpoint],
-        )
-        client_call("alpha-endpoint", "lookup", {"item": "x"})
-        flushed()
-        entry = live_entry("tools", "lookup", user=world.alpha.member)
-        assert entry is not None
-        entry["description"] = "Asks the upstream, politely."
-        document = {"format": "mcphost-catalog/1", "tools": [entry]}
-        draft = draft_create(title="Reword", document=document, actor=world.alpha.member)
+        draft = lookup_draft(world, upstream, "x")
         client = client_of(world.alpha.member)
 
         missing = client.post(replay_url(draft), {"tool": "lookup"}, format="json")

@@ -17,7 +17,7 @@ from django.contrib.auth.models import User
 from django.db import connection
 from mcp import Client
 from mcp.client import advertise
-from playwright.sync_api import expect
+from playwright.sync_api import Browser, expect
 
 from mcp_app.executors.python import tool_functions
 from mcp_app.models import CallLog
@@ -25,9 +25,8 @@ from mcp_app.protocol import apps
 from mcp_app.services.catalog_writes import resource_create
 from tests.apps.conftest import SAMPLE_VIEW, assert_valid, sdk_view
 from tests.audit.conftest import wait_for
-from tests.support.browser import admin_login_state, chromium, open_page
+from tests.support.browser import admin_login_state, open_page, static_site
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.live import asgi_server, flush_database
 
 pytestmark = pytest.mark.django_db
 
@@ -77,9 +76,8 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, An
         sdk_endpoint.tools.add(echo_sdk)
         User.objects.create_superuser("operator", "op@example.com", PASSWORD)
         ids = {"tool": echo.pk, "sdk_tool": echo_sdk.pk}
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         yield {"url": url, **ids}
-    flush_database(django_db_blocker)
 
 
 def read_recorded(version: str) -> bool:
@@ -135,26 +133,27 @@ async def test_a_client_without_the_extension_sees_a_plain_tool(
     assert tool.meta == {"ui": {"visibility": ["model", "app"]}}
 
 
-def test_the_try_it_page_shows_the_result_in_the_sandboxed_view(site: dict[str, Any]) -> None:
+def test_the_try_it_page_shows_the_result_in_the_sandboxed_view(
+    browser: Browser, site: dict[str, Any]
+) -> None:
     base = site["url"]
-    with chromium() as browser:
-        state = admin_login_state(browser, base, "operator", PASSWORD)
-        page = open_page(browser, state, {"width": 1280, "height": 900}, "light")
-        page.goto(f"{base}/admin/mcp_app/tool/{site['tool']}/try/")
-        page.fill("#id_arguments", json.dumps({"message": "hello from the view"}))
-        page.click("#try-it input[type=submit]")
+    state = admin_login_state(browser, base, "operator", PASSWORD)
+    page = open_page(browser, state, {"width": 1280, "height": 900}, "light")
+    page.goto(f"{base}/admin/mcp_app/tool/{site['tool']}/try/")
+    page.fill("#id_arguments", json.dumps({"message": "hello from the view"}))
+    page.click("#try-it input[type=submit]")
 
-        frame_element = page.locator("#try-it-view iframe")
-        expect(frame_element).to_have_attribute("sandbox", "allow-scripts")
-        view = page.frame_locator("#try-it-view iframe")
-        expect(view.locator("#status")).to_have_text("shown")
-        expect(view.locator("#result")).to_have_text("hello from the view")
-        body = view.locator("body")
-        expect(body).to_have_attribute("data-isolated", "yes")
-        # The undeclared request was refused by the CSP built from _meta.ui.
-        expect(body).to_have_attribute("data-refused", '["connect-src"]')
-        received = json.loads(body.get_attribute("data-received") or "[]")
-        csp = page.locator("#try-it-view-csp").inner_text()
+    frame_element = page.locator("#try-it-view iframe")
+    expect(frame_element).to_have_attribute("sandbox", "allow-scripts")
+    view = page.frame_locator("#try-it-view iframe")
+    expect(view.locator("#status")).to_have_text("shown")
+    expect(view.locator("#result")).to_have_text("hello from the view")
+    body = view.locator("body")
+    expect(body).to_have_attribute("data-isolated", "yes")
+    # The undeclared request was refused by the CSP built from _meta.ui.
+    expect(body).to_have_attribute("data-refused", '["connect-src"]')
+    received = json.loads(body.get_attribute("data-received") or "[]")
+    csp = page.locator("#try-it-view-csp").inner_text()
 
     assert [message.pop("jsonrpc") for message in received] == ["2.0"] * 3
     # The schema's notifications are the messages inside the JSON-RPC envelope.
@@ -171,21 +170,22 @@ def test_the_try_it_page_shows_the_result_in_the_sandboxed_view(site: dict[str, 
     assert "connect-src https://api.example.com;" in csp
 
 
-def test_a_view_built_on_the_extensions_own_sdk_gets_the_result(site: dict[str, Any]) -> None:
+def test_a_view_built_on_the_extensions_own_sdk_gets_the_result(
+    browser: Browser, site: dict[str, Any]
+) -> None:
     base = site["url"]
-    with chromium() as browser:
-        state = admin_login_state(browser, base, "operator", PASSWORD)
-        page = open_page(browser, state, {"width": 1280, "height": 900}, "light")
-        page.goto(f"{base}/admin/mcp_app/tool/{site['sdk_tool']}/try/")
-        page.fill("#id_arguments", json.dumps({"message": "hello from the SDK"}))
-        page.click("#try-it input[type=submit]")
+    state = admin_login_state(browser, base, "operator", PASSWORD)
+    page = open_page(browser, state, {"width": 1280, "height": 900}, "light")
+    page.goto(f"{base}/admin/mcp_app/tool/{site['sdk_tool']}/try/")
+    page.fill("#id_arguments", json.dumps({"message": "hello from the SDK"}))
+    page.click("#try-it input[type=submit]")
 
-        view = page.frame_locator("#try-it-view iframe")
-        body = view.locator("body")
-        expect(body).to_have_attribute("data-connected", "yes")
-        expect(view.locator("#result")).to_have_text("hello from the SDK")
-        expect(body).to_have_attribute(
-            "data-input", json.dumps({"message": "hello from the SDK"}, separators=(",", ":"))
-        )
-        expect(body).to_have_attribute("data-host", "mcphost-admin")
-        expect(body).to_have_attribute("data-tool", "echo_sdk")
+    view = page.frame_locator("#try-it-view iframe")
+    body = view.locator("body")
+    expect(body).to_have_attribute("data-connected", "yes")
+    expect(view.locator("#result")).to_have_text("hello from the SDK")
+    expect(body).to_have_attribute(
+        "data-input", json.dumps({"message": "hello from the SDK"}, separators=(",", ":"))
+    )
+    expect(body).to_have_attribute("data-host", "mcphost-admin")
+    expect(body).to_have_attribute("data-tool", "echo_sdk")

@@ -18,9 +18,15 @@ from playwright.sync_api import Browser, expect
 
 from mcp_app.models import CallLog, Tool
 from mcp_app.services.drafts import draft_create, live_entry
-from tests.support.browser import admin_login_state, chromium, open_page, screenshot_dir
+from tests.support.browser import (
+    DESKTOP,
+    PHONE,
+    admin_login_state,
+    open_page,
+    screenshot_dir,
+    static_site,
+)
 from tests.support.catalog import make_endpoint
-from tests.support.live import asgi_server, flush_database
 from tests.support.page_checks import overflow
 from tests.support.waiting import wait_until
 
@@ -30,8 +36,6 @@ pytestmark = pytest.mark.django_db
 
 PASSWORD = "replay-page-password"
 SLUG = "replay-page"
-DESKTOP = {"width": 1366, "height": 900}
-PHONE = {"width": 390, "height": 844}
 # Long values: what makes a side-by-side layout push past its box.
 NAMES = ["Ada", "Grace", "Maximilian-Alexander-von-Humboldt-Bartholdy-" * 3]
 
@@ -59,7 +63,7 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[tuple[str, i
         tool.save()
         endpoint.tools.add(tool)
         operator = User.objects.create_superuser("operator", "op@example.com", PASSWORD)
-    with asgi_server("daphne", {"SERVE_STATIC": "1"}) as url:
+    with static_site(django_db_blocker) as url:
         asyncio.run(client_calls(url))
         with django_db_blocker.unblock():
             wait_until(
@@ -82,13 +86,6 @@ def site(django_db_setup: None, django_db_blocker: Any) -> Iterator[tuple[str, i
                 actor=operator,
             )
         yield url, draft.pk
-    flush_database(django_db_blocker)
-
-
-@pytest.fixture
-def browser(site: tuple[str, int]) -> Iterator[Browser]:
-    with chromium() as launched:
-        yield launched
 
 
 @pytest.mark.parametrize("viewport", [DESKTOP, PHONE], ids=["desktop", "phone"])

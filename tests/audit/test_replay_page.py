@@ -7,23 +7,18 @@ The calls replayed are client traffic recorded by the server's own recorder
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 from django.contrib.auth.models import Group
 from django.test import Client
 
-from mcp_app.models import Draft, ReplayRun, Tool
-from mcp_app.services.catalog_writes import tool_create
+from mcp_app.models import Draft, ReplayRun
 from mcp_app.services.drafts import draft_create, live_entry
-from tests.api.conftest import make_user
-from tests.support.recorded_calls import client_call, flushed
+from tests.support.replays import PAYLOADS, RUN, VIEW, greet_draft, lookup_draft, member
 from tests.support.teams import World, two_teams
 from tests.support.upstream import run_upstream
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-VIEW, RUN, PAYLOADS = "mcp_app.view_draft", "mcp_app.change_tool", "mcp_app.view_call_payloads"
 SECRET_NAME = "Ada-Payload-Only"
 
 
@@ -33,10 +28,9 @@ def world() -> World:
 
 
 def signed_in(username: str, group: Group, *permissions: str) -> Client:
-    user = make_user(username, permissions, every_team=False)
+    user = member(username, group, *permissions)
     user.is_staff = True
     user.save()
-    user.groups.add(group)
     client = Client()
     client.force_login(user)
     return client
@@ -46,35 +40,11 @@ def page(draft: Draft) -> str:
     return f"/audit/replay/{draft.pk}/"
 
 
-def make_draft(world: World, name: str, **fields: Any) -> Draft:
-    entry = live_entry("tools", name, user=world.alpha.member)
-    assert entry is not None
-    entry.update(fields)
-    document = {"format": "mcphost-catalog/1", "tools": [entry]}
-    return draft_create(title=f"Change {name}", document=document, actor=world.alpha.member)
-
-
-def greet(world: World) -> Draft:
-    tool_create(
-        name="greet",
-        kind=Tool.Kind.TEMPLATE,
-        config={"template": "Hello {{ name }}!", "output": "text"},
-        description="Greets someone.",
-        input_schema={"type": "object", "properties": {"name": {"type": "string"}}},
-        capture_mode=Tool.Capture.FULL,
-        team=world.alpha.group,
-        endpoints=[world.alpha.endpoint],
-    )
-    client_call("alpha-endpoint", "greet", {"name": SECRET_NAME})
-    flushed()
-    return make_draft(world, "greet", config={"template": "Hi {{ name }}!", "output": "text"})
-
-
 FORM = {"tool": "greet", "range": "24h", "sample": "5", "status": "", "endpoint": ""}
 
 
 def test_who_sees_and_runs_what(world: World) -> None:
-    draft = greet(world)
+    draft = greet_draft(world, SECRET_NAME)
     group = world.alpha.group
 
     assert Client().get(page(draft)).status_code == 302  # to the login page
@@ -108,20 +78,7 @@ def test_who_sees_and_runs_what(world: World) -> None:
 
 def test_a_side_effect_tool_shows_a_confirmation_step_first(world: World) -> None:
     with run_upstream() as upstream:
-        tool_create(
-            name="lookup",
-            kind=Tool.Kind.HTTP,
-            config={"url": upstream.url("/echo/{item}"), "allow_networks": ["127.0.0.1/32"]},
-            description="Asks the upstream.",
-            input_schema={"type": "object", "properties": {"item": {"type": "string"}}},
-            capture_mode=Tool.Capture.FULL,
-            team=world.alpha.group,
-            endpoints=[world.alpha.endpoint],
-        )
-        client_call("alpha-endpoint", "lookup", {"item": "x"})
-        client_call("alpha-endpoint", "lookup", {"item": "y"})
-        flushed()
-        draft = make_draft(world, "lookup", description="Asks the upstream, politely.")
+        draft = lookup_draft(world, upstream, "x", "y")
         runner = signed_in("runner", world.alpha.group, VIEW, RUN)
 
         asked = runner.post(page(draft), {**FORM, "tool": "lookup"})
@@ -144,7 +101,7 @@ def test_a_side_effect_tool_shows_a_confirmation_step_first(world: World) -> Non
 
 
 def test_a_form_error_runs_nothing(world: World) -> None:
-    draft = greet(world)
+    draft = greet_draft(world, SECRET_NAME)
     runner = signed_in("runner", world.alpha.group, VIEW, RUN)
 
     for data in (

@@ -8,12 +8,9 @@ through the Redis channel layer and must arrive on the right streams only.
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import json
 import math
 import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
 import httpx
@@ -28,12 +25,19 @@ from mcp import Client
 from mcp.client.subscriptions import PromptsListChanged, ResourceUpdated, ToolsListChanged
 
 from mcp_app.conf import get_conf
-from mcp_app.models import Prompt, Resource, Tool
+from mcp_app.models import Endpoint, Prompt, Resource, Tool
 from mcp_app.services import invalidation
 from mcp_app.services.catalog_io import catalog_export, catalog_import
 from tests.support.admin_forms import tool_form
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import asgi_server, flush_database
+from tests.support.notifications import (
+    PROMPTS_CHANGED,
+    Notifications,
+    events_until,
+    get_stream,
+    next_methods,
+)
 from tests.support.raw_mcp import JSON_HEADERS, open_session
 
 pytestmark = pytest.mark.django_db
@@ -84,33 +88,6 @@ def set_resource_text(text: str) -> Callable[[], None]:
         resource.save()
 
     return change
-
-
-@asynccontextmanager
-async def get_stream(
-    client: httpx.AsyncClient, url: str, session_id: str
-) -> AsyncIterator[asyncio.Queue[dict[str, Any]]]:
-    """Open a session's GET stream; yield a queue of the JSON-RPC messages it carries."""
-    headers = {"accept": "text/event-stream", "mcp-session-id": session_id}
-    messages: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
-    async with client.stream("GET", url, headers=headers) as response:
-        assert response.status_code == 200
-
-        async def read() -> None:
-            async for line in response.aiter_lines():
-                if line.startswith("data:") and line[5:].strip():
-                    messages.put_nowait(json.loads(line[5:]))
-
-        reader = asyncio.create_task(read())
-        try:
-            yield messages
-        finally:
-            reader.cancel()
-
-
-async def next_methods(messages: asyncio.Queue[dict[str, Any]], count: int) -> list[str]:
-    async with asyncio.timeout(10):
-        return [(await messages.get())["method"] for _ in range(count)]
 
 
 @pytest.mark.spec("2025-11-25", "server/tools", "notifications/tools/list_changed")
@@ -356,20 +333,8 @@ async def test_an_import_of_300_tools_is_announced_once_per_stream_and_published
 ):
     """The issue's finding: one import of 300 tools sent 300 list_changed to each client."""
     endpoint_id = await edit(django_db_blocker, seed_bulk_endpoint)
-    legacy_methods: list[str] = []
-    arrived = asyncio.Event()
-
-    async def on_message(message: Any) -> None:
-        method = getattr(message, "method", None)
-        if method is not None:
-            legacy_methods.append(method)
-            arrived.set()
-
-    async def next_legacy(method: str) -> None:
-        while method not in legacy_methods:
-            arrived.clear()
-            await arrived.wait()
-
+    legacy_heard = Notifications()
+    legacy_methods = legacy_heard.methods
     pubsub = redis.Redis.from_url(settings.REDIS_URL).pubsub()
     pubsub.subscribe(invalidation.invalidation_channel())
     assert (await asyncio.to_thread(pubsub.get_message, timeout=10))["type"] == "subscribe"
@@ -377,31 +342,22 @@ async def test_an_import_of_300_tools_is_announced_once_per_stream_and_published
     try:
         async with (
             asyncio.timeout(120),
-            Client(legacy_url, mode="legacy", message_handler=on_message) as legacy,
+            Client(legacy_url, mode="legacy", message_handler=legacy_heard.handler) as legacy,
         ):
-            # The SDK opens the GET stream on its own: it is open once a change reaches it.
-            while "notifications/prompts/list_changed" not in legacy_methods:
-                await edit(django_db_blocker, touch_bulk_prompt)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(1):
-                        await next_legacy("notifications/prompts/list_changed")
+            await legacy_heard.wait_stream_open(lambda: edit(django_db_blocker, touch_bulk_prompt))
             async with (
                 Client(f"{uvicorn_server_url}/mcp/{BULK_SLUG}", mode="2026-07-28") as modern,
                 modern.listen(tools_list_changed=True, prompts_list_changed=True) as sub,
             ):
-                legacy_methods.clear()
+                legacy_heard.clear()
                 await asyncio.to_thread(invalidations_naming, pubsub, endpoint_id)
 
                 await edit(django_db_blocker, import_bulk_tools)
                 pushes = await asyncio.to_thread(invalidations_naming, pubsub, endpoint_id)
                 # A later change of another kind closes the count: streams keep their order.
                 await edit(django_db_blocker, touch_bulk_prompt)
-                await next_legacy("notifications/prompts/list_changed")
-                modern_events = []
-                async for event in sub:
-                    modern_events.append(type(event))
-                    if isinstance(event, PromptsListChanged):
-                        break
+                await legacy_heard.next(PROMPTS_CHANGED)
+                modern_events = await events_until(sub)
                 legacy_tools = await all_tool_names(legacy)
                 modern_tools = await all_tool_names(modern)
     finally:
@@ -482,39 +438,105 @@ async def test_a_bulk_enable_in_the_admin_reaches_a_legacy_client_once(
 ):
     """Our choice: one admin action is one transaction, so one list_changed, not one a row."""
     pks = await edit(django_db_blocker, seed_disabled_tools)
-    methods: list[str] = []
-    arrived = asyncio.Event()
-
-    async def on_message(message: Any) -> None:
-        if (method := getattr(message, "method", None)) is not None:
-            methods.append(method)
-            arrived.set()
-
-    async def next_method(method: str) -> None:
-        while method not in methods:
-            arrived.clear()
-            await arrived.wait()
+    heard = Notifications()
+    methods = heard.methods
 
     async with (
         asyncio.timeout(60),
         Client(
-            f"{unwindowed_server}/mcp/{ENABLE_SLUG}", mode="legacy", message_handler=on_message
+            f"{unwindowed_server}/mcp/{ENABLE_SLUG}", mode="legacy", message_handler=heard.handler
         ) as legacy,
     ):
-        # The SDK opens the GET stream on its own: it is open once a change reaches it.
-        while "notifications/prompts/list_changed" not in methods:
-            await edit(django_db_blocker, touch_enable_prompt)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1):
-                    await next_method("notifications/prompts/list_changed")
+        await heard.wait_stream_open(lambda: edit(django_db_blocker, touch_enable_prompt))
         assert await all_tool_names(legacy) == []
-        methods.clear()
+        heard.clear()
 
         await edit(django_db_blocker, lambda: enable_in_admin(pks))
         # A later change of another kind closes the count: the stream keeps its order.
         await edit(django_db_blocker, touch_enable_prompt)
-        await next_method("notifications/prompts/list_changed")
+        await heard.next(PROMPTS_CHANGED)
         tools = await all_tool_names(legacy)
 
     assert methods.count("notifications/tools/list_changed") == 1
     assert len(tools) == ENABLE_TOOLS
+
+
+PUBLISH_SLUG = "notify-publish"
+
+
+def seed_unpublished_tools() -> list[int]:
+    """An endpoint publishing a prompt, and 40 disabled tools on no endpoint, as an OpenAPI
+    import or an upstream sync without an endpoint leaves them."""
+    endpoint = make_endpoint(PUBLISH_SLUG)
+    endpoint.prompts.add(Prompt.objects.create(name="publish_hello", description="Says hello."))
+    tools = [
+        make_python_tool(f"publish_{number:02}", "echo", enabled=False)
+        for number in range(ENABLE_TOOLS)
+    ]
+    return [tool.pk for tool in tools]
+
+
+def touch_publish_prompt() -> None:
+    prompt = Prompt.objects.get(name="publish_hello")
+    prompt.description += " Again."
+    prompt.save()
+
+
+def endpoint_action_in_admin(action: str, pks: list[int], **data: str) -> None:
+    """The operator ticks every tool in the list, runs ``action`` and picks the endpoint."""
+    user, _ = get_user_model().objects.get_or_create(
+        username="publish-operator", defaults={"is_staff": True, "is_superuser": True}
+    )
+    admin = AdminClient()
+    admin.force_login(user)
+    endpoint = Endpoint.objects.get(slug=PUBLISH_SLUG)
+    response = admin.post(
+        reverse("admin:mcp_app_tool_changelist"),
+        {
+            "action": action,
+            "_selected_action": [str(pk) for pk in pks],
+            "post": "yes",
+            "endpoints": [str(endpoint.pk)],
+            **data,
+        },
+    )
+    assert response.status_code == 302, response.content.decode()[:2000]
+
+
+@pytest.mark.spec("2025-11-25", "server/tools", "notifications/tools/list_changed")
+async def test_adding_to_and_removing_from_an_endpoint_in_bulk_reaches_a_client_once_each(
+    endpoints, unwindowed_server, django_db_blocker
+):
+    """Issue #28: one bulk change, one notification, for "add to endpoint" (with enable) and
+    "remove from endpoint" as for "enable selected"."""
+    pks = await edit(django_db_blocker, seed_unpublished_tools)
+    heard = Notifications()
+    counts = []
+
+    async with (
+        asyncio.timeout(60),
+        Client(
+            f"{unwindowed_server}/mcp/{PUBLISH_SLUG}",
+            mode="legacy",
+            message_handler=heard.handler,
+        ) as legacy,
+    ):
+        await heard.wait_stream_open(lambda: edit(django_db_blocker, touch_publish_prompt))
+        assert await all_tool_names(legacy) == []
+        for action, data in (("publish_selected", {"enable": "on"}), ("unpublish_selected", {})):
+            heard.clear()
+            await edit(
+                django_db_blocker,
+                lambda action=action, data=data: endpoint_action_in_admin(action, pks, **data),
+            )
+            # A later change of another kind closes the count: the stream keeps its order.
+            await edit(django_db_blocker, touch_publish_prompt)
+            await heard.next(PROMPTS_CHANGED)
+            counts.append(
+                (
+                    heard.methods.count("notifications/tools/list_changed"),
+                    len(await all_tool_names(legacy)),
+                )
+            )
+
+    assert counts == [(1, ENABLE_TOOLS), (1, 0)]

@@ -12,7 +12,6 @@ subscribed client gets exactly one tools list_changed for it.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -30,6 +29,7 @@ from mcp_app.services.api_tokens import api_token_create
 from mcp_app.services.drafts import live_entry
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.live import asgi_server, flush_database
+from tests.support.notifications import PROMPTS_CHANGED, Notifications, events_until
 from tests.support.waiting import await_until
 
 pytestmark = pytest.mark.django_db
@@ -153,45 +153,22 @@ async def test_no_client_sees_a_draft_until_its_change_set_is_published_once(
 ) -> None:
     base_url, key = server
     url = f"{base_url}/mcp/{SLUG}"
-    legacy_methods: list[str] = []
-    arrived = asyncio.Event()
-
-    async def on_message(message: Any) -> None:
-        if (method := getattr(message, "method", None)) is not None:
-            legacy_methods.append(method)
-            arrived.set()
-
-    async def next_legacy(method: str) -> None:
-        while method not in legacy_methods:
-            arrived.clear()
-            await arrived.wait()
-
-    async def modern_until_marker(sub: Any) -> list[type]:
-        events: list[type] = []
-        while not events or events[-1] is not PromptsListChanged:
-            events.append(type(await anext(sub)))
-        return events
+    legacy_heard = Notifications()
+    legacy_methods = legacy_heard.methods
 
     api = httpx.AsyncClient(base_url=base_url, headers={"Authorization": f"Bearer {key}"})
     async with (
         asyncio.timeout(120),
         api,
-        Client(url, mode="legacy", message_handler=on_message) as legacy,
+        Client(url, mode="legacy", message_handler=legacy_heard.handler) as legacy,
         Client(url, mode="2026-07-28") as modern,
         modern.listen(tools_list_changed=True, prompts_list_changed=True) as sub,
     ):
-        # The SDK opens the legacy GET stream on its own: it is open once a change reaches it.
-        touches = 0
-        while "notifications/prompts/list_changed" not in legacy_methods:
-            await edit(django_db_blocker, touch_marker)
-            touches += 1
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(1):
-                    await next_legacy("notifications/prompts/list_changed")
+        touches = await legacy_heard.wait_stream_open(lambda: edit(django_db_blocker, touch_marker))
         # The listen stream was open before the first: it heard each of them.
         for _ in range(touches):
-            assert await modern_until_marker(sub) == [PromptsListChanged]
-        legacy_methods.clear()
+            assert await events_until(sub) == [PromptsListChanged]
+        legacy_heard.clear()
 
         ids = []
         for number, document in enumerate(await edit(django_db_blocker, draft_documents)):
@@ -204,17 +181,17 @@ async def test_no_client_sees_a_draft_until_its_change_set_is_published_once(
             await assert_live_versions_only(client)
         # Saving drafts announced nothing: the next message is the marker's.
         await edit(django_db_blocker, touch_marker)
-        await next_legacy("notifications/prompts/list_changed")
-        assert await modern_until_marker(sub) == [PromptsListChanged]
+        await legacy_heard.next(PROMPTS_CHANGED)
+        assert await events_until(sub) == [PromptsListChanged]
         assert legacy_methods == ["notifications/prompts/list_changed"]
-        legacy_methods.clear()
+        legacy_heard.clear()
 
         published = await api.post("/api/v1/drafts/publish/", json={"drafts": ids})
         assert published.status_code == 200, published.text
         # A later change of another kind closes the count: each stream keeps its order.
         await edit(django_db_blocker, touch_marker)
-        await next_legacy("notifications/prompts/list_changed")
-        modern_events = await modern_until_marker(sub)
+        await legacy_heard.next(PROMPTS_CHANGED)
+        modern_events = await events_until(sub)
         for client in (legacy, modern):
             await assert_published(client)
 

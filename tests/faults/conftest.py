@@ -27,6 +27,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from redis import Redis as RedisClient
 
 from scripts import services
 from tests.support.live import ROOT, SECRET_KEY, SERVERS, STOP_SECONDS, free_port, wait_for_port
@@ -111,11 +112,16 @@ class Postgres:
 
 @dataclass
 class Redis:
-    """A Redis server that can be SIGKILLed and started again on the same port."""
+    """A Redis server that can be SIGKILLed and started again on the same port.
+
+    By default a plain server on ``port`` keeping nothing on disk; ``args`` replace its
+    command line (a replica's ``--replicaof``, a sentinel's configuration file).
+    """
 
     workdir: Path
     port: int
     process: subprocess.Popen[bytes] | None = None
+    args: list[str] | None = None
 
     @property
     def url(self) -> str:
@@ -124,19 +130,18 @@ class Redis:
     def start(self) -> None:
         binary = services.find_redis_server()
         assert binary is not None, "redis-server is missing"
-        command = [
-            str(binary), "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-            "--appendonly", "no", "--dir", str(self.workdir), "--daemonize", "no",
-        ]  # fmt: skip
+        args = self.args or plain_redis_args(self.workdir, self.port)
+        self.workdir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            command,
+            [str(binary), *args],
+            cwd=self.workdir,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
             start_new_session=True,
         )
         if not services._wait_redis_ready(self.port, self.process):
-            raise RuntimeError(f"redis-server did not start on port {self.port}")
+            raise RuntimeError(f"redis-server {args} did not start on port {self.port}")
 
     def kill(self) -> None:
         """SIGKILL the server by its PID, as an OOM kill or a crash would end it."""
@@ -149,6 +154,18 @@ class Redis:
         if self.process is not None:
             services._stop_process(self.process)
             self.process = None
+
+    def client(self) -> RedisClient:
+        """A client of this server (not of the master a sentinel names)."""
+        return RedisClient(port=self.port, socket_timeout=2, socket_connect_timeout=2)
+
+
+def plain_redis_args(workdir: Path, port: int) -> list[str]:
+    """A redis-server's arguments: loopback ``port``, nothing kept on disk, in the foreground."""
+    return [
+        "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+        "--dir", str(workdir), "--daemonize", "no",
+    ]  # fmt: skip
 
 
 @dataclass
@@ -295,5 +312,4 @@ def private_redis(tmp_path: Path) -> Iterator[Redis]:
         yield redis
     finally:
         if redis.process is not None:
-            os.kill(redis.process.pid, signal.SIGKILL)
-            redis.process.wait(5)
+            redis.kill()

@@ -13,11 +13,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import os
 import shutil
-import signal
 import socket
-import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -36,7 +33,7 @@ from mcp import Client
 from mcp_app.services import redis_sentinel, resp
 from mcp_app.services.celery_transport import SentinelTransport
 from scripts import services
-from tests.faults.conftest import FaultStack, WebProcess, run_manage
+from tests.faults.conftest import FaultStack, Redis, WebProcess, plain_redis_args, run_manage
 from tests.faults.test_invalidation_after_redis_restart import echo_description
 from tests.faults.wire import final_message, session_headers, tool_call
 from tests.support.raw_mcp import open_session
@@ -60,63 +57,17 @@ if not Endpoint.objects.filter(slug={SLUG!r}).exists():  # each test of the modu
 """
 
 
-def _binary() -> str:
-    binary = services.find_redis_server()
-    assert binary is not None, "redis-server is missing"
-    return str(binary)
-
-
-@dataclass
-class Node:
-    """One redis-server of the group (a data node or a sentinel), restartable on its port."""
-
-    workdir: Path
-    port: int
-    args: list[str]
-    process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.workdir.mkdir(exist_ok=True)
-        self.process = subprocess.Popen(
-            [_binary(), *self.args],
-            cwd=self.workdir,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            start_new_session=True,
-        )
-        if not services._wait_redis_ready(self.port, self.process):
-            raise RuntimeError(f"redis-server {self.args} did not start on port {self.port}")
-
-    def kill(self) -> None:
-        assert self.process is not None
-        os.kill(self.process.pid, signal.SIGKILL)
-        self.process.wait(5)
-        self.process = None
-
-    def stop(self) -> None:
-        if self.process is not None:
-            services._stop_process(self.process)
-            self.process = None
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(port=self.port, socket_timeout=2, socket_connect_timeout=2)
-
-
-def _data_node(workdir: Path, port: int, master_port: int | None) -> Node:
-    args = [
-        "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-        "--dir", str(workdir),
-    ]  # fmt: skip
+def _data_node(workdir: Path, port: int, master_port: int | None) -> Redis:
+    args = plain_redis_args(workdir, port)
     if master_port is not None:
         args += ["--replicaof", "127.0.0.1", str(master_port)]
-    return Node(workdir, port, args)
+    return Redis(workdir, port, args=args)
 
 
 @dataclass
 class SentinelGroup:
-    nodes: dict[int, Node]
-    sentinel: Node
+    nodes: dict[int, Redis]
+    sentinel: Redis
     history: list[str] = field(default_factory=list)
 
     @property
@@ -195,7 +146,7 @@ def sentinel_group() -> Iterator[SentinelGroup]:
         f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
         f"sentinel parallel-syncs {MASTER} 1\n"
     )
-    sentinel = Node(conf.parent, sentinel_port, [str(conf), "--sentinel"])
+    sentinel = Redis(conf.parent, sentinel_port, args=[str(conf), "--sentinel"])
     group = SentinelGroup({master_port: master, replica_port: replica}, sentinel)
     try:
         master.start()
