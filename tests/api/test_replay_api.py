@@ -153,7 +153,7 @@ def test_a_side_effect_tool_needs_the_confirmation(world: World) -> None:
 def test_policy_masked_arguments_are_skipped_and_said_so(world: World) -> None:
     Policy.objects.create(endpoint=world.alpha.endpoint, name="mask", kind="mask",
                           config={"patterns": ["email"]})  # fmt: skip
-    draft = greet_draft(world)  # one call, with a name only
+    draft = greet_draft(world, NAME)  # one call, with a name only
     client_call("alpha-endpoint", "greet", {"name": "ada@example.org"})
     flushed()
     user = member("runner", world.alpha.group, VIEW, RUN, PAYLOADS)
