@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from mcp_app.protocol.catalog import CatalogItem, CatalogSnapshot
 from mcp_app.protocol.errors import MissingClientCapability
-from mcp_app.protocol.policies import TOOLS_CALL, PolicyCall
+from mcp_app.protocol.policies import TOOLS_CALL, PolicyCall, PolicyRecord
 from mcp_app.protocol.ports import (
     ClientRequester,
     Completer,
@@ -112,10 +112,6 @@ class RequestContext:
     # A resources/read's URI as ``named_item`` (its first matching template) matched it.
     named_variables: Mapping[str, str] | None = None
     templates: TemplateCache = field(default_factory=TemplateCache)
-    # What the endpoint's policies decided about this request (protocol/policies.py), and the
-    # arguments the call log keeps when a policy masked them (None: as received).
-    policy_decisions: list[dict[str, Any]] = field(default_factory=list)
-    logged_arguments: Any = None
 
     # Decided once, from the version, when the context is built (not on every reading).
     era: Era = field(init=False)
@@ -162,11 +158,18 @@ class ToolCallContext:
     """
 
     def __init__(
-        self, request: RequestContext, tool_name: str, inputs: CallInputs = NO_INPUTS
+        self,
+        request: RequestContext,
+        tool_name: str,
+        inputs: CallInputs = NO_INPUTS,
+        record: PolicyRecord | None = None,
     ) -> None:
         self.request = request
         self.tool_name = tool_name
         self.inputs = inputs
+        # Where the endpoint's policies note what they did while the tool runs (a masked
+        # notification, a confirmation): the call's own record, from ``run_tool``.
+        self.record = record if record is not None else PolicyRecord()
         self._last_progress: float | None = None
         self._asked = 0
         self.held: HeldQuestions | None = None
@@ -220,7 +223,7 @@ class ToolCallContext:
         if policies is None:
             return content
         call = PolicyCall(TOOLS_CALL, self.tool_name)
-        return policies.notification(call, content, self.request.policy_decisions)
+        return policies.notification(call, content, self.record.decisions)
 
     def continue_as_task(self) -> None:
         """Hand the rest of this call to a worker as an MCP task, when the request allows it.

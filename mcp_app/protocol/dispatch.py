@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any, Final
 
 from mcp_app.protocol.context import RequestContext
@@ -49,6 +49,7 @@ from mcp_app.protocol.messages import (
     UriParams,
 )
 from mcp_app.protocol.methods import TRANSPORT_METHODS, known_methods, target_of
+from mcp_app.protocol.policies import PolicyRecord
 from mcp_app.protocol.results import Answer, CallCancelled, Outcome, ServiceUnavailable
 from mcp_app.protocol.shaping import finish_result
 from mcp_app.protocol.storable import require_storable
@@ -67,29 +68,42 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
+_Result = Awaitable[Answer | dict[str, Any]]
+
+
 @dataclass(frozen=True, slots=True)
 class _Entry:
     parse: Callable[[Mapping[str, Any] | None], Any]
-    handler: Callable[[RequestContext, Any], Awaitable[Answer | dict[str, Any]]]
+    handler: Callable[[RequestContext, Any], _Result]
     # ttlMs/cacheScope are required on these results in 2026-07-28 (CacheableResult).
     cacheable: bool = False
     # Within its era, the method exists only for revisions with this feature.
     feature: Feature | None = None
 
 
-_COMMON: Final[Mapping[str, _Entry]] = {
+@dataclass(frozen=True, slots=True)
+class _PolicedEntry:
+    """A method the endpoint's policies see: its handler also takes the request's record."""
+
+    parse: Callable[[Mapping[str, Any] | None], Any]
+    handler: Callable[[RequestContext, Any, PolicyRecord], _Result]
+    cacheable: bool = False
+    feature: Feature | None = None
+
+
+_COMMON: Final[Mapping[str, _Entry | _PolicedEntry]] = {
     "tools/list": _Entry(ListParams.parse, handle_tools_list, cacheable=True),
-    "tools/call": _Entry(CallToolParams.parse, handle_tools_call),
+    "tools/call": _PolicedEntry(CallToolParams.parse, handle_tools_call),
     "resources/list": _Entry(ListParams.parse, handle_resources_list, cacheable=True),
     "resources/templates/list": _Entry(
         ListParams.parse, handle_resources_templates_list, cacheable=True
     ),
-    "resources/read": _Entry(UriParams.parse, handle_resources_read, cacheable=True),
+    "resources/read": _PolicedEntry(UriParams.parse, handle_resources_read, cacheable=True),
     "prompts/list": _Entry(ListParams.parse, handle_prompts_list, cacheable=True),
-    "prompts/get": _Entry(GetPromptParams.parse, handle_prompts_get),
+    "prompts/get": _PolicedEntry(GetPromptParams.parse, handle_prompts_get),
     "completion/complete": _Entry(CompleteParams.parse, handle_completion_complete),
 }
-_TABLES: Final[Mapping[Era, Mapping[str, _Entry]]] = {
+_TABLES: Final[Mapping[Era, Mapping[str, _Entry | _PolicedEntry]]] = {
     Era.LEGACY: {
         **_COMMON,
         "ping": _Entry(EmptyParams.parse, handle_ping),
@@ -163,8 +177,10 @@ async def reply(ctx: RequestContext, request: Request, resolved: Resolved | None
         ServiceUnavailable: a service the call needs is down: the transport answers 503.
     """
     target = resolved.target if resolved is not None else target_of(request.method, request.params)
+    # What the endpoint's policies do about this request, handed down explicitly.
+    record = PolicyRecord()
     try:
-        answer = await _answer(ctx, request.method, request.params)
+        answer = await _answer(ctx, request.method, request.params, record)
     except McpError as exc:
         error: McpError = exc
     except (CallCancelled, ServiceUnavailable):
@@ -180,15 +196,13 @@ async def reply(ctx: RequestContext, request: Request, resolved: Resolved | None
             answer.outcome,
             answer.detail,
             target,
-            ctx.policy_decisions,
-            ctx.logged_arguments,
+            record.decisions,
+            record.logged_arguments,
         )
-    refused = refusal(request, error, resolved)
-    if ctx.policy_decisions or ctx.logged_arguments is not None:
-        refused = replace(
-            refused, decisions=ctx.policy_decisions, logged_arguments=ctx.logged_arguments
-        )
-    return refused
+    body = error_body(request.id, error)
+    return Reply(
+        body, error, error.outcome, error.detail, target, record.decisions, record.logged_arguments
+    )
 
 
 async def handle_request(
@@ -198,11 +212,15 @@ async def handle_request(
 
     Raises: as ``_answer``.
     """
-    return (await _answer(ctx, method, params)).result
+    return (await _answer(ctx, method, params, PolicyRecord())).result
 
 
-async def _answer(ctx: RequestContext, method: str, params: Mapping[str, Any] | None) -> Answer:
+async def _answer(
+    ctx: RequestContext, method: str, params: Mapping[str, Any] | None, record: PolicyRecord
+) -> Answer:
     """Serve one request: its complete ``result`` for ``ctx.version``, and how it ended.
+
+    What the endpoint's policies do about it is added to ``record``.
 
     Raises:
         MethodNotFound: the method does not exist in this era.
@@ -221,7 +239,10 @@ async def _answer(ctx: RequestContext, method: str, params: Mapping[str, Any] | 
         # A background call keeps its progress token on its row.
         require_storable(ctx.progress_token, "params._meta.progressToken")
     parsed = entry.parse(params)
-    answer = await entry.handler(ctx, parsed)
+    if isinstance(entry, _PolicedEntry):
+        answer = await entry.handler(ctx, parsed, record)
+    else:
+        answer = await entry.handler(ctx, parsed)
     if not isinstance(answer, Answer):
         answer = Answer(answer)
     finish_result(answer.result, ctx.version, ctx.server_info, cacheable=entry.cacheable)

@@ -427,6 +427,11 @@ class Resolved:
         item = self.item
         return item if type(item) is ToolDef else None
 
+    def with_envelope(self, envelope: ModernEnvelope) -> Resolved:
+        """This request once its 2026-07-28 ladder passed (``dataclasses.replace`` walks
+        the fields on every call: several times the cost, on every 2026-07-28 request)."""
+        return Resolved(self.request, self.era, self.target, self.item, envelope, self.variables)
+
 
 def resolve(
     request: Request,

@@ -6,8 +6,9 @@ including what a tool call tells the client while it runs (its progress messages
 notifications: ``ToolCallContext`` passes them through ``notification``).
 The handlers call the endpoint's ``CallPolicies`` (carried by its catalog snapshot; None when
 the endpoint has none, which costs a request nothing) at one place per operation, and each
-decision a policy takes is appended to the request's ``RequestContext.policy_decisions`` for
-the call log. Pure: JSON in, JSON out.
+decision a policy takes is appended to the request's ``PolicyRecord``, which dispatch makes
+for each request and passes explicitly to the handler, ``run_tool`` and the running tool's
+``ToolCallContext``, and which the reply carries to the call log. Pure: JSON in, JSON out.
 """
 
 from __future__ import annotations
@@ -34,6 +35,20 @@ class PolicyCall:
     target: str
     # The tool's annotations (destructiveHint...); empty for resources and prompts.
     annotations: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class PolicyRecord:
+    """What the endpoint's policies did about one request, for its call log.
+
+    Made by dispatch for each request and handed down explicitly (never kept on the
+    ``RequestContext``): the policies append their decisions, and the tools and prompts
+    handlers set the arguments the call log keeps when a policy masked them.
+    """
+
+    decisions: list[dict[str, Any]] = field(default_factory=list)
+    # The arguments the call log keeps in place of those received (None: as received).
+    logged_arguments: Any = None
 
 
 class PolicyRefused(Exception):

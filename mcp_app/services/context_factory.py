@@ -14,6 +14,8 @@ from __future__ import annotations
 import functools
 import hashlib
 import hmac
+import itertools
+import os
 import secrets
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -59,6 +61,22 @@ def derived_key(secret_key: str, purpose: str) -> bytes:
     ).digest()
 
 
+# A one-call caller's key must be unique, not secret (no client ever names it): a random
+# prefix per process and a counter, so an anonymous call pays no system call for it
+# (``secrets.token_urlsafe`` is one, on every 2026-07-28 call without a token).
+_process_prefix = secrets.token_hex(8)
+_one_call_counter = itertools.count()
+
+
+def _new_process_prefix() -> None:
+    global _process_prefix, _one_call_counter
+    _process_prefix, _one_call_counter = secrets.token_hex(8), itertools.count()
+
+
+# A forked child (a Celery pool process) must not repeat its parent's keys.
+os.register_at_fork(after_in_child=_new_process_prefix)
+
+
 def caller_key(*, principal: str, session_id: str) -> str:
     """Who a call is for, as upstream sessions are kept: the OAuth user (every client of one
     user shares the user's sessions), else the client's legacy MCP session, else no one
@@ -71,7 +89,7 @@ def caller_key(*, principal: str, session_id: str) -> str:
         return principal.split("/", 1)[0]
     if session_id:
         return f"session:{session_id}"
-    return ONE_CALL_PREFIX + secrets.token_urlsafe(12)
+    return f"{ONE_CALL_PREFIX}{_process_prefix}{next(_one_call_counter):x}"
 
 
 def request_context(

@@ -251,7 +251,9 @@ class _HeldRun:
         self.ended = False
         self.task: asyncio.Task[ToolResult] | None = None
         self.server: asyncio.Task[None] | None = None
-        self.run_ctx = ToolCallContext(replace(request, send=self.send), ctx.tool_name, ctx.inputs)
+        self.run_ctx = ToolCallContext(
+            replace(request, send=self.send), ctx.tool_name, ctx.inputs, ctx.record
+        )
         self.run_ctx.held = self
 
     def start(self, run: Run) -> asyncio.Task[ToolResult]:

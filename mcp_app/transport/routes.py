@@ -11,7 +11,6 @@ DELETE exist only for legacy sessions (the version rule is
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -372,7 +371,7 @@ async def _modern(
         )
     except McpError as exc:
         raise Rejected(modern_http_status(exc.code), error=exc, request_id=message.id) from None
-    resolved = dataclasses.replace(resolved, envelope=envelope)
+    resolved = resolved.with_envelope(envelope)
     check_scope(ex, state, resolved)
     if message.method == "subscriptions/listen":
         await follow.listen_stream(ex, state, message)

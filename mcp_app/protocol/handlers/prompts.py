@@ -20,7 +20,13 @@ from mcp_app.protocol.context import RequestContext
 from mcp_app.protocol.errors import InternalError, InvalidParams
 from mcp_app.protocol.handlers.listing import list_page
 from mcp_app.protocol.messages import GetPromptParams, ListParams
-from mcp_app.protocol.policies import PROMPTS_GET, PolicyCall, PolicyRefused, policy_refusal
+from mcp_app.protocol.policies import (
+    PROMPTS_GET,
+    PolicyCall,
+    PolicyRecord,
+    PolicyRefused,
+    policy_refusal,
+)
 from mcp_app.protocol.shaping import shape_content, shape_prompt
 from mcp_app.protocol.versions import Feature
 
@@ -87,8 +93,11 @@ def render_prompt(prompt: PromptDef, arguments: Mapping[str, str]) -> list[dict[
     return [{"role": m.role, "content": _content(m, values)} for m in prompt.messages]
 
 
-async def handle_prompts_get(ctx: RequestContext, params: GetPromptParams) -> dict[str, Any]:
-    """Render a prompt with the caller's arguments.
+async def handle_prompts_get(
+    ctx: RequestContext, params: GetPromptParams, record: PolicyRecord
+) -> dict[str, Any]:
+    """Render a prompt with the caller's arguments; what the endpoint's policies do about it
+    goes to ``record``.
 
     A 2026-07-28 client that accepts forms is asked for missing required arguments
     (``input_required``, then a retry); anyone else gets ``-32602`` for them.
@@ -117,12 +126,12 @@ async def handle_prompts_get(ctx: RequestContext, params: GetPromptParams) -> di
     if policies is None:
         return await _rendered(ctx, prompt, arguments)
     call = PolicyCall(PROMPTS_GET, prompt.name)
-    ctx.logged_arguments = policies.logged_arguments(call, arguments)
+    record.logged_arguments = policies.logged_arguments(call, arguments)
     try:
-        arguments = dict(policies.before(call, arguments, ctx.policy_decisions))
+        arguments = dict(policies.before(call, arguments, record.decisions))
     except PolicyRefused as refused:
         raise policy_refusal(refused) from None
-    return policies.after(call, await _rendered(ctx, prompt, arguments), ctx.policy_decisions)
+    return policies.after(call, await _rendered(ctx, prompt, arguments), record.decisions)
 
 
 async def _rendered(

@@ -28,7 +28,13 @@ from mcp_app.protocol.errors import (
 )
 from mcp_app.protocol.handlers.listing import list_page
 from mcp_app.protocol.messages import ListParams, UriParams
-from mcp_app.protocol.policies import RESOURCES_READ, PolicyCall, PolicyRefused, policy_refusal
+from mcp_app.protocol.policies import (
+    RESOURCES_READ,
+    PolicyCall,
+    PolicyRecord,
+    PolicyRefused,
+    policy_refusal,
+)
 from mcp_app.protocol.ports import SessionStore
 from mcp_app.protocol.shaping import shape_resource, shape_resource_template
 from mcp_app.protocol.storable import is_storable_text, require_storable
@@ -83,8 +89,11 @@ def _shape_contents(contents: Sequence[Mapping[str, Any]], uri: str) -> list[dic
     return shaped
 
 
-async def handle_resources_read(ctx: RequestContext, params: UriParams) -> dict[str, Any]:
-    """Return the contents at ``params.uri``.
+async def handle_resources_read(
+    ctx: RequestContext, params: UriParams, record: PolicyRecord
+) -> dict[str, Any]:
+    """Return the contents at ``params.uri``; what the endpoint's policies do about the read
+    goes to ``record``.
 
     Raises:
         ResourceNotFound: legacy, nothing at that URI.
@@ -96,7 +105,7 @@ async def handle_resources_read(ctx: RequestContext, params: UriParams) -> dict[
     call = PolicyCall(RESOURCES_READ, uri)
     if policies is not None:
         try:
-            policies.before(call, {"uri": uri}, ctx.policy_decisions)
+            policies.before(call, {"uri": uri}, record.decisions)
         except PolicyRefused as refused:
             raise policy_refusal(refused) from None
     try:
@@ -119,7 +128,7 @@ async def handle_resources_read(ctx: RequestContext, params: UriParams) -> dict[
         # server/utilities/caching: "private" when the response depends on the caller).
         result["cacheScope"] = "private"
     if policies is not None:
-        result = policies.after(call, result, ctx.policy_decisions)
+        result = policies.after(call, result, record.decisions)
     return result
 
 

@@ -23,7 +23,7 @@ from mcp_app.protocol.errors import InternalError, InvalidParams, McpError
 from mcp_app.protocol.handlers import mcp_tasks
 from mcp_app.protocol.handlers.listing import list_page
 from mcp_app.protocol.messages import CallToolParams, ListParams
-from mcp_app.protocol.policies import TOOLS_CALL, PolicyCall, PolicyRefused
+from mcp_app.protocol.policies import TOOLS_CALL, PolicyCall, PolicyRecord, PolicyRefused
 from mcp_app.protocol.results import (
     NO_STRUCTURED,
     Answer,
@@ -59,12 +59,15 @@ async def handle_tools_list(ctx: RequestContext, params: ListParams) -> dict[str
     )
 
 
-async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answer | dict[str, Any]:
+async def handle_tools_call(
+    ctx: RequestContext, params: CallToolParams, record: PolicyRecord
+) -> Answer | dict[str, Any]:
     """Call a tool and answer its ``CallToolResult``, shaped for ``ctx.version``.
 
     A call may instead answer with a task handle (``handlers/mcp_tasks.plan_call``), or, in
     2026-07-28, with ``input_required``. The answer carries how the call ended (a timeout
-    reads like any tool error on the wire) and where it ran, for the call log.
+    reads like any tool error on the wire) and where it ran, for the call log; ``record``
+    what the endpoint's policies did about it.
 
     Raises:
         InvalidParams: the tool does not exist, or a call that may run on a worker has
@@ -82,7 +85,7 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
     if ctx.catalog.policies is not None:
         # What the call log keeps, however the call goes on (inline, a task, refused).
         call = PolicyCall(TOOLS_CALL, tool.name, tool.annotations)
-        ctx.logged_arguments = ctx.catalog.policies.logged_arguments(call, arguments)
+        record.logged_arguments = ctx.catalog.policies.logged_arguments(call, arguments)
     if tool.execution != "inline" or plan.start_now or plan.may_become_task:
         # Such a call may be written to a BackgroundCall row, arguments and answers and all.
         require_storable(arguments, "params.arguments")
@@ -104,7 +107,7 @@ async def handle_tools_call(ctx: RequestContext, params: CallToolParams) -> Answ
     if plan.start_now:
         return await mcp_tasks.start_task(ctx, tool, arguments, plan.ttl_ms, answers=inputs.answers)
     try:
-        result = await run_tool(ctx, tool, arguments, inputs)
+        result = await run_tool(ctx, tool, arguments, inputs, record)
     except ContinueAsTask:
         # The answers gathered so far go with the task.
         return await mcp_tasks.start_task(ctx, tool, arguments, None, answers=inputs.answers)
@@ -133,11 +136,13 @@ async def run_tool(
     tool: ToolDef,
     arguments: Mapping[str, Any],
     inputs: CallInputs = NO_INPUTS,
+    record: PolicyRecord | None = None,
 ) -> ToolResult:
     """Run ``tool`` through ``ctx.tools`` and return its finished result, failures included.
 
     ``inputs`` are what the call hands the tool besides its arguments (the answers gathered so
-    far, a held run to resume, whether it may become a task).
+    far, a held run to resume, whether it may become a task); the endpoint's policies add
+    what they do to ``record`` (None: a record of this run's own, which no one reads).
 
     The one error ladder of a tool call, wherever it runs (inline here, or on a worker, which
     calls this too): a tool failure becomes an error result (a timeout says so in its
@@ -149,9 +154,11 @@ async def run_tool(
         McpError, CallCancelled, ServiceUnavailable: passed on as they are.
         InternalError: the tool failed unexpectedly (logged; its text never reaches the wire).
     """
+    if record is None:
+        record = PolicyRecord()
     policies = ctx.catalog.policies
     if policies is None:
-        return await _run_tool(ctx, tool, arguments, inputs)
+        return await _run_tool(ctx, tool, arguments, inputs, record)
     # The endpoint's policies see the call here, wherever it runs (inline, or on a worker,
     # which calls this too, so a task's result is seen before its row keeps it). A result
     # relayed from a worker was seen there; one without its decisions (a row written
@@ -160,16 +167,16 @@ async def run_tool(
     call = PolicyCall(TOOLS_CALL, tool.name, tool.annotations)
     result: ToolResult | None = None
     try:
-        arguments = policies.before(call, arguments, ctx.policy_decisions)
-        result = await _run_tool(ctx, tool, arguments, inputs)
+        arguments = policies.before(call, arguments, record.decisions)
+        result = await _run_tool(ctx, tool, arguments, inputs, record)
         relayed = result.detail.get("policy_decisions") if result.detail else None
         if isinstance(relayed, list):
             # It ran on a worker, whose policies saw it there: their verdicts on the result
             # and the user's confirmation join this request's (the arguments' were this
             # process's own, above).
-            ctx.policy_decisions.extend(d for d in relayed if d.get("phase") != "before")
+            record.decisions.extend(d for d in relayed if d.get("phase") != "before")
             return result
-        return _with_json(result, policies.after(call, result_json(result), ctx.policy_decisions))
+        return _with_json(result, policies.after(call, result_json(result), record.decisions))
     except PolicyRefused as refused:
         # The caller reads why, as for any tool error; the call log records it as rejected
         # (and where the refused result ran).
@@ -180,10 +187,15 @@ async def run_tool(
 
 
 async def _run_tool(
-    ctx: RequestContext, tool: ToolDef, arguments: Mapping[str, Any], inputs: CallInputs
+    ctx: RequestContext,
+    tool: ToolDef,
+    arguments: Mapping[str, Any],
+    inputs: CallInputs,
+    record: PolicyRecord,
 ) -> ToolResult:
+    running = ToolCallContext(ctx, tool.name, inputs, record)
     try:
-        result = await ctx.tools.run_tool(tool, arguments, ToolCallContext(ctx, tool.name, inputs))
+        result = await ctx.tools.run_tool(tool, arguments, running)
     except ToolError as failure:
         result = ToolResult.error(failure.message)
         # A timeout, an unreachable upstream: the call log says which.

@@ -31,6 +31,7 @@ from mcp_app.protocol.catalog import CatalogSnapshot, ToolDef
 from mcp_app.protocol.context import CallInputs, RequestContext, ToolCallContext
 from mcp_app.protocol.errors import InternalError, McpError
 from mcp_app.protocol.handlers.tools import run_tool
+from mcp_app.protocol.policies import PolicyRecord
 from mcp_app.protocol.ports import HeldQuestions
 from mcp_app.protocol.results import InputRequired, Outcome, ToolError, ToolResult
 from mcp_app.services import continuations, limits, notify
@@ -180,7 +181,9 @@ class _WorkerRun:
             while True:
                 ctx = self._context(state.snapshot)
                 inputs = CallInputs(answers=dict(call.input_responses))
-                work = asyncio.create_task(run_tool(ctx, tool, call.arguments, inputs))
+                # What the endpoint's policies do about this run, for the call's row.
+                record = PolicyRecord()
+                work = asyncio.create_task(run_tool(ctx, tool, call.arguments, inputs, record))
                 watcher = asyncio.create_task(self._watch(control, work))
                 try:
                     result = await work
@@ -234,7 +237,7 @@ class _WorkerRun:
                     with contextlib.suppress(asyncio.CancelledError):
                         await watcher
                 await self._finish(
-                    Status.COMPLETED, result.ended, result, decisions=ctx.policy_decisions
+                    Status.COMPLETED, result.ended, result, decisions=record.decisions
                 )
                 return
 

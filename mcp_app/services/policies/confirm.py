@@ -48,7 +48,7 @@ async def policy_confirm(tool: ToolDef, arguments: Mapping[str, Any], ctx: ToolC
     if not isinstance(policies, EndpointPolicies):
         return
     call = PolicyCall(TOOLS_CALL, tool.name, tool.annotations)
-    decisions = ctx.request.policy_decisions
+    decisions = ctx.record.decisions
     for policy, question in policies.confirmations(call, arguments, decisions):
         try:
             answer = await ctx.elicit(question, CONFIRM_SCHEMA, key=f"policy-confirm-{policy}")
