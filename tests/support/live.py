@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 import pytest
 from django.conf import settings
-from django.core.management import call_command
 
 from mcp_app.services import invalidation
 from scripts.services import free_port
+from tests.support.emptying import empty_database
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -177,7 +177,8 @@ def wait_until_idle(base_url: str, timeout: float = 15.0) -> None:
 
 
 def flush_database(django_db_blocker: Any) -> None:
-    """Delete every row a module committed for its live server, as TransactionTestCase does.
+    """Delete every row a module committed for its live server, as TransactionTestCase does
+    (with ``empty_database``, as tests/conftest.py makes it do).
 
     Committed rows would otherwise leak into later tests that expect an empty database. The
     running servers are waited for first, so that no record of this module arrives later.
@@ -185,6 +186,6 @@ def flush_database(django_db_blocker: Any) -> None:
     for base_url in list(_running):
         wait_until_idle(base_url)
     with django_db_blocker.unblock():
-        call_command("flush", interactive=False, verbosity=0)
+        empty_database()
         # A flush fires no signal: tell the live servers to forget what they keep in memory.
         invalidation.invalidate(everything=True)
