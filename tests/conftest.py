@@ -19,6 +19,7 @@ from mcp_app.services.catalog_writes import endpoint_create
 from mcp_app.services.endpoint_directory import clear_snapshot_cache
 from mcp_app.services.sessions import clear_session_cache
 from tests.support.emptying import empty_database, remember_clean_state
+from tests.support.live import wait_until_servers_idle
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -55,8 +56,11 @@ def _empty_after_test(self: TransactionTestCase) -> None:
     """``transactional_db``'s teardown, with ``empty_database`` in place of Django's flush.
 
     The flush truncated all ~90 tables and inserted every permission again after each
-    transactional test (tests/support/emptying.py); the outcome is the same.
+    transactional test (tests/support/emptying.py); the outcome is the same. The live servers
+    running are waited for first, as flush_database does: a call-log record of this test's
+    requests written after the flush would be a row in the next test's empty database.
     """
+    wait_until_servers_idle()
     if self.available_apps is not None or self.serialized_rollback:
         _django_fixture_teardown(self)  # their flush differs; no test here uses either
         return
