@@ -12,11 +12,14 @@ from typing import Any
 import pytest
 from django.conf import settings
 from django.db import connection
+from django.test import TransactionTestCase
 
 from mcp_app.models import Endpoint
 from mcp_app.services.catalog_writes import endpoint_create
 from mcp_app.services.endpoint_directory import clear_snapshot_cache
 from mcp_app.services.sessions import clear_session_cache
+from tests.support.emptying import empty_database, remember_clean_state
+from tests.support.live import wait_until_servers_idle
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -43,16 +46,40 @@ def pytest_configure(config: pytest.Config) -> None:
     # "test_" name), from which they would derive another Redis namespace than this process;
     # they are one installation with it, so they inherit its namespace.
     os.environ["REDIS_NAMESPACE"] = settings.REDIS_NAMESPACE
+    TransactionTestCase._fixture_teardown = _empty_after_test  # type: ignore[method-assign]
+
+
+_django_fixture_teardown = TransactionTestCase._fixture_teardown
+
+
+def _empty_after_test(self: TransactionTestCase) -> None:
+    """``transactional_db``'s teardown, with ``empty_database`` in place of Django's flush.
+
+    The flush truncated all ~90 tables and inserted every permission again after each
+    transactional test (tests/support/emptying.py); the outcome is the same. The live servers
+    running are waited for first, as flush_database does: a call-log record of this test's
+    requests written after the flush would be a row in the next test's empty database.
+    """
+    wait_until_servers_idle()
+    if self.available_apps is not None or self.serialized_rollback:
+        _django_fixture_teardown(self)  # their flush differs; no test here uses either
+        return
+    for using in self._databases_names(include_mirrors=False):
+        empty_database(using)
 
 
 @pytest.fixture(scope="session")
 def django_db_setup(django_db_setup: None, django_db_blocker: Any) -> Iterator[None]:
-    """pytest-django's test database, plus: drop other sessions before it is destroyed.
+    """pytest-django's test database, plus: note its content types and permissions for
+    ``empty_database``, and drop other sessions before it is destroyed.
 
     Servers the tests started may still hold pooled connections to it, and ORM calls made
     through ``database_sync_to_async`` hold theirs on worker threads this thread cannot close;
     PostgreSQL refuses to drop a database anyone is still connected to.
     """
+    if connection.vendor == "postgresql":
+        with django_db_blocker.unblock():
+            remember_clean_state()
     yield
     if connection.vendor != "postgresql":
         return

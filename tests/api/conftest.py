@@ -1,4 +1,5 @@
-"""Fixtures of the management API tests: users with chosen permissions and their tokens."""
+"""Fixtures of the management API tests: users with chosen permissions and their tokens, their
+passwords hashed cheaply."""
 
 from __future__ import annotations
 
@@ -7,9 +8,17 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
+from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
 from mcp_app.services.api_tokens import api_token_create
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Settings) -> None:
+    """Every user made here gets a password no test uses: hash it cheaply (PBKDF2's 1,000,000
+    rounds cost 0.3-0.7 s a user on the test machine), as tests/admin/conftest.py does."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def make_user(username: str, permissions: Sequence[str] = (), *, every_team: bool = True) -> User:

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group, User
+from pytest_django.fixtures import Settings
 
 from mcp_app.auth.bearer import clear_token_cache
 from mcp_app.models import Endpoint, Prompt, Resource, Tool
@@ -72,7 +73,11 @@ def build_catalog() -> Catalog:
 
 
 @pytest.fixture
-def catalog(db: None) -> Catalog:
+def catalog(db: None, settings: Settings) -> Catalog:
+    # alice's and bob's passwords hashed cheaply (PBKDF2 costs 0.3-0.7 s a user here): they
+    # sign in to this process only. live_site's own users, made per module for a live server
+    # on the production settings, keep PBKDF2.
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return build_catalog()
 
 

@@ -22,10 +22,10 @@ from typing import Any
 import httpx
 import pytest
 from django.conf import settings
-from django.core.management import call_command
 
 from mcp_app.services import invalidation
 from scripts.services import free_port
+from tests.support.emptying import empty_database
 from tests.support.waiting import wait_until
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,6 +147,9 @@ def _metric_sums(base_url: str) -> dict[str, float]:
 # unchanged this long is made of streams the server keeps itself (an upstream session's
 # listening stream to one of its own endpoints), which end with the process.
 STREAMS_SETTLED_SECONDS = 2.0
+# Per server: the count of open streams its last wait_until_idle found settled. The same count
+# again is settled at once, so a server keeping streams of its own costs a wait only once.
+_settled_streams: dict[str, float] = {}
 
 
 def wait_until_idle(base_url: str, timeout: float = 15.0) -> None:
@@ -168,23 +171,39 @@ def wait_until_idle(base_url: str, timeout: float = 15.0) -> None:
         backlog = sums.get("mcphost_call_log_received_rows_total", 0.0) - sums.get(
             "mcphost_call_log_written_rows_total", 0.0
         ) - sums.get("mcphost_call_log_dropped_rows_total", 0.0)  # fmt: skip
-        settled = not streams or now - seen_since >= STREAMS_SETTLED_SECONDS
+        settled = (
+            not streams
+            or streams == _settled_streams.get(base_url)
+            or now - seen_since >= STREAMS_SETTLED_SECONDS
+        )
         if settled and backlog <= 0:
+            _settled_streams[base_url] = streams
             return
         if now > deadline:
             raise TimeoutError(f"{base_url} still busy after {timeout} s: {sums}")
         time.sleep(0.05)
 
 
+def wait_until_servers_idle() -> None:
+    """wait_until_idle for every server asgi_server() runs now.
+
+    Before a cleanup: a record a server writes after it would be a row of this test (or
+    module) in the next one's empty database. tests/conftest.py waits so after every
+    transactional test too.
+    """
+    for base_url in list(_running):
+        wait_until_idle(base_url)
+
+
 def flush_database(django_db_blocker: Any) -> None:
-    """Delete every row a module committed for its live server, as TransactionTestCase does.
+    """Delete every row a module committed for its live server, as TransactionTestCase does
+    (with ``empty_database``, as tests/conftest.py makes it do).
 
     Committed rows would otherwise leak into later tests that expect an empty database. The
     running servers are waited for first, so that no record of this module arrives later.
     """
-    for base_url in list(_running):
-        wait_until_idle(base_url)
+    wait_until_servers_idle()
     with django_db_blocker.unblock():
-        call_command("flush", interactive=False, verbosity=0)
+        empty_database()
         # A flush fires no signal: tell the live servers to forget what they keep in memory.
         invalidation.invalidate(everything=True)
