@@ -9,17 +9,21 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from mcp_app.models import Endpoint, Tool
-from mcp_app.services.catalog_io import catalog_import
+from mcp_app.services.catalog_io import BULK_CHUNK, catalog_export, catalog_import
+from mcp_app.services.catalog_writes import prompt_create
 
 
-def document(tools: int, *, description: str = "Says hello.") -> dict[str, Any]:
+def document(
+    tools: int, *, description: str = "Says hello.", slug: str = "bulk", groups: bool = False
+) -> dict[str, Any]:
     return {
         "format": "mcphost-catalog/1",
-        "endpoints": [{"slug": "bulk", "auth_mode": "public"}],
+        "endpoints": [{"slug": slug, "auth_mode": "public"}],
         "tools": [
             {
                 "name": f"tool_{n:03d}",
@@ -31,8 +35,8 @@ def document(tools: int, *, description: str = "Says hello.") -> dict[str, Any]:
                     "properties": {"name": {"type": "string"}},
                     "required": ["name"],
                 },
-                "endpoints": ["bulk"],
-                "allowed_groups": [],
+                "endpoints": [slug],
+                "allowed_groups": ["callers"] if groups and n % 2 else [],
             }
             for n in range(tools)
         ],
@@ -64,3 +68,34 @@ def test_an_import_bumps_each_endpoint_version_once() -> None:
     bumps = [q for q in captured.captured_queries if '"catalog_version" =' in q["sql"]]
     assert len(bumps) == 1
     assert Tool.objects.filter(description="Reworded.").count() == 30
+
+
+@pytest.mark.django_db
+def test_a_fresh_import_costs_the_same_for_twenty_tools_as_for_two_hundred() -> None:
+    # New tools are written in bulk (catalog_writes.catalog_rows_create), a chunk at a time.
+    assert BULK_CHUNK > 200
+    Group.objects.create(name="callers")
+    small = queries_of(document(20, slug="small", groups=True))
+    large = queries_of(document(200, slug="large", groups=True))
+    assert Tool.objects.filter(endpoints__slug="large").count() == 200
+    assert small == large
+
+
+@pytest.mark.django_db
+def test_an_export_costs_the_same_for_five_rows_as_for_thirty() -> None:
+    def exported(rows: int) -> int:
+        catalog_import(document=document(rows, slug=f"export-{rows}", groups=True))
+        for n in range(rows):
+            prompt_create(
+                name=f"prompt_{rows}_{n}",
+                description="Asks.",
+                arguments=[{"name": "topic"}],
+                messages=[{"role": "user", "text": "About {topic}"}],
+                endpoints=Endpoint.objects.filter(slug=f"export-{rows}"),
+            )
+        with CaptureQueriesContext(connection) as captured:
+            document_out = catalog_export(endpoint_slugs=[f"export-{rows}"])
+        assert len(document_out["tools"]) == len(document_out["prompts"]) == rows
+        return len(captured.captured_queries)
+
+    assert exported(5) == exported(30)
