@@ -19,14 +19,19 @@ from mcp_app.services.catalog_writes import prompt_create
 
 
 def document(
-    tools: int, *, description: str = "Says hello.", slug: str = "bulk", groups: bool = False
+    tools: int,
+    *,
+    description: str = "Says hello.",
+    slug: str = "bulk",
+    groups: bool = False,
+    prefix: str = "tool",
 ) -> dict[str, Any]:
     return {
         "format": "mcphost-catalog/1",
         "endpoints": [{"slug": slug, "auth_mode": "public"}],
         "tools": [
             {
-                "name": f"tool_{n:03d}",
+                "name": f"{prefix}_{n:03d}",
                 "description": description,
                 "kind": "template",
                 "config": {"template": "Hello {{ name }}"},
@@ -75,8 +80,9 @@ def test_a_fresh_import_costs_the_same_for_twenty_tools_as_for_two_hundred() -> 
     # New tools are written in bulk (catalog_writes.catalog_rows_create), a chunk at a time.
     assert BULK_CHUNK > 200
     Group.objects.create(name="callers")
-    small = queries_of(document(20, slug="small", groups=True))
-    large = queries_of(document(200, slug="large", groups=True))
+    # Names of their own: tools are matched by name, and a known one is an update.
+    small = queries_of(document(20, slug="small", groups=True, prefix="small"))
+    large = queries_of(document(200, slug="large", groups=True, prefix="large"))
     assert Tool.objects.filter(endpoints__slug="large").count() == 200
     assert small == large
 

@@ -5,16 +5,16 @@ endpoint; and refuse the whole batch, naming each bad row, when one breaks a rul
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Max
+from django.test import override_settings
 
 from mcp_app.models import Endpoint, MembershipChange, Tool
 from mcp_app.services import history, notify
@@ -28,8 +28,7 @@ from mcp_app.services.catalog_writes import (
     tool_create,
     tool_values,
 )
-
-pytestmark = pytest.mark.django_db
+from tests.support.waiting import WAIT_SECONDS
 
 SENTINEL = {"type": "test.sentinel"}
 # name, endpoint letters, group names
@@ -139,59 +138,69 @@ def marks_of(endpoints: dict[str, Endpoint]) -> dict[str, int]:
     }
 
 
-@pytest.fixture
-def announced(
-    django_capture_on_commit_callbacks: Any,
-) -> Iterator[Callable[[dict[str, Endpoint], Callable[[], None]], list[Any]]]:
-    """Run a write, commit it, and return the list_changed messages its endpoints' streams got."""
-    layer = get_channel_layer()
+async def announced(endpoints: dict[str, Endpoint], write: Callable[[], None]) -> list[Any]:
+    """Commit ``write`` in a worker thread and return the list_changed messages the streams of
+    ``endpoints`` got, as each heard it.
 
-    def run(endpoints: dict[str, Endpoint], write: Callable[[], None]) -> list[Any]:
-        channel = async_to_sync(layer.new_channel)()
-        letter_of = {endpoint.pk: letter for letter, endpoint in endpoints.items()}
-        for endpoint in endpoints.values():
-            async_to_sync(layer.group_add)(notify.endpoint_group(endpoint.pk), channel)
-        with django_capture_on_commit_callbacks(execute=True):
-            write()
-        async_to_sync(layer.send)(channel, SENTINEL)
-        messages = []
-        while (message := async_to_sync(layer.receive)(channel))["type"] != SENTINEL["type"]:
-            group = message[notify.GROUP_KEY]
-            endpoint_id = next(pk for pk in letter_of if notify.endpoint_group(pk) == group)
-            messages.append((letter_of[endpoint_id], message["type"], message.get("kinds")))
-        for endpoint in endpoints.values():
-            async_to_sync(layer.group_discard)(notify.endpoint_group(endpoint.pk), channel)
-        return sorted(messages)
-
-    yield run
+    One listener per endpoint, all on this test's one event loop (the channel layer's
+    connections belong to it); each is read up to a marker sent through its group after the
+    commit, within a bound, so a message that never comes fails the test."""
+    messages = []
+    listeners = {letter: notify.GroupListener(notify.endpoint_group(endpoint.pk))
+                 for letter, endpoint in endpoints.items()}  # fmt: skip
+    for listener in listeners.values():
+        await listener.__aenter__()
+    try:
+        await sync_to_async(committed(write))()
+        for letter, listener in listeners.items():
+            await notify._asend(listener.groups[0], SENTINEL)
+            while (message := await listener.next(WAIT_SECONDS)) != SENTINEL:
+                assert message is not None, f"the marker never reached endpoint {letter}"
+                messages.append((letter, message["type"], message.get("kinds")))
+    finally:
+        for listener in listeners.values():
+            await listener.__aexit__(None, None, None)
+    return sorted(messages)
 
 
-def test_a_bulk_created_catalog_is_the_one_row_by_row_writes_leave(announced: Any) -> None:
-    actor = User.objects.create_superuser("importer", password="unused-password-123")
-    Group.objects.create(name="callers")
-    Group.objects.create(name="others")
+def committed(change: Callable[[], Any]) -> Callable[[], Any]:
+    def run() -> Any:
+        with transaction.atomic():
+            return change()
 
-    one_by_one = endpoints_of("1")
-    marks = marks_of(one_by_one)
+    return run
+
+
+# Committed, so the streams hear of it: the database is emptied after the test, not rolled back.
+@pytest.mark.django_db(transaction=True)
+@override_settings(MCP_LIST_CHANGED_COALESCE_SECONDS=0)
+async def test_a_bulk_created_catalog_is_the_one_row_by_row_writes_leave() -> None:
+    def arrange() -> tuple[User, dict[str, Endpoint], dict[str, Endpoint]]:
+        actor = User.objects.create_superuser("importer", password="unused-password-123")
+        Group.objects.create(name="callers")
+        Group.objects.create(name="others")
+        return actor, endpoints_of("1"), endpoints_of("2")
+
+    actor, one_by_one, in_bulk = await sync_to_async(committed(arrange))()
 
     def row_by_row() -> None:
-        with transaction.atomic(), catalog_changes_coalesced():
+        with catalog_changes_coalesced():
             for item in items_of(one_by_one):
                 relations = {"endpoints": list(item.endpoints)}
                 if item.groups:
                     relations["allowed_groups"] = list(item.groups)  # type: ignore[arg-type]
                 catalog_row_save(item.row, actor=actor, source=history.IMPORT, relations=relations)
 
-    row_by_row_notices = announced(one_by_one, row_by_row)
-    expected = state_since(marks, one_by_one)
+    marks = await sync_to_async(marks_of)(one_by_one)
+    row_by_row_notices = await announced(one_by_one, row_by_row)
+    expected = await sync_to_async(state_since)(marks, one_by_one)
 
-    in_bulk = endpoints_of("2")
-    marks = marks_of(in_bulk)
-    bulk_notices = announced(
+    marks = await sync_to_async(marks_of)(in_bulk)
+    bulk_notices = await announced(
         in_bulk,
         lambda: catalog_rows_create(items_of(in_bulk), actor=actor, source=history.IMPORT),
     )
-    found = state_since(marks, in_bulk)
+    found = await sync_to_async(state_since)(marks, in_bulk)
 
     assert found == expected
     assert (
@@ -216,10 +225,15 @@ def test_a_bulk_created_catalog_is_the_one_row_by_row_writes_leave(announced: An
     assert found["versions"] == [("a", 1), ("b", 1)]
 
 
+@pytest.mark.django_db
 def test_a_bad_row_refuses_the_whole_batch_naming_each_row() -> None:
     endpoints = endpoints_of("")
     tool_create(
-        name="taken", kind="template", config={"template": "Hi"}, endpoints=[endpoints["a"]]
+        name="taken",
+        description="Says hi.",
+        kind="template",
+        config={"template": "Hi"},
+        endpoints=[endpoints["a"]],
     )
     before = (Tool.objects.count(), Tool.history.count(), MembershipChange.objects.count())
     versions = marks_of(endpoints)
@@ -252,6 +266,7 @@ def test_a_bad_row_refuses_the_whole_batch_naming_each_row() -> None:
     assert marks_of(endpoints) == versions
 
 
+@pytest.mark.django_db
 def test_the_review_rule_refuses_the_rows_it_touches() -> None:
     endpoints = endpoints_of("")
     Endpoint.objects.filter(pk=endpoints["b"].pk).update(require_review=True)
