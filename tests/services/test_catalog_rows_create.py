@@ -17,8 +17,9 @@ from django.db.models import Max
 from django.test import override_settings
 
 from mcp_app.models import Endpoint, MembershipChange, Tool
-from mcp_app.services import history, notify
+from mcp_app.services import history, notify, review
 from mcp_app.services.catalog_changes import catalog_changes_coalesced
+from mcp_app.services.catalog_io import CatalogImportError, catalog_import
 from mcp_app.services.catalog_writes import (
     NewItem,
     RowsInvalid,
@@ -283,3 +284,35 @@ def test_the_review_rule_refuses_the_rows_it_touches() -> None:
     assert sorted(raised.value.by_row) == [1]
     assert "Endpoint b requires review" in raised.value.by_row[1]["__all__"][0]
     assert not Tool.objects.exists()
+
+
+@pytest.mark.django_db
+def test_an_import_writing_new_tools_in_bulk_keeps_the_review_rule() -> None:
+    endpoints = endpoints_of("")
+    Endpoint.objects.filter(pk=endpoints["b"].pk).update(require_review=True)
+    actor = User.objects.create_superuser("importer", password="unused-password-123")
+    document = {
+        "format": "mcphost-catalog/1",
+        "endpoints": [{"slug": slug, "auth_mode": "public"} for slug in "ab"],
+        "tools": [
+            {
+                "name": name,
+                "description": "Says hi.",
+                "kind": "template",
+                "config": {"template": "Hi"},
+                "endpoints": [slug],
+            }
+            for name, slug in (("free", "a"), ("held", "b"))
+        ],
+    }
+
+    with pytest.raises(CatalogImportError) as raised:
+        catalog_import(document=document, user=actor)
+
+    assert [str(error).split(":")[0] for error in raised.value.errors] == ["tools[1] (held)"]
+    assert "Endpoint b requires review" in str(raised.value)
+    assert not Tool.objects.exists()
+    # An approved draft's publish goes through.
+    with review.publishing_draft():
+        catalog_import(document=document, user=actor)
+    assert sorted(Tool.objects.values_list("name", flat=True)) == ["free", "held"]
