@@ -46,6 +46,7 @@ from mcp_app.models import (
     Tool,
     Upstream,
 )
+from mcp_app.models.fields import schema_checks_remembered
 from mcp_app.protocol import apps
 from mcp_app.services import history, teams
 from mcp_app.services.catalog_changes import catalog_changes_coalesced
@@ -770,7 +771,8 @@ def catalog_import(
         if missing:
             raise CatalogPermissionError(missing)
     report = ImportReport(dry_run=dry_run)
-    with transaction.atomic(), history.catalog_change_source(source):
+    # Each new tool's schema is checked while planning and again as it is written: once.
+    with transaction.atomic(), history.catalog_change_source(source), schema_checks_remembered():
         importer = _Importer(document, report, prune=prune, user=user)
         with catalog_changes_coalesced():  # one version bump per endpoint, not per row
             importer.run()

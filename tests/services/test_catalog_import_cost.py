@@ -6,14 +6,18 @@ Counted in queries and version bumps, never in seconds: bench/catalog_bulk.py me
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from typing import Any
 
 import pytest
 from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from jsonschema import Draft202012Validator
 
 from mcp_app.models import Endpoint, Tool
+from mcp_app.models.fields import validate_input_schema
 from mcp_app.services.catalog_io import BULK_CHUNK, catalog_export, catalog_import
 from mcp_app.services.catalog_writes import prompt_create
 
@@ -105,3 +109,29 @@ def test_an_export_costs_the_same_for_five_rows_as_for_thirty() -> None:
         return len(captured.captured_queries)
 
     assert exported(5) == exported(30)
+
+
+@pytest.mark.django_db
+def test_an_import_checks_each_distinct_input_schema_once(monkeypatch: Any) -> None:
+    # The metaschema check is most of a new tool's cost: planning and the write path both
+    # validate the row, and many tools share a schema. Counted, not timed.
+    checked: list[str] = []
+    check_schema = Draft202012Validator.check_schema
+
+    def counted(schema: Any, *args: Any, **kwargs: Any) -> None:
+        checked.append(json.dumps(schema, sort_keys=True))
+        check_schema(schema, *args, **kwargs)
+
+    monkeypatch.setattr(Draft202012Validator, "check_schema", counted)
+    tools = document(4)
+    for n, entry in enumerate(tools["tools"]):
+        entry["input_schema"]["properties"]["name"]["description"] = f"Whom {n % 3} greets."
+
+    catalog_import(document=tools)
+
+    assert Tool.objects.filter(endpoints__slug="bulk").count() == 4
+    assert sorted(Counter(checked).values()) == [1, 1, 1]
+    # Outside an import every check runs: a form or an API save checks its own row.
+    validate_input_schema(tools["tools"][0]["input_schema"])
+    validate_input_schema(tools["tools"][0]["input_schema"])
+    assert len(checked) == 5
