@@ -6,11 +6,13 @@ Counted in queries and version bumps, never in seconds: bench/catalog_bulk.py me
 
 from __future__ import annotations
 
+import gc
 import json
 from collections import Counter
 from typing import Any
 
 import pytest
+import yaml
 from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -18,7 +20,13 @@ from jsonschema import Draft202012Validator
 
 from mcp_app.models import Endpoint, Tool
 from mcp_app.models.fields import validate_input_schema
-from mcp_app.services.catalog_io import BULK_CHUNK, catalog_export, catalog_import
+from mcp_app.services.catalog_io import (
+    BULK_CHUNK,
+    catalog_dump,
+    catalog_export,
+    catalog_import,
+    catalog_parse,
+)
 from mcp_app.services.catalog_writes import prompt_create
 
 
@@ -135,3 +143,19 @@ def test_an_import_checks_each_distinct_input_schema_once(monkeypatch: Any) -> N
     validate_input_schema(tools["tools"][0]["input_schema"])
     validate_input_schema(tools["tools"][0]["input_schema"])
     assert len(checked) == 5
+
+
+def test_a_dump_leaves_the_garbage_collector_as_it_found_it() -> None:
+    # The YAML dump pauses the collector (most of a large dump's time was its passes).
+    text = catalog_dump(document(3))
+    assert gc.isenabled()
+    assert catalog_parse(text) == document(3)
+    gc.disable()
+    try:
+        catalog_dump(document(3))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(yaml.representer.RepresenterError):
+        catalog_dump({"tools": [object()]})
+    assert gc.isenabled()
