@@ -6,11 +6,11 @@ Usage (from the project root, after ``python3 dev.py test`` or ``run`` made .ven
     .venv/bin/python bench/catalog_bulk.py [--tools 10000] [--endpoints 10] [--profile PHASE]
 
 Starts a throwaway PostgreSQL (scripts/services.py) and migrates. Writes a generated document
-(``--tools`` template tools with an input schema, spread over ``--endpoints`` endpoints, a
-group allowed on every tenth), then runs each phase in a fresh Python process, as
-``manage.py mcp_import`` / ``mcp_export`` would, and prints one JSON line per phase: the
-seconds the import or export took inside the process (Django set up before the clock starts),
-the process's peak resident memory, and the changes reported:
+(``--tools`` template tools, each with an input schema of its own, spread over
+``--endpoints`` endpoints, a group allowed on every tenth), then runs each phase in a fresh
+Python process, as ``manage.py mcp_import`` / ``mcp_export`` would, and prints one JSON line
+per phase: the seconds the import or export took inside the process (Django set up before the
+clock starts), the process's peak resident memory, and the changes reported:
 
 - ``import``: the document into the empty catalog;
 - ``reimport``: the same document again (no change);
@@ -56,7 +56,14 @@ def document(tools: int, endpoints: int) -> dict[str, object]:
                 "config": {"template": "Hello {{ name }} from tool " + str(n)},
                 "input_schema": {
                     "type": "object",
-                    "properties": {"name": {"type": "string", "maxLength": 64}},
+                    # A schema of its own per tool, as in a real catalog: each is checked.
+                    "properties": {
+                        "name": {
+                            "type": "string",
+                            "maxLength": 64,
+                            "description": f"Whom tool {n} greets.",
+                        }
+                    },
                     "required": ["name"],
                 },
                 "enabled": True,

@@ -30,7 +30,11 @@ from mcp_app.models import (
 )
 from mcp_app.services import history, invalidation, notify
 from mcp_app.services.catalog_changes import catalog_changed, endpoint_ids_for
-from mcp_app.services.catalog_writes import check_tools_attachable, check_unique_tool_names
+from mcp_app.services.catalog_writes import (
+    check_tools_attachable,
+    check_unique_tool_names,
+    rows_attached,
+)
 from mcp_app.services.limits import limits_changed
 from mcp_app.services.upstream_targets import upstream_renamed
 
@@ -176,6 +180,13 @@ def _endpoint_catalog_changed(
         history.record_membership(sender, pairs, MembershipChange.Action.REMOVED)
         endpoint_ids = [endpoint_id for endpoint_id, _ in pairs] if reverse else [instance.pk]
         catalog_changed(endpoint_ids=endpoint_ids, kinds=[_M2M_KIND[sender]])
+
+
+@receiver(rows_attached, dispatch_uid="mcp_rows_attached")
+def _rows_attached(sender: type, endpoint_ids: list[int], **kwargs: Any) -> None:
+    # New rows inserted in bulk with their endpoints (catalog_writes.catalog_rows_create),
+    # which checked names and wrote the membership history itself: as post_add does.
+    catalog_changed(endpoint_ids=endpoint_ids, kinds=[_KIND[sender]])
 
 
 _M2M_KIND: dict[type, notify.CatalogKind] = {

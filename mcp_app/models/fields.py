@@ -7,7 +7,11 @@ so they live here and nowhere else. The validators check one value at a time; ru
 
 from __future__ import annotations
 
+import contextlib
+import json
 import re
+from collections.abc import Iterator
+from contextvars import ContextVar
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -180,13 +184,48 @@ def validate_output_schema(value: Any) -> None:
     _check_schema(value, "Output schema")
 
 
+# The schemas found valid inside ``schema_checks_remembered`` (as canonical JSON), or None.
+_valid_schemas: ContextVar[set[str] | None] = ContextVar("mcp_valid_schemas", default=None)
+
+
+@contextlib.contextmanager
+def schema_checks_remembered() -> Iterator[None]:
+    """Check each distinct schema against its dialect once inside the block.
+
+    That check is most of what validating a tool costs, and a catalog import checks each new
+    tool twice (while planning, and in the write path no interface may skip) and often the
+    same schema for many tools. The check depends on the schema alone, so a schema found
+    valid stays valid; one found invalid is checked again, for its message, each time.
+    """
+    if _valid_schemas.get() is not None:
+        yield
+        return
+    token = _valid_schemas.set(set())
+    try:
+        yield
+    finally:
+        _valid_schemas.reset(token)
+
+
+def _schema_key(value: dict[str, Any]) -> str | None:
+    try:
+        return json.dumps(value, sort_keys=True, separators=(",", ":"))
+    except (TypeError, ValueError):  # not JSON: checked (and refused) every time
+        return None
+
+
 def _check_schema(value: Any, label: str) -> None:
     if not isinstance(value, dict):
         raise ValidationError(f"{label} must be a JSON object.", code="not_object")
     # Without $schema, 2020-12 is the default dialect (2025-11-25 basic/index, "JSON Schema").
     validator = validator_for(value, default=Draft202012Validator)
+    valid = _valid_schemas.get()
+    key = _schema_key(value) if valid is not None else None
     try:
-        validator.check_schema(value)
+        if key is None or valid is None or key not in valid:
+            validator.check_schema(value)
+            if key is not None and valid is not None:
+                valid.add(key)
     except SchemaError as exc:
         dialect = _dialect_name(validator)
         where = "/".join(str(p) for p in exc.absolute_path)

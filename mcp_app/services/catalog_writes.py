@@ -31,18 +31,23 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.base_user import AbstractBaseUser
-from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import AnonymousUser, Group
 from django.core.exceptions import ValidationError
 from django.db import models, transaction
+from django.dispatch import Signal
+from django.utils import timezone
+from simple_history.utils import get_change_reason_from_object
 
 from mcp_app.executors import get_executors
 from mcp_app.executors.base import ConfigError, ConfigReference
 from mcp_app.models import (
     Credential,
     Endpoint,
+    MembershipChange,
     Prompt,
     PromptArgument,
     PromptMessage,
@@ -349,6 +354,9 @@ _ENDPOINT_FIELD: dict[type[models.Model], str] = {
     ResourceTemplate: "resource_templates",
     Prompt: "prompts",
 }
+# Sent by ``catalog_rows_create`` once its rows are attached (sender: their model; keyword
+# ``endpoint_ids``), as ``m2m_changed`` is for an ``add()``: signals.py bumps the catalog.
+rows_attached = Signal()
 
 
 def catalog_rows_enable(
@@ -429,6 +437,217 @@ def catalog_rows_unpublish(
         for endpoint in endpoints:
             with writing(endpoint, actor=actor, source=source):
                 getattr(endpoint, field).remove(*rows)
+
+
+@dataclass
+class NewItem:
+    """An unsaved item row for ``catalog_rows_create``, with what it is published on and who
+    may see it."""
+
+    row: ItemRow
+    endpoints: Sequence[Endpoint] = ()
+    groups: Sequence[Group] = ()
+
+
+class RowsInvalid(ValidationError):
+    """``catalog_rows_create`` refused: ``by_row`` holds each refused row's errors (its
+    position in the rows given -> field -> messages); the messages name each row."""
+
+    def __init__(self, by_row: Mapping[int, Mapping[str, Sequence[str]]], labels: Sequence[str]):
+        self.by_row = {index: dict(errors) for index, errors in by_row.items()}
+        super().__init__(
+            [
+                f"{labels[index]}: {message if name == '__all__' else f'{name}: {message}'}"
+                for index, errors in sorted(self.by_row.items())
+                for name, messages in errors.items()
+                for message in messages
+            ]
+        )
+
+
+def catalog_rows_create(
+    items: Sequence[NewItem],
+    *,
+    actor: Actor,
+    source: str | None,
+    upstreams: Collection[str] = (),
+    views: Collection[str] = (),
+) -> None:
+    """Create many new item rows of one model, each published on its ``endpoints`` with its
+    ``groups`` allowed, in one transaction and a number of statements that does not grow with
+    the rows (catalog import: ``services/catalog_io.py``).
+
+    The same rules as ``catalog_row_save`` then ``catalog_row_attach`` of each row, so the
+    result is the one row-by-row writes leave (rows, history rows stamped with ``actor`` and
+    ``source``, membership history, one catalog change per endpoint), checked for the whole
+    batch: ``teams.check_may_write`` and ``catalog_row_check`` per row, the endpoints used
+    (``teams.check_may_use``) and their review rule (``review.check_may_change``) once, and
+    tool names unique per endpoint against the database (one query) and within the batch.
+    Rows are inserted with ``bulk_create`` (no model signals), so what the signals would do
+    is done here: the history rows (with the groups' many-to-many history), the membership
+    changes, and the catalog change (``rows_attached``: signals.py calls ``catalog_changed``).
+
+    Prompt arguments and messages, and resource files, are not written here.
+
+    Raises:
+        RowsInvalid: a ValidationError naming each refused row; nothing was written.
+        PermissionDenied: an endpoint or a row is another team's; nothing was written.
+    """
+    if not items:
+        return
+    model = type(items[0].row)
+    if any(type(item.row) is not model or item.row.pk is not None for item in items):
+        raise ValueError("catalog_rows_create takes new rows of one model.")
+    errors: dict[int, dict[str, list[str]]] = {}
+    with transaction.atomic(), history.catalog_change(source=source, actor=actor):
+        user = history.acting_user()
+        endpoint_ids = sorted({endpoint.pk for item in items for endpoint in item.endpoints})
+        teams.check_may_use(Endpoint.objects.filter(pk__in=endpoint_ids), user)
+        for index, item in enumerate(items):
+            try:
+                teams.check_may_write(item.row, user)
+                teams.relations_for(
+                    item.row,
+                    {"endpoints": list(item.endpoints), "allowed_groups": list(item.groups)},
+                    user,
+                )
+                # Names on the endpoints are checked below, for the batch at once.
+                catalog_row_check(
+                    item.row, relations={"endpoints": []}, upstreams=upstreams, views=views
+                )
+            except ValidationError as exc:
+                _add_errors(errors, index, _by_field(exc))
+        _check_review_of_new(items, endpoint_ids, user, errors)
+        if model is Tool:
+            _check_new_tool_names(items, endpoint_ids, errors)
+        if errors:
+            raise RowsInvalid(errors, [_label(item.row) for item in items])
+        _rows_insert(model, items)
+        rows_attached.send(sender=model, endpoint_ids=endpoint_ids)
+
+
+def _add_errors(
+    errors: dict[int, dict[str, list[str]]], index: int, found: Mapping[str, Sequence[str]]
+) -> None:
+    for name, messages in found.items():
+        errors.setdefault(index, {}).setdefault(name, []).extend(messages)
+
+
+def _check_review_of_new(
+    items: Sequence[NewItem],
+    endpoint_ids: Collection[int],
+    user: Any,
+    errors: dict[int, dict[str, list[str]]],
+) -> None:
+    """The review rule for the endpoints new rows are published on (one query)."""
+    try:
+        review.check_may_change(items[0].row, user, endpoint_ids=endpoint_ids)
+    except ValidationError:
+        reviewed = set(review.reviewed_slugs(items[0].row, endpoint_ids))
+        for index, item in enumerate(items):
+            if slugs := reviewed & {endpoint.slug for endpoint in item.endpoints}:
+                _add_errors(errors, index, {"__all__": [review.review_message(slugs)]})
+
+
+def _check_new_tool_names(
+    items: Sequence[NewItem],
+    endpoint_ids: Collection[int],
+    errors: dict[int, dict[str, list[str]]],
+) -> None:
+    """Tool names unique per endpoint: against the endpoints' tools (one query) and within
+    the batch, where the later rows are refused, as row-by-row attaches would refuse them."""
+    names = {item.row.name for item in items if isinstance(item.row, Tool)}
+    taken: set[tuple[int, str]] = set(
+        Endpoint.tools.through.objects.filter(endpoint_id__in=endpoint_ids, tool__name__in=names)
+        .values_list("endpoint_id", "tool__name")
+        .distinct()
+    )
+    for index, item in enumerate(items):
+        assert isinstance(item.row, Tool)
+        problems = [
+            f"Endpoint {endpoint.slug!r} already has another tool named {item.row.name!r}."
+            for endpoint in sorted(item.endpoints, key=lambda endpoint: endpoint.slug)
+            if (endpoint.pk, item.row.name) in taken
+        ]
+        if problems:
+            _add_errors(errors, index, {"endpoints": problems})
+        taken.update((endpoint.pk, item.row.name) for endpoint in item.endpoints)
+
+
+def _rows_insert(model: Any, items: Sequence[NewItem]) -> None:
+    """Insert the checked rows, their relations and every history row their save and
+    ``set``/``add`` calls would write, with the same values and in the same order, in a few
+    statements whatever the number of rows."""
+    model._default_manager.bulk_create([item.row for item in items])
+    group_through = model.allowed_groups.through
+    group_column = _item_column(group_through)
+    links = group_through._default_manager.bulk_create(
+        group_through(**{group_column: item.row.pk, "group_id": group.pk})
+        for item in items
+        for group in sorted(item.groups, key=lambda group: group.pk)
+    )
+    _history_insert(model, items, links, group_column)
+    through = history.through_of(model)
+    column = _item_column(through)
+    pairs = [
+        (endpoint_id, item.row.pk)
+        for item in items
+        for endpoint_id in sorted({endpoint.pk for endpoint in item.endpoints})
+    ]
+    through._default_manager.bulk_create(
+        through(endpoint_id=endpoint_id, **{column: item_id}) for endpoint_id, item_id in pairs
+    )
+    history.record_membership(through, pairs, MembershipChange.Action.ADDED)
+
+
+def _item_column(through: type[models.Model]) -> str:
+    """The column of a through table naming the item (not the endpoint, not the group)."""
+    return next(
+        field.attname
+        for field in through._meta.concrete_fields
+        if field.many_to_one and field.attname not in ("endpoint_id", "group_id")
+    )
+
+
+def _history_insert(
+    model: Any, items: Sequence[NewItem], links: Sequence[Any], column: str
+) -> None:
+    """Write the history rows simple-history writes for each row's save ("+", no groups yet)
+    and, when it has groups, for ``allowed_groups.set()`` ("~", with its groups' rows: the
+    ``links`` whose ``column`` names it), stamped as ``history.stamp_history_row`` stamps
+    them. ``allowed_groups`` is the one many-to-many field the item models' history keeps."""
+    history_model = model.history.model
+    user, now = history.acting_user(), timezone.now()
+    by_row: dict[int, list[Any]] = {}
+    for link in links:
+        by_row.setdefault(getattr(link, column), []).append(link)
+    records = []
+    for item in items:
+        for kind in ("+", "~") if item.row.pk in by_row else ("+",):
+            record = history_model(
+                history_date=now,
+                history_type=kind,
+                history_user=user,
+                history_change_reason=get_change_reason_from_object(item.row),
+                **{field.attname: getattr(item.row, field.attname) for field in
+                   history_model.tracked_fields},
+            )  # fmt: skip
+            history.stamp_history_row(record)
+            records.append(record)
+    history_model._default_manager.bulk_create(records)
+    m2m_model = next(
+        relation.related_model
+        for relation in history_model._meta.related_objects
+        if relation.field.name == "history"
+        and relation.related_model.__name__.endswith("_allowed_groups")
+    )
+    names = [field.attname for field in model.allowed_groups.through._meta.concrete_fields]
+    m2m_model._default_manager.bulk_create(
+        m2m_model(history=record, **{name: getattr(link, name) for name in names})
+        for record in records
+        if record.history_type == "~"
+        for link in by_row[record.id]
+    )
 
 
 def _rows_flagged(rows: Sequence[ItemRow], *, enabled: bool) -> list[ItemRow]:

@@ -6,23 +6,44 @@ Counted in queries and version bumps, never in seconds: bench/catalog_bulk.py me
 
 from __future__ import annotations
 
+import gc
+import json
+from collections import Counter
 from typing import Any
 
 import pytest
+import yaml
+from django.contrib.auth.models import Group
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from jsonschema import Draft202012Validator
 
 from mcp_app.models import Endpoint, Tool
-from mcp_app.services.catalog_io import catalog_import
+from mcp_app.models.fields import validate_input_schema
+from mcp_app.services.catalog_io import (
+    BULK_CHUNK,
+    catalog_dump,
+    catalog_export,
+    catalog_import,
+    catalog_parse,
+)
+from mcp_app.services.catalog_writes import prompt_create
 
 
-def document(tools: int, *, description: str = "Says hello.") -> dict[str, Any]:
+def document(
+    tools: int,
+    *,
+    description: str = "Says hello.",
+    slug: str = "bulk",
+    groups: bool = False,
+    prefix: str = "tool",
+) -> dict[str, Any]:
     return {
         "format": "mcphost-catalog/1",
-        "endpoints": [{"slug": "bulk", "auth_mode": "public"}],
+        "endpoints": [{"slug": slug, "auth_mode": "public"}],
         "tools": [
             {
-                "name": f"tool_{n:03d}",
+                "name": f"{prefix}_{n:03d}",
                 "description": description,
                 "kind": "template",
                 "config": {"template": "Hello {{ name }}"},
@@ -31,8 +52,8 @@ def document(tools: int, *, description: str = "Says hello.") -> dict[str, Any]:
                     "properties": {"name": {"type": "string"}},
                     "required": ["name"],
                 },
-                "endpoints": ["bulk"],
-                "allowed_groups": [],
+                "endpoints": [slug],
+                "allowed_groups": ["callers"] if groups and n % 2 else [],
             }
             for n in range(tools)
         ],
@@ -64,3 +85,77 @@ def test_an_import_bumps_each_endpoint_version_once() -> None:
     bumps = [q for q in captured.captured_queries if '"catalog_version" =' in q["sql"]]
     assert len(bumps) == 1
     assert Tool.objects.filter(description="Reworded.").count() == 30
+
+
+@pytest.mark.django_db
+def test_a_fresh_import_costs_the_same_for_twenty_tools_as_for_two_hundred() -> None:
+    # New tools are written in bulk (catalog_writes.catalog_rows_create), a chunk at a time.
+    assert BULK_CHUNK > 200
+    Group.objects.create(name="callers")
+    # Names of their own: tools are matched by name, and a known one is an update.
+    small = queries_of(document(20, slug="small", groups=True, prefix="small"))
+    large = queries_of(document(200, slug="large", groups=True, prefix="large"))
+    assert Tool.objects.filter(endpoints__slug="large").count() == 200
+    assert small == large
+
+
+@pytest.mark.django_db
+def test_an_export_costs_the_same_for_five_rows_as_for_thirty() -> None:
+    def exported(rows: int) -> int:
+        catalog_import(document=document(rows, slug=f"export-{rows}", groups=True))
+        for n in range(rows):
+            prompt_create(
+                name=f"prompt_{rows}_{n}",
+                description="Asks.",
+                arguments=[{"name": "topic"}],
+                messages=[{"role": "user", "text": "About {topic}"}],
+                endpoints=Endpoint.objects.filter(slug=f"export-{rows}"),
+            )
+        with CaptureQueriesContext(connection) as captured:
+            document_out = catalog_export(endpoint_slugs=[f"export-{rows}"])
+        assert len(document_out["tools"]) == len(document_out["prompts"]) == rows
+        return len(captured.captured_queries)
+
+    assert exported(5) == exported(30)
+
+
+@pytest.mark.django_db
+def test_an_import_checks_each_distinct_input_schema_once(monkeypatch: Any) -> None:
+    # The metaschema check is most of a new tool's cost: planning and the write path both
+    # validate the row, and many tools share a schema. Counted, not timed.
+    checked: list[str] = []
+    check_schema = Draft202012Validator.check_schema
+
+    def counted(schema: Any, *args: Any, **kwargs: Any) -> None:
+        checked.append(json.dumps(schema, sort_keys=True))
+        check_schema(schema, *args, **kwargs)
+
+    monkeypatch.setattr(Draft202012Validator, "check_schema", counted)
+    tools = document(4)
+    for n, entry in enumerate(tools["tools"]):
+        entry["input_schema"]["properties"]["name"]["description"] = f"Whom {n % 3} greets."
+
+    catalog_import(document=tools)
+
+    assert Tool.objects.filter(endpoints__slug="bulk").count() == 4
+    assert sorted(Counter(checked).values()) == [1, 1, 1]
+    # Outside an import every check runs: a form or an API save checks its own row.
+    validate_input_schema(tools["tools"][0]["input_schema"])
+    validate_input_schema(tools["tools"][0]["input_schema"])
+    assert len(checked) == 5
+
+
+def test_a_dump_leaves_the_garbage_collector_as_it_found_it() -> None:
+    # The YAML dump pauses the collector (most of a large dump's time was its passes).
+    text = catalog_dump(document(3))
+    assert gc.isenabled()
+    assert catalog_parse(text) == document(3)
+    gc.disable()
+    try:
+        catalog_dump(document(3))
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+    with pytest.raises(yaml.representer.RepresenterError):
+        catalog_dump({"tools": [object()]})
+    assert gc.isenabled()
