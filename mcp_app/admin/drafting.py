@@ -57,6 +57,7 @@ from mcp_app.services.catalog_io import (
     TEMPLATE_FIELDS,
     TOOL_FIELDS,
     catalog_entries,
+    file_entry,
 )
 from mcp_app.services.drafts import DraftError, draft_create
 from mcp_app.services.icons import icon_store
@@ -318,21 +319,9 @@ def _parts(formset: Any) -> list[dict[str, Any]]:
             if "file" in form.changed_data:
                 part["file"] = _file_entry(form.cleaned_data.get("file"))
             else:
-                part["file"] = _stored_file_entry(form.instance.file)
+                part["file"] = file_entry(form.instance.file)
         parts.append(part)
     return parts
-
-
-def _stored_file_entry(file: Any) -> dict[str, str] | None:
-    """A stored file as a document carries it (as ``catalog_io`` exports it)."""
-    if not file:
-        return None
-    with file.open("rb") as handle:
-        content = handle.read()
-    return {
-        "name": file.name.rsplit("/", 1)[-1],
-        "base64": base64.b64encode(content).decode("ascii"),
-    }
 
 
 def form_document(

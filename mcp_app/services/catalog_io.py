@@ -473,7 +473,7 @@ def _item_entry(section: str, row: Any, slugs: Collection[str] | None) -> dict[s
     _model, key, fields = _SECTIONS[section]
     entry: dict[str, Any] = {key: getattr(row, key), **_values(row, fields)}
     if section == "resources":
-        entry["file"] = _file_out(row.file)
+        entry["file"] = file_entry(row.file)
     if section == "prompts":
         entry["arguments"] = _arguments_out(row)
         entry["messages"] = _messages_out(row)
@@ -516,7 +516,8 @@ def _team_out(row: Any) -> str | None:
     return row.team.name if row.team is not None else None
 
 
-def _file_out(file: Any) -> dict[str, str] | None:
+def file_entry(file: Any) -> dict[str, str] | None:
+    """A stored file as a document carries it: its name and its bytes in base64."""
     if not file:
         return None
     with file.open("rb") as handle:
@@ -533,7 +534,7 @@ def _arguments_out(prompt: Prompt) -> list[dict[str, Any]]:
 
 def _messages_out(prompt: Prompt) -> list[dict[str, Any]]:
     return [
-        {**_values(message, MESSAGE_FIELDS), "file": _file_out(message.file)}
+        {**_values(message, MESSAGE_FIELDS), "file": file_entry(message.file)}
         for message in prompt.messages.all()
     ]
 
@@ -1137,7 +1138,7 @@ class _Importer:
             self._error(plan, key, decoded)
             return
         plan.file = decoded
-        plan.file_changed = _file_out(current) != plan.entry[key]
+        plan.file_changed = file_entry(current) != plan.entry[key]
         if plan.file_changed and not plan.created:
             plan.changed.append(key)
         # The model's clean() reads the size of whatever file is set.
