@@ -15,6 +15,7 @@ from django.db import connection
 from django.test import TransactionTestCase
 
 from mcp_app.models import Endpoint
+from mcp_app.services.calllog.writer import call_log_flush
 from mcp_app.services.catalog_writes import endpoint_create
 from mcp_app.services.endpoint_directory import clear_snapshot_cache
 from mcp_app.services.sessions import clear_session_cache
@@ -61,6 +62,9 @@ def _empty_after_test(self: TransactionTestCase) -> None:
     requests written after the flush would be a row in the next test's empty database.
     """
     wait_until_servers_idle()
+    # And this process's own writer: an in-process request's record (tests/support/inprocess)
+    # is written by a thread here, maybe after the emptying if not waited for.
+    call_log_flush(timeout=10.0)
     if self.available_apps is not None or self.serialized_rollback:
         _django_fixture_teardown(self)  # their flush differs; no test here uses either
         return
