@@ -17,6 +17,9 @@ from functools import lru_cache
 
 from django.conf import settings
 
+# Answers are remembered (``_client_address``) for headers up to this long.
+CACHED_FORWARDED_CHARS = 512
+
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -44,14 +47,18 @@ def client_address(meta: Mapping[str, str]) -> str:
     address of ``X-Forwarded-For``; a hop that is not an address ends the walk at the proxy
     that added it. ``""`` when the server gave no peer address.
     """
-    remote = meta.get("REMOTE_ADDR", "")
+    forwarded = meta.get("HTTP_X_FORWARDED_FOR", "")
+    resolve = _client_address if len(forwarded) <= CACHED_FORWARDED_CHARS else _resolve
+    return resolve(meta.get("REMOTE_ADDR", ""), forwarded, tuple(settings.TRUSTED_PROXIES))
+
+
+def _resolve(remote: str, forwarded: str, trusted: tuple[str, ...]) -> str:
     peer = _parse(remote)
     if peer is None:
         return remote
-    networks = _networks(tuple(settings.TRUSTED_PROXIES))
+    networks = _networks(trusted)
     if not networks or not _trusted(peer, networks):
         return str(peer)
-    forwarded = meta.get("HTTP_X_FORWARDED_FOR", "")
     for hop in reversed(forwarded.split(",") if forwarded else []):
         address = _parse(hop)
         if address is None:
@@ -60,3 +67,9 @@ def client_address(meta: Mapping[str, str]) -> str:
         if not _trusted(peer, networks):
             break
     return str(peer)
+
+
+# Remembered: a rate-limited call asks on every request, and a client keeps its address.
+# Bounded in entries and in their size, so a flood of made-up X-Forwarded-For values only
+# turns the cache over.
+_client_address = lru_cache(maxsize=1024)(_resolve)

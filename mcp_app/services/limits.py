@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import math
 import secrets
@@ -65,7 +66,8 @@ META_KEY: Final = "mcphost/rateLimit"
 
 # KEYS: one per check. ARGV: the slot member, the slot lifetime (s), then 3 values per check:
 # its kind ("r" rate, "c" concurrency, "q" quota) and two numbers: a rate's bucket size and
-# refill per second; a cap's size; a quota's size and the seconds left in its period.
+# refill per second; a cap's size; a quota's size and when its period ends (Unix time; a
+# fixed number for the whole period, so a limit's arguments are encoded once, not per call).
 # Returns {0} when every check passed (all counted), else {i, wait}: check i refused and
 # the longest wait among the refusals, in seconds (a string: Lua numbers lose their fraction).
 _ADMIT: Final = resp.Script("""
@@ -87,7 +89,7 @@ for i = 1, #KEYS do
     redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)
     if redis.call('ZCARD', KEYS[i]) >= a then need = tonumber(ARGV[2 + 3 * #KEYS + 1]) end
   else
-    if tonumber(redis.call('GET', KEYS[i]) or '0') >= a then need = b end
+    if tonumber(redis.call('GET', KEYS[i]) or '0') >= a then need = math.max(1, b - now) end
   end
   if need > wait then worst, wait = i, need end
 end
@@ -102,7 +104,7 @@ for i = 1, #KEYS do
     redis.call('EXPIRE', KEYS[i], tonumber(ARGV[2]))
   else
     redis.call('INCR', KEYS[i])
-    redis.call('EXPIRE', KEYS[i], math.ceil(b) + 3600)
+    redis.call('EXPIRE', KEYS[i], math.ceil(math.max(1, b - now)) + 3600)
   end
 end
 return {0}
@@ -150,6 +152,7 @@ TASK_ENDED_ATTEMPTS: Final = 3
 # How long a background call's "ended" mark stays: longer than a task handle takes to reach
 # the process that hands the slots over.
 TASK_ENDED_MARK_SECONDS: Final = 600
+DAY_SECONDS: Final = 86400
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,6 +172,11 @@ class Rule:
     quota_period: str
     # Where its counts live: ``<namespace>:rl:<id>:`` (read once, not per call).
     prefix: str = ""
+    # Its checks' fixed ``_ADMIT`` arguments, encoded once (a quota's period end is added
+    # per call).
+    rate_args: resp.Bulks | None = None
+    cap_args: resp.Bulks | None = None
+    quota_args: resp.Bulks | None = None
 
     @classmethod
     def of(cls, row: RateLimit) -> Rule:
@@ -187,6 +195,11 @@ class Rule:
             quota=row.quota,
             quota_period=row.quota_period,
             prefix=redis_key(f"rl:{row.pk}:"),
+            rate_args=resp.Bulks(["r", *bucket]) if bucket is not None else None,
+            cap_args=(
+                resp.Bulks(["c", row.max_concurrent, 0]) if row.max_concurrent is not None else None
+            ),
+            quota_args=resp.Bulks(["q", row.quota]) if row.quota is not None else None,
         )
 
     def matches(self, kind: str, target: str | None) -> bool:
@@ -321,13 +334,19 @@ def caller_subject(*, user_id: int | None, client_id: str, address: str) -> str:
 
 def _period(period: str, now: datetime) -> tuple[str, float]:
     """The quota period containing ``now`` (UTC): its stamp and the seconds left in it."""
-    if period == RateLimit.Period.MONTH:
-        year, month = (now.year + 1, 1) if now.month == 12 else (now.year, now.month + 1)
-        stamp, end = now.strftime("%Y%m"), datetime(year, month, 1, tzinfo=UTC).timestamp()
-    else:
-        start = datetime(now.year, now.month, now.day, tzinfo=UTC).timestamp()
-        stamp, end = now.strftime("%Y%m%d"), start + 86400
+    stamp, end = _period_of_day(period, int(now.timestamp() // DAY_SECONDS))
     return stamp, max(1.0, end - now.timestamp())
+
+
+@functools.lru_cache(maxsize=8)
+def _period_of_day(period: str, day: int) -> tuple[str, int]:
+    """The quota period holding UTC day ``day`` (days since 1970): its stamp and when it ends
+    (Unix time). Cached: a call asks for today's, which changes once a day."""
+    start = datetime.fromtimestamp(day * DAY_SECONDS, UTC)
+    if period == RateLimit.Period.MONTH:
+        year, month = (start.year + 1, 1) if start.month == 12 else (start.year, start.month + 1)
+        return start.strftime("%Y%m"), int(datetime(year, month, 1, tzinfo=UTC).timestamp())
+    return start.strftime("%Y%m%d"), (day + 1) * DAY_SECONDS
 
 
 def quota_key(rule_id: int, period: str, subject: str, now: datetime | None = None) -> str:
@@ -335,30 +354,42 @@ def quota_key(rule_id: int, period: str, subject: str, now: datetime | None = No
     return redis_key(f"rl:{rule_id}:q:{stamp}:{subject}")
 
 
-def _checks(
-    rules: Sequence[Rule], subject: str
-) -> tuple[list[str], list[resp.Arg], list[tuple[Rule, str]]]:
+@dataclass(slots=True)
+class _Checks:
+    """What one ``_ADMIT`` run checks: its keys and arguments, and which limit each key is."""
+
+    keys: list[str]
+    args: list[resp.Arg]
+    which: list[tuple[Rule, str]]
+    # The concurrency caps' keys: the slots the call holds if admitted.
+    slots: tuple[str, ...]
+
+
+def _checks(rules: Sequence[Rule], subject: str) -> _Checks:
     keys: list[str] = []
     args: list[resp.Arg] = []
     which: list[tuple[Rule, str]] = []
-    now = None
+    slots: list[str] = []
+    day = None
     for rule in rules:
         who = subject if rule.per_caller else "*"
-        if rule.bucket is not None:
+        if rule.rate_args is not None:
             keys.append(f"{rule.prefix}r:{who}")
-            args += ["r", rule.bucket[0], rule.bucket[1]]
+            args.append(rule.rate_args)
             which.append((rule, "rate"))
-        if rule.max_concurrent is not None:
-            keys.append(f"{rule.prefix}c:{who}")
-            args += ["c", rule.max_concurrent, 0]
+        if rule.cap_args is not None:
+            key = f"{rule.prefix}c:{who}"
+            keys.append(key)
+            slots.append(key)
+            args.append(rule.cap_args)
             which.append((rule, "concurrency"))
-        if rule.quota is not None:
-            now = now or datetime.now(UTC)
-            stamp, left = _period(rule.quota_period, now)
+        if rule.quota_args is not None:
+            day = day if day is not None else int(time.time() // DAY_SECONDS)
+            stamp, end = _period_of_day(rule.quota_period, day)
             keys.append(f"{rule.prefix}q:{stamp}:{who}")
-            args += ["q", rule.quota, left]
+            args += [rule.quota_args, end]
             which.append((rule, "quota"))
-    return keys, args, which
+    return _Checks(keys, args, which, tuple(slots))
 
 
 async def aadmit(
@@ -378,15 +409,19 @@ async def aadmit(
     if not rules:
         return NO_LEASE
     who = subject() if any(rule.per_caller for rule in rules) else "*"
-    keys, args, which = _checks(rules, who)
-    member = secrets.token_hex(8)
-    if not _url():
+    checks = _checks(rules, who)
+    conf = get_conf()
+    url = _url()
+    if not url:
         return _redis_down(rules)
-    slot_seconds = get_conf().MCP_RATE_LIMIT_SLOT_SECONDS
-    slots = tuple(key for key, (_, what) in zip(keys, which, strict=True) if what == "concurrency")
+    slots = checks.slots
+    # The slots' holder: only a cap's sorted set keeps it.
+    member = secrets.token_hex(8) if slots else ""
     try:
-        answer = await _client().evalsha(
-            _ADMIT, keys, [member, slot_seconds, *args, CONCURRENCY_RETRY_SECONDS]
+        answer = await resp.client(url, conf.MCP_RATE_LIMIT_TIMEOUT_SECONDS).evalsha(
+            _ADMIT,
+            checks.keys,
+            [member, conf.MCP_RATE_LIMIT_SLOT_SECONDS, *checks.args, CONCURRENCY_RETRY_SECONDS],
         )
     except TimeoutError:
         # The script may have run and taken slots nobody will give back.
@@ -403,7 +438,7 @@ async def aadmit(
     index = int(answer[0])
     if index == 0:
         return Lease(slots, member) if slots else NO_LEASE
-    rule, reason = which[index - 1]
+    rule, reason = checks.which[index - 1]
     wait = float(answer[1].decode() if isinstance(answer[1], bytes) else answer[1])
     refusal = Refusal(rule, reason, max(1, math.ceil(wait)))
     metrics.RATE_LIMIT_REJECTIONS.labels(str(rule.id), reason).inc()

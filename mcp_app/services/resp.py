@@ -4,8 +4,9 @@ redis-py's asyncio client costs about as much server CPU per command as the rest
 ``tools/call`` (a connection taken from and given back to its pool under a lock, arguments
 encoded one by one, a pure-Python reply parser without hiredis, a retry wrapper). A limited
 call needs one script run, so this client does only that: one connection per event loop, the
-commands of every concurrent call written to it as they come (RESP2, replies in order) and
-each answered from ``data_received``. Scripts run by ``EVALSHA``, falling back to ``EVAL``
+commands of every concurrent call written to it in batches, one batch awaiting its replies at
+a time (RESP2, replies in order), each answered from ``data_received``; a limit's fixed
+arguments are encoded once (``Bulks``). Scripts run by ``EVALSHA``, falling back to ``EVAL``
 once when Redis does not know them (after a restart or ``SCRIPT FLUSH``).
 
 Errors are ``RespError`` (Redis answered an error) or ``OSError``/``TimeoutError`` (no Redis);
@@ -35,7 +36,27 @@ from urllib.parse import unquote, urlsplit
 
 from mcp_app.services import redis_sentinel
 
-Arg = bytes | str | int | float
+
+class Bulks:
+    """Arguments encoded once (bulk strings, ``count`` of them) and sent as they are: what a
+    caller sends with every command, a limit's fixed numbers say, costs no encoding per call."""
+
+    __slots__ = ("count", "data")
+
+    def __init__(self, args: Sequence[bytes | str | int | float]) -> None:
+        self.data, self.count = _bulks(args)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Bulks) and (self.data, self.count) == (other.data, other.count)
+
+    def __hash__(self) -> int:
+        return hash(self.data)
+
+    def __repr__(self) -> str:
+        return f"Bulks({self.data!r})"
+
+
+Arg = bytes | str | int | float | Bulks
 
 
 # A command to a sentinel-managed master is sent at most this often (a second time only after
@@ -59,16 +80,32 @@ class _Incomplete(Exception):
 
 def encode(args: Sequence[Arg]) -> bytes:
     """One command as a RESP array of bulk strings."""
-    parts = [b"*%d\r\n" % len(args)]
+    data, count = _bulks(args)
+    return b"*%d\r\n%s" % (count, data)
+
+
+def _bulks(args: Sequence[Arg]) -> tuple[bytes, int]:
+    """``args`` as bulk strings, and how many."""
+    # type() before isinstance: this runs for every argument of every limited call.
+    parts = []
+    count = len(args)
     for arg in args:
-        if isinstance(arg, bytes):
+        if type(arg) is str:
+            data = arg.encode()
+        elif type(arg) is bytes:
             data = arg
+        elif isinstance(arg, Bulks):
+            parts.append(arg.data)
+            count += arg.count - 1
+            continue
         elif isinstance(arg, str):
             data = arg.encode()
+        elif isinstance(arg, bytes):
+            data = bytes(arg)
         else:
             data = repr(arg).encode()
         parts.append(b"$%d\r\n%s\r\n" % (len(data), data))
-    return b"".join(parts)
+    return b"".join(parts), count
 
 
 def _parse(buf: bytes | bytearray, pos: int) -> tuple[Any, int]:
@@ -115,9 +152,16 @@ class _Connection(asyncio.Protocol):
         self.waiters: deque[asyncio.Future[Any]] = deque()
         self.buffer = bytearray()
         self.closed = False
-        # Commands written within one turn of the event loop go out in one write (under
-        # load, many calls' commands share a system call, and their replies a read).
+        # Commands go out in batches, one batch in flight at a time: those written within one
+        # turn of the event loop, or while the batch before them awaits its replies, share a
+        # write, and their replies a read. On this path a system call costs more than the
+        # Python around it, so under load the batches grow and each call pays less of one;
+        # alone, a command waits for no one. Group commit, as databases do it.
         self.outgoing: list[bytes] = []
+        self.outgoing_replies = 0
+        # Replies still due for the batch in flight (0: none in flight).
+        self.in_flight = 0
+        self.flush_scheduled = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -129,6 +173,7 @@ class _Connection(asyncio.Protocol):
             while pos < len(self.buffer):
                 value, pos = _parse(self.buffer, pos)
                 waiter = self.waiters.popleft()
+                self.in_flight -= 1
                 if waiter.done():
                     continue  # its caller gave up (a timeout): the reply is dropped, in order
                 if isinstance(value, RespError):
@@ -140,6 +185,8 @@ class _Connection(asyncio.Protocol):
         except (RespError, ValueError, IndexError):
             self.close()
         del self.buffer[:pos]
+        if self.in_flight <= 0 and self.outgoing and not self.flush_scheduled:
+            self._flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -152,13 +199,23 @@ class _Connection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in range(replies)]
         self.waiters.extend(futures)
-        if not self.outgoing:
-            loop.call_soon(self._flush)
         self.outgoing.append(payload)
+        self.outgoing_replies += replies
+        if self.in_flight <= 0 and not self.flush_scheduled:
+            # Nothing in flight: out at the end of this turn. Otherwise the batch in flight
+            # sends this one when its last reply comes (``data_received``).
+            self.flush_scheduled = True
+            loop.call_soon(self._scheduled_flush)
         return futures
+
+    def _scheduled_flush(self) -> None:
+        self.flush_scheduled = False
+        if self.outgoing:
+            self._flush()
 
     def _flush(self) -> None:
         payload, self.outgoing = b"".join(self.outgoing), []
+        self.in_flight, self.outgoing_replies = self.outgoing_replies, 0
         if not self.closed:
             self.transport.write(payload)
 
@@ -276,22 +333,38 @@ class Client:
             RespError: one of them failed (the others ran).
             OSError, TimeoutError: Redis could not be reached or did not answer in time.
         """
+        return await self._round_trip(b"".join([encode(c) for c in commands]), len(commands))
+
+    async def evalsha(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
+        """Run ``script`` (by its digest; sent whole once if Redis does not know it)."""
+        tail, count = _bulks([len(keys), *keys, *args])
+        try:
+            return (await self._round_trip(b"*%d\r\n%s%s" % (count + 2, script.by_sha, tail)))[0]
+        except RespError as exc:
+            if not str(exc).startswith("NOSCRIPT"):
+                raise
+        return (await self._round_trip(b"*%d\r\n%s%s" % (count + 2, script.whole, tail)))[0]
+
+    async def _round_trip(self, payload: bytes, replies: int = 1) -> list[Any]:
+        """Send ``payload`` (``replies`` commands, encoded); their replies, in order."""
         if self._sentinel is not None:
-            return await self._pipeline_to_master(commands)
+            return await self._round_trip_to_master(payload, replies)
         try:
             async with asyncio.timeout(self.timeout):
-                connection = await self._connected()
-                futures = connection.send(b"".join(encode(c) for c in commands), len(commands))
-                if len(futures) == 1:
+                connection = self._connection
+                if connection is None or connection.closed:
+                    connection = await self._connected()
+                futures = connection.send(payload, replies)
+                if replies == 1:
                     return [await futures[0]]
                 return list(await asyncio.gather(*futures))
         except (OSError, TimeoutError):
             self.drop()
             raise
 
-    async def _pipeline_to_master(self, commands: Sequence[Sequence[Arg]]) -> list[Any]:
-        """``pipeline`` for a sentinel URL: sent again once to the master found afresh when
-        no master could be reached or the server answered as a replica."""
+    async def _round_trip_to_master(self, payload: bytes, replies: int) -> list[Any]:
+        """``_round_trip`` for a sentinel URL: sent again once to the master found afresh
+        when no master could be reached or the server answered as a replica."""
         try:
             async with asyncio.timeout(self.timeout):
                 for attempt in range(1, MASTER_ATTEMPTS + 1):
@@ -302,36 +375,25 @@ class Client:
                         if attempt == MASTER_ATTEMPTS:
                             raise
                         continue
-                    payload = b"".join(encode(c) for c in commands)
-                    replies = await asyncio.gather(
-                        *connection.send(payload, len(commands)), return_exceptions=True
+                    answers = await asyncio.gather(
+                        *connection.send(payload, replies), return_exceptions=True
                     )
-                    for reply in replies:
-                        if isinstance(reply, RespError) and str(reply).startswith(
+                    for answer in answers:
+                        if isinstance(answer, RespError) and str(answer).startswith(
                             NOT_MASTER_ERRORS
                         ):
                             self.drop()
                             if attempt == MASTER_ATTEMPTS:
-                                raise NotMasterError(str(reply))
+                                raise NotMasterError(str(answer))
                             break
-                        if isinstance(reply, BaseException):
-                            raise reply
+                        if isinstance(answer, BaseException):
+                            raise answer
                     else:
-                        return list(replies)
+                        return list(answers)
                 raise AssertionError("unreachable")  # the last attempt returns or raises
         except (OSError, TimeoutError):
             self.drop()
             raise
-
-    async def evalsha(self, script: Script, keys: Sequence[Arg], args: Sequence[Arg]) -> Any:
-        """Run ``script`` (by its digest; sent whole once if Redis does not know it)."""
-        command = [len(keys), *keys, *args]
-        try:
-            return (await self.pipeline([[b"EVALSHA", script.sha, *command]]))[0]
-        except RespError as exc:
-            if not str(exc).startswith("NOSCRIPT"):
-                raise
-        return (await self.pipeline([[b"EVAL", script.source, *command]]))[0]
 
     def drop(self) -> None:
         if self._connection is not None:
@@ -345,6 +407,9 @@ class Script:
     def __init__(self, source: str) -> None:
         self.source = source.encode()
         self.sha = hashlib.sha1(self.source, usedforsecurity=False).hexdigest().encode()
+        # The command's name and first argument, encoded: run by digest, or whole.
+        self.by_sha = _bulks([b"EVALSHA", self.sha])[0]
+        self.whole = _bulks([b"EVAL", self.source])[0]
 
 
 _clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Client] = weakref.WeakKeyDictionary()

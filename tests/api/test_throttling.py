@@ -17,6 +17,7 @@ from django.conf import settings
 from django.test import override_settings
 from rest_framework.test import APIClient
 
+from mcp_app.auth import addresses
 from mcp_app.auth.addresses import client_address
 from mcp_app.services.api_tokens import api_token_create
 from tests.api.conftest import make_user
@@ -200,3 +201,26 @@ def test_throttles_count_per_process_while_redis_is_unreachable(
     assert [r.getMessage() for r in caplog.records if r.name == "mcp_app.api.throttling"] == [
         "API throttles count per process: Redis unavailable"
     ]
+
+
+def test_remembered_addresses_stay_bounded_under_a_flood_of_forwarded_headers() -> None:
+    remembered = addresses._client_address
+    remembered.cache_clear()
+    with override_settings(TRUSTED_PROXIES=["10.0.0.0/8"]):
+        for n in range(3000):
+            forwarded = f"198.51.{n // 250}.{n % 250}"
+            assert (
+                client_address({"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": forwarded})
+                == forwarded
+            )
+        assert remembered.cache_info().currsize <= 1024
+        # A long header is answered, and not kept; a short one is.
+        remembered.cache_clear()
+        long = ", ".join(["198.51.100.1"] * 100)
+        assert len(long) > addresses.CACHED_FORWARDED_CHARS
+        assert client_address({"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": long}) == (
+            "198.51.100.1"
+        )
+        assert remembered.cache_info().currsize == 0
+        client_address({"REMOTE_ADDR": "10.0.0.2", "HTTP_X_FORWARDED_FOR": "198.51.100.1"})
+        assert remembered.cache_info().currsize == 1

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+from datetime import UTC, datetime
 
 import pytest
+import redis
+from django.conf import settings
 
 from mcp_app.models import RateLimit
 from mcp_app.services import limits, resp
@@ -118,9 +121,6 @@ def test_the_caller_is_the_user_then_the_client_then_the_address():
 
 
 async def test_a_script_redis_forgot_is_sent_again():
-    import redis
-    from django.conf import settings
-
     rule = _rule(rate=5, window="minute")
     await _admit([rule])
     redis.Redis.from_url(settings.REDIS_URL).script_flush()
@@ -140,3 +140,89 @@ async def test_replies_split_across_reads_are_parsed_in_order():
         futures[1].result()
     assert futures[2].result() is None
     assert not connection.buffer
+
+
+class _Wire(asyncio.Transport):
+    """A transport that keeps what is written to it (Redis's side is played by the test)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+
+async def test_commands_sent_while_a_batch_awaits_its_replies_go_out_together_after_it():
+    connection = resp._Connection()
+    wire = _Wire()
+    connection.connection_made(wire)
+    ping = resp.encode([b"PING"])
+    first = connection.send(ping, 1)
+    await asyncio.sleep(0)
+    # Alone: out at the end of the turn, waiting for no one.
+    assert wire.writes == [ping]
+    second, third = connection.send(ping, 1), connection.send(ping, 1)
+    await asyncio.sleep(0)
+    assert len(wire.writes) == 1, "sent while the first batch was in flight"
+    connection.data_received(b"+PONG\r\n")
+    assert first[0].result() == b"PONG"
+    # The first batch's last reply sends the next batch: both commands in one write.
+    assert wire.writes[1:] == [ping + ping]
+    connection.data_received(b"+PONG\r\n+PONG\r\n")
+    assert [second[0].result(), third[0].result()] == [b"PONG", b"PONG"]
+    fourth = connection.send(ping, 1)
+    await asyncio.sleep(0)
+    assert wire.writes[2:] == [ping]
+    connection.connection_lost(None)
+    with pytest.raises(ConnectionError):
+        fourth[0].result()
+
+
+async def test_a_batch_queued_behind_one_in_flight_fails_when_the_connection_is_lost():
+    connection = resp._Connection()
+    connection.connection_made(_Wire())
+    in_flight = connection.send(resp.encode([b"PING"]), 1)
+    await asyncio.sleep(0)
+    queued = connection.send(resp.encode([b"PING"]), 1)
+    connection.connection_lost(ConnectionResetError())
+    for future in (*in_flight, *queued):
+        with pytest.raises(ConnectionError):
+            future.result()
+
+
+def test_pre_encoded_arguments_encode_as_the_same_command():
+    fixed = resp.Bulks(["r", 10, 0.5])
+    assert resp.encode([b"EVALSHA", "k", 3, fixed, "z"]) == resp.encode(
+        [b"EVALSHA", "k", 3, "r", 10, 0.5, "z"]
+    )
+
+
+@pytest.mark.parametrize(
+    ("period", "moment", "stamp", "end"),
+    [
+        ("day", "2026-12-31T23:59:59+00:00", "20261231", "2027-01-01T00:00:00+00:00"),
+        ("day", "2026-03-01T00:00:00+00:00", "20260301", "2026-03-02T00:00:00+00:00"),
+        ("month", "2026-12-31T23:59:59+00:00", "202612", "2027-01-01T00:00:00+00:00"),
+        ("month", "2028-02-29T12:00:00+00:00", "202802", "2028-03-01T00:00:00+00:00"),
+    ],
+)
+def test_a_quota_period_has_its_stamp_and_ends_at_the_next_one(period, moment, stamp, end):
+    now = datetime.fromisoformat(moment)
+    day = int(now.timestamp() // limits.DAY_SECONDS)
+    assert limits._period_of_day(period, day) == (stamp, datetime.fromisoformat(end).timestamp())
+    assert limits._period(period, now) == (
+        stamp,
+        max(1.0, datetime.fromisoformat(end).timestamp() - now.timestamp()),
+    )
+
+
+async def test_a_quota_counts_under_the_key_the_operator_reads_and_refuses_until_its_end():
+    rule = _rule(quota=1, quota_period="day")
+    assert not isinstance(await _admit([rule]), limits.Refusal)
+    key = limits.quota_key(rule.id, "day", "addr:10.0.0.1")
+    assert redis.Redis.from_url(settings.REDIS_URL).get(key) == b"1"
+    refused = await _admit([rule])
+    assert isinstance(refused, limits.Refusal) and refused.reason == "quota"
+    left = limits._period("day", datetime.now(UTC))[1]
+    assert left - 5 <= refused.retry_after <= left + 5
