@@ -1,11 +1,13 @@
 """Redis behind Sentinel: every use follows the master through a failover (issue #30).
 
-A real group on loopback ports: a master, one replica (``--replicaof``) and one sentinel
-(quorum 1, short timeouts). The rate limiter's own client (``services/resp.py``) finds the
-master again after the master is killed; a web process and a Celery worker given only a
-``redis+sentinel://`` URL serve rate-limited calls, background calls whose progress crosses
-the channel layer on an SSE stream, and pushed catalog edits, before and after
-``SENTINEL FAILOVER`` and before and after the master is killed. Every wait polls against a
+A real group on loopback ports: a master, one replica (``--replicaof``) and three sentinels
+(quorum 2, as a production group; short timeouts), all three named in the URL. The rate
+limiter's own client (``services/resp.py``) finds the master again after the master is
+killed; a web process and a Celery worker given only a ``redis+sentinel://`` URL serve
+rate-limited calls, background calls whose progress crosses the channel layer on an SSE
+stream, and pushed catalog edits, before and after ``SENTINEL FAILOVER`` and before and after
+the master is killed together with the first sentinel the URL names (the two left still make
+a quorum and a majority, and every client asks past the dead one). Every wait polls against a
 deadline.
 """
 
@@ -41,6 +43,10 @@ from tests.support.waiting import await_until, wait_until
 from tests.support.worker import celery_worker
 
 MASTER = "mcphost"
+# Three sentinels, two of which must agree the master is down (a majority must also elect
+# the one that runs the failover).
+SENTINELS = 3
+QUORUM = 2
 # Sentinel's bounds: how long a silent master takes to be judged down, and a failover's.
 DOWN_AFTER_MS = 500
 FAILOVER_TIMEOUT_MS = 3000
@@ -67,12 +73,20 @@ def _data_node(workdir: Path, port: int, master_port: int | None) -> Redis:
 @dataclass
 class SentinelGroup:
     nodes: dict[int, Redis]
-    sentinel: Redis
+    sentinels: list[Redis]
     history: list[str] = field(default_factory=list)
+    # Sentinels stopped by a test (started again by ``_restart``).
+    down: set[int] = field(default_factory=set)
 
     @property
     def url(self) -> str:
-        return f"redis+sentinel://127.0.0.1:{self.sentinel.port}/{MASTER}/0"
+        hosts = ",".join(f"127.0.0.1:{sentinel.port}" for sentinel in self.sentinels)
+        return f"redis+sentinel://{hosts}/{MASTER}/0"
+
+    @property
+    def sentinel(self) -> Redis:
+        """A sentinel that is up (the test's own questions go to it)."""
+        return next(s for s in self.sentinels if s.port not in self.down)
 
     def master_port(self) -> int:
         with contextlib.closing(self.sentinel.client()) as client:
@@ -82,10 +96,12 @@ class SentinelGroup:
         return next(port for port in self.nodes if port != self.master_port())
 
     def _settled(self) -> bool:
-        """The master is a master, the other node replicates from it, and the sentinel knows
-        that replica in good health (a failover needs one)."""
+        """The master is a master, the other node replicates from it, and every sentinel up
+        knows that replica in good health (a failover needs one) and the other sentinels up
+        (a failover needs a majority of them to agree)."""
         master = self.master_port()
         replica = self.replica_port()
+        up = [s for s in self.sentinels if s.port not in self.down]
         try:
             with contextlib.closing(self.nodes[master].client()) as client:
                 if client.execute_command("ROLE")[0] != b"master":
@@ -94,18 +110,28 @@ class SentinelGroup:
                 info = client.info("replication")
                 if info.get("master_port") != master or info.get("master_link_status") != "up":
                     return False
-            with contextlib.closing(self.sentinel.client()) as client:
-                known = client.sentinel_slaves(MASTER)
-        except (redis.RedisError, OSError):
+            for sentinel in up:
+                with contextlib.closing(sentinel.client()) as client:
+                    if client.sentinel_get_master_addr_by_name(MASTER)[1] != master:
+                        return False
+                    peers = client.sentinel_sentinels(MASTER)
+                    known = client.sentinel_slaves(MASTER)
+                healthy_peers = {int(peer["port"]) for peer in peers if not peer["is_sdown"]} >= {
+                    other.port for other in up if other is not sentinel
+                }
+                # redis-py parses each replica's fields (flags into is_* booleans).
+                healthy_replica = any(
+                    int(entry["port"]) == replica
+                    and entry["is_slave"]
+                    and not entry["is_sdown"]
+                    and entry.get("master-link-status") == "ok"
+                    for entry in known
+                )
+                if not (healthy_peers and healthy_replica):
+                    return False
+        except (redis.RedisError, OSError, TypeError):
             return False
-        # redis-py parses each replica's fields (flags into is_* booleans).
-        return any(
-            int(entry["port"]) == replica
-            and entry["is_slave"]
-            and not entry["is_sdown"]
-            and entry.get("master-link-status") == "ok"
-            for entry in known
-        )
+        return True
 
     def wait_settled(self) -> None:
         wait_until(self._settled, "the Sentinel group settled", timeout=FAILOVER_WAIT_SECONDS)
@@ -132,30 +158,34 @@ class SentinelGroup:
 
 @pytest.fixture(scope="module")
 def sentinel_group() -> Iterator[SentinelGroup]:
-    """A master, its replica and one sentinel on free loopback ports, for this module."""
+    """A master, its replica and three sentinels on free loopback ports, for this module."""
     workdir = Path(tempfile.mkdtemp(prefix="mcphost-sentinel-"))
-    master_port, replica_port, sentinel_port = (services.free_port() for _ in range(3))
+    master_port, replica_port = services.free_port(), services.free_port()
     master = _data_node(workdir / "master", master_port, None)
     replica = _data_node(workdir / "replica", replica_port, master_port)
-    conf = workdir / "sentinel" / "sentinel.conf"
-    conf.parent.mkdir(parents=True)
-    conf.write_text(
-        f"port {sentinel_port}\nbind 127.0.0.1\ndir {conf.parent}\n"
-        f"sentinel monitor {MASTER} 127.0.0.1 {master_port} 1\n"
-        f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
-        f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
-        f"sentinel parallel-syncs {MASTER} 1\n"
-    )
-    sentinel = Redis(conf.parent, sentinel_port, args=[str(conf), "--sentinel"])
-    group = SentinelGroup({master_port: master, replica_port: replica}, sentinel)
+    sentinels = []
+    for n in range(SENTINELS):
+        port = services.free_port()
+        conf = workdir / f"sentinel{n}" / "sentinel.conf"
+        conf.parent.mkdir(parents=True)
+        conf.write_text(
+            f"port {port}\nbind 127.0.0.1\ndir {conf.parent}\n"
+            f"sentinel monitor {MASTER} 127.0.0.1 {master_port} {QUORUM}\n"
+            f"sentinel down-after-milliseconds {MASTER} {DOWN_AFTER_MS}\n"
+            f"sentinel failover-timeout {MASTER} {FAILOVER_TIMEOUT_MS}\n"
+            f"sentinel parallel-syncs {MASTER} 1\n"
+        )
+        sentinels.append(Redis(conf.parent, port, args=[str(conf), "--sentinel"]))
+    group = SentinelGroup({master_port: master, replica_port: replica}, sentinels)
     try:
         master.start()
         replica.start()
-        sentinel.start()
+        for sentinel in sentinels:
+            sentinel.start()
         group.wait_settled()
         yield group
     finally:
-        for node in (sentinel, replica, master):
+        for node in (*sentinels, replica, master):
             node.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -291,18 +321,26 @@ async def _works(client: httpx.AsyncClient, web: WebProcess, request_id: int) ->
 
 
 def _kill_master(group: SentinelGroup) -> int:
-    """SIGKILL the master (no goodbye to anyone): the sentinel judges it down after
-    ``DOWN_AFTER_MS`` and promotes the replica. Returns the killed node's port."""
+    """SIGKILL the first sentinel the URL names, then the master (no goodbye to anyone): the
+    two sentinels left judge the master down after ``DOWN_AFTER_MS``, agree, and promote the
+    replica. Returns the killed node's port."""
     group.wait_settled()
     old, new = group.master_port(), group.replica_port()
+    first = group.sentinels[0]
+    first.kill()
+    group.down.add(first.port)
     group.nodes[old].kill()
     group.wait_master_is(new)
-    group.history.append(f"killed {old}, master {new}")
+    group.history.append(f"killed sentinel {first.port} and {old}, master {new}")
     return old
 
 
 def _restart(group: SentinelGroup, port: int) -> None:
     group.nodes[port].start()
+    for sentinel in group.sentinels:
+        if sentinel.port in group.down:
+            sentinel.start()
+            group.down.discard(sentinel.port)
     group.wait_settled()
 
 
