@@ -14,7 +14,8 @@ clock starts), the process's peak resident memory, and the changes reported:
 
 - ``import``: the document into the empty catalog;
 - ``reimport``: the same document again (no change);
-- ``export``: the whole catalog to YAML.
+- ``export``: the whole catalog to YAML, streamed as ``mcp_export`` writes it (also the
+  seconds until its first piece of text).
 
 ``--profile import`` (or another phase) runs that phase under cProfile and prints the 30
 most expensive functions by cumulative time instead. Run it on a quiet machine.
@@ -81,11 +82,19 @@ def phase(name: str, path: str, profile: bool) -> None:
     import django
 
     django.setup()
-    from mcp_app.services.catalog_io import catalog_dump, catalog_export, catalog_import
+    from mcp_app.services.catalog_io import catalog_export_text, catalog_import
 
     def run() -> dict[str, object]:
         if name == "export":
-            return {"bytes": len(catalog_dump(catalog_export()))}
+            # As mcp_export and the API stream it: the pieces are counted and let go.
+            started = time.perf_counter()
+            first: float | None = None
+            size = 0
+            for piece in catalog_export_text():
+                if first is None:
+                    first = time.perf_counter() - started
+                size += len(piece)
+            return {"bytes": size, "first_piece_seconds": round(first or 0, 3)}
         report = catalog_import(document=json.loads(Path(path).read_text()))
         return {"changes": len(report.changes)}
 

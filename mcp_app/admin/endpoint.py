@@ -7,8 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from django.contrib import admin, messages
+from django.core.handlers.asgi import ASGIRequest
 from django.db.models import Count, Model, QuerySet
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBase, StreamingHttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
@@ -36,10 +37,10 @@ from mcp_app.protocol.shaping import shape_tool
 from mcp_app.protocol.versions import LATEST_LEGACY, LATEST_MODERN
 from mcp_app.services import history
 from mcp_app.services.catalog_io import (
-    catalog_dump,
-    catalog_export,
+    catalog_export_text,
     catalog_permissions,
     catalog_permissions_missing,
+    catalog_text_async,
 )
 from mcp_app.services.snapshots import build_snapshot
 
@@ -97,18 +98,18 @@ class EndpointAdmin(DraftableAdmin, IconAdmin, InUseProtectedAdmin, CatalogRowAd
     @admin.action(description="Export selected endpoints (YAML)", permissions=["view"])
     def export_yaml(
         self, request: HttpRequest, queryset: QuerySet[Endpoint]
-    ) -> HttpResponse | None:
+    ) -> HttpResponseBase | None:
         return self._export(request, queryset, "yaml")
 
     @admin.action(description="Export selected endpoints (JSON)", permissions=["view"])
     def export_json(
         self, request: HttpRequest, queryset: QuerySet[Endpoint]
-    ) -> HttpResponse | None:
+    ) -> HttpResponseBase | None:
         return self._export(request, queryset, "json")
 
     def _export(
         self, request: HttpRequest, queryset: QuerySet[Endpoint], fmt: str
-    ) -> HttpResponse | None:
+    ) -> HttpResponseBase | None:
         # Refused as the API refuses it, without view on every model the file holds: the
         # list comes back naming the missing permissions.
         missing = catalog_permissions_missing(request.user, catalog_permissions())
@@ -119,7 +120,7 @@ class EndpointAdmin(DraftableAdmin, IconAdmin, InUseProtectedAdmin, CatalogRowAd
                 messages.ERROR,
             )
             return None
-        return _export_download(queryset, fmt, request.user)
+        return _export_download(request, queryset, fmt)
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Endpoint]:
         return super().get_queryset(request).annotate(_tool_count=Count("tools", distinct=True))
@@ -278,15 +279,16 @@ class EndpointAdmin(DraftableAdmin, IconAdmin, InUseProtectedAdmin, CatalogRowAd
         )
 
 
-def _export_download(queryset: QuerySet[Endpoint], fmt: str, user: Any) -> HttpResponse:
+def _export_download(
+    request: HttpRequest, queryset: QuerySet[Endpoint], fmt: str
+) -> StreamingHttpResponse:
     """The file ``mcp_export --endpoint`` writes for these endpoints, as a download (of the
-    rows ``user``'s teams see)."""
+    rows the user's teams see), streamed as ``catalog_export_text`` writes it."""
     slugs = sorted(queryset.values_list("slug", flat=True))
-    document = catalog_export(endpoint_slugs=slugs, user=user)
+    pieces = catalog_export_text(endpoint_slugs=slugs, user=request.user, fmt=fmt)
     content_type = "application/json" if fmt == "json" else "application/yaml"
-    response = HttpResponse(
-        catalog_dump(document, fmt=fmt), content_type=f"{content_type}; charset=utf-8"
-    )
+    body = catalog_text_async(pieces) if isinstance(request, ASGIRequest) else pieces
+    response = StreamingHttpResponse(body, content_type=f"{content_type}; charset=utf-8")
     name = slugs[0] if len(slugs) == 1 else "endpoints"
     response["Content-Disposition"] = f'attachment; filename="{name}.{fmt}"'
     return response

@@ -16,9 +16,10 @@ from typing import Any
 
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ObjectDoesNotExist
+from django.core.handlers.asgi import ASGIRequest
 from django.db import transaction
 from django.db.models import Prefetch, QuerySet
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
@@ -68,12 +69,12 @@ from mcp_app.services.catalog_io import (
     CatalogPermissionError,
     catalog_check_bounds,
     catalog_document,
-    catalog_dump,
-    catalog_export,
+    catalog_export_text,
     catalog_import,
     catalog_parse,
     catalog_permissions,
     catalog_permissions_missing,
+    catalog_text_async,
 )
 from mcp_app.services.catalog_writes import catalog_row_enable
 from mcp_app.services.draft_import import catalog_import_as_draft
@@ -376,7 +377,7 @@ class EndpointViewSet(CatalogItemViewSet):
         responses=EXPORT_RESPONSES,
     )
     @action(detail=True, methods=["get"], url_path="export")
-    def export(self, request: Request, pk: str | None = None) -> HttpResponse:
+    def export(self, request: Request, pk: str | None = None) -> StreamingHttpResponse:
         """Export this endpoint and what it publishes (as ``mcp_export --endpoint``)."""
         return _export_response(request, [self.get_object().slug])
 
@@ -976,7 +977,7 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):  # type: ignore[misc]  # D
         responses=EXPORT_RESPONSES,
     )
     @action(detail=False, methods=["get"])
-    def export(self, request: Request) -> HttpResponse:
+    def export(self, request: Request) -> StreamingHttpResponse:
         """The catalog (or ``?endpoint=slug`` ones) as an import file; needs view on every
         model a document holds."""
         return _export_response(request, request.query_params.getlist("endpoint") or None)
@@ -1058,7 +1059,7 @@ def _import_as_draft(
     )
 
 
-def _export_response(request: Request, slugs: list[str] | None) -> HttpResponse:
+def _export_response(request: Request, slugs: list[str] | None) -> StreamingHttpResponse:
     missing = catalog_permissions_missing(request.user, catalog_permissions())
     if missing:
         raise PermissionDenied(_missing_message("Exporting the catalog", missing))
@@ -1066,13 +1067,14 @@ def _export_response(request: Request, slugs: list[str] | None) -> HttpResponse:
     if fmt not in ("yaml", "json"):
         raise ValidationError({"format": ["Expected yaml or json."]})
     try:
-        document = catalog_export(endpoint_slugs=slugs, user=request.user)
+        pieces = catalog_export_text(endpoint_slugs=slugs, user=request.user, fmt=fmt)
     except CatalogFormatError as exc:
         raise ValidationError({"endpoint": [str(exc)]}) from None
     content_type = "application/json" if fmt == "json" else "application/yaml"
-    return HttpResponse(
-        catalog_dump(document, fmt=fmt), content_type=f"{content_type}; charset=utf-8"
-    )
+    # Streamed: a large catalog's first bytes leave at once, and the process holds one
+    # chunk of rows, not the document (services.catalog_io.catalog_export_text).
+    body = catalog_text_async(pieces) if isinstance(request._request, ASGIRequest) else pieces
+    return StreamingHttpResponse(body, content_type=f"{content_type}; charset=utf-8")
 
 
 def _missing_message(what: str, missing: list[str]) -> str:

@@ -21,18 +21,20 @@ import binascii
 import contextlib
 import gc
 import hashlib
+import itertools
 import json
-from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import yaml
+from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Field, Model, Prefetch
+from django.db.models import Field, Model, Prefetch, Q
 
 from mcp_app.conf import get_conf
 from mcp_app.models import (
@@ -332,6 +334,13 @@ def _referenced(document: Mapping[str, Any]) -> set[type[Model]]:
 
 # ---------------------------------------------------------------------------------- export
 
+# Rows an export reads per query: what it holds at once, whatever the catalog's size.
+EXPORT_CHUNK = 500
+# Characters of text an ASGI response takes from the export per thread hop.
+EXPORT_BATCH_CHARS = 64 * 1024
+
+Section = tuple[str, Iterator[dict[str, Any]]]
+
 
 def catalog_export(
     *, endpoint_slugs: Sequence[str] | None = None, user: Any = None
@@ -340,83 +349,153 @@ def catalog_export(
 
     With ``user`` (the admin, the API), only the rows their teams see (``services.teams``):
     another team's endpoint slug is reported as no endpoint. None: the shell's, every row.
+    The whole document at once: ``catalog_export_text`` streams the same one as text.
 
     Raises:
         CatalogFormatError: an endpoint slug names no endpoint.
     """
-    endpoints = teams.visible(Endpoint.objects.order_by("slug"), user).select_related("team")
-    endpoints = endpoints.prefetch_related("rate_limits", "policies")
+    header, sections = catalog_export_sections(endpoint_slugs=endpoint_slugs, user=user)
+    document = dict(header)
+    for section, entries in sections:
+        document[section] = list(entries)
+    return document
+
+
+def catalog_export_sections(
+    *, endpoint_slugs: Sequence[str] | None = None, user: Any = None
+) -> tuple[dict[str, Any], Iterator[Section]]:
+    """The document ``catalog_export`` returns, as its header (format and scope) and its
+    sections in order, each entry read when asked for: the rows are read ``EXPORT_CHUNK``
+    per query, so the export holds one chunk, never the catalog. Read each section's entries
+    before asking for the next section (the upstreams, credentials and icons sections list
+    what the entries before them name).
+
+    Raises:
+        CatalogFormatError: an endpoint slug names no endpoint (at once, before any entry).
+    """
+    endpoints = teams.visible(Endpoint.objects.all(), user)
+    header: dict[str, Any] = {"format": FORMAT}
+    slugs: set[str] | None = None
     if endpoint_slugs is not None:
         endpoints = endpoints.filter(slug__in=endpoint_slugs)
-        missing = sorted(set(endpoint_slugs) - set(endpoints.values_list("slug", flat=True)))
+        slugs = set(endpoints.values_list("slug", flat=True))
+        missing = sorted(set(endpoint_slugs) - slugs)
         if missing:
             raise CatalogFormatError(f"No endpoint with slug {', '.join(missing)}.")
-    endpoint_list = list(endpoints)
-    slugs = {endpoint.slug for endpoint in endpoint_list}
-    document: dict[str, Any] = {"format": FORMAT}
-    if endpoint_slugs is not None:
-        document["scope"] = {"endpoints": sorted(slugs)}
-    document["endpoints"] = [_endpoint_entry(endpoint) for endpoint in endpoint_list]
+        header["scope"] = {"endpoints": sorted(slugs)}
+    return header, _export_sections(endpoints, slugs, user)
 
-    def rows(model: type[Model], order: Sequence[str]) -> list[Any]:
-        queryset = _item_rows(model._default_manager.order_by(*order), user)
-        if endpoint_slugs is not None:
-            queryset = queryset.filter(endpoints__slug__in=slugs).distinct()
-        return list(queryset)
 
-    tools = rows(Tool, ["name", "id"])
-    document["tools"] = [_item_entry("tools", tool, slugs) for tool in tools]
-    for section, order in (
-        ("resources", "uri"), ("resource_templates", "uri_template"), ("prompts", "name")
-    ):  # fmt: skip
-        model = _SECTIONS[section][0]
-        document[section] = [_item_entry(section, row, slugs) for row in rows(model, [order])]
-    resources = document["resources"]
-    templates = document["resource_templates"]
-    prompts = document["prompts"]
-    upstream_names = {
-        reference.name
-        for tool in tools
-        for reference in config_references(tool)
-        if reference.target == "upstream"
-    } | {entry["upstream"] for entry in (*resources, *templates, *prompts) if entry.get("upstream")}
+@dataclass
+class _Named:
+    """What the entries exported so far name: the upstreams, credentials and uploaded icons
+    the sections after them list (as many as those rows, never as many as the tools)."""
+
+    upstreams: set[str] = field(default_factory=set)
+    credentials: set[str] = field(default_factory=set)
+    icons: set[str] = field(default_factory=set)
+
+    def note(self, entry: dict[str, Any]) -> dict[str, Any]:
+        self.icons.update(uploaded_paths(entry.get("icons")))
+        if entry.get("upstream"):
+            self.upstreams.add(entry["upstream"])
+        return entry
+
+    def note_tool(self, tool: Tool) -> None:
+        for reference in config_references(tool):
+            if reference.target == "upstream":
+                self.upstreams.add(reference.name)
+            elif reference.target == "credential":
+                self.credentials.add(reference.name)
+
+
+def _export_sections(endpoints: Any, slugs: set[str] | None, user: Any) -> Iterator[Section]:
+    named = _Named()
+    endpoints = endpoints.select_related("team").prefetch_related("rate_limits", "policies")
+    yield "endpoints", (named.note(_endpoint_entry(row)) for row in _pages(endpoints, "slug"))
+    yield "tools", _tool_entries(named, slugs, user)
+    for section in ("resources", "resource_templates", "prompts"):
+        yield section, _section_entries(section, named, slugs, user)
     upstreams = teams.visible(Upstream.objects.select_related("credential", "team"), user)
-    upstreams = upstreams.order_by("name")
-    if endpoint_slugs is not None:
-        upstreams = upstreams.filter(name__in=upstream_names)
-    document["upstreams"] = [
-        {
+    if slugs is not None:
+        upstreams = upstreams.filter(name__in=named.upstreams)
+    yield "upstreams", _upstream_entries(upstreams, named)
+    credentials = teams.visible(Credential.objects.select_related("team"), user)
+    if slugs is not None:
+        credentials = credentials.filter(name__in=named.credentials)
+    # Never the secret: not even read.
+    credentials = credentials.only("name", "kind", "team__name")
+    yield (
+        "credentials",
+        (
+            {"name": row.name, "kind": row.kind, "team": _team_out(row)}
+            for row in _pages(credentials, "name")
+        ),
+    )
+    images = _icon_images_out(sorted(named.icons))
+    first = next(images, None)
+    if first is not None:
+        yield "icon_images", itertools.chain([first], images)
+
+
+def _section_rows(section: str, slugs: set[str] | None, user: Any) -> Iterator[Any]:
+    """The rows of an item section the export lists: those ``user`` sees, on ``slugs``."""
+    model, key, _fields = _SECTIONS[section]
+    queryset = _item_rows(model._default_manager.all(), user)
+    if slugs is not None:
+        queryset = queryset.filter(endpoints__slug__in=slugs).distinct()
+    return _pages(queryset, key)
+
+
+def _tool_entries(named: _Named, slugs: set[str] | None, user: Any) -> Iterator[dict[str, Any]]:
+    for tool in _section_rows("tools", slugs, user):
+        named.note_tool(tool)
+        yield named.note(_item_entry("tools", tool, slugs))
+
+
+def _section_entries(
+    section: str, named: _Named, slugs: set[str] | None, user: Any
+) -> Iterator[dict[str, Any]]:
+    for row in _section_rows(section, slugs, user):
+        yield named.note(_item_entry(section, row, slugs))
+
+
+def _upstream_entries(upstreams: Any, named: _Named) -> Iterator[dict[str, Any]]:
+    for upstream in _pages(upstreams, "name"):
+        entry = {
             "name": upstream.name,
             **_values(upstream, UPSTREAM_FIELDS),
             "credential": upstream.credential.name if upstream.credential else None,
             "team": _team_out(upstream),
         }
-        for upstream in upstreams
-    ]
-    names = sorted(
-        (
-            {
-                reference.name
-                for tool in tools
-                for reference in config_references(tool)
-                if reference.target == "credential"
-            }
-            | {entry["credential"] for entry in document["upstreams"]}
-        )
-        - {None}
-    )
-    credentials = teams.visible(Credential.objects.all(), user)
-    if endpoint_slugs is None:
-        names = sorted(set(names) | set(credentials.values_list("name", flat=True)))
-    document["credentials"] = [
-        {"name": name, "kind": kind, "team": team}
-        for name, kind, team in credentials.filter(name__in=names)
-        .order_by("name")
-        .values_list("name", "kind", "team__name")
-    ]
-    if images := _icon_images_out(document):
-        document["icon_images"] = images
-    return document
+        if entry["credential"]:
+            named.credentials.add(entry["credential"])
+        yield entry
+
+
+def _pages(queryset: Any, key: str) -> Iterator[Any]:
+    """Every row of ``queryset`` in ``key`` order (then id), ``EXPORT_CHUNK`` per query.
+
+    Each query is read whole and the next starts after the last row read (keyset, no
+    OFFSET), so no server-side cursor or transaction stays open between them: a reader that
+    stops half-way (an HTTP client that goes away) leaves nothing open in the database. Its
+    prefetches cover one chunk.
+    """
+    queryset = queryset.order_by(key, "pk")
+    page = list(queryset[:EXPORT_CHUNK])
+    while page:
+        yield from page
+        # A row's prefetched relations hold it in a reference cycle (their querysets name the
+        # row they hang from), which only a full garbage collection frees: the rows are
+        # written by now, so they go as the next chunk is read, not at some later collection.
+        for row in page:
+            row.__dict__.pop("_prefetched_objects_cache", None)
+        if len(page) < EXPORT_CHUNK:
+            return
+        last = getattr(page[-1], key), page[-1].pk
+        page = []  # the chunk read is let go before the next is read
+        after = Q(**{f"{key}__gt": last[0]}) | Q(**{key: last[0], "pk__gt": last[1]})
+        page = list(queryset.filter(after)[:EXPORT_CHUNK])
 
 
 def catalog_entries(
@@ -487,25 +566,13 @@ def _item_entry(section: str, row: Any, slugs: Collection[str] | None) -> dict[s
     return entry
 
 
-def _icon_images_out(document: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The uploaded icons the document's rows name, with their bytes: the paths are the
-    same on every site (they name the bytes), so the rows move as they are."""
-    paths = sorted(
-        {
-            path
-            for section in _SECTIONS
-            for entry in document.get(section, [])
-            for path in uploaded_paths(entry.get("icons"))
-        }
-    )
-    images = []
+def _icon_images_out(paths: Iterable[str]) -> Iterator[dict[str, str]]:
+    """The uploaded icons at ``paths`` (those the document's rows name), with their bytes:
+    the paths are the same on every site (they name the bytes), so the rows move as they are."""
     for path in paths:
         image = icon_for_path(path)
         if image is not None:  # a path naming no stored icon was never served either
-            images.append(
-                {"path": path, "base64": base64.b64encode(bytes(image.data)).decode("ascii")}
-            )
-    return images
+            yield {"path": path, "base64": base64.b64encode(bytes(image.data)).decode("ascii")}
 
 
 def _values(row: Any, names: Iterable[str]) -> dict[str, Any]:
@@ -630,6 +697,82 @@ def catalog_dump(document: Mapping[str, Any], *, fmt: str = "yaml") -> str:
         return yaml.dump(
             dict(document), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100
         )
+
+
+def catalog_export_text(
+    *, endpoint_slugs: Sequence[str] | None = None, user: Any = None, fmt: str = "yaml"
+) -> Iterator[str]:
+    """``catalog_dump(catalog_export(...), fmt=fmt)`` in pieces, the same text to the byte:
+    the header, then each section's opening and each of its entries as it is read and
+    written, so the first bytes leave at once and the export holds one chunk of rows.
+
+    Raises:
+        CatalogFormatError: an endpoint slug names no endpoint (at once, before any text).
+    """
+    header, sections = catalog_export_sections(endpoint_slugs=endpoint_slugs, user=user)
+    write = _json_pieces if fmt == "json" else _yaml_pieces
+    return write(header, sections)
+
+
+async def catalog_text_async(pieces: Iterator[str]) -> AsyncIterator[str]:
+    """``pieces`` (of ``catalog_export_text``) for an ASGI response, about
+    ``EXPORT_BATCH_CHARS`` per piece: each is read in a thread, as the ORM must be, and the
+    next only once it is sent. Django would otherwise read a synchronous iterator whole
+    before the first byte. Dropped half-way (the client went away), nothing is left open:
+    the pieces hold no cursor or transaction between queries (``_pages``).
+    """
+
+    def batch() -> str:
+        taken: list[str] = []
+        size = 0
+        for piece in pieces:
+            taken.append(piece)
+            size += len(piece)
+            if size >= EXPORT_BATCH_CHARS:
+                break
+        return "".join(taken)
+
+    while text := await sync_to_async(batch)():
+        yield text
+
+
+def _yaml(value: Any) -> str:
+    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def _yaml_pieces(header: dict[str, Any], sections: Iterator[Section]) -> Iterator[str]:
+    # A block sequence under a top-level key is written at column 0, as a top-level
+    # sequence is: each entry reads the same dumped alone in a one-item list.
+    yield _yaml(header)
+    for section, entries in sections:
+        first = next(entries, None)
+        if first is None:
+            yield f"{section}: []\n"
+            continue
+        yield f"{section}:\n"
+        for entry in itertools.chain([first], entries):
+            yield _yaml([entry])
+
+
+def _json(value: Any, indent: int) -> str:
+    """``value`` as ``json.dumps(..., indent=2)`` writes it nested ``indent`` spaces deep
+    (strings never hold a raw newline: JSON escapes it)."""
+    text = json.dumps(value, indent=2, ensure_ascii=False)
+    return text.replace("\n", "\n" + " " * indent)
+
+
+def _json_pieces(header: dict[str, Any], sections: Iterator[Section]) -> Iterator[str]:
+    yield "{\n" + ",\n".join(
+        f"  {_json(key, 0)}: {_json(value, 2)}" for key, value in header.items()
+    )
+    for section, entries in sections:
+        yield f",\n  {_json(section, 0)}: ["
+        opening = "\n    "
+        for entry in entries:
+            yield opening + _json(entry, 4)
+            opening = ",\n    "
+        yield "]" if opening == "\n    " else "\n  ]"
+    yield "\n}\n"
 
 
 @contextlib.contextmanager

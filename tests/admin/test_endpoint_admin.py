@@ -139,7 +139,7 @@ def test_selected_endpoints_are_exported_as_the_import_file(admin_client: Client
 
     assert response.status_code == 200
     assert response["Content-Disposition"] == f'attachment; filename="endpoints.{fmt}"'
-    body = response.content.decode()
+    body = response.getvalue().decode()
     assert body == catalog_dump(catalog_export(endpoint_slugs=["cafe", "shop"]), fmt=fmt)
     document = catalog_parse(body)
     assert [endpoint["slug"] for endpoint in document["endpoints"]] == ["cafe", "shop"]

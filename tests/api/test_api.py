@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -318,7 +319,7 @@ def test_a_session_is_closed_through_the_api(api: APIClient, main: Endpoint) -> 
 def test_catalog_export_and_import_through_the_api(api: APIClient, main: Endpoint) -> None:
     tool_create(name="echo", kind="python", config={"function": "echo"}, endpoints=[main])
     exported = api.get("/api/v1/catalog/export/", {"format": "json"})
-    document = exported.json()
+    document = json.loads(exported.getvalue())
     document["tools"][0]["description"] = "Echoes."
 
     dry = api.post("/api/v1/catalog/import/", {"document": document, "dry_run": True})
@@ -333,12 +334,12 @@ def test_catalog_export_and_import_through_the_api(api: APIClient, main: Endpoin
     assert bad.json()["errors"][0]["path"] == "document.tools[0].config (echo)"
     assert Tool.objects.get().description != "Echoes."
     yaml_export = api.get(f"/api/v1/endpoints/{main.pk}/export/")
-    assert yaml_export.content.startswith(b"format: mcphost-catalog/1\n")
+    assert yaml_export.getvalue().startswith(b"format: mcphost-catalog/1\n")
 
 
 def test_catalog_import_takes_the_exported_file(api: APIClient, main: Endpoint) -> None:
     tool_create(name="echo", kind="python", config={"function": "echo"}, endpoints=[main])
-    document = yaml.safe_load(api.get("/api/v1/catalog/export/").content)  # YAML by default
+    document = yaml.safe_load(api.get("/api/v1/catalog/export/").getvalue())  # YAML by default
     document["tools"][0]["description"] = "Echoes."
     edited = yaml.safe_dump(document)
 

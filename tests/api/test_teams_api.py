@@ -5,6 +5,7 @@ row; a superuser and an operator of every team see every row."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -233,9 +234,9 @@ def test_a_members_export_holds_only_their_teams_rows(
     one = client.get(f"/api/v1/endpoints/{world.beta.endpoint.pk}/export/")
 
     assert whole.status_code == 200
-    assert "alpha-tool" in whole.content.decode()
-    assert "beta-" not in whole.content.decode()
-    assert "site-" not in whole.content.decode()
+    assert "alpha-tool" in whole.getvalue().decode()
+    assert "beta-" not in whole.getvalue().decode()
+    assert "site-" not in whole.getvalue().decode()
     assert _paths(theirs) == {"endpoint"}
     assert one.status_code == 404
 
@@ -244,7 +245,7 @@ def test_a_members_import_round_trips_their_rows_and_prunes_only_them(
     world: World, as_user: Callable[[User], APIClient]
 ) -> None:
     client = as_user(world.alpha.member)
-    document = client.get("/api/v1/catalog/export/?format=json").json()
+    document = json.loads(client.get("/api/v1/catalog/export/?format=json").getvalue())
     document["tools"][0]["description"] = "Imported."
 
     answer = client.post(
@@ -262,7 +263,9 @@ def test_an_import_naming_another_teams_row_is_refused_and_changes_nothing(
 ) -> None:
     client = as_user(world.alpha.member)
     document = {
-        "format": client.get("/api/v1/catalog/export/?format=json").json()["format"],
+        "format": json.loads(client.get("/api/v1/catalog/export/?format=json").getvalue())[
+            "format"
+        ],
         "endpoints": [{"slug": "beta-endpoint", "title": "Taken over"}],
         "upstreams": [{"name": "beta-upstream", "url": "https://evil.example/mcp"}],
     }
@@ -349,7 +352,7 @@ def test_an_import_allowing_another_group_is_refused_and_changes_nothing(
     world: World, as_user: Callable[[User], APIClient]
 ) -> None:
     client = as_user(world.alpha.member)
-    document = client.get("/api/v1/catalog/export/?format=json").json()
+    document = json.loads(client.get("/api/v1/catalog/export/?format=json").getvalue())
     document["tools"][0]["allowed_groups"] = ["beta"]
 
     answer = client.post("/api/v1/catalog/import/", {"document": document}, format="json")

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from mcp_app.services.catalog_io import CatalogFormatError, catalog_dump, catalog_export
+from mcp_app.services.catalog_io import CatalogFormatError, catalog_export_text
 
 
 class Command(BaseCommand):
@@ -40,11 +40,13 @@ class Command(BaseCommand):
         **options: Any,
     ) -> None:  # fmt: skip
         try:
-            document = catalog_export(endpoint_slugs=endpoints)
+            pieces = catalog_export_text(endpoint_slugs=endpoints, fmt=format)
         except CatalogFormatError as exc:
             raise CommandError(str(exc)) from None
-        text = catalog_dump(document, fmt=format)
+        # Written as read: the command holds one chunk of rows, not the document.
         if output:
-            Path(output).write_text(text, encoding="utf-8")
+            with Path(output).open("w", encoding="utf-8") as file:
+                file.writelines(pieces)
         else:
-            self.stdout.write(text, ending="")
+            for piece in pieces:
+                self.stdout.write(piece, ending="")
