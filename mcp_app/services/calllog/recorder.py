@@ -3,8 +3,9 @@
 The transport creates one ``CallRecorder`` per request and tells it what it learns: the
 endpoint, the decoded messages, the session, each request's ``dispatch.Reply``, and the
 refusal when the transport answered an HTTP-level error itself. When the request's work ends
-the transport calls ``submit()`` with the response status, which hands plain records to the
-writer thread (``writer.py``) and returns at once: a request costs no query of its own.
+the transport calls ``submit()`` with the response status, which hands the recorder itself to
+the writer thread (``writer.py``) and returns at once: the rows are built and counted there
+(``build()``), and a request costs no query of its own.
 Recording never raises into the transport: a failure is logged, never answered.
 
 Also here: ``record_admin_test_call``, the record of a try-it run from the admin.
@@ -18,6 +19,7 @@ import multiprocessing.util
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import orjson
@@ -126,17 +128,19 @@ class CallRecorder:
     def __init__(
         self, scope: Mapping[str, Any], headers: Mapping[str, Sequence[str]], request_id: str
     ) -> None:
-        self._created_at = timezone.now()
+        # When the request arrived: a plain float here, its datetime made on the writer thread.
+        self._created_at = time.time()
         self._t0 = time.monotonic()
         self._http_method = str(scope.get("method", ""))[:8]
         route = scope.get("url_route") or {}
         self._slug = str(route.get("kwargs", {}).get("slug", ""))[:100]
         client = scope.get("client")
         self._remote_addr = client[0] if client else None
-        self._user_agent = _cut(_utf8(_header(headers, "user-agent")), USER_AGENT_CHARS)
-        self._credentials = _credentials(headers)
-        self._session_id = _header(headers, "mcp-session-id")[:64]
-        self._version = _header(headers, "mcp-protocol-version")[:16]
+        # Read on the writer thread (the user agent, the credentials to scrub, and the session
+        # and version headers unless ``session()`` names them): the transport never changes it.
+        self._headers = headers
+        self._session_id: str | None = None
+        self._version: str | None = None
         self._request_id = request_id
         self._era = ""
         self._endpoint_id: int | None = None
@@ -153,9 +157,12 @@ class CallRecorder:
         # The clientInfo the legacy session was opened with (no query: the session is loaded).
         self._session_client_info: Any = None
         self._body: bytes | None = None
+        # When submitted: (monotonic time, the response's status, whether cancelled).
+        self._ended: tuple[float, int | None, bool] = (0.0, None, False)
 
     def endpoint(self, state: EndpointState | None) -> None:
-        if state is not None:
+        # Every note after submit() is ignored: the writer thread reads what it froze.
+        if state is not None and not self._submitted:
             self._endpoint_id = state.id
             self._snapshot = state.snapshot
             self._policy_tag = (state.id, state.catalog_version)
@@ -185,6 +192,8 @@ class CallRecorder:
         a batch's requests so resolved, by ``id()`` of the request: targets are taken from
         there.
         """
+        if self._submitted:
+            return
         self._era = _MODERN if modern else _LEGACY
         self._note(messages, resolved, batch)
 
@@ -228,10 +237,14 @@ class CallRecorder:
 
     def principal(self, user_id: int | None, client_id: str) -> None:
         """Note who called (an OAuth user and client); anonymous requests never call this."""
+        if self._submitted:
+            return
         self._principal_id = user_id
         self._client_id = client_id[:200]
 
     def session(self, session: LegacySession) -> None:
+        if self._submitted:
+            return
         self._session_id = session.id[:64]
         self._version = session.protocol_version
         self._era = _LEGACY
@@ -239,7 +252,7 @@ class CallRecorder:
 
     def dispatched(self, resolved: Resolved, version: str) -> None:
         entry = self._by_message.get(id(resolved.request))
-        if entry is not None:
+        if entry is not None and not self._submitted:
             entry.version = version
             entry.era = resolved.era.value
             entry.dispatched = True
@@ -248,7 +261,7 @@ class CallRecorder:
     def answered(self, request: Request, reply: Reply) -> None:
         """Record the reply to ``request``: how it ended, its result or error, where it ran."""
         entry = self._by_message.get(id(request))
-        if entry is None:
+        if entry is None or self._submitted:
             return
         entry.finished = time.monotonic()
         entry.status = reply.outcome
@@ -276,6 +289,8 @@ class CallRecorder:
 
         Records of messages that got no reply of their own carry it.
         """
+        if self._submitted:
+            return
         self._refusal = (_code(error.code), _cut(error.message))
 
     def interrupted(self, http_status: int | None, reason: str) -> None:
@@ -284,36 +299,64 @@ class CallRecorder:
         Calls still running are recorded as cancelled, carrying ``reason``: the process may
         not live to see them end.
         """
+        if self._submitted:
+            return
         self._interruption = _cut(reason)
         self.submit(http_status, cancelled=True)
 
     def submit(self, http_status: int | None, *, cancelled: bool = False) -> None:
         """Queue this request's records for the writer; only the first call counts.
 
-        ``http_status`` is the response's status, None when none was sent.
+        ``http_status`` is the response's status, None when none was sent. What the request
+        did is handed over as it stands (its ``_Entry`` notes, frozen from here on: every
+        later note is ignored); the writer thread builds the rows and counts them
+        (``build``), off the event loop.
         """
         if self._submitted:
             return
         self._submitted = True
         _unsubmitted.discard(self)
         try:
-            records = self._records(http_status, cancelled)
-            writer().put(records)
-            # The one place MCP traffic is counted (services/metrics.py).
-            metrics.record_calls((record.row, record.tool_pk is not None) for record in records)
+            self._ended = (time.monotonic(), http_status, cancelled)
+            if not self._entries:
+                if self._body:
+                    self._note_undecoded_body()
+                if not self._entries:
+                    self._entries.append(_Entry())
+            writer().put_later(self, len(self._entries))
         except Exception:
             # The boundary between serving and recording: a recording bug is logged, the
             # served answer stands.
             logger.exception("Call log record dropped", extra={"endpoint": self._slug})
 
-    def _records(self, http_status: int | None, cancelled: bool) -> list[PendingCall]:
-        now = time.monotonic()
+    def build(self) -> list[PendingCall]:
+        """The records of a submitted request, counted in the metrics (the writer thread).
+
+        Reads only what ``submit`` froze: the loop no longer changes this recorder.
+        """
+        records = self._records()
+        try:
+            # The one place MCP traffic is counted (services/metrics.py).
+            metrics.record_calls((record.row, record.tool_pk is not None) for record in records)
+        except Exception:
+            logger.exception("Call log records not counted", extra={"endpoint": self._slug})
+        return records
+
+    def _records(self) -> list[PendingCall]:
+        now, http_status, cancelled = self._ended
         request_ms = (now - self._t0) * 1000
-        if not self._entries and self._body:
-            self._note_undecoded_body()
-        entries = self._entries or [_Entry()]
+        headers = self._headers
+        session_id = self._session_id
+        if session_id is None:
+            session_id = _header(headers, "mcp-session-id")[:64]
+        session_version = self._version
+        if session_version is None:
+            session_version = _header(headers, "mcp-protocol-version")[:16]
+        user_agent = _cut(_utf8(_header(headers, "user-agent")), USER_AGENT_CHARS)
+        credentials = _credentials(headers)
+        created_at = datetime.fromtimestamp(self._created_at, UTC)
         records = []
-        for entry in entries:
+        for entry in self._entries:
             status, code, message = entry.status, entry.error_code, entry.error_message
             if not status:
                 if cancelled and entry.dispatched or http_status is None:
@@ -329,7 +372,7 @@ class CallRecorder:
                 duration = ((entry.finished or now) - entry.started) * 1000
             else:
                 duration = request_ms
-            version = entry.version or self._version
+            version = entry.version or session_version
             era = entry.era or (_era(version) if version else self._era)
             item = entry.item
             tool = item if type(item) is ToolDef else None
@@ -338,13 +381,13 @@ class CallRecorder:
             records.append(
                 PendingCall(
                     row={
-                        "created_at": self._created_at,
+                        "created_at": created_at,
                         "duration_ms": round(duration, 3),
                         "endpoint_id": self._endpoint_id,
                         "endpoint_slug": self._slug,
                         "era": era,
                         "protocol_version": version[:16],
-                        "session_id": self._session_id,
+                        "session_id": session_id,
                         "http_method": self._http_method,
                         "http_status": http_status,
                         "message_type": entry.message_type,
@@ -354,7 +397,7 @@ class CallRecorder:
                         "principal_id": self._principal_id,
                         "client_id": self._client_id,
                         "remote_addr": self._remote_addr,
-                        "user_agent": self._user_agent,
+                        "user_agent": user_agent,
                         "status": str(status),
                         "error_code": code,
                         "error_message": _cut(message),
@@ -373,7 +416,7 @@ class CallRecorder:
                     tool_pk=tool.binding.pk if tool is not None else None,
                     input_schema=tool.input_schema if tool is not None else None,
                     policy_tag=self._policy_tag,
-                    secrets=self._credentials,
+                    secrets=credentials,
                     client_info=(
                         entry.client_info
                         if entry.client_info is not None

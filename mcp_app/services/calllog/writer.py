@@ -1,8 +1,9 @@
 """The call-log writer: one thread per process turning queued records into batched writes.
 
-Records are queued by the recorder (``recorder.py``) and by try-it; the writer applies each
-tool's capture policy (``capture.py``) off the request path and writes a batch as one COPY
-(PostgreSQL) or one executemany INSERT (SQLite), holding records through a database outage.
+Records are queued by the recorder (``recorder.py``: a request's notes, which this thread
+builds into records and counts) and by try-it; the writer applies each tool's capture policy
+(``capture.py``) off the request path and writes a batch as one COPY (PostgreSQL) or one
+executemany INSERT (SQLite), holding records through a database outage.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import orjson
 from django.db import (
@@ -72,6 +73,16 @@ class PendingCall:
     client_info: Any = None
 
 
+class Deferred(Protocol):
+    """A finished request whose records the writer thread builds (the recorder, frozen)."""
+
+    def build(self) -> list[PendingCall]: ...
+
+
+# A queued item: a record, or a request's records still to build and how many they are.
+Queued = PendingCall | tuple[Deferred, int]
+
+
 # -- the writer thread ----------------------------------------------------------------------
 
 # The columns the writer fills (every column but the id): first those a record's ``row``
@@ -119,7 +130,9 @@ class _Writer:
     """
 
     def __init__(self) -> None:
-        self._queue: collections.deque[PendingCall] = collections.deque()
+        self._queue: collections.deque[Queued] = collections.deque()
+        # The records in the queue (a deferred item counts as its records).
+        self._queued = 0
         self._cond = threading.Condition()
         self._busy = False
         self._idle = False
@@ -136,8 +149,34 @@ class _Writer:
 
     def put(self, records: Sequence[PendingCall]) -> None:
         metrics.CALL_LOG_RECEIVED.inc(len(records))
+        self._enqueue(records)
+
+    def put_later(self, deferred: Deferred, records: int) -> None:
+        """Queue a request's ``records`` records, built on the writer thread (``build()``).
+
+        The event loop only hands the request over; the rows, their capture and their
+        counting in the metrics all happen on this thread. When the queue has no room for
+        all of them (an outage), they are built here and as many kept as fit, as ``put``.
+        """
+        metrics.CALL_LOG_RECEIVED.inc(records)
         with self._cond:
-            room = MAX_PENDING - len(self._queue)
+            if MAX_PENDING - self._queued >= records:
+                self._queue.append((deferred, records))
+                self._queued += records
+                if self._idle or self._queued >= BATCH_ROWS:
+                    self._cond.notify_all()
+                return
+        try:
+            built = deferred.build()
+        except Exception:
+            logger.exception("Call log record dropped")
+            metrics.CALL_LOG_DROPPED.inc(records)
+            return
+        self._enqueue(built)
+
+    def _enqueue(self, records: Sequence[PendingCall]) -> None:
+        with self._cond:
+            room = MAX_PENDING - self._queued
             if room < len(records):
                 self.dropped += len(records) - max(room, 0)
                 metrics.CALL_LOG_DROPPED.inc(len(records) - max(room, 0))
@@ -147,10 +186,11 @@ class _Writer:
                     logger.error("Call log queue full: records are being dropped")
                 records = records[: max(room, 0)]
             self._queue.extend(records)
+            self._queued += len(records)
             # Wake the writer only when it waits for work or a batch is full: a notify per
             # request would cost a thread switch per request. All waiters, since a flush()
             # may be waiting too and must not take the writer's wake-up.
-            if self._idle or len(self._queue) >= BATCH_ROWS:
+            if self._idle or self._queued >= BATCH_ROWS:
                 self._cond.notify_all()
 
     def flush(self, timeout: float) -> bool:
@@ -193,9 +233,13 @@ class _Writer:
         rows: list[Row] = []
         while True:
             if not rows:
-                batch = self._next_batch()
-                if not batch:
+                items = self._next_batch()
+                if not items:
                     return
+                batch = self._built(items)
+                if not batch:
+                    self._done()
+                    continue
             try:
                 alias = router.db_for_write(CallLog)
                 if not rows:
@@ -207,6 +251,7 @@ class _Writer:
                 if not rows:
                     with self._cond:
                         self._queue.extendleft(reversed(batch))
+                        self._queued += len(batch)
                 self._outage(exc)
                 connections[router.db_for_write(CallLog)].close()
                 if not self._pause(delay):
@@ -225,12 +270,32 @@ class _Writer:
                 )
                 self._down_since = None
             delay = RETRY_FIRST_SECONDS
-            with self._cond:
-                self._busy = False
-                self._dropping = False
-                self._cond.notify_all()
+            self._done()
 
-    def _next_batch(self) -> list[PendingCall]:
+    def _done(self) -> None:
+        with self._cond:
+            self._busy = False
+            self._dropping = False
+            self._cond.notify_all()
+
+    @staticmethod
+    def _built(items: Sequence[Queued]) -> list[PendingCall]:
+        """The records of ``items``: deferred requests built here, off the event loop."""
+        batch: list[PendingCall] = []
+        for item in items:
+            if isinstance(item, PendingCall):
+                batch.append(item)
+                continue
+            deferred, records = item
+            try:
+                batch.extend(deferred.build())
+            except Exception:
+                # A recording bug is logged and its records counted as dropped.
+                logger.exception("Call log record dropped")
+                metrics.CALL_LOG_DROPPED.inc(records)
+        return batch
+
+    def _next_batch(self) -> list[Queued]:
         """Wait for records, then up to ``COALESCE_SECONDS`` for a full batch; [] to stop."""
         with self._cond:
             self._idle = True
@@ -238,7 +303,7 @@ class _Writer:
                 self._cond.wait()
             self._idle = False
             deadline = time.monotonic() + COALESCE_SECONDS
-            while len(self._queue) < BATCH_ROWS and not self._stopping:
+            while self._queued < BATCH_ROWS and not self._stopping:
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
                     break
@@ -246,8 +311,14 @@ class _Writer:
             if self._stopping:
                 return []
             self._busy = True
-            batch = [self._queue.popleft() for _ in range(min(BATCH_ROWS, len(self._queue)))]
-            metrics.CALL_LOG_QUEUE.set(len(self._queue))
+            batch: list[Queued] = []
+            taken = 0
+            while self._queue and taken < BATCH_ROWS:
+                item = self._queue.popleft()
+                batch.append(item)
+                taken += 1 if isinstance(item, PendingCall) else item[1]
+            self._queued -= taken
+            metrics.CALL_LOG_QUEUE.set(self._queued)
             return batch
 
     def _outage(self, exc: Exception) -> None:

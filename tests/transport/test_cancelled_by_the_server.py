@@ -1,0 +1,124 @@
+"""A running 2026-07-28 call cut short by the server (its shutdown, Daphne's close timeout)
+or by its client (the stream closed).
+
+Pinned for any change to how the consumer runs the handler (issue #29 tried running it in
+the ASGI task): the server's cancellation leaves the application as a ``CancelledError``, a
+client that goes away is not one and the application returns normally; either way no answer
+goes out and the call is recorded as cancelled. In-process, on real PostgreSQL and Redis.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from typing import Any
+
+import pytest
+from asgiref.sync import async_to_sync
+
+from mcp_app.models import CallLog
+from mcp_app.services.calllog.writer import call_log_flush
+from tests.support.catalog import make_endpoint, make_python_tool
+from tests.support.inprocess import encode_headers
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SLUG = "server-cancel"
+
+
+def _scope(agent: str) -> dict[str, Any]:
+    headers = {
+        "host": "127.0.0.1",
+        "user-agent": agent,
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+        "mcp-protocol-version": "2026-07-28",
+        "mcp-method": "tools/call",
+        "mcp-name": "sleep_with_progress",
+    }
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": f"/mcp/{SLUG}",
+        "raw_path": f"/mcp/{SLUG}".encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": encode_headers(headers),
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 80),
+    }
+
+
+def _body() -> bytes:
+    meta = {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "progressToken": "p",
+    }
+    arguments = {"seconds": 5, "steps": 50}
+    params = {"name": "sleep_with_progress", "arguments": arguments, "_meta": meta}
+    return json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    ).encode()
+
+
+async def _run(agent: str, *, client_leaves: bool) -> tuple[str, list[dict[str, Any]]]:
+    """Start the call; then the server cancels it, or the client goes: how the app ended,
+    and what it sent."""
+    from mcpsite.asgi import application
+
+    incoming = [{"type": "http.request", "body": _body(), "more_body": False}]
+    leave = asyncio.Event()
+    streaming = asyncio.Event()
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        if incoming:
+            return incoming.pop()
+        await leave.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+        if b"notifications/progress" in message.get("body", b""):
+            streaming.set()
+
+    app = asyncio.ensure_future(application(_scope(agent), receive, send))
+    # The call runs once its first progress notification is out.
+    async with asyncio.timeout(10):
+        await streaming.wait()
+    if client_leaves:
+        leave.set()
+    else:
+        app.cancel()
+    async with asyncio.timeout(10):
+        try:
+            await app
+        except asyncio.CancelledError:
+            return "cancelled", sent
+    return "returned", sent
+
+
+@pytest.mark.parametrize(("client_leaves", "ended"), [(False, "cancelled"), (True, "returned")])
+def test_a_cancelled_call_leaves_the_app_as_before_and_is_recorded_cancelled(
+    client_leaves: bool, ended: str
+) -> None:
+    make_endpoint(SLUG).tools.add(make_python_tool("sleep_with_progress", "sleep_with_progress"))
+    agent = f"server-cancel-{uuid.uuid4()}"
+
+    how, sent = async_to_sync(_run)(agent, client_leaves=client_leaves)
+
+    assert how == ended
+    # No response went out for a call that did not end.
+    assert not any(b'"result"' in message.get("body", b"") for message in sent)
+    wait_until(
+        lambda: call_log_flush(timeout=10) and CallLog.objects.filter(user_agent=agent).exists(),
+        "the call's row",
+    )
+    row = CallLog.objects.get(user_agent=agent)
+    assert (row.rpc_method, row.status, row.http_status) == ("tools/call", "cancelled", 200)
