@@ -309,6 +309,29 @@ def _spans(minutes: Iterable[datetime]) -> list[tuple[datetime, datetime]]:
     return spans
 
 
+def _mark_create(*, now: datetime, backfill: timedelta) -> None:
+    """The mark of a first run, committed on its own: a second first run at once then waits
+    on its row lock and finds the work done, instead of doing it again."""
+    if CallLogRollupMark.objects.filter(pk=1).exists():
+        return
+    oldest = CallLog.objects.filter(created_at__gte=now - backfill).aggregate(
+        first=Min("created_at")
+    )["first"]
+    start = _floor(oldest or now, HOUR)
+    # This run counts every row there is, so the next re-reads only those inserted after it.
+    newest = CallLog.objects.aggregate(top=Max("id"))["top"] or 0
+    CallLogRollupMark.objects.get_or_create(
+        pk=1,
+        defaults={
+            "start": start,
+            "minute_until": start,
+            "hour_until": start,
+            "seen_id": newest,
+            "prior_id": newest,
+        },
+    )
+
+
 def call_log_rollup(
     *, now: datetime | None = None, backfill: timedelta = DEFAULT_BACKFILL
 ) -> RollupRun:
@@ -320,24 +343,10 @@ def call_log_rollup(
     """
     now = now or timezone.now()
     closed = _floor(now, MINUTE)
+    _mark_create(now=now, backfill=backfill)
     with transaction.atomic():
-        mark = CallLogRollupMark.objects.select_for_update().first()
+        mark = CallLogRollupMark.objects.select_for_update().get(pk=1)
         newest = CallLog.objects.aggregate(top=Max("id"))["top"] or 0
-        if mark is None:
-            oldest = CallLog.objects.filter(created_at__gte=now - backfill).aggregate(
-                first=Min("created_at")
-            )["first"]
-            start = _floor(oldest or closed, HOUR)
-            # One mark, pk 1: a second first run at once fails on it and rolls back. This run
-            # counts every row there is, so the next re-reads only those inserted after it.
-            mark = CallLogRollupMark(
-                pk=1,
-                start=start,
-                minute_until=start,
-                hour_until=start,
-                seen_id=newest,
-                prior_id=newest,
-            )
         late = (
             CallLog.objects.filter(
                 id__gt=mark.prior_id, created_at__gte=mark.start, created_at__lt=mark.minute_until
@@ -368,7 +377,7 @@ def call_log_rollup(
         mark.minute_until = max(mark.minute_until, closed)
         mark.hour_until = hour_until
         mark.prior_id, mark.seen_id = mark.seen_id, newest
-        mark.save(force_insert=mark._state.adding)
+        mark.save()
     return RollupRun(minutes=counted, hours=len(closed_hours), rows=written)
 
 
