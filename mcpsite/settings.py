@@ -392,6 +392,9 @@ UPKEEP_JOBS = {
     # The call log's partitions ahead (PostgreSQL; a no-op on SQLite): hourly, so a missed run
     # or two never leaves a day without its partition.
     "call_log_partitions": ("UPKEEP_CALL_LOG_PARTITIONS_SECONDS", 3600, {}),
+    # The call log's rollups, which the audit charts read (services/calllog/rollup.py): each
+    # run counts the minutes closed since the last; the charts read raw rows after that.
+    "call_log_rollup": ("UPKEEP_CALL_LOG_ROLLUP_SECONDS", 60, {}),
     # Call-log retention: off unless set (run purge_call_logs yourself, as before).
     "purge_call_logs": (
         "UPKEEP_PURGE_CALL_LOGS_SECONDS",

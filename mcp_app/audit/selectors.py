@@ -13,7 +13,7 @@ import dataclasses
 import math
 import os
 from collections import defaultdict
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -30,6 +30,7 @@ from django.db.models import (
     Max,
     Q,
     QuerySet,
+    Sum,
     Value,
     When,
 )
@@ -38,8 +39,16 @@ from django.utils import timezone
 from prometheus_client import REGISTRY, CollectorRegistry, multiprocess
 
 from mcp_app.auth.clients import client_ids_named, client_names
-from mcp_app.models import BackgroundCall, CallLog, Endpoint, Session, Tool
+from mcp_app.models import BackgroundCall, CallLog, CallLogRollup, Endpoint, Session, Tool
 from mcp_app.models.call_log import STATUS_CHOICES
+from mcp_app.services.calllog.rollup import (
+    Measures,
+    add_up,
+    raw_measures,
+    rollup_measures,
+    rollup_plan,
+    rollups_of,
+)
 from mcp_app.services.teams import calls_of
 
 PAGE_SIZE = 50
@@ -298,6 +307,8 @@ class CallStats:
     per_tool: list[LatencyRow]
     per_endpoint: list[LatencyRow]
     per_client: list[LatencyRow]
+    # Percentiles estimated from the rollups' latency histogram, not the rows' durations.
+    estimated: bool = False
 
     @property
     def total(self) -> int:
@@ -321,12 +332,23 @@ def bucket_kind(span: timedelta) -> str:
     return "day"
 
 
-def call_log_stats(*, filters: CallFilter, since: datetime, until: datetime) -> CallStats:
+def call_log_stats(
+    *, filters: CallFilter, since: datetime, until: datetime, rollups: bool = True
+) -> CallStats:
     """Calls over time, error rate and latency percentiles per tool, endpoint and client.
 
     Four aggregate queries, whatever the number of rows; the time range is required so
-    every one of them is bounded by the created_at index.
+    every one of them is bounded by the created_at index. Read from the rollups
+    (``_Window``) when the filters are ones they keep: then their cost follows the number of
+    buckets, not rows, and percentiles come from the histogram (within one of its bins).
     """
+    window = (
+        _Window.of(filters, since, until, hours=bucket_kind(until - since) != "minute")
+        if rollups
+        else None
+    )
+    if window is not None:
+        return window.stats(since, until)
     qs = call_log_search(filters=filters).filter(created_at__gte=since, created_at__lt=until)
     qs = qs.select_related(None).order_by()
     errors = Count("id", filter=~Q(status__in=_OK_STATUSES))
@@ -680,22 +702,37 @@ class Overview:
     clients: list[Breakdown]
     open_streams: OpenStreams
     client_programs: list[ClientProgram]
+    # The tools' percentiles are estimated from the rollups' latency histogram.
+    estimated: bool = False
 
 
 def call_log_overview(
-    *, since: datetime, idle_seconds: int, filters: CallFilter | None = None
+    *,
+    since: datetime,
+    idle_seconds: int,
+    filters: CallFilter | None = None,
+    rollups: bool = True,
 ) -> Overview:
     """Tools ranked over the window, live sessions and background calls, per-caller counts.
 
     The rankings cover the STATS_GROUPS busiest tools of the window (one percentile query).
     ``filters`` (user, OAuth client, client name and version) narrow the rankings, the
     per-caller and per-client counts and the legacy sessions; ``filters.endpoints`` (the
-    viewer's teams) narrows all but the open streams, which are the fleet's.
+    viewer's teams) narrows all but the open streams, which are the fleet's. The rankings and
+    counts read the rollups where there are some (as ``call_log_stats``; ``rollups=False``:
+    the call log alone).
     """
     filters = filters or CallFilter()
     window = call_log_search(filters=filters).filter(created_at__gte=since)
     window = window.select_related(None).order_by()
-    tools = _latency(window.filter(rpc_method="tools/call").exclude(target=""), "target")
+    rolled = _Window.of(filters, since, timezone.now(), hours=True) if rollups else None
+    if rolled is not None:
+        tools, users, clients, programs = rolled.overview()
+    else:
+        tools = _latency(window.filter(rpc_method="tools/call").exclude(target=""), "target")
+        users = _breakdown(window.exclude(principal__isnull=True), "principal__username")
+        clients = _breakdown(window.exclude(client_id=""), "client_id")
+        programs = _client_programs(window)
     failing = sorted((row for row in tools if row.errors), key=lambda r: -r.error_rate)
     slowest = sorted((row for row in tools if row.p95 is not None), key=lambda r: -(r.p95 or 0))
     live = timezone.now() - timedelta(seconds=idle_seconds)
@@ -717,10 +754,11 @@ def call_log_overview(
         slowest=slowest[:OVERVIEW_TOP],
         active_sessions=sessions.filter(closed_at__isnull=True, last_seen_at__gte=live).count(),
         background={status: background.get(status, 0) for status in ACTIVE_BACKGROUND},
-        users=_breakdown(window.exclude(principal__isnull=True), "principal__username"),
-        clients=_breakdown(window.exclude(client_id=""), "client_id"),
+        users=users,
+        clients=clients,
         open_streams=open_streams(),
-        client_programs=_client_programs(window),
+        client_programs=programs,
+        estimated=rolled is not None,
     )
 
 
@@ -753,3 +791,182 @@ def _breakdown(qs: QuerySet[CallLog], group: str) -> list[Breakdown]:
         .order_by("-calls")[:BREAKDOWN_TOP]
     )
     return [Breakdown(str(row[group]), row["calls"], row["errors"]) for row in rows]
+
+
+# -- the charts from rollups ------------------------------------------------------------------
+
+# Filters the rollups keep a column for; any other (session, request id, search, upstream,
+# policy) reads the call log itself, as the list does.
+_UNROLLED = ("session", "q", "request_id", "upstream", "policy")
+
+
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """The calls of a time range matching some filters, as rollup rows plus raw rows.
+
+    ``rollups``: the rollup rows of the range's rolled-up minutes and hours; ``raw``: a
+    query of call-log rows for each part not rolled up (services/calllog/rollup.rollup_plan).
+    Every figure adds up both, so counts are exactly those of the call log.
+    """
+
+    rollups: QuerySet[CallLogRollup]
+    raw: list[QuerySet[CallLog]]
+
+    @classmethod
+    def of(
+        cls, filters: CallFilter, since: datetime, until: datetime, *, hours: bool
+    ) -> _Window | None:
+        """None when a filter is one the rollups cannot answer."""
+        if any(getattr(filters, name) for name in _UNROLLED):
+            return None
+        # A tool name alone matches every method's target; rollups keep tools/call's only.
+        if filters.tool and filters.method != "tools/call":
+            return None
+        since = max(since, filters.since) if filters.since else since
+        until = min(until, filters.until) if filters.until else until
+        plan = rollup_plan(since=since, until=until, hours=hours)
+        if plan.rollups is None:
+            # Nothing rolled up in the range: the call log's exact percentiles, as before.
+            return None
+        base = dataclasses.replace(filters, since=None, until=None)
+        raw = [
+            call_log_search(filters=base)
+            .filter(created_at__gte=start, created_at__lt=end)
+            .select_related(None)
+            .order_by()
+            for start, end in plan.raw
+        ]
+        return cls(rollups_of(_rollup_search(base), plan), raw)
+
+    def grouped(self, key: Sequence[str]) -> dict[Any, Measures]:
+        """Measures per combination of ``key``'s values (fields both models share): one query
+        of the rollups and one per raw range, whatever the figures made of it."""
+        found: dict[Any, Measures] = {}
+        add_up(found, self.rollups.values(*key).annotate(**rollup_measures()), key)
+        for raw in self.raw:
+            add_up(found, raw.values(*key).annotate(**raw_measures()), key)
+        return found
+
+    def overview(self) -> tuple[list[LatencyRow], list[Breakdown], list[Breakdown],
+                                list[ClientProgram]]:  # fmt: skip
+        """The overview's tools, users, OAuth clients and client programs, from one grouping."""
+        found = self.grouped(_OVERVIEW_KEY)
+        users = _by(found, lambda v: v[2])
+        User = get_user_model()
+        names = dict(
+            User._default_manager.filter(pk__in=list(users)).values_list("pk", User.USERNAME_FIELD)
+        )
+        # By username, as the call log's join names them (a deleted user's: "None").
+        by_name = _by({(str(names.get(pk)),): m for pk, m in users.items()}, lambda v: v[0])
+        return (
+            _latency_rows(_by(found, _tool))[:STATS_GROUPS],
+            [Breakdown(name, m.calls, m.errors) for name, m in _top(by_name, BREAKDOWN_TOP)],
+            [
+                Breakdown(str(name), m.calls, m.errors)
+                for name, m in _top(_by(found, lambda v: v[3] or None), BREAKDOWN_TOP)
+            ],
+            [
+                ClientProgram(name, version, m.calls, m.errors, bool(name) and not m.declared)
+                for (name, version), m in _top(_by(found, lambda v: (v[4], v[5])), BREAKDOWN_TOP)
+            ],
+        )
+
+    def stats(self, since: datetime, until: datetime) -> CallStats:
+        kind = bucket_kind(until - since)
+        totals: dict[datetime, list[int]] = defaultdict(lambda: [0, 0])
+        errors = Sum("calls", filter=~Q(status__in=_OK_STATUSES))
+        rolled = (
+            self.rollups.annotate(bucket=Trunc("bucket_start", kind, tzinfo=UTC))
+            .values("bucket")
+            .annotate(total=Sum("calls"), errors=errors)
+        )
+        raw_errors = Count("id", filter=~Q(status__in=_OK_STATUSES))
+        sources: list[Iterable[Mapping[str, Any]]] = [rolled]
+        sources += [
+            raw.annotate(bucket=Trunc("created_at", kind, tzinfo=UTC))
+            .values("bucket")
+            .annotate(total=Count("id"), errors=raw_errors)
+            for raw in self.raw
+        ]
+        for rows in sources:
+            for row in rows:
+                found = totals[row["bucket"].astimezone(UTC)]
+                found[0] += row["total"] or 0
+                found[1] += row["errors"] or 0
+        buckets = [Bucket(start, total, errs) for start, (total, errs) in sorted(totals.items())]
+        groups = self.grouped(_STATS_KEY)
+        return CallStats(
+            since,
+            until,
+            kind,
+            _fill(buckets, kind, since, until),
+            _latency_rows(_by(groups, _tool)),
+            _latency_rows(_by(groups, lambda v: v[2] or None)),
+            _latency_rows(_by(groups, lambda v: v[3] or None)),
+            estimated=True,
+        )
+
+
+# What the stats and the overview group by: each figure regroups these in Python.
+_STATS_KEY = ("rpc_method", "target", "endpoint_slug", "client_name")
+_OVERVIEW_KEY = (
+    "rpc_method", "target", "principal_id", "client_id", "client_name", "client_version",
+)  # fmt: skip
+
+
+def _tool(values: tuple[Any, ...]) -> Any:
+    """The tool of a ``tools/call`` group (keys starting with method and target), else None."""
+    return values[1] if values[0] == "tools/call" and values[1] else None
+
+
+def _by(found: Mapping[Any, Measures], name: Callable[[Any], Any]) -> dict[Any, Measures]:
+    """``found`` added up by ``name`` of each key (None: left out)."""
+    groups: dict[Any, Measures] = {}
+    for values, measures in found.items():
+        key = name(values)
+        if key is not None:
+            groups.setdefault(key, Measures()).add(measures)
+    return groups
+
+
+def _top(groups: Mapping[Any, Measures], top: int) -> list[tuple[Any, Measures]]:
+    """The ``top`` groups with the most calls (ties by name, so the page does not shuffle)."""
+    return sorted(groups.items(), key=lambda item: (-item[1].calls, str(item[0])))[:top]
+
+
+def _latency_rows(groups: Mapping[Any, Measures]) -> list[LatencyRow]:
+    return [
+        LatencyRow(name, m.calls, m.errors, *(m.percentile(p) for p in PERCENTILES))
+        for name, m in _top(groups, STATS_GROUPS)
+    ]
+
+
+def _rollup_search(filters: CallFilter) -> QuerySet[CallLogRollup]:
+    """The rollup rows matching the filters ``_Window.of`` lets through, as call_log_search
+    narrows call-log rows."""
+    qs = CallLogRollup.objects.order_by()
+    if filters.endpoints is not None:
+        qs = qs.filter(calls_of(filters.endpoints, filters.teams))
+    if filters.endpoint is not None:
+        qs = qs.filter(endpoint_id=filters.endpoint.pk)
+    if filters.tool:
+        qs = qs.filter(target=filters.tool)
+    if filters.method:
+        qs = qs.filter(rpc_method=filters.method)
+    if filters.status == ANY_FAILURE:
+        qs = qs.filter(status__in=FAILURE_STATUSES)
+    elif filters.status:
+        qs = qs.filter(status=filters.status)
+    if filters.era:
+        qs = qs.filter(era=filters.era)
+    if filters.user:
+        qs = qs.filter(principal__username=filters.user)
+    if filters.client:
+        qs = qs.filter(
+            Q(client_id=filters.client) | Q(client_id__in=client_ids_named(filters.client))
+        )
+    if filters.client_name:
+        qs = qs.filter(client_name=filters.client_name)
+    if filters.client_version:
+        qs = qs.filter(client_version=filters.client_version)
+    return qs

@@ -3,6 +3,7 @@
 from mcp_app.models.api_token import ApiToken
 from mcp_app.models.background_call import BackgroundCall
 from mcp_app.models.call_log import CallLog
+from mcp_app.models.call_log_rollup import CallLogRollup, CallLogRollupMark
 from mcp_app.models.connection import UpstreamConnection
 from mcp_app.models.credential import Credential
 from mcp_app.models.draft import Draft
@@ -22,6 +23,8 @@ __all__ = [
     "ApiToken",
     "BackgroundCall",
     "CallLog",
+    "CallLogRollup",
+    "CallLogRollupMark",
     "Credential",
     "Draft",
     "Endpoint",

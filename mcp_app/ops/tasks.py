@@ -57,6 +57,11 @@ def call_log_partitions() -> None:
     _run("call_log_partitions")
 
 
+@shared_task(name="mcp_app.upkeep.call_log_rollup", ignore_result=True)
+def call_log_rollup() -> None:
+    _run("call_log_rollup")
+
+
 @shared_task(name="mcp_app.upkeep.purge_call_logs", ignore_result=True)
 def purge_call_logs(days: float) -> None:
     _run("purge_call_logs", "--days", str(days))

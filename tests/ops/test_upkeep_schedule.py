@@ -19,7 +19,7 @@ from django.db import connection
 from django.utils import timezone
 from oauth2_provider.models import AccessToken, Application
 
-from mcp_app.models import BackgroundCall, CallLog, Endpoint, Session
+from mcp_app.models import BackgroundCall, CallLog, CallLogRollup, Endpoint, Session
 from mcp_app.services.calllog.partitions import call_log_partitions, is_partitioned, slot_start
 from mcp_app.services.sessions import session_open
 from tests.support.live import ROOT, SECRET_KEY, asgi_server, database_url
@@ -37,6 +37,7 @@ JOB_INTERVALS = {
     "UPKEEP_REAP_BACKGROUND_CALLS_SECONDS": "1",
     "UPKEEP_CALL_LOG_PARTITIONS_SECONDS": "1",
     "UPKEEP_PURGE_CALL_LOGS_SECONDS": "1",
+    "UPKEEP_CALL_LOG_ROLLUP_SECONDS": "1",
 }
 EFFECT_TIMEOUT_SECONDS = 60.0
 LONG_AGO = timezone.now() - timedelta(days=40)
@@ -108,6 +109,11 @@ def test_beat_runs_every_upkeep_job(endpoint: Endpoint) -> None:
     old_record = CallLog.objects.create(
         created_at=timezone.now() - timedelta(days=100), http_method="POST", status="ok"
     )
+    # A call of a few minutes ago, for the charts' rollups.
+    recent = CallLog.objects.create(
+        created_at=timezone.now() - timedelta(minutes=3), http_method="POST", status="ok"
+    )
+    minute = recent.created_at.replace(second=0, microsecond=0)
     day_ahead = slot_start(timezone.now() + timedelta(days=5), days=1)
     if is_partitioned():
         missing = [p.name for p in call_log_partitions() if p.start == day_ahead]
@@ -136,6 +142,10 @@ def test_beat_runs_every_upkeep_job(endpoint: Endpoint) -> None:
         _wait_until(
             lambda: not CallLog.objects.filter(id=old_record.id).exists(),
             "purge_call_logs did not delete the old record", log,
+        )  # fmt: skip
+        _wait_until(
+            lambda: CallLogRollup.objects.filter(grain="minute", bucket_start=minute).exists(),
+            "call_log_rollup did not roll up the recent call", log,
         )  # fmt: skip
         if is_partitioned():
             _wait_until(

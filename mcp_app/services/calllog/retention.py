@@ -1,6 +1,8 @@
 """Call-log retention (``manage.py purge_call_logs``, upkeep): on PostgreSQL whole time
 partitions past the window are dropped (``partitions.py``); the rows left past it, in the one
-partition that straddles the cutoff (or anywhere on SQLite), are deleted in chunks."""
+partition that straddles the cutoff (or anywhere on SQLite), are deleted in chunks. Minute
+rollups (``rollup.py``) go with the rows they count; hour rollups stay, so the charts by hour
+and day reach back past the rows."""
 
 from __future__ import annotations
 
@@ -9,7 +11,7 @@ from datetime import datetime, timedelta
 from django.db.models import Max
 from django.utils import timezone
 
-from mcp_app.models import CallLog
+from mcp_app.models import CallLog, CallLogRollup
 from mcp_app.services.calllog.partitions import call_log_partitions_drop
 
 
@@ -24,6 +26,9 @@ def call_log_purge(*, older_than: timedelta, chunk: int = 10_000) -> int:
     to the partitions the cutoff touches.
     """
     cutoff: datetime = timezone.now() - older_than
+    CallLogRollup.objects.filter(
+        grain=CallLogRollup.Grain.MINUTE, bucket_start__lte=cutoff - timedelta(minutes=1)
+    ).delete()
     deleted, kept_until = call_log_partitions_drop(before=cutoff)
     expired = CallLog.objects.filter(created_at__lt=cutoff)
     if kept_until is not None:
