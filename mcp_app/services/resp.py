@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 import ssl
 import weakref
 from collections import deque
@@ -162,6 +163,12 @@ class _Connection(asyncio.Protocol):
         # Replies still due for the batch in flight (0: none in flight).
         self.in_flight = 0
         self.flush_scheduled = False
+        # When each waiter's caller gives up (loop time), in the waiters' order, and one timer
+        # for the oldest: a timer per call would cost more than the rest of the round trip.
+        # Replies come in order, so once the oldest is late the connection is stuck, and every
+        # waiter fails with TimeoutError (``_expire``).
+        self.deadlines: deque[float] = deque()
+        self.watch: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport
@@ -173,6 +180,7 @@ class _Connection(asyncio.Protocol):
             while pos < len(self.buffer):
                 value, pos = _parse(self.buffer, pos)
                 waiter = self.waiters.popleft()
+                self.deadlines.popleft()
                 self.in_flight -= 1
                 if waiter.done():
                     continue  # its caller gave up (a timeout): the reply is dropped, in order
@@ -190,15 +198,29 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._fail_all(ConnectionError("Redis connection lost"))
+
+    def _fail_all(self, error: Exception) -> None:
+        if self.watch is not None:
+            self.watch.cancel()
+            self.watch = None
+        self.deadlines.clear()
         while self.waiters:
             waiter = self.waiters.popleft()
             if not waiter.done():
-                waiter.set_exception(ConnectionError("Redis connection lost"))
+                waiter.set_exception(error)
 
-    def send(self, payload: bytes, replies: int) -> list[asyncio.Future[Any]]:
+    def send(
+        self, payload: bytes, replies: int, deadline: float = math.inf
+    ) -> list[asyncio.Future[Any]]:
+        """Write ``payload`` (``replies`` commands) in the next batch; a future per reply,
+        failed with TimeoutError if the reply is not in by ``deadline`` (loop time)."""
         loop = asyncio.get_running_loop()
         futures = [loop.create_future() for _ in range(replies)]
         self.waiters.extend(futures)
+        self.deadlines.extend([deadline] * replies)
+        if self.watch is None and deadline != math.inf:
+            self.watch = loop.call_at(deadline, self._check_deadlines)
         self.outgoing.append(payload)
         self.outgoing_replies += replies
         if self.in_flight <= 0 and not self.flush_scheduled:
@@ -207,6 +229,20 @@ class _Connection(asyncio.Protocol):
             self.flush_scheduled = True
             loop.call_soon(self._scheduled_flush)
         return futures
+
+    def _check_deadlines(self) -> None:
+        self.watch = None
+        # Deadlines grow in the waiters' order (a client's timeout is fixed); the setup
+        # commands a connection starts with have none (their caller's own timeout bounds them).
+        oldest = next((deadline for deadline in self.deadlines if deadline != math.inf), None)
+        if oldest is None:
+            return
+        loop = asyncio.get_running_loop()
+        if oldest <= loop.time():
+            self._fail_all(TimeoutError("Redis did not answer in time"))
+            self.close()
+        else:
+            self.watch = loop.call_at(oldest, self._check_deadlines)
 
     def _scheduled_flush(self) -> None:
         self.flush_scheduled = False
@@ -349,15 +385,18 @@ class Client:
         """Send ``payload`` (``replies`` commands, encoded); their replies, in order."""
         if self._sentinel is not None:
             return await self._round_trip_to_master(payload, replies)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.timeout
         try:
-            async with asyncio.timeout(self.timeout):
-                connection = self._connection
-                if connection is None or connection.closed:
+            connection = self._connection
+            if connection is None or connection.closed:
+                async with asyncio.timeout_at(deadline):
                     connection = await self._connected()
-                futures = connection.send(payload, replies)
-                if replies == 1:
-                    return [await futures[0]]
-                return list(await asyncio.gather(*futures))
+            # No timer of its own: the connection fails it at the deadline (``send``).
+            futures = connection.send(payload, replies, deadline)
+            if replies == 1:
+                return [await futures[0]]
+            return list(await asyncio.gather(*futures))
         except (OSError, TimeoutError):
             self.drop()
             raise

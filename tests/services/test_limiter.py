@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import socket
 from datetime import UTC, datetime
 
 import pytest
@@ -129,9 +130,8 @@ async def test_a_script_redis_forgot_is_sent_again():
 
 async def test_replies_split_across_reads_are_parsed_in_order():
     connection = resp._Connection()
-    loop = asyncio.get_running_loop()
-    futures = [loop.create_future() for _ in range(3)]
-    connection.waiters.extend(futures)
+    connection.connection_made(_Wire())
+    futures = connection.send(resp.encode([b"PING"]) * 3, 3)
     wire = b"*2\r\n:3\r\n$4\r\n1.25\r\n-NOSCRIPT No matching script\r\n$-1\r\n"
     for i in range(len(wire)):
         connection.data_received(wire[i : i + 1])
@@ -226,3 +226,22 @@ async def test_a_quota_counts_under_the_key_the_operator_reads_and_refuses_until
     assert isinstance(refused, limits.Refusal) and refused.reason == "quota"
     left = limits._period("day", datetime.now(UTC))[1]
     assert left - 5 <= refused.retry_after <= left + 5
+
+
+async def test_calls_to_a_redis_that_never_answers_fail_at_their_deadline():
+    """One timer per connection, not per call: every call waiting on a silent server fails
+    with TimeoutError (the limiter's "may have run" case), and the connection is dropped."""
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # connections complete in the backlog and are never read
+        client = resp.Client(f"redis://127.0.0.1:{silent.getsockname()[1]}/0", timeout=0.3)
+        first = asyncio.ensure_future(client.pipeline([[b"PING"]]))
+        await asyncio.sleep(0.1)
+        # Queued behind the first batch, which never gets its reply.
+        later = [asyncio.ensure_future(client.pipeline([[b"PING"]])) for _ in range(3)]
+        await asyncio.wait([first])
+        # Failed together at the first one's deadline, not each at its own.
+        assert all(task.done() for task in later)
+        outcomes = await asyncio.gather(first, *later, return_exceptions=True)
+        assert all(isinstance(outcome, TimeoutError) for outcome in outcomes), outcomes
+        assert client._connection is None
