@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import NoReturn
 
@@ -39,6 +39,8 @@ STAMP_FILE = VENV / ".mcphost-lock-sha256"
 DEFAULT_PORT = 8000
 # pytest's "no tests were collected": a test command that tests nothing has failed.
 PYTEST_NO_TESTS = 5
+# pytest-xdist workers of a whole-suite run (MCPHOST_TEST_WORKERS): the machines have 2 cores.
+DEFAULT_TEST_WORKERS = 2
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 # Settings that would make a test run depend on the developer's shell; the test command
@@ -348,19 +350,59 @@ def cmd_run(port: int) -> NoReturn:
 
 def cmd_test(pytest_args: list[str]) -> int:
     timer = PhaseTimer()
-    # The whole suite (CI's run) names its slowest tests: the command's time is budgeted
-    # (about 20 minutes), and this is where a test that grew shows first.
-    pytest_args = pytest_args or ["--durations=25"]
-    # Each xdist worker's own Redis namespace and var dir (-n in the arguments), loaded before
-    # pytest-django reads the settings; it changes nothing in a run without workers.
-    pytest_args = ["-p", "tests.support.parallel", *pytest_args]
     try:
-        return _test(timer, pytest_args)
+        return _test(timer, pytest_runs(pytest_args, os.environ))
     finally:
         timer.summary()
 
 
-def _test(timer: PhaseTimer, pytest_args: list[str]) -> int:
+def pytest_runs(pytest_args: list[str], environ: Mapping[str, str]) -> list[tuple[str, list[str]]]:
+    """The pytest runs of one test command, each named, in order, with its arguments.
+
+    The whole suite (CI's run, no arguments) runs in two: the tests not marked ``serial`` on
+    ``MCPHOST_TEST_WORKERS`` pytest-xdist workers (default 2, the machines' cores), each test
+    file on one worker (``xdist_group``, tests/conftest.py); then the ``serial`` tests alone,
+    in one process. Its slowest tests are named: the command's time is budgeted (about 20
+    minutes), and this is where a test that grew shows first. ``MCPHOST_TEST_WORKERS=1`` runs
+    it in one process, as one run. A targeted run (paths, ``-k``...) is one run in one process
+    with exactly the arguments given; ``-n 2`` among them asks for workers.
+    """
+    # Each xdist worker's own Redis namespace, var dir and ports, loaded before pytest-django
+    # reads the settings; it changes nothing in a run without workers.
+    plugin = ["-p", "tests.support.parallel"]
+    if pytest_args:
+        return [("pytest", [*plugin, *pytest_args])]
+    setting = environ.get("MCPHOST_TEST_WORKERS", "").strip() or str(DEFAULT_TEST_WORKERS)
+    if not setting.isdigit() or int(setting) < 1:
+        raise StepFailed(
+            f"MCPHOST_TEST_WORKERS must be a whole number of 1 or more, not {setting!r}"
+        )
+    workers = int(setting)
+    durations = ["--durations=25"]
+    if workers == 1:
+        return [("pytest", [*plugin, *durations])]
+    return [
+        (
+            f"pytest -n {workers}",
+            [*plugin, "-n", str(workers), "--dist", "loadgroup", "-m", "not serial", *durations],
+        ),
+        ("pytest serial", [*plugin, "-m", "serial", *durations]),
+    ]
+
+
+def combined_exit_code(codes: list[int]) -> int:
+    """The exit code of pytest runs taken together: the first failure's.
+
+    A run that collected nothing fails the command only if every run did: the serial run of
+    the whole suite may find no test marked serial.
+    """
+    failures = [code for code in codes if code not in (0, PYTEST_NO_TESTS)]
+    if failures:
+        return failures[0]
+    return PYTEST_NO_TESTS if set(codes) == {PYTEST_NO_TESTS} else 0
+
+
+def _test(timer: PhaseTimer, runs: list[tuple[str, list[str]]]) -> int:
     bootstrap(timer)
     dropped = [name for name in TEST_ENV_DROPPED if name in os.environ]
     dropped += sorted(name for name in os.environ if name.startswith("MCP_"))
@@ -397,12 +439,17 @@ def _test(timer: PhaseTimer, pytest_args: list[str]) -> int:
         with timer.phase("chromium"):
             services.ensure_chromium()
         log(f"DATABASE_URL={env['DATABASE_URL']} REDIS_URL={env['REDIS_URL']}")
-        start = time.monotonic()
-        code = run_child([str(venv_bin("python")), "-m", "pytest", *pytest_args], env)
-        timer.record("pytest", time.monotonic() - start, "ok" if code == 0 else f"exit {code}")
+        codes = []
+        for name, args in runs:
+            start = time.monotonic()
+            run_code = run_child([str(venv_bin("python")), "-m", "pytest", *args], env)
+            outcome = "ok" if run_code == 0 else f"exit {run_code}"
+            timer.record(name, time.monotonic() - start, outcome)
+            codes.append(run_code)
         stop_start = time.monotonic()
     timer.record("stop services", time.monotonic() - stop_start, "done")
 
+    code = combined_exit_code(codes)
     if code == PYTEST_NO_TESTS:
         log("pytest collected no tests: counted as a failure")
     if code != 0:

@@ -62,6 +62,20 @@ def is_root() -> bool:
 # the process id, two test runs on one machine rarely walk the same ports.
 _PORT_SPAN = 8000
 _next_port: int | None = None
+# This process's part of the range (index, count): see share_ports.
+_port_share = (0, 1)
+
+
+def share_ports(index: int, count: int) -> None:
+    """Hand out only ports of part ``index`` of ``count`` equal parts of the range from now on.
+
+    For the processes of one test run (pytest-xdist's workers): each walks its own part, so
+    none hands out a port another handed out and left free for a moment (a server stopped to
+    be restarted on the same port, one not yet listening).
+    """
+    global _next_port, _port_share
+    _port_share = (index, count)
+    _next_port = None
 
 
 def _port_range() -> tuple[int, int]:
@@ -70,7 +84,10 @@ def _port_range() -> tuple[int, int]:
     except (OSError, ValueError, IndexError):
         ephemeral_low = 32768
     first = max(1024, ephemeral_low - _PORT_SPAN)
-    return first, max(first + 1, ephemeral_low)
+    end = max(first + 1, ephemeral_low)
+    index, count = _port_share
+    part = max(1, (end - first) // count)
+    return first + index * part, min(end, first + (index + 1) * part)
 
 
 def free_port() -> int:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -48,6 +49,31 @@ def pytest_configure(config: pytest.Config) -> None:
     # they are one installation with it, so they inherit its namespace.
     os.environ["REDIS_NAMESPACE"] = settings.REDIS_NAMESPACE
     TransactionTestCase._fixture_teardown = _empty_after_test  # type: ignore[method-assign]
+
+
+# Test directories whose files share a session-scoped stack, run on one xdist worker together
+# so the stack starts once (tests/faults: a private PostgreSQL and Redis and a Celery worker).
+ONE_WORKER_DIRECTORIES = ("faults",)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep each test file on one xdist worker (``--dist loadgroup``, dev.py's whole-suite run).
+
+    A file's module-scoped fixtures (a live server, a Celery worker, a filled table) are built
+    once for the file; spread over workers, each worker would build them again. A test with an
+    ``xdist_group`` of its own keeps it.
+    """
+    tests = Path(__file__).parent
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        if not item.path.is_relative_to(tests):
+            group = item.path.as_posix()
+        elif (where := item.path.relative_to(tests)).parts[0] in ONE_WORKER_DIRECTORIES:
+            group = where.parts[0]
+        else:
+            group = where.as_posix()
+        item.add_marker(pytest.mark.xdist_group(group))
 
 
 _django_fixture_teardown = TransactionTestCase._fixture_teardown

@@ -43,6 +43,72 @@ def test_test_command_passes_every_argument_to_pytest(monkeypatch: pytest.Monkey
     assert received == [["tests/protocol", "-k", "foo", "-x"]]
 
 
+PLUGIN = ["-p", "tests.support.parallel"]
+
+
+def test_whole_suite_runs_on_two_workers_then_the_serial_tests_alone() -> None:
+    assert dev.pytest_runs([], {}) == [
+        (
+            "pytest -n 2",
+            [*PLUGIN, "-n", "2", "--dist", "loadgroup", "-m", "not serial", "--durations=25"],
+        ),
+        ("pytest serial", [*PLUGIN, "-m", "serial", "--durations=25"]),
+    ]
+
+
+def test_worker_count_is_a_setting_and_one_worker_is_one_plain_run() -> None:
+    runs = dev.pytest_runs([], {"MCPHOST_TEST_WORKERS": "3"})
+    assert runs[0][1][2:4] == ["-n", "3"]
+    assert dev.pytest_runs([], {"MCPHOST_TEST_WORKERS": "1"}) == [
+        ("pytest", [*PLUGIN, "--durations=25"])
+    ]
+
+
+@pytest.mark.parametrize("workers", ["0", "two", "-1"])
+def test_a_bad_worker_count_is_refused(workers: str) -> None:
+    with pytest.raises(dev.StepFailed, match="MCPHOST_TEST_WORKERS"):
+        dev.pytest_runs([], {"MCPHOST_TEST_WORKERS": workers})
+
+
+def test_a_targeted_run_is_one_process_with_exactly_the_arguments_given() -> None:
+    runs = dev.pytest_runs(["tests/protocol", "-k", "foo"], {"MCPHOST_TEST_WORKERS": "2"})
+    assert runs == [("pytest", [*PLUGIN, "tests/protocol", "-k", "foo"])]
+
+
+@pytest.mark.parametrize(
+    ("codes", "expected"),
+    [
+        ([0, 0], 0),
+        ([1, 0], 1),
+        ([0, 1], 1),  # the serial run's failure fails the command
+        ([0, 5], 0),  # no test marked serial
+        ([5, 0], 0),
+        ([5, 5], 5),  # nothing collected at all
+        ([5, 2], 2),
+        ([5], 5),
+    ],
+)
+def test_runs_exit_with_the_first_failure(codes: list[int], expected: int) -> None:
+    assert dev.combined_exit_code(codes) == expected
+
+
+def test_each_worker_hands_out_ports_of_its_own_part(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(services, "_port_share", services._port_share)
+    monkeypatch.setattr(services, "_next_port", services._next_port)
+    services.share_ports(0, 1)
+    first, end = services._port_range()
+    handed = []
+    for index in (0, 1):
+        services.share_ports(index, 2)
+        low, high = services._port_range()
+        assert first <= low < high <= end
+        ports = {services.free_port() for _ in range(20)}
+        assert all(low <= port < high for port in ports)
+        handed.append((low, high, ports))
+    assert handed[0][1] <= handed[1][0]  # the parts do not overlap
+    assert not handed[0][2] & handed[1][2]
+
+
 # The settings an xdist worker runs with (tests/support/parallel.py loaded first, as -p does).
 WORKER_SETTINGS = """
 import tests.support.parallel

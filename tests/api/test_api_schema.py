@@ -49,7 +49,9 @@ from tests.support.live import (  # noqa: F401  (fixture)
     uvicorn_server_url,
 )
 
-pytestmark = pytest.mark.django_db
+# Serial: schemathesis gives every operation's test the same node id, and pytest-xdist
+# schedules by node id, so on workers one of them would run in place of all 121.
+pytestmark = [pytest.mark.django_db, pytest.mark.serial]
 
 EXAMPLES_PER_OPERATION = 5
 # Schemathesis' coverage phase (boundary and invalid values of every parameter, as explicit

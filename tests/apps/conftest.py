@@ -7,12 +7,23 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
 from jsonschema import Draft202012Validator
+from pytest_django.fixtures import Settings
 
 HERE = Path(__file__).parent
 SCHEMA = json.loads((HERE / "schemas" / "ext-apps.schema.json").read_text())
 SAMPLE_VIEW = (HERE / "sample_view.html").read_text()
 VIEW_SDK = HERE / "vendor" / "ext-apps-app-with-deps.js"
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Settings) -> None:
+    """Users made in a test (admin_client's user) get a password no test uses: hash it
+    cheaply, as tests/admin/conftest.py does. Module-scoped fixtures make their users before
+    this runs, with the product's hasher: those sign in on a live server, which must check it."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
 
 # The view the extension's own SDK runs (vendor/README.md): the same echo view as
 # sample_view.html, through App and PostMessageTransport.

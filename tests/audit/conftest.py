@@ -10,6 +10,7 @@ from typing import Any
 import httpx
 import pytest
 from django.db.models import Max
+from pytest_django.fixtures import Settings
 
 from mcp_app.models import CallLog, Endpoint, Tool
 from tests.support.catalog import make_endpoint, make_python_tool
@@ -22,6 +23,14 @@ from tests.support.waiting import wait_until
 
 SLUG = "audit"
 WAIT_SECONDS = 10.0
+
+
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Settings) -> None:
+    """Users made in a test (admin_user, team members, callers) get a password no test uses:
+    hash it cheaply, as tests/admin/conftest.py does. Module-scoped fixtures make their users before
+    this runs, with the product's hasher: those sign in on a live server, which must check it."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 def _tool(name: str, **fields: Any) -> Tool:

@@ -4,7 +4,6 @@ filterable by policy name (or any policy) in /audit/, its export and /api/v1/cal
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import pytest
 from django.contrib.auth.models import Permission, User
@@ -29,11 +28,6 @@ MASKED = {
     "applied": True,
 }
 WATCHED = {**MASKED, "policy": "watch", "mode": "permissive", "applied": False}
-
-
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings: Any) -> None:
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
 @pytest.fixture

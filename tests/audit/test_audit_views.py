@@ -22,11 +22,6 @@ from tests.audit.factories import make_call, make_calls
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def user_with(*codenames: str, staff: bool = True) -> User:
     user = User.objects.create_user(f"user-{'-'.join(codenames) or 'none'}", password="pw")
     user.is_staff = staff

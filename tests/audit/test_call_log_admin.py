@@ -17,11 +17,6 @@ from tests.audit.factories import make_call
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fast_password_hashing(settings):
-    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
 def test_admin_can_list_and_view_but_never_add_change_or_delete(admin_client, rf, admin_user):
     record = make_call(None)
     model_admin = site._registry[CallLog]

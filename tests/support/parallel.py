@@ -1,4 +1,4 @@
-"""Each pytest-xdist worker as an installation of its own: its Redis namespace and var dir.
+"""Each pytest-xdist worker as an installation of its own: its Redis namespace, var dir, ports.
 
 Loaded with ``-p`` (pyproject's addopts), so it runs before pytest-django reads the settings:
 a conftest.py is imported too late for settings that are fixed at import. pytest-django gives
@@ -9,6 +9,9 @@ groups, the invalidation channel and Celery's queues: one worker's Celery worker
 the other's calls and fail to find their rows in its own database.
 
 The servers and workers a test starts inherit both (tests/conftest.py exports the namespace).
+Ports: each worker hands out free ports (scripts/services.free_port) from its own part of the
+range, so a port one worker's test leaves free for a moment (a fault test's Redis killed and
+started again on it) is never handed to the other worker's next server.
 Outside xdist (a targeted run) nothing changes.
 """
 
@@ -17,7 +20,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from scripts import services
+
 WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+COUNT = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
 
 
 def worker_namespace(worker: str) -> str:
@@ -27,8 +33,7 @@ def worker_namespace(worker: str) -> str:
 
 def other_workers_namespaces() -> set[str]:
     """The namespaces of the run's other workers: what a test watching all of Redis ignores."""
-    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
-    workers = {f"gw{n}" for n in range(count)} - {WORKER}
+    workers = {f"gw{n}" for n in range(COUNT)} - {WORKER}
     return {worker_namespace(worker) for worker in workers}
 
 
@@ -39,3 +44,5 @@ if WORKER:
         worker_var = Path(var_dir) / WORKER
         worker_var.mkdir(parents=True, exist_ok=True)
         os.environ["MCPHOST_VAR_DIR"] = str(worker_var)
+    if WORKER.startswith("gw") and WORKER[2:].isdigit() and int(WORKER[2:]) < COUNT:
+        services.share_ports(int(WORKER[2:]), COUNT)
