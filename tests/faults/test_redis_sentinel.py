@@ -3,12 +3,11 @@
 A real group on loopback ports: a master, one replica (``--replicaof``) and three sentinels
 (quorum 2, as a production group; short timeouts), all three named in the URL. The rate
 limiter's own client (``services/resp.py``) finds the master again after the master is
-killed; a web process and a Celery worker given only a ``redis+sentinel://`` URL serve
-rate-limited calls, background calls whose progress crosses the channel layer on an SSE
-stream, and pushed catalog edits, before and after ``SENTINEL FAILOVER`` and before and after
-the master is killed together with the first sentinel the URL names (the two left still make
-a quorum and a majority, and every client asks past the dead one). Every wait polls against a
-deadline.
+killed together with the first sentinel the URL names (the two left still make a quorum and a
+majority, and the client asks past the dead one); a web process and a Celery worker given only
+a ``redis+sentinel://`` URL serve rate-limited calls, background calls whose progress crosses
+the channel layer on an SSE stream, and pushed catalog edits, before and after ``SENTINEL
+FAILOVER`` and before and after the master is killed. Every wait polls against a deadline.
 """
 
 from __future__ import annotations
@@ -196,12 +195,13 @@ def sentinel_group() -> Iterator[SentinelGroup]:
 async def test_the_limiters_client_finds_the_master_again_after_it_is_killed(
     sentinel_group: SentinelGroup,
 ) -> None:
-    sentinel_group.wait_settled()
+    """The master dies with the first sentinel the URL names: the two left agree and fail
+    over, and the client asks past the dead sentinel."""
     old = sentinel_group.master_port()
     client = resp.Client(sentinel_group.url, timeout=2.0)
     try:
         assert await client.pipeline([[b"SET", b"sentinel:probe", b"1"], [b"INCR", b"n"]])
-        await asyncio.to_thread(sentinel_group.nodes[old].kill)
+        await asyncio.to_thread(_kill_master, sentinel_group, first_sentinel_too=True)
 
         async def counted_on_the_new_master() -> bool:
             with contextlib.suppress(OSError, TimeoutError):
@@ -221,9 +221,8 @@ async def test_the_limiters_client_finds_the_master_again_after_it_is_killed(
             assert int(direct.get("n") or 0) >= 2
     finally:
         client.drop()
-        # The killed node comes back; the sentinel makes it a replica of the new master.
-        await asyncio.to_thread(sentinel_group.nodes[old].start)
-        await asyncio.to_thread(sentinel_group.wait_settled)
+        # The killed nodes come back; the sentinels make the old master a replica.
+        await asyncio.to_thread(_restart, sentinel_group, old)
 
 
 async def test_the_limiters_client_leaves_a_demoted_master(sentinel_group: SentinelGroup) -> None:
@@ -320,18 +319,21 @@ async def _works(client: httpx.AsyncClient, web: WebProcess, request_id: int) ->
     assert done["result"]["structuredContent"] == {"counted": 1}, done
 
 
-def _kill_master(group: SentinelGroup) -> int:
-    """SIGKILL the first sentinel the URL names, then the master (no goodbye to anyone): the
-    two sentinels left judge the master down after ``DOWN_AFTER_MS``, agree, and promote the
-    replica. Returns the killed node's port."""
+def _kill_master(group: SentinelGroup, *, first_sentinel_too: bool = False) -> int:
+    """SIGKILL the master (no goodbye to anyone), and with ``first_sentinel_too`` the first
+    sentinel the URL names before it: the sentinels left judge the master down after
+    ``DOWN_AFTER_MS``, agree, and promote the replica. Returns the killed node's port."""
     group.wait_settled()
     old, new = group.master_port(), group.replica_port()
-    first = group.sentinels[0]
-    first.kill()
-    group.down.add(first.port)
+    killed = f"{old}"
+    if first_sentinel_too:
+        first = group.sentinels[0]
+        first.kill()
+        group.down.add(first.port)
+        killed = f"sentinel {first.port} and {old}"
     group.nodes[old].kill()
     group.wait_master_is(new)
-    group.history.append(f"killed sentinel {first.port} and {old}, master {new}")
+    group.history.append(f"killed {killed}, master {new}")
     return old
 
 
