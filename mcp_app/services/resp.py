@@ -166,7 +166,7 @@ class _Connection(asyncio.Protocol):
         # When each waiter's caller gives up (loop time), in the waiters' order, and one timer
         # for the oldest: a timer per call would cost more than the rest of the round trip.
         # Replies come in order, so once the oldest is late the connection is stuck, and every
-        # waiter fails with TimeoutError (``_expire``).
+        # waiter fails with TimeoutError (``_check_deadlines``).
         self.deadlines: deque[float] = deque()
         self.watch: asyncio.TimerHandle | None = None
 

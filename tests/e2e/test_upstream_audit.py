@@ -152,6 +152,11 @@ async def test_each_relayed_row_names_its_upstream_and_whether_it_was_reached(se
 async def test_the_audit_page_exports_and_api_show_the_upstream(server):
     async with asyncio.timeout(30), Client(f"{server}/mcp/{SLUG}", mode="legacy") as client:
         await client.call_tool("up_fails", {})
+        # Rows of the unreachable upstream of this test's own, whatever ran before it (its
+        # breaker may be open by now: the rows name the upstream all the same).
+        await client.call_tool("dead_echo", {"text": "x"})
+        with pytest.raises(MCPError):
+            await client.read_resource("ours://audit-dead")
     await asyncio.to_thread(wait_until_idle, server)
 
     def scan() -> None:
