@@ -103,30 +103,9 @@ class CallFilter:
 
 def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
     """Return the records matching ``filters``, newest first."""
-    qs = CallLog.objects.all()
-    if filters.endpoints is not None:
-        qs = qs.filter(calls_of(filters.endpoints, filters.teams))
-    if filters.endpoint is not None:
-        qs = qs.filter(endpoint_id=filters.endpoint.pk)
-    if filters.tool:
-        qs = qs.filter(target=filters.tool)
-    if filters.method:
-        qs = qs.filter(rpc_method=filters.method)
-    if filters.status == ANY_FAILURE:
-        qs = qs.filter(status__in=FAILURE_STATUSES)
-    elif filters.status:
-        qs = qs.filter(status=filters.status)
-    if filters.era:
-        qs = qs.filter(era=filters.era)
+    qs = _narrowed(CallLog.objects.all(), filters)
     if filters.session:
         qs = qs.filter(session_id=filters.session)
-    if filters.user:
-        qs = qs.filter(principal__username=filters.user)
-    if filters.client:
-        # The OAuth client by id or by its registered name (one subquery, no round trip).
-        qs = qs.filter(
-            Q(client_id=filters.client) | Q(client_id__in=client_ids_named(filters.client))
-        )
     if filters.request_id:
         qs = qs.filter(request_id=filters.request_id)
     if filters.upstream:
@@ -136,10 +115,6 @@ def call_log_search(*, filters: CallFilter) -> QuerySet[CallLog]:
         qs = qs.filter(policy_decisions__isnull=False)
         if filters.policy != ANY_POLICY:
             qs = qs.filter(policy_decisions__contains=[{"policy": filters.policy}])
-    if filters.client_name:
-        qs = qs.filter(client_name=filters.client_name)
-    if filters.client_version:
-        qs = qs.filter(client_version=filters.client_version)
     if filters.since is not None:
         qs = qs.filter(created_at__gte=filters.since)
     if filters.until is not None:
@@ -944,7 +919,15 @@ def _latency_rows(groups: Mapping[Any, Measures]) -> list[LatencyRow]:
 def _rollup_search(filters: CallFilter) -> QuerySet[CallLogRollup]:
     """The rollup rows matching the filters ``_Window.of`` lets through, as call_log_search
     narrows call-log rows."""
-    qs = CallLogRollup.objects.order_by()
+    return _narrowed(CallLogRollup.objects.order_by(), filters)
+
+
+Logged = TypeVar("Logged", CallLog, CallLogRollup)
+
+
+def _narrowed(qs: QuerySet[Logged], filters: CallFilter) -> QuerySet[Logged]:
+    """``qs`` narrowed by the filters a call-log row and a rollup row both have columns for
+    (the same names on both models)."""
     if filters.endpoints is not None:
         qs = qs.filter(calls_of(filters.endpoints, filters.teams))
     if filters.endpoint is not None:
@@ -962,6 +945,7 @@ def _rollup_search(filters: CallFilter) -> QuerySet[CallLogRollup]:
     if filters.user:
         qs = qs.filter(principal__username=filters.user)
     if filters.client:
+        # The OAuth client by id or by its registered name (one subquery, no round trip).
         qs = qs.filter(
             Q(client_id=filters.client) | Q(client_id__in=client_ids_named(filters.client))
         )
