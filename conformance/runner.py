@@ -10,11 +10,14 @@ entry cites the spec.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import re
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -51,8 +54,23 @@ class SuiteResult:
         return f"conformance: {self.passed} passed, {self.failed} failed"
 
 
+@contextlib.contextmanager
+def _installing(home: Path) -> Iterator[None]:
+    """Hold ``home``'s install lock: test processes running at once (pytest-xdist workers)
+    install one at a time, and none reads a half-installed folder."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with open(CACHE / f"{home.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 def harness(version: str) -> Path:
     """Return the harness's CLI script, installing that version first if needed."""
+    with _installing(CACHE / version):
+        return _harness(version)
+
+
+def _harness(version: str) -> Path:
     home = CACHE / version
     cli = home / "node_modules" / "@modelcontextprotocol" / "conformance" / "dist" / "index.js"
     installed = home / "node_modules" / "@modelcontextprotocol" / "conformance" / "package.json"
@@ -128,6 +146,11 @@ INSPECTOR_VERSION = "2.12.0"
 
 def inspector(version: str = INSPECTOR_VERSION) -> Path:
     """Return the Inspector's launcher script, installing that version first if needed."""
+    with _installing(CACHE / f"inspector-{version}"):
+        return _inspector(version)
+
+
+def _inspector(version: str) -> Path:
     home = CACHE / f"inspector-{version}"
     package = home / "node_modules" / "@modelcontextprotocol" / "inspector"
     launcher = package / "clients" / "launcher" / "build" / "index.js"
