@@ -21,7 +21,7 @@ from mcp_app.models import CallLog
 from mcp_app.services.calllog.writer import call_log_flush
 from tests.support.catalog import make_endpoint, make_python_tool
 from tests.support.inprocess import encode_headers
-from tests.support.waiting import wait_until
+from tests.support.waiting import await_until, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -67,6 +67,15 @@ def _body() -> bytes:
     ).encode()
 
 
+def _keep_alives() -> list[asyncio.Task[Any]]:
+    """The response streams' keep-alive tasks on the running loop."""
+    return [
+        task
+        for task in asyncio.all_tasks()
+        if getattr(task.get_coro(), "__qualname__", "") == "RequestStream._keep_alive"
+    ]
+
+
 async def _run(agent: str, *, client_leaves: bool) -> tuple[str, list[dict[str, Any]]]:
     """Start the call; then the server cancels it, or the client goes: how the app ended,
     and what it sent."""
@@ -92,6 +101,8 @@ async def _run(agent: str, *, client_leaves: bool) -> tuple[str, list[dict[str, 
     # The call runs once its first progress notification is out.
     async with asyncio.timeout(10):
         await streaming.wait()
+    # The stream is SSE now: its keep-alive task runs.
+    assert _keep_alives()
     if client_leaves:
         leave.set()
     else:
@@ -122,3 +133,23 @@ def test_a_cancelled_call_leaves_the_app_as_before_and_is_recorded_cancelled(
     )
     row = CallLog.objects.get(user_agent=agent)
     assert (row.rpc_method, row.status, row.http_status) == ("tools/call", "cancelled", 200)
+
+
+async def _run_then_await_keep_alives_gone(agent: str, *, client_leaves: bool) -> None:
+    await _run(agent, client_leaves=client_leaves)
+    await await_until(lambda: not _keep_alives(), "the stream's keep-alive task ended", timeout=5)
+
+
+@pytest.mark.parametrize("client_leaves", [False, True])
+def test_a_cancelled_calls_keep_alive_task_ends(client_leaves: bool) -> None:
+    """Our choice: the stream's timers stop with its request, however it ends (issue #29:
+    the client's departure left the keep-alive writing into nothing until the process ended)."""
+    make_endpoint(SLUG).tools.add(make_python_tool("sleep_with_progress", "sleep_with_progress"))
+    agent = f"server-cancel-{uuid.uuid4()}"
+
+    async_to_sync(_run_then_await_keep_alives_gone)(agent, client_leaves=client_leaves)
+
+    wait_until(
+        lambda: call_log_flush(timeout=10) and CallLog.objects.filter(user_agent=agent).exists(),
+        "the call's row",
+    )
