@@ -20,7 +20,7 @@ from asgiref.sync import async_to_sync
 from mcp_app.models import CallLog
 from mcp_app.services.calllog.writer import call_log_flush
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.inprocess import encode_headers
+from tests.support.inprocess import encode_headers, http_scope
 from tests.support.waiting import await_until, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -28,30 +28,18 @@ pytestmark = pytest.mark.django_db(transaction=True)
 SLUG = "server-cancel"
 
 
-def _scope(agent: str) -> dict[str, Any]:
-    headers = {
-        "host": "127.0.0.1",
-        "user-agent": agent,
-        "content-type": "application/json",
-        "accept": "application/json, text/event-stream",
-        "mcp-protocol-version": "2026-07-28",
-        "mcp-method": "tools/call",
-        "mcp-name": "sleep_with_progress",
-    }
-    return {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": f"/mcp/{SLUG}",
-        "raw_path": f"/mcp/{SLUG}".encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": encode_headers(headers),
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 80),
-    }
+def _headers(agent: str) -> list[tuple[bytes, bytes]]:
+    return encode_headers(
+        {
+            "host": "127.0.0.1",
+            "user-agent": agent,
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2026-07-28",
+            "mcp-method": "tools/call",
+            "mcp-name": "sleep_with_progress",
+        }
+    )
 
 
 def _body() -> bytes:
@@ -97,7 +85,9 @@ async def _run(agent: str, *, client_leaves: bool) -> tuple[str, list[dict[str, 
         if b"notifications/progress" in message.get("body", b""):
             streaming.set()
 
-    app = asyncio.ensure_future(application(_scope(agent), receive, send))
+    app = asyncio.ensure_future(
+        application(http_scope(f"/mcp/{SLUG}", _headers(agent)), receive, send)
+    )
     # The call runs once its first progress notification is out.
     async with asyncio.timeout(10):
         await streaming.wait()
