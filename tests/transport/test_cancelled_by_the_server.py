@@ -1,5 +1,5 @@
 """A running 2026-07-28 call cut short by the server (its shutdown, Daphne's close timeout)
-or by its client (the stream closed).
+or by its client (the stream closed); and a legacy call whose client departs, which goes on.
 
 Pinned for any change to how the consumer runs the handler (issue #29 tried running it in
 the ASGI task): the server's cancellation leaves the application as a ``CancelledError``, a
@@ -20,7 +20,7 @@ from asgiref.sync import async_to_sync
 from mcp_app.models import CallLog
 from mcp_app.services.calllog.writer import call_log_flush
 from tests.support.catalog import make_endpoint, make_python_tool
-from tests.support.inprocess import encode_headers, http_scope
+from tests.support.inprocess import acall, encode_headers, http_scope
 from tests.support.waiting import await_until, wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -64,12 +64,20 @@ def _keep_alives() -> list[asyncio.Task[Any]]:
     ]
 
 
-async def _run(agent: str, *, client_leaves: bool) -> tuple[str, list[dict[str, Any]]]:
-    """Start the call; then the server cancels it, or the client goes: how the app ended,
-    and what it sent."""
+async def _run(
+    agent: str,
+    *,
+    client_leaves: bool,
+    headers: list[tuple[bytes, bytes]] | None = None,
+    body: bytes | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
+    """Start the call (a 2026-07-28 one unless ``headers`` and ``body`` say otherwise); then
+    the server cancels it, or the client goes: how the app ended, and what it sent."""
     from mcpsite.asgi import application
 
-    incoming = [{"type": "http.request", "body": _body(), "more_body": False}]
+    body = _body() if body is None else body
+    headers = _headers(agent) if headers is None else headers
+    incoming = [{"type": "http.request", "body": body, "more_body": False}]
     leave = asyncio.Event()
     streaming = asyncio.Event()
     sent: list[dict[str, Any]] = []
@@ -85,9 +93,7 @@ async def _run(agent: str, *, client_leaves: bool) -> tuple[str, list[dict[str, 
         if b"notifications/progress" in message.get("body", b""):
             streaming.set()
 
-    app = asyncio.ensure_future(
-        application(http_scope(f"/mcp/{SLUG}", _headers(agent)), receive, send)
-    )
+    app = asyncio.ensure_future(application(http_scope(f"/mcp/{SLUG}", headers), receive, send))
     # The call runs once its first progress notification is out.
     async with asyncio.timeout(10):
         await streaming.wait()
@@ -141,5 +147,55 @@ def test_a_cancelled_calls_keep_alive_task_ends(client_leaves: bool) -> None:
 
     wait_until(
         lambda: call_log_flush(timeout=10) and CallLog.objects.filter(user_agent=agent).exists(),
+        "the call's row",
+    )
+
+
+async def _legacy_call_whose_client_departs(agent: str) -> None:
+    headers = {
+        "host": "127.0.0.1",
+        "user-agent": agent,
+        "content-type": "application/json",
+        "accept": "application/json, text/event-stream",
+    }
+    client = {"name": "departing", "version": "1"}
+    params = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": client}
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+    answer = await acall(f"/mcp/{SLUG}", json.dumps(init).encode(), encode_headers(headers))
+    headers["mcp-session-id"] = answer.header("mcp-session-id") or ""
+    headers["mcp-protocol-version"] = "2025-11-25"
+    initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+    await acall(f"/mcp/{SLUG}", json.dumps(initialized).encode(), encode_headers(headers))
+    arguments = {"seconds": 60, "steps": 100}
+    params = {"name": "sleep_with_progress", "arguments": arguments, "_meta": {"progressToken": 1}}
+    call = {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": params}
+
+    how, _ = await _run(
+        agent, client_leaves=True, headers=encode_headers(headers), body=json.dumps(call).encode()
+    )
+
+    assert how == "returned"
+    await await_until(lambda: not _keep_alives(), "the stream's keep-alive task ended", timeout=5)
+    # Only the response ended: the call goes on without its client, as before 2026-07-28.
+    assert any(
+        getattr(task.get_coro(), "__qualname__", "") == "StreamableHttpConsumer._handle"
+        for task in asyncio.all_tasks()
+    )
+
+
+def test_a_legacy_calls_keep_alive_task_ends_when_its_client_departs() -> None:
+    """Our choice: the call runs on (a legacy disconnect is no cancellation), but nothing is
+    written to the gone client any more, keep-alives included (issue #29)."""
+    make_endpoint(SLUG).tools.add(make_python_tool("sleep_with_progress", "sleep_with_progress"))
+    agent = f"legacy-departs-{uuid.uuid4()}"
+
+    async_to_sync(_legacy_call_whose_client_departs)(agent)
+
+    # The event loop's end cancelled the call that was still running.
+    wait_until(
+        lambda: (
+            call_log_flush(timeout=10)
+            and CallLog.objects.filter(user_agent=agent, rpc_method="tools/call").exists()
+        ),
         "the call's row",
     )
