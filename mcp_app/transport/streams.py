@@ -9,7 +9,6 @@ dropped silently: the disconnect is handled by the consumer, not by the writer.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import secrets
 import weakref
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -208,6 +207,8 @@ class RequestStream:
         self.resumable = resumable if can_stream else None
         self._keepalive: asyncio.Task[None] | None = None
         self._poll: asyncio.Task[None] | None = None
+        # Set by close(): the response is over, and no timer may start any more.
+        self._closed = False
         self._lock = asyncio.Lock()
 
     @property
@@ -220,7 +221,7 @@ class RequestStream:
         The client then waits the primed ``retry`` and resumes with GET + Last-Event-ID, so a
         long call does not hold a connection (SEP-1699). Only for resumable streams.
         """
-        if self.resumable is not None and self.resumable.poll_after > 0:
+        if self.resumable is not None and self.resumable.poll_after > 0 and not self._closed:
             self._poll = asyncio.create_task(self._close_for_polling(self.resumable.poll_after))
 
     async def _close_for_polling(self, after: float) -> None:
@@ -228,6 +229,7 @@ class RequestStream:
         async with self._lock:
             await self._start()
             await self.responder.finish()
+        self.close()
 
     async def _start(self) -> None:
         """Begin the SSE response (once): headers, the priming event, keep-alives."""
@@ -241,7 +243,8 @@ class RequestStream:
             )
             first = event_id(self.resumable.stream_id, 0)
             await self.responder.write(sse.priming_event(first, self.resumable.retry_ms))
-        self._keepalive = asyncio.create_task(self._keep_alive())
+        if not self._closed:
+            self._keepalive = asyncio.create_task(self._keep_alive())
 
     async def _emit(self, data: bytes, *, last: bool) -> None:
         if self.resumable is None:
@@ -270,16 +273,23 @@ class RequestStream:
             await asyncio.sleep(self.keepalive_seconds)
             await self.responder.write(sse.keepalive())
 
-    async def _stop_timers(self) -> None:
+    def close(self) -> None:
+        """Stop the keep-alive and poll timers: the response is over, or its client is gone.
+
+        Every way a request's response ends calls it: ``reply``, ``abandon``, and the
+        consumer, when the handler ends (a failure, a cancellation) and when the client
+        departs. Idempotent, and synchronous so the departure path need not await: a timer
+        ends at its next await, and its late write would be dropped by the finished responder.
+        """
+        self._closed = True
         for task in (self._keepalive, self._poll):
             if task is not None and task is not asyncio.current_task():
                 task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+        self._keepalive = self._poll = None
 
     async def reply(self, status: int, payload: Any) -> None:
         """Send the final response: as JSON with ``status``, or as the stream's last event."""
-        await self._stop_timers()
+        self.close()
         async with self._lock:
             if self.prefer_stream and status == 200:
                 await self._start()
@@ -287,7 +297,6 @@ class RequestStream:
                 await self._emit(jsonrpc.encode(payload), last=True)
             else:
                 await self.responder.respond_json(status, payload, self.headers)
-        await self._stop_timers()
 
     async def abandon(self) -> None:
         """End the response of a cancelled request without answering it.
@@ -295,7 +304,7 @@ class RequestStream:
         Nothing more is sent for it (2025-11-25 basic/utilities/cancellation); a response that
         had not started becomes an empty event stream, or a bare 202 for a JSON-only client.
         """
-        await self._stop_timers()
+        self.close()
         async with self._lock:
             if not self.responder.started:
                 if not self.can_stream:

@@ -26,7 +26,7 @@ from mcp_app.services.calllog.writer import call_log_flush
 from mcp_app.services.history import latest_history_ids
 from mcp_app.services.policies.writes import policy_save
 from tests.support.catalog import echo_schema, make_endpoint, make_python_tool
-from tests.support.inprocess import acall, encode_headers
+from tests.support.inprocess import acall, encode_headers, http_scope
 from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -70,20 +70,6 @@ async def _cancelled_call() -> None:
 
     headers, body = _modern("sleep_with_progress", {"seconds": 5, "steps": 5}, 40)
     raw = json.dumps(body).encode()
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": f"/mcp/{SLUG}",
-        "raw_path": f"/mcp/{SLUG}".encode(),
-        "query_string": b"",
-        "root_path": "",
-        "headers": encode_headers(headers),
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 80),
-    }
     incoming = [{"type": "http.request", "body": raw, "more_body": False}]
     sent: list[dict[str, Any]] = []
 
@@ -97,7 +83,7 @@ async def _cancelled_call() -> None:
         sent.append(message)
 
     async with asyncio.timeout(10):
-        await application(scope, receive, send)
+        await application(http_scope(f"/mcp/{SLUG}", encode_headers(headers)), receive, send)
     assert not sent  # cancelled before any answer
 
 

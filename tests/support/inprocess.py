@@ -42,16 +42,15 @@ class Answer:
         raise AssertionError(f"no JSON-RPC response in {self.body[:500]!r}")
 
 
-async def acall(
+def http_scope(
     path: str,
-    body: bytes = b"",
     headers: Sequence[tuple[bytes, bytes]] = (),
     *,
     method: str = "POST",
     query_string: bytes = b"",
-) -> Answer:
-    """Send one request to the application and return its complete answer (bounded wait)."""
-    scope = {
+) -> dict[str, Any]:
+    """The ASGI scope of one HTTP request from 127.0.0.1, as an ASGI server builds it."""
+    return {
         "type": "http",
         "asgi": {"version": "3.0"},
         "http_version": "1.1",
@@ -65,6 +64,17 @@ async def acall(
         "client": ("127.0.0.1", 50000),
         "server": ("127.0.0.1", 80),
     }
+
+
+async def acall(
+    path: str,
+    body: bytes = b"",
+    headers: Sequence[tuple[bytes, bytes]] = (),
+    *,
+    method: str = "POST",
+    query_string: bytes = b"",
+) -> Answer:
+    """Send one request to the application and return its complete answer (bounded wait)."""
     incoming = [{"type": "http.request", "body": body, "more_body": False}]
     done = asyncio.Event()
     answer = Answer(status=0, headers=[], body=b"")
@@ -85,7 +95,9 @@ async def acall(
                 done.set()
 
     async with asyncio.timeout(RESPONSE_TIMEOUT_SECONDS):
-        await application(scope, receive, send)
+        await application(
+            http_scope(path, headers, method=method, query_string=query_string), receive, send
+        )
         # Legacy requests may finish after the application returns (a detached task).
         await done.wait()
     return answer

@@ -143,22 +143,10 @@ async def asgi_call(
 ) -> AsgiResponse:
     """Drive ``mcpsite.asgi.application`` in-process for one request, as a server would."""
     from mcpsite.asgi import application
+    from tests.support.inprocess import encode_headers, http_scope
 
     all_headers = {"host": "127.0.0.1", **headers}
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": method,
-        "scheme": "http",
-        "path": path,
-        "raw_path": path.encode(),
-        "query_string": query_string,
-        "root_path": "",
-        "headers": [(k.lower().encode(), v.encode()) for k, v in all_headers.items()],
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 80),
-    }
+    scope = http_scope(path, encode_headers(all_headers), method=method, query_string=query_string)
     incoming = [{"type": "http.request", "body": body, "more_body": False}]
     done = asyncio.Event()
     status = 0

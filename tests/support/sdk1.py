@@ -12,6 +12,8 @@ import sys
 import venv
 from pathlib import Path
 
+from scripts.installs import installing
+
 ROOT = Path(__file__).resolve().parents[2]
 REQUIREMENT = "mcp==1.30.*"
 VENV = ROOT / ".cache" / "mcp-sdk-1"
@@ -24,6 +26,12 @@ def sdk1_python() -> Path:
         RuntimeError: the environment could not be built (e.g. PyPI unreachable), with pip's
             output.
     """
+    with installing(VENV):
+        return _build()
+
+
+def _build() -> Path:
+    """Build the environment unless it is there (under its install lock)."""
     python = VENV / "bin" / "python"
     marker = VENV / ".installed"
     if marker.exists() and marker.read_text() == REQUIREMENT and python.exists():

@@ -1,0 +1,87 @@
+"""scripts/installs.py: processes that ask for the same install into a shared cache folder at
+once (the pytest-xdist workers sharing ``.cache/``) get one complete install between them.
+
+Each process runs a fake installer, not npm: it logs that it started, waits for the test's
+go-ahead on its stdin, then writes the finished install. The test lets the first finish only
+once the second has asked (it waits on the lock, or, without one, is installing too), so the
+outcome does not depend on timing.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from scripts.installs import lock_path
+from tests.support.waiting import wait_until
+
+ROOT = Path(__file__).resolve().parents[1]
+
+ASK = """
+import sys
+from pathlib import Path
+from scripts.installs import installing
+
+home = Path(sys.argv[1])
+with installing(home):
+    if not (home / "done").exists():
+        home.mkdir(exist_ok=True)
+        with open(home.parent / "installs.log", "a") as log:
+            log.write("start\\n")
+        sys.stdin.readline()  # the test's go-ahead
+        (home / "done").write_text("complete")
+print((home / "done").read_text())
+"""
+
+
+def _ask(home: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-c", ASK, str(home)],
+        cwd=ROOT,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _starts(home: Path) -> int:
+    log = home.parent / "installs.log"
+    return log.read_text().count("start") if log.exists() else 0
+
+
+def _waits_for_lock(pid: int, lock: Path) -> bool:
+    """Whether process ``pid`` is blocked on ``lock``'s flock (Linux's /proc/locks)."""
+    inode = lock.stat().st_ino
+    for line in Path("/proc/locks").read_text().splitlines():
+        fields = line.split()
+        if "->" not in fields:
+            continue
+        at = fields.index("->")
+        if int(fields[at + 4]) == pid and int(fields[at + 5].rsplit(":", 1)[1]) == inode:
+            return True
+    return False
+
+
+def test_two_processes_asking_at_once_get_one_complete_install(tmp_path: Path) -> None:
+    home = tmp_path / "cache" / "tool-1.0"
+    first = _ask(home)
+    second = None
+    try:
+        wait_until(lambda: _starts(home) == 1, "the first process installing")
+        second = _ask(home)
+        wait_until(
+            lambda: _waits_for_lock(second.pid, lock_path(home)) or _starts(home) == 2,
+            "the second process asking",
+        )
+        answers = [process.communicate("go\n", timeout=30) for process in (first, second)]
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+
+    assert [process.returncode for process in (first, second)] == [0, 0], answers
+    assert [out for out, _ in answers] == ["complete\n", "complete\n"]
+    assert _starts(home) == 1
