@@ -44,8 +44,6 @@ from mcp_app.models.call_log import STATUS_CHOICES
 from mcp_app.services.calllog.rollup import (
     Measures,
     add_up,
-    raw_measures,
-    rollup_measures,
     rollup_plan,
     rollups_of,
 )
@@ -817,9 +815,8 @@ class _Window:
         """Measures per combination of ``key``'s values (fields both models share): one query
         of the rollups and one per raw range, whatever the figures made of it."""
         found: dict[Any, Measures] = {}
-        add_up(found, self.rollups.values(*key).annotate(**rollup_measures()), key)
-        for raw in self.raw:
-            add_up(found, raw.values(*key).annotate(**raw_measures()), key)
+        for qs in (self.rollups, *self.raw):
+            add_up(found, qs, key)
         return found
 
     def overview(self) -> tuple[list[LatencyRow], list[Breakdown], list[Breakdown],

@@ -10,6 +10,7 @@ for a superuser and for a team member. The stats page's reads must not grow with
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 from datetime import datetime, timedelta
 from typing import Any
@@ -33,9 +34,17 @@ from mcp_app.audit.selectors import (
     call_log_stats,
 )
 from mcp_app.models import CallLog, CallLogRollup, CallLogRollupMark
-from mcp_app.models.call_log_rollup import BINS_PER_DECADE
+from mcp_app.models.call_log_rollup import BINS_PER_DECADE, LATENCY_EDGES
 from mcp_app.services.calllog.retention import call_log_purge
-from mcp_app.services.calllog.rollup import MINUTE, call_log_rollup, rollup_plan
+from mcp_app.services.calllog.rollup import (
+    MINUTE,
+    Measures,
+    call_log_rollup,
+    measures_by,
+    raw_measures,
+    rollup_measures,
+    rollup_plan,
+)
 from tests.support.teams import World, two_teams
 
 pytestmark = pytest.mark.django_db
@@ -321,3 +330,41 @@ def test_retention_takes_the_minute_rollups_with_their_rows_and_keeps_the_hours(
     assert whole and sum(b.total for b in whole) > 0
     kept = {b.start: b.total for b in after.buckets}
     assert all(kept[b.start] == b.total for b in whole[1:])
+
+
+def test_the_charts_sql_counts_what_the_orms_aggregates_count(world: World) -> None:
+    """The stats and overview add up ``measures_by`` (SQL written by hand, for speed); the
+    upkeep job builds rows with the ORM's aggregates. Both must agree to the call, values on
+    and either side of every histogram edge included."""
+    now = timezone.now()
+    _calls(world, 600, start=now - timedelta(hours=3), end=now - timedelta(minutes=3), seed=11)
+    at = now - timedelta(hours=2)
+    edges = [v for edge in LATENCY_EDGES for v in (math.nextafter(edge, 0), edge)]
+    CallLog.objects.bulk_create(
+        CallLog(created_at=at, duration_ms=duration, http_method="POST", rpc_method="tools/call",
+                target="edge", status="ok" if n % 3 else "tool_error")
+        for n, duration in enumerate([0.0, *edges, 2e6])
+    )  # fmt: skip
+    call_log_rollup(now=now)
+    key = ("rpc_method", "target", "endpoint_slug", "client_name")
+
+    for qs, measures in (
+        (CallLog.objects.order_by(), raw_measures()),
+        (CallLogRollup.objects.filter(grain="minute").order_by(), rollup_measures()),
+        (CallLogRollup.objects.filter(grain="hour").order_by(), rollup_measures()),
+    ):
+        orm = {
+            tuple(row[name] for name in key): Measures.of(row)
+            for row in qs.values(*key).annotate(**measures)
+        }
+        sql = dict(measures_by(qs, key))
+        assert orm.keys() == sql.keys() and len(sql) > 10
+        for name, exact in orm.items():
+            found = sql[name]
+            assert found.duration_sum == pytest.approx(exact.duration_sum)
+            assert dataclasses.replace(found, duration_sum=0) == dataclasses.replace(
+                exact, duration_sum=0
+            ), name
+        assert sql[("tools/call", "edge", "", "")].histogram == [2] * (len(LATENCY_EDGES) + 1)
+    # A filter that selects nothing before the database is asked (no endpoint in scope).
+    assert measures_by(CallLog.objects.filter(endpoint_id__in=[]), key) == []
