@@ -12,13 +12,14 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -37,6 +38,8 @@ from mcp_app.models import CallLog, CallLogRollup, CallLogRollupMark
 from mcp_app.models.call_log_rollup import BINS_PER_DECADE, LATENCY_EDGES
 from mcp_app.services.calllog.retention import call_log_purge
 from mcp_app.services.calllog.rollup import (
+    CHUNK,
+    HOUR,
     MINUTE,
     Measures,
     call_log_rollup,
@@ -368,3 +371,42 @@ def test_the_charts_sql_counts_what_the_orms_aggregates_count(world: World) -> N
         assert sql[("tools/call", "edge", "", "")].histogram == [2] * (len(LATENCY_EDGES) + 1)
     # A filter that selects nothing before the database is asked (no endpoint in scope).
     assert measures_by(CallLog.objects.filter(endpoint_id__in=[]), key) == []
+
+
+@pytest.fixture
+def committed_world(transactional_db: None) -> World:
+    return two_teams()
+
+
+def _mark_seen_elsewhere() -> Any:
+    """The mark as another connection sees it (what has been committed)."""
+    try:
+        mark = CallLogRollupMark.objects.first()
+        return None if mark is None else mark.minute_until
+    finally:
+        connections.close_all()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_first_run_commits_its_backfill_hour_by_hour(committed_world: World) -> None:
+    now = timezone.now().replace(minute=30, second=0, microsecond=0)
+    _calls(committed_world, 500, start=now - timedelta(hours=5), end=now, seed=12)
+    seen: list[Any] = []
+
+    def at_each_lock(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "FOR UPDATE" in sql and "calllogrollupmark" in sql:
+            with ThreadPoolExecutor(1) as other:
+                seen.append(other.submit(_mark_seen_elsewhere).result(timeout=30))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(at_each_lock):
+        run = call_log_rollup(now=now)
+
+    start = CallLogRollupMark.objects.get().start
+    assert CHUNK == HOUR and start == now.replace(minute=0) - 5 * HOUR
+    # Each hour was committed, and seen by others, before the next began.
+    assert seen == [start + k * HOUR for k in range(6)]
+    assert run.minutes == 5 * 60 + 30 and run.hours == 5
+    assert sum(CallLogRollup.objects.filter(grain="hour").values_list("calls", flat=True)) == (
+        CallLog.objects.filter(created_at__lt=now.replace(minute=0)).count()
+    )

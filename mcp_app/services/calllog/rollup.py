@@ -27,7 +27,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import EmptyResultSet
-from django.db import connections, transaction
+from django.db import connection, connections, transaction
 from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Trunc
 from django.utils import timezone
@@ -39,6 +39,10 @@ MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 # What a first run rolls up of the rows already there (``--backfill-days`` for more).
 DEFAULT_BACKFILL = timedelta(days=7)
+# The most one transaction of a run rolls up (a first run's backfill, a run after the job was
+# down): a big log's backfill holds no long transaction, and the charts read each chunk as
+# soon as it commits.
+CHUNK = HOUR
 # The grouping values of a rollup row, named as on CallLog (``target`` is the tool).
 DIMENSIONS = (
     "endpoint_id", "endpoint_slug", "tool_team_id", "rpc_method", "target", "status", "era",
@@ -411,47 +415,79 @@ def call_log_rollup(
     """Roll up the closed minutes and hours since the last run, and those late rows reopened.
 
     The first run starts ``backfill`` before ``now`` (at the oldest row if later, on an hour).
-    One transaction, holding the mark's row lock: a second run at once waits, then finds
-    nothing left but the late rows, and readers see the old rollups and mark until it commits.
+    It goes in transactions of ``CHUNK`` at most (``_step``), as does a run after the job was
+    down: each holds the mark's row lock, so a second run at once waits, then goes on with
+    the next chunk or finds nothing left but the late rows; readers see each chunk when it
+    commits, and the old rollups and mark until then.
     """
     now = now or timezone.now()
     closed = _floor(now, MINUTE)
     _mark_create(now=now, backfill=backfill)
+    minutes = hours = rows = steps = 0
+    done = False
+    while not done:
+        step, done = _step(closed)
+        minutes, hours, rows = minutes + step.minutes, hours + step.hours, rows + step.rows
+        steps += 1
+    if steps > 1:
+        # Many rows at once, and the planner would read the stats page as if the table were
+        # still empty (a sort of every row instead of a hash) until autovacuum's next look.
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {connection.ops.quote_name(CallLogRollup._meta.db_table)}")
+    return RollupRun(minutes=minutes, hours=hours, rows=rows)
+
+
+def _step(closed: datetime) -> tuple[RollupRun, bool]:
+    """One transaction of a run: the next ``CHUNK`` of closed minutes (and their hours) not
+    rolled up yet; and, once none is left beyond it (the run's last step, True), the late
+    rows' minutes and hours.
+
+    Only the last step moves the ids the late rows are found by: a step before it counts
+    the newest rows of its minutes anyway, and the last re-reads every row inserted since
+    the run before last, whatever the steps in between.
+    """
     with transaction.atomic():
         mark = CallLogRollupMark.objects.select_for_update().get(pk=1)
-        newest = CallLog.objects.aggregate(top=Max("id"))["top"] or 0
-        late = (
-            CallLog.objects.filter(
-                id__gt=mark.prior_id, created_at__gte=mark.start, created_at__lt=mark.minute_until
+        until = min(closed, mark.minute_until + CHUNK)
+        last = until == closed
+        spans: list[tuple[datetime, datetime]] = []
+        newest = mark.seen_id
+        if last:
+            newest = CallLog.objects.aggregate(top=Max("id"))["top"] or 0
+            late = (
+                CallLog.objects.filter(
+                    id__gt=mark.prior_id,
+                    created_at__gte=mark.start,
+                    created_at__lt=mark.minute_until,
+                )
+                .annotate(minute=Trunc("created_at", "minute", tzinfo=UTC))
+                .values_list("minute", flat=True)
+                .distinct()
+                .order_by()
             )
-            .annotate(minute=Trunc("created_at", "minute", tzinfo=UTC))
-            .values_list("minute", flat=True)
-            .distinct()
-            .order_by()
-        )
-        minutes = set(late)
-        spans = _spans(minutes)
-        if mark.minute_until < closed:
+            spans = _spans(set(late))
+        if mark.minute_until < until:
             # The newly closed minutes, an hour per query at most.
-            spans += [(hour, min(hour + HOUR, closed)) for hour in
-                      _steps(mark.minute_until, closed, HOUR)]  # fmt: skip
+            spans += [(hour, min(hour + HOUR, until)) for hour in
+                      _steps(mark.minute_until, until, HOUR)]  # fmt: skip
         written = 0
         hours: set[datetime] = set()
         for a, b in spans:
             written += _recount(CallLogRollup.Grain.MINUTE, a, b)
             hours.update(_steps(_floor(a, HOUR), b, HOUR))
         # Every hour a recount touched, and every hour newly closed, once closed.
-        hour_until = max(mark.hour_until, _floor(closed, HOUR))
+        hour_until = max(mark.hour_until, _floor(until, HOUR))
         hours.update(_steps(mark.hour_until, hour_until, HOUR))
         closed_hours = sorted(hour for hour in hours if hour + HOUR <= hour_until)
         for hour in closed_hours:
             written += _recount(CallLogRollup.Grain.HOUR, hour, hour + HOUR)
         counted = sum(1 for a, b in spans for _ in _steps(a, b, MINUTE))
-        mark.minute_until = max(mark.minute_until, closed)
+        mark.minute_until = max(mark.minute_until, until)
         mark.hour_until = hour_until
-        mark.prior_id, mark.seen_id = mark.seen_id, newest
+        if last:
+            mark.prior_id, mark.seen_id = mark.seen_id, newest
         mark.save()
-    return RollupRun(minutes=counted, hours=len(closed_hours), rows=written)
+    return RollupRun(minutes=counted, hours=len(closed_hours), rows=written), last
 
 
 def rollups_of(qs: QuerySet[CallLogRollup], plan: Plan) -> QuerySet[CallLogRollup]:
