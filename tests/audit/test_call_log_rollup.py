@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import random
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
@@ -409,4 +410,32 @@ def test_a_first_run_commits_its_backfill_hour_by_hour(committed_world: World) -
     assert run.minutes == 5 * 60 + 30 and run.hours == 5
     assert sum(CallLogRollup.objects.filter(grain="hour").values_list("calls", flat=True)) == (
         CallLog.objects.filter(created_at__lt=now.replace(minute=0)).count()
+    )
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_first_runs_at_once_write_what_one_run_writes(committed_world: World) -> None:
+    now = timezone.now().replace(second=30)
+    _calls(committed_world, 800, start=now - timedelta(hours=4), end=now, seed=13)
+    together = threading.Barrier(2)
+
+    def first_run() -> None:
+        try:
+            together.wait(timeout=30)
+            call_log_rollup(now=now)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(2) as runners:
+        for done in [runners.submit(first_run) for _ in range(2)]:
+            done.result(timeout=120)
+    twice = _rollup_rows()
+    CallLogRollupMark.objects.all().delete()
+    CallLogRollup.objects.all().delete()
+    call_log_rollup(now=now)
+
+    assert twice == _rollup_rows()
+    assert CallLogRollupMark.objects.count() == 1
+    assert sum(CallLogRollup.objects.filter(grain="minute").values_list("calls", flat=True)) == (
+        CallLog.objects.filter(created_at__lt=now.replace(second=0, microsecond=0)).count()
     )
