@@ -197,7 +197,9 @@ _ROLLUP_SQL = _measures_sql(raw=False)
 
 def measures_by(qs: QuerySet[Any], key: Sequence[str]) -> list[tuple[Any, Measures]]:
     """``Measures`` of the rows of ``qs`` (call-log or rollup rows) per combination of
-    ``key``'s values (a value alone for a one-field key, else a tuple): one query.
+    ``key``'s values (a value alone for a one-field key, else a tuple): one query. ``key``
+    names columns of the model itself (``principal_id``, not ``principal__username``): they
+    are read back by name from the subquery.
 
     The same figures as ``values(*key).annotate(**raw_measures())`` (or rollup_measures), in
     SQL written once: the ORM would build and compile 65 aggregate expressions for every
