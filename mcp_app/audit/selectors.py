@@ -817,7 +817,7 @@ class _Window:
 
     def grouped(self, key: Sequence[str]) -> dict[Any, Measures]:
         """Measures per combination of ``key``'s values (fields both models share): one query
-        of the rollups and one per raw range, whatever the figures made of it."""
+        of the rollups and one of the raw parts, whatever the figures made of it."""
         found: dict[Any, Measures] = {}
         for qs in (self.rollups, *self.raw):
             add_up(found, qs, key)

@@ -412,6 +412,16 @@ def test_a_first_run_commits_its_backfill_hour_by_hour(committed_world: World) -
         CallLog.objects.filter(created_at__lt=now.replace(minute=0)).count()
     )
 
+    # Three hours the job was down: caught up an hour a transaction too, each minute counted
+    # once (not again as "late" in the last transaction, which would hold them all).
+    later = now + 3 * HOUR
+    _calls(committed_world, 300, start=now, end=later, seed=14)
+    seen.clear()
+    with connection.execute_wrapper(at_each_lock):
+        run = call_log_rollup(now=later)
+    assert seen == [now + k * HOUR for k in range(3)]
+    assert run.minutes == 3 * 60 and run.hours == 3
+
 
 @pytest.mark.django_db(transaction=True)
 def test_two_first_runs_at_once_write_what_one_run_writes(committed_world: World) -> None:

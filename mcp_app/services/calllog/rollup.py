@@ -425,10 +425,13 @@ def call_log_rollup(
     now = now or timezone.now()
     closed = _floor(now, MINUTE)
     _mark_create(now=now, backfill=backfill)
+    # Late rows are looked for in the minutes rolled up before this run: the minutes its
+    # own steps count, they count whole.
+    reopen_until = CallLogRollupMark.objects.get(pk=1).minute_until
     minutes = hours = rows = steps = 0
     done = False
     while not done:
-        step, done = _step(closed)
+        step, done = _step(closed, reopen_until=reopen_until)
         minutes, hours, rows = minutes + step.minutes, hours + step.hours, rows + step.rows
         steps += 1
     if steps > 1:
@@ -439,10 +442,10 @@ def call_log_rollup(
     return RollupRun(minutes=minutes, hours=hours, rows=rows)
 
 
-def _step(closed: datetime) -> tuple[RollupRun, bool]:
+def _step(closed: datetime, *, reopen_until: datetime) -> tuple[RollupRun, bool]:
     """One transaction of a run: the next ``CHUNK`` of closed minutes (and their hours) not
-    rolled up yet; and, once none is left beyond it (the run's last step, True), the late
-    rows' minutes and hours.
+    rolled up yet; and, once none is left beyond it (the run's last step, True), the minutes
+    and hours of the late rows before ``reopen_until``.
 
     Only the last step moves the ids the late rows are found by: a step before it counts
     the newest rows of its minutes anyway, and the last re-reads every row inserted since
@@ -460,7 +463,7 @@ def _step(closed: datetime) -> tuple[RollupRun, bool]:
                 CallLog.objects.filter(
                     id__gt=mark.prior_id,
                     created_at__gte=mark.start,
-                    created_at__lt=mark.minute_until,
+                    created_at__lt=min(mark.minute_until, reopen_until),
                 )
                 .annotate(minute=Trunc("created_at", "minute", tzinfo=UTC))
                 .values_list("minute", flat=True)
