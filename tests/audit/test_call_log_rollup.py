@@ -10,14 +10,17 @@ for a superuser and for a team member. The stats page's reads must not grow with
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
@@ -33,9 +36,19 @@ from mcp_app.audit.selectors import (
     call_log_stats,
 )
 from mcp_app.models import CallLog, CallLogRollup, CallLogRollupMark
-from mcp_app.models.call_log_rollup import BINS_PER_DECADE
+from mcp_app.models.call_log_rollup import BINS_PER_DECADE, LATENCY_EDGES
 from mcp_app.services.calllog.retention import call_log_purge
-from mcp_app.services.calllog.rollup import MINUTE, call_log_rollup, rollup_plan
+from mcp_app.services.calllog.rollup import (
+    CHUNK,
+    HOUR,
+    MINUTE,
+    Measures,
+    call_log_rollup,
+    measures_by,
+    raw_measures,
+    rollup_measures,
+    rollup_plan,
+)
 from tests.support.teams import World, two_teams
 
 pytestmark = pytest.mark.django_db
@@ -321,3 +334,118 @@ def test_retention_takes_the_minute_rollups_with_their_rows_and_keeps_the_hours(
     assert whole and sum(b.total for b in whole) > 0
     kept = {b.start: b.total for b in after.buckets}
     assert all(kept[b.start] == b.total for b in whole[1:])
+
+
+def test_the_charts_sql_counts_what_the_orms_aggregates_count(world: World) -> None:
+    """The stats and overview add up ``measures_by`` (SQL written by hand, for speed); the
+    upkeep job builds rows with the ORM's aggregates. Both must agree to the call, values on
+    and either side of every histogram edge included."""
+    now = timezone.now()
+    _calls(world, 600, start=now - timedelta(hours=3), end=now - timedelta(minutes=3), seed=11)
+    at = now - timedelta(hours=2)
+    edges = [v for edge in LATENCY_EDGES for v in (math.nextafter(edge, 0), edge)]
+    CallLog.objects.bulk_create(
+        CallLog(created_at=at, duration_ms=duration, http_method="POST", rpc_method="tools/call",
+                target="edge", status="ok" if n % 3 else "tool_error")
+        for n, duration in enumerate([0.0, *edges, 2e6])
+    )  # fmt: skip
+    call_log_rollup(now=now)
+    key = ("rpc_method", "target", "endpoint_slug", "client_name")
+
+    for qs, measures in (
+        (CallLog.objects.order_by(), raw_measures()),
+        (CallLogRollup.objects.filter(grain="minute").order_by(), rollup_measures()),
+        (CallLogRollup.objects.filter(grain="hour").order_by(), rollup_measures()),
+    ):
+        orm = {
+            tuple(row[name] for name in key): Measures.of(row)
+            for row in qs.values(*key).annotate(**measures)
+        }
+        sql = dict(measures_by(qs, key))
+        assert orm.keys() == sql.keys() and len(sql) > 10
+        for name, exact in orm.items():
+            found = sql[name]
+            assert found.duration_sum == pytest.approx(exact.duration_sum)
+            assert dataclasses.replace(found, duration_sum=0) == dataclasses.replace(
+                exact, duration_sum=0
+            ), name
+        assert sql[("tools/call", "edge", "", "")].histogram == [2] * (len(LATENCY_EDGES) + 1)
+    # A filter that selects nothing before the database is asked (no endpoint in scope).
+    assert measures_by(CallLog.objects.filter(endpoint_id__in=[]), key) == []
+
+
+@pytest.fixture
+def committed_world(transactional_db: None) -> World:
+    return two_teams()
+
+
+def _mark_seen_elsewhere() -> Any:
+    """The mark as another connection sees it (what has been committed)."""
+    try:
+        mark = CallLogRollupMark.objects.first()
+        return None if mark is None else mark.minute_until
+    finally:
+        connections.close_all()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_first_run_commits_its_backfill_hour_by_hour(committed_world: World) -> None:
+    now = timezone.now().replace(minute=30, second=0, microsecond=0)
+    _calls(committed_world, 500, start=now - timedelta(hours=5), end=now, seed=12)
+    seen: list[Any] = []
+
+    def at_each_lock(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "FOR UPDATE" in sql and "calllogrollupmark" in sql:
+            with ThreadPoolExecutor(1) as other:
+                seen.append(other.submit(_mark_seen_elsewhere).result(timeout=30))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(at_each_lock):
+        run = call_log_rollup(now=now)
+
+    start = CallLogRollupMark.objects.get().start
+    assert CHUNK == HOUR and start == now.replace(minute=0) - 5 * HOUR
+    # Each hour was committed, and seen by others, before the next began.
+    assert seen == [start + k * HOUR for k in range(6)]
+    assert run.minutes == 5 * 60 + 30 and run.hours == 5
+    assert sum(CallLogRollup.objects.filter(grain="hour").values_list("calls", flat=True)) == (
+        CallLog.objects.filter(created_at__lt=now.replace(minute=0)).count()
+    )
+
+    # Three hours the job was down: caught up an hour a transaction too, each minute counted
+    # once (not again as "late" in the last transaction, which would hold them all).
+    later = now + 3 * HOUR
+    _calls(committed_world, 300, start=now, end=later, seed=14)
+    seen.clear()
+    with connection.execute_wrapper(at_each_lock):
+        run = call_log_rollup(now=later)
+    assert seen == [now + k * HOUR for k in range(3)]
+    assert run.minutes == 3 * 60 and run.hours == 3
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_first_runs_at_once_write_what_one_run_writes(committed_world: World) -> None:
+    now = timezone.now().replace(second=30)
+    _calls(committed_world, 800, start=now - timedelta(hours=4), end=now, seed=13)
+    together = threading.Barrier(2)
+
+    def first_run() -> None:
+        try:
+            together.wait(timeout=30)
+            call_log_rollup(now=now)
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(2) as runners:
+        for done in [runners.submit(first_run) for _ in range(2)]:
+            done.result(timeout=120)
+    twice = _rollup_rows()
+    CallLogRollupMark.objects.all().delete()
+    CallLogRollup.objects.all().delete()
+    call_log_rollup(now=now)
+
+    assert twice == _rollup_rows()
+    assert CallLogRollupMark.objects.count() == 1
+    assert sum(CallLogRollup.objects.filter(grain="minute").values_list("calls", flat=True)) == (
+        CallLog.objects.filter(created_at__lt=now.replace(second=0, microsecond=0)).count()
+    )

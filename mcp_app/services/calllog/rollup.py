@@ -13,7 +13,9 @@ but committed after it read. The hot path (the call-log writer) is unchanged.
 Readers (``mcp_app.audit.selectors``) ask ``rollup_plan`` how to cover a time range: rollup
 rows for the minutes and hours rolled up, raw rows for the parts that are not (a partial
 minute at either end, the open minutes since the last run, anything before the rollups'
-start). ``Measures`` adds up either kind and estimates percentiles from the histogram.
+start). ``measures_by`` aggregates either kind per group in one query of SQL written once
+(not built by the ORM per query: 65 aggregates each), and ``Measures`` adds them up and
+estimates percentiles from the histogram.
 """
 
 from __future__ import annotations
@@ -24,7 +26,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.db import transaction
+from django.core.exceptions import EmptyResultSet
+from django.db import connection, connections, transaction
 from django.db.models import Case, Count, F, Max, Min, Q, QuerySet, Sum, Value, When
 from django.db.models.functions import Trunc
 from django.utils import timezone
@@ -36,6 +39,10 @@ MINUTE = timedelta(minutes=1)
 HOUR = timedelta(hours=1)
 # What a first run rolls up of the rows already there (``--backfill-days`` for more).
 DEFAULT_BACKFILL = timedelta(days=7)
+# The most one transaction of a run rolls up (a first run's backfill, a run after the job was
+# down): a big log's backfill holds no long transaction, and the charts read each chunk as
+# soon as it commits.
+CHUNK = HOUR
 # The grouping values of a rollup row, named as on CallLog (``target`` is the tool).
 DIMENSIONS = (
     "endpoint_id", "endpoint_slug", "tool_team_id", "rpc_method", "target", "status", "era",
@@ -154,13 +161,85 @@ def _pick(choose: Any, a: float | None, b: float | None) -> float | None:
     return b if a is None else a if b is None else choose(a, b)
 
 
-def add_up(
-    into: dict[Any, Measures], rows: Iterable[Mapping[str, Any]], key: Sequence[str]
-) -> None:
-    """Add grouped aggregate rows (``values(*key).annotate(**measures)``) into ``into``."""
-    for row in rows:
-        name = row[key[0]] if len(key) == 1 else tuple(row[part] for part in key)
-        into.setdefault(name, Measures()).add(Measures.of(row))
+def _measures_sql(*, raw: bool) -> tuple[str, list[Any], tuple[str, ...]]:
+    """The select list of ``raw_measures`` (over call-log rows) or ``rollup_measures`` (over
+    rollup rows) as SQL both databases run, its parameters, and the columns it reads."""
+    ok = "status NOT IN (%s, %s)"
+    if raw:
+        parts = [
+            "COUNT(*)", f"COUNT(CASE WHEN {ok} THEN 1 END)", "COUNT(client_info)",
+            "COUNT(duration_ms)", "SUM(duration_ms)", "MIN(duration_ms)", "MAX(duration_ms)",
+            "COUNT(CASE WHEN duration_ms < %s THEN 1 END)",
+            *["COUNT(CASE WHEN duration_ms >= %s AND duration_ms < %s THEN 1 END)"]
+            * (len(LATENCY_EDGES) - 1),
+            "COUNT(CASE WHEN duration_ms >= %s THEN 1 END)",
+        ]  # fmt: skip
+        edges = [LATENCY_EDGES[0]]
+        for low, high in zip(LATENCY_EDGES, LATENCY_EDGES[1:], strict=False):
+            edges += [low, high]
+        edges.append(LATENCY_EDGES[-1])
+        columns: tuple[str, ...] = ("status", "client_info", "duration_ms")
+    else:
+        parts = [
+            "SUM(calls)", f"SUM(CASE WHEN {ok} THEN calls ELSE 0 END)", "SUM(declared)",
+            "SUM(timed)", "SUM(duration_sum)", "MIN(duration_min)", "MAX(duration_max)",
+            *(f"SUM({name})" for name in HISTOGRAM_FIELDS),
+        ]  # fmt: skip
+        edges = []
+        columns = ("status", "calls", "declared", "timed", "duration_sum", "duration_min",
+                   "duration_max", *HISTOGRAM_FIELDS)  # fmt: skip
+    return ", ".join(parts), [*_OK, *edges], columns
+
+
+_RAW_SQL = _measures_sql(raw=True)
+_ROLLUP_SQL = _measures_sql(raw=False)
+
+
+def measures_by(qs: QuerySet[Any], key: Sequence[str]) -> list[tuple[Any, Measures]]:
+    """``Measures`` of the rows of ``qs`` (call-log or rollup rows) per combination of
+    ``key``'s values (a value alone for a one-field key, else a tuple): one query. ``key``
+    names columns of the model itself (``principal_id``, not ``principal__username``): they
+    are read back by name from the subquery.
+
+    The same figures as ``values(*key).annotate(**raw_measures())`` (or rollup_measures), in
+    SQL written once: the ORM would build and compile 65 aggregate expressions for every
+    query, which cost the stats page more than the database's work. The ORM still writes
+    the filtered rows' query (joins, team scoping), read as a subquery.
+    """
+    select, params, needed = _RAW_SQL if qs.model is CallLog else _ROLLUP_SQL
+    columns = list(dict.fromkeys([*key, *needed]))
+    try:
+        inner, inner_params = qs.values(*columns).query.get_compiler(using=qs.db).as_sql()
+    except EmptyResultSet:
+        return []
+    names = ", ".join(key)
+    sql = f"SELECT {names}, {select} FROM ({inner}) AS counted GROUP BY {names}"
+    width = len(key)
+    found = []
+    with connections[qs.db].cursor() as cursor:
+        cursor.execute(sql, [*params, *inner_params])
+        for row in cursor.fetchall():
+            (calls, errors, declared, timed, total, least, most), bins = (
+                row[width : width + 7], row[width + 7 :]
+            )  # fmt: skip
+            measures = Measures(
+                calls=int(calls or 0),
+                errors=int(errors or 0),
+                declared=int(declared or 0),
+                timed=int(timed or 0),
+                duration_sum=float(total or 0.0),
+                duration_min=None if least is None else float(least),
+                duration_max=None if most is None else float(most),
+                histogram=[int(count or 0) for count in bins],
+            )
+            found.append((row[0] if width == 1 else tuple(row[:width]), measures))
+    return found
+
+
+def add_up(into: dict[Any, Measures], qs: QuerySet[Any], key: Sequence[str]) -> None:
+    """Add the measures of ``qs``'s rows per ``key`` (``measures_by``) into ``into``."""
+    for name, measures in measures_by(qs, key):
+        into.setdefault(name, Measures()).add(measures)
 
 
 # -- reading ---------------------------------------------------------------------------------
@@ -338,47 +417,82 @@ def call_log_rollup(
     """Roll up the closed minutes and hours since the last run, and those late rows reopened.
 
     The first run starts ``backfill`` before ``now`` (at the oldest row if later, on an hour).
-    One transaction, holding the mark's row lock: a second run at once waits, then finds
-    nothing left but the late rows, and readers see the old rollups and mark until it commits.
+    It goes in transactions of ``CHUNK`` at most (``_step``), as does a run after the job was
+    down: each holds the mark's row lock, so a second run at once waits, then goes on with
+    the next chunk or finds nothing left but the late rows; readers see each chunk when it
+    commits, and the old rollups and mark until then.
     """
     now = now or timezone.now()
     closed = _floor(now, MINUTE)
     _mark_create(now=now, backfill=backfill)
+    # Late rows are looked for in the minutes rolled up before this run: the minutes its
+    # own steps count, they count whole.
+    reopen_until = CallLogRollupMark.objects.get(pk=1).minute_until
+    minutes = hours = rows = steps = 0
+    done = False
+    while not done:
+        step, done = _step(closed, reopen_until=reopen_until)
+        minutes, hours, rows = minutes + step.minutes, hours + step.hours, rows + step.rows
+        steps += 1
+    if steps > 1:
+        # Many rows at once, and the planner would read the stats page as if the table were
+        # still empty (a sort of every row instead of a hash) until autovacuum's next look.
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {connection.ops.quote_name(CallLogRollup._meta.db_table)}")
+    return RollupRun(minutes=minutes, hours=hours, rows=rows)
+
+
+def _step(closed: datetime, *, reopen_until: datetime) -> tuple[RollupRun, bool]:
+    """One transaction of a run: the next ``CHUNK`` of closed minutes (and their hours) not
+    rolled up yet; and, once none is left beyond it (the run's last step, True), the minutes
+    and hours of the late rows before ``reopen_until``.
+
+    Only the last step moves the ids the late rows are found by: a step before it counts
+    the newest rows of its minutes anyway, and the last re-reads every row inserted since
+    the run before last, whatever the steps in between.
+    """
     with transaction.atomic():
         mark = CallLogRollupMark.objects.select_for_update().get(pk=1)
-        newest = CallLog.objects.aggregate(top=Max("id"))["top"] or 0
-        late = (
-            CallLog.objects.filter(
-                id__gt=mark.prior_id, created_at__gte=mark.start, created_at__lt=mark.minute_until
+        until = min(closed, mark.minute_until + CHUNK)
+        last = until == closed
+        spans: list[tuple[datetime, datetime]] = []
+        newest = mark.seen_id
+        if last:
+            newest = CallLog.objects.aggregate(top=Max("id"))["top"] or 0
+            late = (
+                CallLog.objects.filter(
+                    id__gt=mark.prior_id,
+                    created_at__gte=mark.start,
+                    created_at__lt=min(mark.minute_until, reopen_until),
+                )
+                .annotate(minute=Trunc("created_at", "minute", tzinfo=UTC))
+                .values_list("minute", flat=True)
+                .distinct()
+                .order_by()
             )
-            .annotate(minute=Trunc("created_at", "minute", tzinfo=UTC))
-            .values_list("minute", flat=True)
-            .distinct()
-            .order_by()
-        )
-        minutes = set(late)
-        spans = _spans(minutes)
-        if mark.minute_until < closed:
+            spans = _spans(set(late))
+        if mark.minute_until < until:
             # The newly closed minutes, an hour per query at most.
-            spans += [(hour, min(hour + HOUR, closed)) for hour in
-                      _steps(mark.minute_until, closed, HOUR)]  # fmt: skip
+            spans += [(hour, min(hour + HOUR, until)) for hour in
+                      _steps(mark.minute_until, until, HOUR)]  # fmt: skip
         written = 0
         hours: set[datetime] = set()
         for a, b in spans:
             written += _recount(CallLogRollup.Grain.MINUTE, a, b)
             hours.update(_steps(_floor(a, HOUR), b, HOUR))
         # Every hour a recount touched, and every hour newly closed, once closed.
-        hour_until = max(mark.hour_until, _floor(closed, HOUR))
+        hour_until = max(mark.hour_until, _floor(until, HOUR))
         hours.update(_steps(mark.hour_until, hour_until, HOUR))
         closed_hours = sorted(hour for hour in hours if hour + HOUR <= hour_until)
         for hour in closed_hours:
             written += _recount(CallLogRollup.Grain.HOUR, hour, hour + HOUR)
         counted = sum(1 for a, b in spans for _ in _steps(a, b, MINUTE))
-        mark.minute_until = max(mark.minute_until, closed)
+        mark.minute_until = max(mark.minute_until, until)
         mark.hour_until = hour_until
-        mark.prior_id, mark.seen_id = mark.seen_id, newest
+        if last:
+            mark.prior_id, mark.seen_id = mark.seen_id, newest
         mark.save()
-    return RollupRun(minutes=counted, hours=len(closed_hours), rows=written)
+    return RollupRun(minutes=counted, hours=len(closed_hours), rows=written), last
 
 
 def rollups_of(qs: QuerySet[CallLogRollup], plan: Plan) -> QuerySet[CallLogRollup]:
