@@ -25,7 +25,7 @@ import itertools
 import json
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from asgiref.sync import sync_to_async
@@ -34,7 +34,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Field, Model, Prefetch, Q
+from django.db.models import Field, ManyToManyField, Model, Q
 
 from mcp_app.conf import get_conf
 from mcp_app.models import (
@@ -52,7 +52,7 @@ from mcp_app.models import (
 )
 from mcp_app.models.fields import schema_checks_remembered
 from mcp_app.protocol import apps
-from mcp_app.services import history, teams
+from mcp_app.services import catalog_yaml, history, teams
 from mcp_app.services.catalog_changes import catalog_changes_coalesced
 from mcp_app.services.catalog_writes import (
     NewItem,
@@ -168,6 +168,11 @@ _RELATION = {
     "resource_templates": "resource_templates",
     "prompts": "prompts",
 }
+# The same, by the item's model.
+_MODEL_RELATION: dict[type[Model], str] = {
+    Tool: "tools", Resource: "resources", ResourceTemplate: "resource_templates",
+    Prompt: "prompts",
+}  # fmt: skip
 
 
 def _field_default(model: type[PromptArgument | PromptMessage], name: str) -> Any:
@@ -413,9 +418,8 @@ def _export_sections(endpoints: Any, slugs: set[str] | None, user: Any) -> Itera
     named = _Named()
     endpoints = endpoints.select_related("team").prefetch_related("rate_limits", "policies")
     yield "endpoints", (named.note(_endpoint_entry(row)) for row in _pages(endpoints, "slug"))
-    yield "tools", _tool_entries(named, slugs, user)
-    for section in ("resources", "resource_templates", "prompts"):
-        yield section, _section_entries(section, named, slugs, user)
+    for section in _RELATION:
+        yield section, _item_entries(section, named, slugs, user)
     upstreams = teams.visible(Upstream.objects.select_related("credential", "team"), user)
     if slugs is not None:
         upstreams = upstreams.filter(name__in=named.upstreams)
@@ -438,26 +442,21 @@ def _export_sections(endpoints: Any, slugs: set[str] | None, user: Any) -> Itera
         yield "icon_images", itertools.chain([first], images)
 
 
-def _section_rows(section: str, slugs: set[str] | None, user: Any) -> Iterator[Any]:
-    """The rows of an item section the export lists: those ``user`` sees, on ``slugs``."""
+def _item_entries(
+    section: str, named: _Named, slugs: set[str] | None, user: Any
+) -> Iterator[dict[str, Any]]:
+    """The entries of an item section the export lists: the rows ``user`` sees, on ``slugs``,
+    with each chunk's endpoints and groups read in one query each (``_item_links``)."""
     model, key, _fields = _SECTIONS[section]
     queryset = _item_rows(model._default_manager.all(), user)
     if slugs is not None:
         queryset = queryset.filter(endpoints__slug__in=slugs).distinct()
-    return _pages(queryset, key)
-
-
-def _tool_entries(named: _Named, slugs: set[str] | None, user: Any) -> Iterator[dict[str, Any]]:
-    for tool in _section_rows("tools", slugs, user):
-        named.note_tool(tool)
-        yield named.note(_item_entry("tools", tool, slugs))
-
-
-def _section_entries(
-    section: str, named: _Named, slugs: set[str] | None, user: Any
-) -> Iterator[dict[str, Any]]:
-    for row in _section_rows(section, slugs, user):
-        yield named.note(_item_entry(section, row, slugs))
+    for rows in _chunks(queryset, key):
+        links = _item_links(model, [row.pk for row in rows], user)
+        for row in rows:
+            if section == "tools":
+                named.note_tool(row)
+            yield named.note(_item_entry(section, row, slugs, links))
 
 
 def _upstream_entries(upstreams: Any, named: _Named) -> Iterator[dict[str, Any]]:
@@ -474,7 +473,14 @@ def _upstream_entries(upstreams: Any, named: _Named) -> Iterator[dict[str, Any]]
 
 
 def _pages(queryset: Any, key: str) -> Iterator[Any]:
-    """Every row of ``queryset`` in ``key`` order (then id), ``EXPORT_CHUNK`` per query.
+    """Every row of ``queryset`` in ``key`` order (then id), ``EXPORT_CHUNK`` per query."""
+    for rows in _chunks(queryset, key):
+        yield from rows
+
+
+def _chunks(queryset: Any, key: str) -> Iterator[list[Any]]:
+    """Every row of ``queryset`` in ``key`` order (then id), as lists of ``EXPORT_CHUNK``
+    rows, one query each.
 
     Each query is read whole and the next starts after the last row read (keyset, no
     OFFSET), so no server-side cursor or transaction stays open between them: a reader that
@@ -484,7 +490,7 @@ def _pages(queryset: Any, key: str) -> Iterator[Any]:
     queryset = queryset.order_by(key, "pk")
     page = list(queryset[:EXPORT_CHUNK])
     while page:
-        yield from page
+        yield page
         # A row's prefetched relations hold it in a reference cycle (their querysets name the
         # row they hang from), which only a full garbage collection frees: the rows are
         # written by now, so they go as the next chunk is read, not at some later collection.
@@ -519,22 +525,55 @@ def catalog_entries(
                 _endpoint_entry(row) for row in endpoints if isinstance(row, Endpoint)
             ]
             continue
-        found[section] = [_item_entry(section, row, None) for row in _item_rows(queryset, user)]
+        rows = list(_item_rows(queryset, user))
+        links = _item_links(model, [row.pk for row in rows], user)
+        found[section] = [_item_entry(section, row, None, links) for row in rows]
     return found
 
 
 def _item_rows(queryset: Any, user: Any) -> Any:
-    """``queryset`` of items narrowed to ``user``'s teams, with what their entries name."""
-    queryset = teams.visible(queryset, user).prefetch_related(
-        Prefetch("endpoints", queryset=teams.visible(Endpoint.objects.all(), user)),
-        "allowed_groups",
-    )
-    queryset = queryset.select_related("team")
+    """``queryset`` of items narrowed to ``user``'s teams, with what their entries name
+    (their endpoints and groups: ``_item_links``)."""
+    queryset = teams.visible(queryset, user).select_related("team")
     if queryset.model in (Resource, ResourceTemplate, Prompt):
         queryset = queryset.select_related("upstream")
     if queryset.model is Prompt:
         queryset = queryset.prefetch_related("arguments", "messages")
     return queryset
+
+
+@dataclass(frozen=True)
+class _Links:
+    """Items' endpoint slugs (those the user sees) and allowed groups' names, by item id."""
+
+    endpoints: Mapping[int, list[str]]
+    groups: Mapping[int, list[str]]
+
+
+def _item_links(model: type[Model], ids: Sequence[int], user: Any) -> _Links:
+    """The endpoints and groups of the items ``ids``: two queries on the through tables,
+    where a prefetch per relation built a related manager and a row per item and link."""
+    relation = Endpoint._meta.get_field(_MODEL_RELATION[model])
+    assert isinstance(relation, ManyToManyField)  # Endpoint's item relations
+    item = relation.m2m_reverse_field_name()
+    through = relation.remote_field.through
+    assert through is not None  # a relation's through table, Django's own
+    on_endpoints = through._default_manager.filter(**{f"{item}__in": ids})
+    if teams.scope_of(user) is not None:
+        on_endpoints = on_endpoints.filter(endpoint_id__in=teams.visible_endpoint_ids(user))
+    endpoints: dict[int, list[str]] = {}
+    for pk, slug in on_endpoints.values_list(f"{item}_id", "endpoint__slug"):
+        endpoints.setdefault(pk, []).append(slug)
+    allowed = model._meta.get_field("allowed_groups")
+    assert isinstance(allowed, ManyToManyField)  # every item's (AccessRules)
+    owner = allowed.m2m_field_name()
+    through = allowed.remote_field.through
+    assert through is not None
+    in_groups = through._default_manager.filter(**{f"{owner}__in": ids})
+    groups: dict[int, list[str]] = {}
+    for pk, name in in_groups.values_list(f"{owner}_id", "group__name"):
+        groups.setdefault(pk, []).append(name)
+    return _Links(endpoints, groups)
 
 
 def _endpoint_entry(endpoint: Endpoint) -> dict[str, Any]:
@@ -547,7 +586,9 @@ def _endpoint_entry(endpoint: Endpoint) -> dict[str, Any]:
     }
 
 
-def _item_entry(section: str, row: Any, slugs: Collection[str] | None) -> dict[str, Any]:
+def _item_entry(
+    section: str, row: Any, slugs: Collection[str] | None, links: _Links
+) -> dict[str, Any]:
     """An item's entry; its endpoints those of ``slugs`` it is on (None: all of them)."""
     _model, key, fields = _SECTIONS[section]
     entry: dict[str, Any] = {key: getattr(row, key), **_values(row, fields)}
@@ -558,9 +599,9 @@ def _item_entry(section: str, row: Any, slugs: Collection[str] | None) -> dict[s
         entry["messages"] = _messages_out(row)
     if section != "tools":
         entry["upstream"] = row.upstream.name if row.upstream else None
-    entry["allowed_groups"] = sorted(group.name for group in row.allowed_groups.all())
+    entry["allowed_groups"] = sorted(links.groups.get(row.pk, ()))
     entry["endpoints"] = sorted(
-        e.slug for e in row.endpoints.all() if slugs is None or e.slug in slugs
+        slug for slug in links.endpoints.get(row.pk, ()) if slugs is None or slug in slugs
     )
     entry["team"] = _team_out(row)
     return entry
@@ -604,31 +645,6 @@ def _messages_out(prompt: Prompt) -> list[dict[str, Any]]:
         {**_values(message, MESSAGE_FIELDS), "file": file_entry(message.file)}
         for message in prompt.messages.all()
     ]
-
-
-# libyaml's emitter when PyYAML has it: the same text as the pure-Python one, about five
-# times faster on a 10,000-tool export (docs/performance.md).
-# Typed as the pure-Python class: both are a SafeRepresenter with a Resolver and an emitter.
-if TYPE_CHECKING:
-    _SafeDumper = yaml.SafeDumper
-else:
-    _SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
-class _Dumper(_SafeDumper):
-    """Writes multi-line strings (templates, instructions) as literal blocks, and a value at
-    each place it appears, never as an alias: the file reads the same to any reader."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value and value == value.strip(" ") and "\r" not in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str_presenter)
 
 
 # Deepest nesting a document may have: real catalogs (JSON schemas included) stay far below,
@@ -694,9 +710,7 @@ def catalog_dump(document: Mapping[str, Any], *, fmt: str = "yaml") -> str:
     if fmt == "json":
         return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     with _collector_paused():
-        return yaml.dump(
-            dict(document), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100
-        )
+        return catalog_yaml.dump(dict(document))
 
 
 def catalog_export_text(
@@ -736,14 +750,10 @@ async def catalog_text_async(pieces: Iterator[str]) -> AsyncIterator[str]:
         yield text
 
 
-def _yaml(value: Any) -> str:
-    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
-
-
 def _yaml_pieces(header: dict[str, Any], sections: Iterator[Section]) -> Iterator[str]:
     # A block sequence under a top-level key is written at column 0, as a top-level
     # sequence is: each entry reads the same dumped alone in a one-item list.
-    yield _yaml(header)
+    yield catalog_yaml.dump(header)
     for section, entries in sections:
         first = next(entries, None)
         if first is None:
@@ -751,7 +761,7 @@ def _yaml_pieces(header: dict[str, Any], sections: Iterator[Section]) -> Iterato
             continue
         yield f"{section}:\n"
         for entry in itertools.chain([first], entries):
-            yield _yaml([entry])
+            yield catalog_yaml.entry_text(entry)
 
 
 def _json(value: Any, indent: int) -> str:

@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.files.base import ContentFile
+from django.db import connection
 from django.http import StreamingHttpResponse
+from django.test.utils import CaptureQueriesContext
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
@@ -231,3 +233,28 @@ def test_what_an_export_holds_grows_by_a_chunk_not_by_the_catalog(
     # Ten times the catalog: the whole document built at once peaks about ten times higher
     # (the text alone is ten times longer); a stream holds one chunk of rows and one entry.
     assert large < 2 * small, (small, large)
+
+
+def test_each_chunk_of_tools_costs_three_queries_however_large_the_catalog(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rows, their endpoints and their groups: one query each per chunk, never one per
+    # tool (docs/performance.md). Rows per query made small, so the catalogs span chunks.
+    monkeypatch.setattr(catalog_io, "EXPORT_CHUNK", 10)
+    Group.objects.create(name="callers")
+
+    def queries(tools: int) -> int:
+        document = _generated(tools)
+        for entry in document["tools"]:
+            entry["allowed_groups"] = ["callers"]
+        catalog_import(document=document, prune=True)
+        for fmt in ("yaml", "json"):
+            with CaptureQueriesContext(connection) as captured:
+                text = streamed(fmt=fmt)
+            assert len(catalog_parse(text)["tools"]) == tools
+        return len(captured.captured_queries)
+
+    # 15, 35 and 55 tools: 2, 4 and 6 chunks (the last one short).
+    small, middle, large = queries(15), queries(35), queries(55)
+
+    assert middle - small == large - middle == 2 * 3
