@@ -12,6 +12,9 @@ catalog versions and send list_changed; rows are saved only when a value differs
 the same document twice changes nothing and notifies no one. Every entry is checked with the
 model's own validation (``full_clean``, which runs the executor's config check the admin form
 runs too) before anything is written, and the whole import is one transaction.
+
+An export's text ends with ``end``, counting each section's entries (``ENDED_FORMAT``), so a
+stream broken off half-way is refused on import instead of read as a smaller catalog.
 """
 
 from __future__ import annotations
@@ -80,6 +83,12 @@ from mcp_app.services.references import in_use_message, references_to
 from mcp_app.services.row_writes import row_delete, setting_row_save
 
 FORMAT = "mcphost-catalog/1"
+# What exports write: format 1's document with an "end" mapping after its last section,
+# counting each section's entries. A document saying so and lacking it, or whose counts
+# differ, was cut short (an export stream broken off) and is refused; format 1 (older
+# exports, hand-written files) has no end to check.
+ENDED_FORMAT = "mcphost-catalog/2"
+END = "end"
 # New tools an import writes per ``catalog_rows_create`` call: bounds the memory of a batch.
 BULK_CHUNK = 1000
 
@@ -354,7 +363,8 @@ def catalog_export(
 
     With ``user`` (the admin, the API), only the rows their teams see (``services.teams``):
     another team's endpoint slug is reported as no endpoint. None: the shell's, every row.
-    The whole document at once: ``catalog_export_text`` streams the same one as text.
+    The whole document at once, without the end an export's text carries:
+    ``catalog_export_text`` streams ``catalog_with_end`` of it.
 
     Raises:
         CatalogFormatError: an endpoint slug names no endpoint.
@@ -716,16 +726,31 @@ def catalog_dump(document: Mapping[str, Any], *, fmt: str = "yaml") -> str:
 def catalog_export_text(
     *, endpoint_slugs: Sequence[str] | None = None, user: Any = None, fmt: str = "yaml"
 ) -> Iterator[str]:
-    """``catalog_dump(catalog_export(...), fmt=fmt)`` in pieces, the same text to the byte:
-    the header, then each section's opening and each of its entries as it is read and
-    written, so the first bytes leave at once and the export holds one chunk of rows.
+    """``catalog_dump(catalog_with_end(catalog_export(...)), fmt=fmt)`` in pieces, the same
+    text to the byte: the header, then each section's opening and each of its entries as it
+    is read and written, so the first bytes leave at once and the export holds one chunk of
+    rows; last, the end, which counts them (a stream broken off never imports).
 
     Raises:
         CatalogFormatError: an endpoint slug names no endpoint (at once, before any text).
     """
     header, sections = catalog_export_sections(endpoint_slugs=endpoint_slugs, user=user)
+    header = {**header, "format": ENDED_FORMAT}
     write = _json_pieces if fmt == "json" else _yaml_pieces
     return write(header, sections)
+
+
+class _Counted:
+    """A section's entries, counted as they are read: the end says how many there were."""
+
+    def __init__(self, entries: Iterator[dict[str, Any]]) -> None:
+        self.entries = entries
+        self.count = 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for entry in self.entries:
+            self.count += 1
+            yield entry
 
 
 async def catalog_text_async(pieces: Iterator[str]) -> AsyncIterator[str]:
@@ -754,14 +779,17 @@ def _yaml_pieces(header: dict[str, Any], sections: Iterator[Section]) -> Iterato
     # A block sequence under a top-level key is written at column 0, as a top-level
     # sequence is: each entry reads the same dumped alone in a one-item list.
     yield catalog_yaml.dump(header)
+    end: dict[str, int] = {}
     for section, entries in sections:
-        first = next(entries, None)
-        if first is None:
-            yield f"{section}: []\n"
-            continue
-        yield f"{section}:\n"
-        for entry in itertools.chain([first], entries):
+        counted = _Counted(entries)
+        for entry in counted:
+            if counted.count == 1:
+                yield f"{section}:\n"
             yield catalog_yaml.entry_text(entry)
+        if not counted.count:
+            yield f"{section}: []\n"
+        end[section] = counted.count
+    yield catalog_yaml.dump({END: end})
 
 
 def _json(value: Any, indent: int) -> str:
@@ -775,14 +803,15 @@ def _json_pieces(header: dict[str, Any], sections: Iterator[Section]) -> Iterato
     yield "{\n" + ",\n".join(
         f"  {_json(key, 0)}: {_json(value, 2)}" for key, value in header.items()
     )
+    end: dict[str, int] = {}
     for section, entries in sections:
         yield f",\n  {_json(section, 0)}: ["
-        opening = "\n    "
-        for entry in entries:
-            yield opening + _json(entry, 4)
-            opening = ",\n    "
-        yield "]" if opening == "\n    " else "\n  ]"
-    yield "\n}\n"
+        counted = _Counted(entries)
+        for entry in counted:
+            yield ("\n    " if counted.count == 1 else ",\n    ") + _json(entry, 4)
+        yield "\n  ]" if counted.count else "]"
+        end[section] = counted.count
+    yield f",\n  {_json(END, 0)}: {_json(end, 2)}\n}}\n"
 
 
 @contextlib.contextmanager
@@ -840,22 +869,89 @@ def catalog_parse(text: str | bytes, *, fmt: str | None = None) -> dict[str, Any
 
 
 def catalog_document(value: Any) -> dict[str, Any]:
-    """Return ``value`` (parsed YAML or JSON) if it is a catalog document within bounds.
+    """Return ``value`` (parsed YAML or JSON) if it is a catalog document within bounds, as
+    a format 1 document: one of ``ENDED_FORMAT`` is returned without its end, once its
+    counts are those of its sections.
 
     Raises:
-        CatalogFormatError: it is not a mapping with this format, or breaks a bound
-            (``catalog_check_bounds``).
+        CatalogFormatError: it is not a mapping with a known format, breaks a bound
+            (``catalog_check_bounds``), or says it ends and is cut short.
     """
     catalog_check_bounds(value)
     if not isinstance(value, dict):
         raise CatalogFormatError("The file must hold a mapping with a 'format' key.")
     found = value.get("format")
+    if found == ENDED_FORMAT:
+        _check_end(value)
+        return {
+            key: FORMAT if key == "format" else item for key, item in value.items() if key != END
+        }
     if found != FORMAT:
         # Quoted only when short: the value is the sender's, possibly huge.
         shown = repr(found) if isinstance(found, str | int | float | None) else ""
         shown = shown if 0 < len(shown) <= 80 else f"a value of type {type(found).__name__}"
-        raise CatalogFormatError(f"format: expected {FORMAT!r}, got {shown}.")
+        raise CatalogFormatError(f"format: expected {ENDED_FORMAT!r} or {FORMAT!r}, got {shown}.")
     return value
+
+
+# How a refusal of a cut document ends: what to do about it.
+_CUT_HINT = (
+    "Nothing was imported. Export it again; if you edited the file, correct the counts "
+    f"under {END!r}, or remove {END!r} and give format {FORMAT!r}."
+)
+
+
+def _check_end(document: Mapping[str, Any]) -> None:
+    """Refuse a document of ``ENDED_FORMAT`` whose end is missing or counts other sections
+    or entries than it holds."""
+    end = document.get(END)
+    if END not in document:
+        raise CatalogFormatError(
+            f"The document is cut short: its format {ENDED_FORMAT!r} promises {END!r} "
+            "after its last section, counting each section's entries, and it has none. " + _CUT_HINT
+        )
+    if not (
+        isinstance(end, dict)
+        and all(isinstance(count, int) and not isinstance(count, bool) for count in end.values())
+    ):
+        raise CatalogFormatError(
+            f"The document is cut short or was edited: {END!r} must give each section's "
+            "number of entries (tools: 3, ...). " + _CUT_HINT
+        )
+    held = {
+        key: len(item) if isinstance(item, list) else None
+        for key, item in document.items()
+        if key not in ("format", "scope", END)
+    }
+    for section in {**held, **end}:
+        counted, found = end.get(section), held.get(section)
+        if counted == found:
+            continue
+        # Named only when short: the keys and counts are the sender's.
+        name = repr(section) if isinstance(section, str) and len(section) <= 40 else "a section"
+        holds = "no such section" if section not in held else f"{found} entries"
+        if section in held and found is None:
+            holds = "a section that is not a list"
+        counts = "does not count" if section not in end else "counts"
+        if section in end and isinstance(counted, int) and abs(counted) < 10**12:
+            counts += f" {counted} entries in"
+        raise CatalogFormatError(
+            f"The document is cut short or was edited: {END!r} {counts} {name}, the document "
+            f"holds {holds}. " + _CUT_HINT
+        )
+
+
+def catalog_with_end(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` (format 1) as an export writes it: in ``ENDED_FORMAT``, its end counting
+    each section's entries after the last one."""
+    return {
+        **{key: ENDED_FORMAT if key == "format" else item for key, item in document.items()},
+        END: {
+            key: len(item)
+            for key, item in document.items()
+            if key not in ("format", "scope") and isinstance(item, list)
+        },
+    }
 
 
 def catalog_check_bounds(value: Any) -> None:

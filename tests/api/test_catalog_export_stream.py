@@ -1,7 +1,8 @@
 """A streamed catalog export (services/catalog_io.py ``catalog_export_text``, the API's and the
-admin's export, ``mcp_export``): the same bytes as the whole document dumped at once, for a
-catalog holding every section and kind; a member's stream holds their team's rows and no
-secret; it re-imports; and what it holds grows by a chunk of rows, not by the catalog."""
+admin's export, ``mcp_export``): the same bytes as the whole document dumped at once with its
+end (``catalog_with_end``), for a catalog holding every section and kind; a member's stream
+holds their team's rows and no secret; it re-imports; and what it holds grows by a chunk of
+rows, not by the catalog."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from mcp_app.services.catalog_io import (
     catalog_export_text,
     catalog_import,
     catalog_parse,
+    catalog_with_end,
 )
 from mcp_app.services.catalog_writes import prompt_create, resource_create, tool_create
 from mcp_app.services.icons import icon_check, icon_store
@@ -133,14 +135,14 @@ def test_the_stream_is_the_whole_document_byte_for_byte(
 
     text = streamed(endpoint_slugs=scope, user=user, fmt=fmt)
 
-    assert text == catalog_dump(document, fmt=fmt)
+    assert text == catalog_dump(catalog_with_end(document), fmt=fmt)
 
 
 @pytest.mark.parametrize("fmt", ["yaml", "json"])
 def test_empty_sections_are_written_as_the_whole_document_writes_them(db: None, fmt: str) -> None:
     text = streamed(fmt=fmt)
 
-    assert text == catalog_dump(catalog_export(), fmt=fmt)
+    assert text == catalog_dump(catalog_with_end(catalog_export()), fmt=fmt)
     assert catalog_parse(text)["tools"] == []
 
 
@@ -168,7 +170,9 @@ def test_the_api_streams_a_members_rows_and_never_a_secret(
     assert isinstance(response, StreamingHttpResponse)
     assert response["Content-Type"] == "application/json; charset=utf-8"
     body = response.getvalue().decode()
-    assert body == catalog_dump(catalog_export(user=world.alpha.member), fmt="json")
+    assert body == catalog_dump(
+        catalog_with_end(catalog_export(user=world.alpha.member)), fmt="json"
+    )
     document = json.loads(body)
     assert {entry["team"] for entry in document["tools"]} == {"alpha"}
     assert [entry["name"] for entry in document["credentials"]] == ["alpha-credential"]
