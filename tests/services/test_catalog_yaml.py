@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mcp_app.services.catalog_yaml import dump, entry_text
@@ -41,13 +41,16 @@ VALUES = st.recursive(
 )
 
 
-@settings(max_examples=3000, deadline=None)
+SETTINGS = settings(deadline=None, database=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@settings(SETTINGS, max_examples=1500)
 @given(st.dictionaries(STRINGS, VALUES, min_size=1, max_size=5))
 def test_an_entry_is_written_as_pyyaml_writes_it(entry: dict[str, Any]) -> None:
     assert entry_text(entry) == dump([entry])
 
 
-@settings(max_examples=300, deadline=None)
+@settings(SETTINGS, max_examples=300)
 @given(STRINGS, st.integers(min_value=1, max_value=90), st.integers(min_value=0, max_value=5))
 def test_a_string_is_written_as_pyyaml_writes_it_at_any_column_and_depth(
     value: str, key_length: int, depth: int
