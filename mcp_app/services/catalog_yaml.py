@@ -4,16 +4,16 @@
 written. ``entry_text`` writes one entry of a section (``dump([entry])``) to the same bytes
 without building PyYAML's node tree, which was most of a large export's time
 (docs/performance.md): the structure (block mappings and sequences, ``[]`` and ``{}`` for
-empty ones) is written directly, and so is each one-line printable-ASCII string that fits
-before the width, null, booleans and integers. Every other value (a multi-line or non-ASCII
-string, one that would be folded at the width, a float) is written by PyYAML itself, dumped
+empty ones) is written directly, and so is each one-line string of printable characters
+(folded at the width as libyaml folds it), null, booleans and integers. Every other value (a
+multi-line string, one libyaml escapes, a float) is written by PyYAML itself, dumped
 alone in a small document that puts it at the same column and indentation, so nothing here
-guesses how libyaml folds, escapes or indents. Anything else (a key that is not a short
+guesses how libyaml escapes or indents a block. Anything else (a key that is not a short
 printable-ASCII string, a value of another type) makes the whole entry PyYAML's.
 
-Only the rules a one-line printable-ASCII string follows are restated here (when libyaml
-writes it plain, and single-quoted otherwise); ``tests/services/test_catalog_yaml.py``
-holds them to PyYAML's output over generated values.
+Only the rules a one-line printable string follows are restated here (when libyaml
+writes it plain, and single-quoted otherwise, and where it folds it);
+``tests/services/test_catalog_yaml.py`` holds them to PyYAML's output over generated values.
 """
 
 from __future__ import annotations
@@ -118,11 +118,12 @@ def _value(parts: list[str], value: Any, *, indent: int, column: int, in_mapping
         parts.append(" " + str(value))
     elif kind is str:
         text = _line(value)
-        # Folded at a space once past the width: only when it ends within, nothing folds.
-        if text is not None and column + 1 + len(text) <= WIDTH:
+        if text is None:
+            parts.append(_placed(value, indent=indent, column=column, in_mapping=in_mapping))
+        elif column + 1 + len(text) <= WIDTH:  # ends within the width: nothing to fold
             parts.append(" " + text)
         else:
-            parts.append(_placed(value, indent=indent, column=column, in_mapping=in_mapping))
+            parts.append(_folded(value, quoted=text != value, indent=indent, column=column))
     elif kind is float:
         parts.append(_placed(value, indent=indent, column=column, in_mapping=in_mapping))
     else:
@@ -136,7 +137,8 @@ _KEYS_KEPT = 512
 
 
 def _key(key: Any) -> str:
-    if type(key) is not str:
+    # ASCII only: a simple key's limit counts its UTF-8 bytes.
+    if type(key) is not str or not key.isascii():
         raise _Unwritten
     if (text := _KEYS.get(key)) is not None:
         return text
@@ -150,7 +152,10 @@ def _key(key: Any) -> str:
     return text
 
 
-_PRINTABLE_LINE = re.compile(r"[ -~]*\Z")  # printable ASCII, no line break, no tab
+# What libyaml writes as it is, on one line: printable ASCII, and the printable characters of
+# the Basic Multilingual Plane (not a byte-order mark, nor the line and paragraph separators,
+# which break lines). No tab, no control character, nothing beyond U+FFFF: those it escapes.
+_PRINTABLE_LINE = re.compile("[ -~\u00a0-\u2027\u202a-\ud7ff\ue000-\ufefe\uff00-\ufffd]*\\Z")
 # A first character that is an indicator wherever it stands.
 _NEVER_PLAIN_FIRST = frozenset("#,[]{}&*!|>'\"%@`")
 # First characters some implicit resolver (bool, int, float, null, ...) may claim.
@@ -160,9 +165,9 @@ _STR_TAG = "tag:yaml.org,2002:str"
 
 
 def _line(text: str) -> str | None:
-    """A one-line printable-ASCII string as libyaml writes it in a block when nothing folds
-    it (plain, or single-quoted where plain would read as something else); None for any
-    other string."""
+    """A one-line printable string as libyaml writes it in a block when nothing folds it
+    (plain, or single-quoted where plain would read as something else); None for any other
+    string."""
     if not _PRINTABLE_LINE.match(text):
         return None
     if _plain(text):
@@ -188,6 +193,39 @@ def _plain(text: str) -> bool:
         yaml.ScalarNode, text, (True, False)
     )
     return tag == _STR_TAG
+
+
+def _folded(value: str, *, quoted: bool, indent: int, column: int) -> str:
+    """A one-line printable string (``_line``) that reaches past the width, folded as
+    libyaml folds it: at a single space met once the column is past the width (in quotes,
+    neither the first nor the last character), the next line indented under its key."""
+    margin = "\n" + " " * (indent + INDENT)
+    out = [" '" if quoted else " "]
+    column += len(out[0])
+    last = len(value) - 1
+    spaces = False  # the previous character was a space: never folded after one
+    for index, char in enumerate(value):
+        if char != " ":
+            text = "''" if quoted and char == "'" else char
+            out.append(text)
+            column += len(text)
+            spaces = False
+            continue
+        if (
+            not spaces
+            and column > WIDTH
+            and not (index < last and value[index + 1] == " ")
+            and not (quoted and index in (0, last))
+        ):
+            out.append(margin)  # the space becomes the line break
+            column = indent + INDENT
+        else:
+            out.append(" ")
+            column += 1
+        spaces = True
+    if quoted:
+        out.append("'")
+    return "".join(out)
 
 
 def _placed(value: Any, *, indent: int, column: int, in_mapping: bool) -> str:

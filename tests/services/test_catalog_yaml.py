@@ -15,7 +15,8 @@ from mcp_app.services.catalog_yaml import dump, entry_text
 # Characters that decide how YAML writes a string: indicators, quotes, spaces, breaks,
 # tabs, controls, non-ASCII, and words the resolver reads as other types.
 TRICKY = st.sampled_from(
-    list("aZ09-?:#,[]{}&*!|>'\"%@`.~_= \t\n\r\x00\x85\u2028é✓\ufeff") + [
+    list("aZ09-?:#,[]{}&*!|>'\"%@`.~_= \t\n\r\x00\x85\u2028\u2029é✓\ufeff\u00a0\ufffe") + [
+        "\U0001f600", "\ud7ff", "\ue000", "\x7f", "\x9f",
         "true", "no", "null", "~", "1.5", "0x1f", "2001-12-14", "<<", "---", "...", ": ",
         " #", "word ",
     ]
@@ -137,22 +138,39 @@ EDGES = [
     "tool_00001",
     "https://x.example/{u}?a=b#c",
     "Hello {{ name }}!",
+    "Zürich",
+    "— dash",
+    "é: x",
+    "\u00a0x",
+    "x\u00a0",
+    "\ufeffx",
+    "x\u2028y",
+    "x\x85y",
+    "\U0001f600",
+    "é" * 70,  # as a key, 140 bytes: past a simple key's 128
+    "é" * 130,
 ]
 
 
 @pytest.mark.parametrize("value", EDGES)
 def test_each_rule_of_plain_and_quoted_writing_is_pyyamls(value: str) -> None:
-    entry = {value or "k": value, "in": [value, {value or "k": value}], "v": value}
-    assert entry_text(entry) == dump([entry])
+    # As a value (under a key, in lists, in a nested mapping), then as a key.
+    as_value = {"k": value, "in": [value, [value], {"k": value}], "v": value}
+    as_key = {"k": 1, value: 2, "in": [{value: 3}]}
+    for entry in (as_value, as_key):
+        assert entry_text(entry) == dump([entry])
 
 
 def test_a_string_reaching_the_width_is_folded_as_pyyaml_folds_it() -> None:
+    # Plain ("ab"), quoted for a quote or an indicator, with runs of spaces, and spaces at
+    # a quoted string's ends: at every column, under a key and in a list, at two depths.
     for key_length in range(1, 40):
         for words in range(1, 60):
-            for word in ("ab", "a'b", "a: b"):
-                value = " ".join([word] * words)
-                entry = {"k" * key_length: value, "items": [value]}
-                assert entry_text(entry) == dump([entry]), (key_length, value)
+            for word in ("ab", "a'b", "a: b", "ab  c", "abcdefghijklmnopqrstu", "é—ü", "ü'é"):
+                for value in (" ".join([word] * words), " " + " ".join([word] * words) + " "):
+                    entry = {"k" * key_length: value, "items": [value, [value]]}
+                    for nested in (entry, {"n": entry, "m": [entry]}):
+                        assert entry_text(nested) == dump([nested]), (key_length, value)
 
 
 def test_values_only_pyyaml_writes_are_left_to_it() -> None:
