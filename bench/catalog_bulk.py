@@ -10,7 +10,8 @@ Starts a throwaway PostgreSQL (scripts/services.py) and migrates. Writes a gener
 ``--endpoints`` endpoints, a group allowed on every tenth), then runs each phase in a fresh
 Python process, as ``manage.py mcp_import`` / ``mcp_export`` would, and prints one JSON line
 per phase: the seconds the import or export took inside the process (Django set up before the
-clock starts), the process's peak resident memory, and the changes reported:
+clock starts) and the process's CPU seconds over them, its peak resident memory, the 1-minute
+load average at the end, and the changes reported:
 
 - ``import``: the document into the empty catalog;
 - ``reimport``: the same document again (no change);
@@ -106,13 +107,22 @@ def phase(name: str, path: str, profile: bool) -> None:
         profiler.runcall(run)
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(30)
         return
-    started = time.perf_counter()
+    started, cpu_started = time.perf_counter(), time.process_time()
     figures = run()
     seconds = time.perf_counter() - started
+    cpu_seconds = time.process_time() - cpu_started
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(
         json.dumps(
-            {"phase": name, "seconds": round(seconds, 2), "peak_mib": round(peak_mib), **figures}
+            {
+                "phase": name,
+                "seconds": round(seconds, 2),
+                # This process's own CPU time: steadier than the seconds on a shared machine.
+                "cpu_seconds": round(cpu_seconds, 2),
+                "peak_mib": round(peak_mib),
+                "load": round(os.getloadavg()[0], 1),
+                **figures,
+            }
         )
     )
 

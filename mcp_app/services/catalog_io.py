@@ -12,6 +12,9 @@ catalog versions and send list_changed; rows are saved only when a value differs
 the same document twice changes nothing and notifies no one. Every entry is checked with the
 model's own validation (``full_clean``, which runs the executor's config check the admin form
 runs too) before anything is written, and the whole import is one transaction.
+
+An export's text ends with ``end``, counting each section's entries (``ENDED_FORMAT``), so a
+stream broken off half-way is refused on import instead of read as a smaller catalog.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import itertools
 import json
 from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from asgiref.sync import sync_to_async
@@ -34,7 +37,7 @@ from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.db import transaction
-from django.db.models import Field, Model, Prefetch, Q
+from django.db.models import Field, ManyToManyField, Model, Q
 
 from mcp_app.conf import get_conf
 from mcp_app.models import (
@@ -52,7 +55,7 @@ from mcp_app.models import (
 )
 from mcp_app.models.fields import schema_checks_remembered
 from mcp_app.protocol import apps
-from mcp_app.services import history, teams
+from mcp_app.services import catalog_yaml, history, teams
 from mcp_app.services.catalog_changes import catalog_changes_coalesced
 from mcp_app.services.catalog_writes import (
     NewItem,
@@ -80,6 +83,12 @@ from mcp_app.services.references import in_use_message, references_to
 from mcp_app.services.row_writes import row_delete, setting_row_save
 
 FORMAT = "mcphost-catalog/1"
+# What exports write: format 1's document with an "end" mapping after its last section,
+# counting each section's entries. A document saying so and lacking it, or whose counts
+# differ, was cut short (an export stream broken off) and is refused; format 1 (older
+# exports, hand-written files) has no end to check.
+ENDED_FORMAT = "mcphost-catalog/2"
+END = "end"
 # New tools an import writes per ``catalog_rows_create`` call: bounds the memory of a batch.
 BULK_CHUNK = 1000
 
@@ -168,6 +177,11 @@ _RELATION = {
     "resource_templates": "resource_templates",
     "prompts": "prompts",
 }
+# The same, by the item's model.
+_MODEL_RELATION: dict[type[Model], str] = {
+    Tool: "tools", Resource: "resources", ResourceTemplate: "resource_templates",
+    Prompt: "prompts",
+}  # fmt: skip
 
 
 def _field_default(model: type[PromptArgument | PromptMessage], name: str) -> Any:
@@ -349,7 +363,8 @@ def catalog_export(
 
     With ``user`` (the admin, the API), only the rows their teams see (``services.teams``):
     another team's endpoint slug is reported as no endpoint. None: the shell's, every row.
-    The whole document at once: ``catalog_export_text`` streams the same one as text.
+    The whole document at once, without the end an export's text carries:
+    ``catalog_export_text`` streams ``catalog_with_end`` of it.
 
     Raises:
         CatalogFormatError: an endpoint slug names no endpoint.
@@ -413,9 +428,8 @@ def _export_sections(endpoints: Any, slugs: set[str] | None, user: Any) -> Itera
     named = _Named()
     endpoints = endpoints.select_related("team").prefetch_related("rate_limits", "policies")
     yield "endpoints", (named.note(_endpoint_entry(row)) for row in _pages(endpoints, "slug"))
-    yield "tools", _tool_entries(named, slugs, user)
-    for section in ("resources", "resource_templates", "prompts"):
-        yield section, _section_entries(section, named, slugs, user)
+    for section in _RELATION:
+        yield section, _item_entries(section, named, slugs, user)
     upstreams = teams.visible(Upstream.objects.select_related("credential", "team"), user)
     if slugs is not None:
         upstreams = upstreams.filter(name__in=named.upstreams)
@@ -438,26 +452,21 @@ def _export_sections(endpoints: Any, slugs: set[str] | None, user: Any) -> Itera
         yield "icon_images", itertools.chain([first], images)
 
 
-def _section_rows(section: str, slugs: set[str] | None, user: Any) -> Iterator[Any]:
-    """The rows of an item section the export lists: those ``user`` sees, on ``slugs``."""
+def _item_entries(
+    section: str, named: _Named, slugs: set[str] | None, user: Any
+) -> Iterator[dict[str, Any]]:
+    """The entries of an item section the export lists: the rows ``user`` sees, on ``slugs``,
+    with each chunk's endpoints and groups read in one query each (``_item_links``)."""
     model, key, _fields = _SECTIONS[section]
     queryset = _item_rows(model._default_manager.all(), user)
     if slugs is not None:
         queryset = queryset.filter(endpoints__slug__in=slugs).distinct()
-    return _pages(queryset, key)
-
-
-def _tool_entries(named: _Named, slugs: set[str] | None, user: Any) -> Iterator[dict[str, Any]]:
-    for tool in _section_rows("tools", slugs, user):
-        named.note_tool(tool)
-        yield named.note(_item_entry("tools", tool, slugs))
-
-
-def _section_entries(
-    section: str, named: _Named, slugs: set[str] | None, user: Any
-) -> Iterator[dict[str, Any]]:
-    for row in _section_rows(section, slugs, user):
-        yield named.note(_item_entry(section, row, slugs))
+    for rows in _chunks(queryset, key):
+        links = _item_links(model, [row.pk for row in rows], user)
+        for row in rows:
+            if section == "tools":
+                named.note_tool(row)
+            yield named.note(_item_entry(section, row, slugs, links))
 
 
 def _upstream_entries(upstreams: Any, named: _Named) -> Iterator[dict[str, Any]]:
@@ -474,7 +483,14 @@ def _upstream_entries(upstreams: Any, named: _Named) -> Iterator[dict[str, Any]]
 
 
 def _pages(queryset: Any, key: str) -> Iterator[Any]:
-    """Every row of ``queryset`` in ``key`` order (then id), ``EXPORT_CHUNK`` per query.
+    """Every row of ``queryset`` in ``key`` order (then id), ``EXPORT_CHUNK`` per query."""
+    for rows in _chunks(queryset, key):
+        yield from rows
+
+
+def _chunks(queryset: Any, key: str) -> Iterator[list[Any]]:
+    """Every row of ``queryset`` in ``key`` order (then id), as lists of ``EXPORT_CHUNK``
+    rows, one query each.
 
     Each query is read whole and the next starts after the last row read (keyset, no
     OFFSET), so no server-side cursor or transaction stays open between them: a reader that
@@ -484,7 +500,7 @@ def _pages(queryset: Any, key: str) -> Iterator[Any]:
     queryset = queryset.order_by(key, "pk")
     page = list(queryset[:EXPORT_CHUNK])
     while page:
-        yield from page
+        yield page
         # A row's prefetched relations hold it in a reference cycle (their querysets name the
         # row they hang from), which only a full garbage collection frees: the rows are
         # written by now, so they go as the next chunk is read, not at some later collection.
@@ -519,22 +535,55 @@ def catalog_entries(
                 _endpoint_entry(row) for row in endpoints if isinstance(row, Endpoint)
             ]
             continue
-        found[section] = [_item_entry(section, row, None) for row in _item_rows(queryset, user)]
+        rows = list(_item_rows(queryset, user))
+        links = _item_links(model, [row.pk for row in rows], user)
+        found[section] = [_item_entry(section, row, None, links) for row in rows]
     return found
 
 
 def _item_rows(queryset: Any, user: Any) -> Any:
-    """``queryset`` of items narrowed to ``user``'s teams, with what their entries name."""
-    queryset = teams.visible(queryset, user).prefetch_related(
-        Prefetch("endpoints", queryset=teams.visible(Endpoint.objects.all(), user)),
-        "allowed_groups",
-    )
-    queryset = queryset.select_related("team")
+    """``queryset`` of items narrowed to ``user``'s teams, with what their entries name
+    (their endpoints and groups: ``_item_links``)."""
+    queryset = teams.visible(queryset, user).select_related("team")
     if queryset.model in (Resource, ResourceTemplate, Prompt):
         queryset = queryset.select_related("upstream")
     if queryset.model is Prompt:
         queryset = queryset.prefetch_related("arguments", "messages")
     return queryset
+
+
+@dataclass(frozen=True)
+class _Links:
+    """Items' endpoint slugs (those the user sees) and allowed groups' names, by item id."""
+
+    endpoints: Mapping[int, list[str]]
+    groups: Mapping[int, list[str]]
+
+
+def _item_links(model: type[Model], ids: Sequence[int], user: Any) -> _Links:
+    """The endpoints and groups of the items ``ids``: two queries on the through tables,
+    where a prefetch per relation built a related manager and a row per item and link."""
+    relation = Endpoint._meta.get_field(_MODEL_RELATION[model])
+    assert isinstance(relation, ManyToManyField)  # Endpoint's item relations
+    item = relation.m2m_reverse_field_name()
+    through = relation.remote_field.through
+    assert through is not None  # a relation's through table, Django's own
+    on_endpoints = through._default_manager.filter(**{f"{item}__in": ids})
+    if teams.scope_of(user) is not None:
+        on_endpoints = on_endpoints.filter(endpoint_id__in=teams.visible_endpoint_ids(user))
+    endpoints: dict[int, list[str]] = {}
+    for pk, slug in on_endpoints.values_list(f"{item}_id", "endpoint__slug"):
+        endpoints.setdefault(pk, []).append(slug)
+    allowed = model._meta.get_field("allowed_groups")
+    assert isinstance(allowed, ManyToManyField)  # every item's (AccessRules)
+    owner = allowed.m2m_field_name()
+    through = allowed.remote_field.through
+    assert through is not None
+    in_groups = through._default_manager.filter(**{f"{owner}__in": ids})
+    groups: dict[int, list[str]] = {}
+    for pk, name in in_groups.values_list(f"{owner}_id", "group__name"):
+        groups.setdefault(pk, []).append(name)
+    return _Links(endpoints, groups)
 
 
 def _endpoint_entry(endpoint: Endpoint) -> dict[str, Any]:
@@ -547,7 +596,9 @@ def _endpoint_entry(endpoint: Endpoint) -> dict[str, Any]:
     }
 
 
-def _item_entry(section: str, row: Any, slugs: Collection[str] | None) -> dict[str, Any]:
+def _item_entry(
+    section: str, row: Any, slugs: Collection[str] | None, links: _Links
+) -> dict[str, Any]:
     """An item's entry; its endpoints those of ``slugs`` it is on (None: all of them)."""
     _model, key, fields = _SECTIONS[section]
     entry: dict[str, Any] = {key: getattr(row, key), **_values(row, fields)}
@@ -558,9 +609,9 @@ def _item_entry(section: str, row: Any, slugs: Collection[str] | None) -> dict[s
         entry["messages"] = _messages_out(row)
     if section != "tools":
         entry["upstream"] = row.upstream.name if row.upstream else None
-    entry["allowed_groups"] = sorted(group.name for group in row.allowed_groups.all())
+    entry["allowed_groups"] = sorted(links.groups.get(row.pk, ()))
     entry["endpoints"] = sorted(
-        e.slug for e in row.endpoints.all() if slugs is None or e.slug in slugs
+        slug for slug in links.endpoints.get(row.pk, ()) if slugs is None or slug in slugs
     )
     entry["team"] = _team_out(row)
     return entry
@@ -604,31 +655,6 @@ def _messages_out(prompt: Prompt) -> list[dict[str, Any]]:
         {**_values(message, MESSAGE_FIELDS), "file": file_entry(message.file)}
         for message in prompt.messages.all()
     ]
-
-
-# libyaml's emitter when PyYAML has it: the same text as the pure-Python one, about five
-# times faster on a 10,000-tool export (docs/performance.md).
-# Typed as the pure-Python class: both are a SafeRepresenter with a Resolver and an emitter.
-if TYPE_CHECKING:
-    _SafeDumper = yaml.SafeDumper
-else:
-    _SafeDumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
-class _Dumper(_SafeDumper):
-    """Writes multi-line strings (templates, instructions) as literal blocks, and a value at
-    each place it appears, never as an alias: the file reads the same to any reader."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def _str_presenter(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-    style = "|" if "\n" in value and value == value.strip(" ") and "\r" not in value else None
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
-
-
-_Dumper.add_representer(str, _str_presenter)
 
 
 # Deepest nesting a document may have: real catalogs (JSON schemas included) stay far below,
@@ -694,24 +720,37 @@ def catalog_dump(document: Mapping[str, Any], *, fmt: str = "yaml") -> str:
     if fmt == "json":
         return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     with _collector_paused():
-        return yaml.dump(
-            dict(document), Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100
-        )
+        return catalog_yaml.dump(dict(document))
 
 
 def catalog_export_text(
     *, endpoint_slugs: Sequence[str] | None = None, user: Any = None, fmt: str = "yaml"
 ) -> Iterator[str]:
-    """``catalog_dump(catalog_export(...), fmt=fmt)`` in pieces, the same text to the byte:
-    the header, then each section's opening and each of its entries as it is read and
-    written, so the first bytes leave at once and the export holds one chunk of rows.
+    """``catalog_dump(catalog_with_end(catalog_export(...)), fmt=fmt)`` in pieces, the same
+    text to the byte: the header, then each section's opening and each of its entries as it
+    is read and written, so the first bytes leave at once and the export holds one chunk of
+    rows; last, the end, which counts them (a stream broken off never imports).
 
     Raises:
         CatalogFormatError: an endpoint slug names no endpoint (at once, before any text).
     """
     header, sections = catalog_export_sections(endpoint_slugs=endpoint_slugs, user=user)
+    header = {**header, "format": ENDED_FORMAT}
     write = _json_pieces if fmt == "json" else _yaml_pieces
     return write(header, sections)
+
+
+class _Counted:
+    """A section's entries, counted as they are read: the end says how many there were."""
+
+    def __init__(self, entries: Iterator[dict[str, Any]]) -> None:
+        self.entries = entries
+        self.count = 0
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for entry in self.entries:
+            self.count += 1
+            yield entry
 
 
 async def catalog_text_async(pieces: Iterator[str]) -> AsyncIterator[str]:
@@ -736,22 +775,21 @@ async def catalog_text_async(pieces: Iterator[str]) -> AsyncIterator[str]:
         yield text
 
 
-def _yaml(value: Any) -> str:
-    return yaml.dump(value, Dumper=_Dumper, sort_keys=False, allow_unicode=True, width=100)
-
-
 def _yaml_pieces(header: dict[str, Any], sections: Iterator[Section]) -> Iterator[str]:
     # A block sequence under a top-level key is written at column 0, as a top-level
     # sequence is: each entry reads the same dumped alone in a one-item list.
-    yield _yaml(header)
+    yield catalog_yaml.dump(header)
+    end: dict[str, int] = {}
     for section, entries in sections:
-        first = next(entries, None)
-        if first is None:
+        counted = _Counted(entries)
+        for entry in counted:
+            if counted.count == 1:
+                yield f"{section}:\n"
+            yield catalog_yaml.entry_text(entry)
+        if not counted.count:
             yield f"{section}: []\n"
-            continue
-        yield f"{section}:\n"
-        for entry in itertools.chain([first], entries):
-            yield _yaml([entry])
+        end[section] = counted.count
+    yield catalog_yaml.dump({END: end})
 
 
 def _json(value: Any, indent: int) -> str:
@@ -765,14 +803,15 @@ def _json_pieces(header: dict[str, Any], sections: Iterator[Section]) -> Iterato
     yield "{\n" + ",\n".join(
         f"  {_json(key, 0)}: {_json(value, 2)}" for key, value in header.items()
     )
+    end: dict[str, int] = {}
     for section, entries in sections:
         yield f",\n  {_json(section, 0)}: ["
-        opening = "\n    "
-        for entry in entries:
-            yield opening + _json(entry, 4)
-            opening = ",\n    "
-        yield "]" if opening == "\n    " else "\n  ]"
-    yield "\n}\n"
+        counted = _Counted(entries)
+        for entry in counted:
+            yield ("\n    " if counted.count == 1 else ",\n    ") + _json(entry, 4)
+        yield "\n  ]" if counted.count else "]"
+        end[section] = counted.count
+    yield f",\n  {_json(END, 0)}: {_json(end, 2)}\n}}\n"
 
 
 @contextlib.contextmanager
@@ -830,22 +869,89 @@ def catalog_parse(text: str | bytes, *, fmt: str | None = None) -> dict[str, Any
 
 
 def catalog_document(value: Any) -> dict[str, Any]:
-    """Return ``value`` (parsed YAML or JSON) if it is a catalog document within bounds.
+    """Return ``value`` (parsed YAML or JSON) if it is a catalog document within bounds, as
+    a format 1 document: one of ``ENDED_FORMAT`` is returned without its end, once its
+    counts are those of its sections.
 
     Raises:
-        CatalogFormatError: it is not a mapping with this format, or breaks a bound
-            (``catalog_check_bounds``).
+        CatalogFormatError: it is not a mapping with a known format, breaks a bound
+            (``catalog_check_bounds``), or says it ends and is cut short.
     """
     catalog_check_bounds(value)
     if not isinstance(value, dict):
         raise CatalogFormatError("The file must hold a mapping with a 'format' key.")
     found = value.get("format")
+    if found == ENDED_FORMAT:
+        _check_end(value)
+        return {
+            key: FORMAT if key == "format" else item for key, item in value.items() if key != END
+        }
     if found != FORMAT:
         # Quoted only when short: the value is the sender's, possibly huge.
         shown = repr(found) if isinstance(found, str | int | float | None) else ""
         shown = shown if 0 < len(shown) <= 80 else f"a value of type {type(found).__name__}"
-        raise CatalogFormatError(f"format: expected {FORMAT!r}, got {shown}.")
+        raise CatalogFormatError(f"format: expected {ENDED_FORMAT!r} or {FORMAT!r}, got {shown}.")
     return value
+
+
+# How a refusal of a cut document ends: what to do about it.
+_CUT_HINT = (
+    "Nothing was imported. Export it again; if you edited the file, correct the counts "
+    f"under {END!r}, or remove {END!r} and give format {FORMAT!r}."
+)
+
+
+def _check_end(document: Mapping[str, Any]) -> None:
+    """Refuse a document of ``ENDED_FORMAT`` whose end is missing or counts other sections
+    or entries than it holds."""
+    end = document.get(END)
+    if END not in document:
+        raise CatalogFormatError(
+            f"The document is cut short: its format {ENDED_FORMAT!r} promises {END!r} "
+            "after its last section, counting each section's entries, and it has none. " + _CUT_HINT
+        )
+    if not (
+        isinstance(end, dict)
+        and all(isinstance(count, int) and not isinstance(count, bool) for count in end.values())
+    ):
+        raise CatalogFormatError(
+            f"The document is cut short or was edited: {END!r} must give each section's "
+            "number of entries (tools: 3, ...). " + _CUT_HINT
+        )
+    held = {
+        key: len(item) if isinstance(item, list) else None
+        for key, item in document.items()
+        if key not in ("format", "scope", END)
+    }
+    for section in {**held, **end}:
+        counted, found = end.get(section), held.get(section)
+        if counted == found:
+            continue
+        # Named only when short: the keys and counts are the sender's.
+        name = repr(section) if isinstance(section, str) and len(section) <= 40 else "a section"
+        holds = "no such section" if section not in held else f"{found} entries"
+        if section in held and found is None:
+            holds = "a section that is not a list"
+        counts = "does not count" if section not in end else "counts"
+        if section in end and isinstance(counted, int) and abs(counted) < 10**12:
+            counts += f" {counted} entries in"
+        raise CatalogFormatError(
+            f"The document is cut short or was edited: {END!r} {counts} {name}, the document "
+            f"holds {holds}. " + _CUT_HINT
+        )
+
+
+def catalog_with_end(document: Mapping[str, Any]) -> dict[str, Any]:
+    """``document`` (format 1) as an export writes it: in ``ENDED_FORMAT``, its end counting
+    each section's entries after the last one."""
+    return {
+        **{key: ENDED_FORMAT if key == "format" else item for key, item in document.items()},
+        END: {
+            key: len(item)
+            for key, item in document.items()
+            if key not in ("format", "scope") and isinstance(item, list)
+        },
+    }
 
 
 def catalog_check_bounds(value: Any) -> None:

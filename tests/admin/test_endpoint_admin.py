@@ -10,7 +10,12 @@ from django.test import Client
 from django.urls import reverse
 
 from mcp_app.models import Endpoint, Tool
-from mcp_app.services.catalog_io import catalog_dump, catalog_export, catalog_parse
+from mcp_app.services.catalog_io import (
+    catalog_dump,
+    catalog_export,
+    catalog_parse,
+    catalog_with_end,
+)
 from mcp_app.services.catalog_writes import tool_create
 
 
@@ -140,7 +145,8 @@ def test_selected_endpoints_are_exported_as_the_import_file(admin_client: Client
     assert response.status_code == 200
     assert response["Content-Disposition"] == f'attachment; filename="endpoints.{fmt}"'
     body = response.getvalue().decode()
-    assert body == catalog_dump(catalog_export(endpoint_slugs=["cafe", "shop"]), fmt=fmt)
+    expected = catalog_with_end(catalog_export(endpoint_slugs=["cafe", "shop"]))
+    assert body == catalog_dump(expected, fmt=fmt)
     document = catalog_parse(body)
     assert [endpoint["slug"] for endpoint in document["endpoints"]] == ["cafe", "shop"]
     assert [tool["name"] for tool in document["tools"]] == ["echo"]

@@ -334,7 +334,7 @@ def test_catalog_export_and_import_through_the_api(api: APIClient, main: Endpoin
     assert bad.json()["errors"][0]["path"] == "document.tools[0].config (echo)"
     assert Tool.objects.get().description != "Echoes."
     yaml_export = api.get(f"/api/v1/endpoints/{main.pk}/export/")
-    assert yaml_export.getvalue().startswith(b"format: mcphost-catalog/1\n")
+    assert yaml_export.getvalue().startswith(b"format: mcphost-catalog/2\n")
 
 
 def test_catalog_import_takes_the_exported_file(api: APIClient, main: Endpoint) -> None:

@@ -14,7 +14,12 @@ from django.contrib.auth.models import User
 from django.db import connection
 
 from mcp_app.services.api_tokens import api_token_create
-from mcp_app.services.catalog_io import catalog_dump, catalog_export, catalog_import
+from mcp_app.services.catalog_io import (
+    catalog_dump,
+    catalog_export,
+    catalog_import,
+    catalog_with_end,
+)
 from tests.api.test_catalog_export_stream import _generated
 from tests.support.live import asgi_server, flush_database
 from tests.support.waiting import wait_until
@@ -31,7 +36,7 @@ def server(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, 
         catalog_import(document=_generated(TOOLS))
         user = User.objects.create_superuser("exporter", password="pw")
         _token, key = api_token_create(user=user, name="export")
-        expected = catalog_dump(catalog_export(user=user)).encode()
+        expected = catalog_dump(catalog_with_end(catalog_export(user=user))).encode()
     try:
         with asgi_server("daphne", {"DATABASE_APPLICATION_NAME": APPLICATION}) as base:
             yield {
@@ -69,7 +74,7 @@ def test_the_export_streams_the_whole_document(server: dict[str, Any]) -> None:
 def test_a_client_gone_mid_export_leaves_no_transaction_open(server: dict[str, Any]) -> None:
     with httpx.stream("GET", server["url"], headers=server["headers"], timeout=120) as response:
         first = next(response.iter_raw())
-    assert first.startswith(b"format: mcphost-catalog/1\n")
+    assert first.startswith(b"format: mcphost-catalog/2\n")
 
     wait_until(
         lambda: not open_transactions(),

@@ -1,7 +1,8 @@
 """A streamed catalog export (services/catalog_io.py ``catalog_export_text``, the API's and the
-admin's export, ``mcp_export``): the same bytes as the whole document dumped at once, for a
-catalog holding every section and kind; a member's stream holds their team's rows and no
-secret; it re-imports; and what it holds grows by a chunk of rows, not by the catalog."""
+admin's export, ``mcp_export``): the same bytes as the whole document dumped at once with its
+end (``catalog_with_end``), for a catalog holding every section and kind; a member's stream
+holds their team's rows and no secret; it re-imports; and what it holds grows by a chunk of
+rows, not by the catalog."""
 
 from __future__ import annotations
 
@@ -12,9 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.files.base import ContentFile
+from django.db import connection
 from django.http import StreamingHttpResponse
+from django.test.utils import CaptureQueriesContext
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
@@ -27,6 +30,7 @@ from mcp_app.services.catalog_io import (
     catalog_export_text,
     catalog_import,
     catalog_parse,
+    catalog_with_end,
 )
 from mcp_app.services.catalog_writes import prompt_create, resource_create, tool_create
 from mcp_app.services.icons import icon_check, icon_store
@@ -131,14 +135,14 @@ def test_the_stream_is_the_whole_document_byte_for_byte(
 
     text = streamed(endpoint_slugs=scope, user=user, fmt=fmt)
 
-    assert text == catalog_dump(document, fmt=fmt)
+    assert text == catalog_dump(catalog_with_end(document), fmt=fmt)
 
 
 @pytest.mark.parametrize("fmt", ["yaml", "json"])
 def test_empty_sections_are_written_as_the_whole_document_writes_them(db: None, fmt: str) -> None:
     text = streamed(fmt=fmt)
 
-    assert text == catalog_dump(catalog_export(), fmt=fmt)
+    assert text == catalog_dump(catalog_with_end(catalog_export()), fmt=fmt)
     assert catalog_parse(text)["tools"] == []
 
 
@@ -166,7 +170,9 @@ def test_the_api_streams_a_members_rows_and_never_a_secret(
     assert isinstance(response, StreamingHttpResponse)
     assert response["Content-Type"] == "application/json; charset=utf-8"
     body = response.getvalue().decode()
-    assert body == catalog_dump(catalog_export(user=world.alpha.member), fmt="json")
+    assert body == catalog_dump(
+        catalog_with_end(catalog_export(user=world.alpha.member)), fmt="json"
+    )
     document = json.loads(body)
     assert {entry["team"] for entry in document["tools"]} == {"alpha"}
     assert [entry["name"] for entry in document["credentials"]] == ["alpha-credential"]
@@ -231,3 +237,28 @@ def test_what_an_export_holds_grows_by_a_chunk_not_by_the_catalog(
     # Ten times the catalog: the whole document built at once peaks about ten times higher
     # (the text alone is ten times longer); a stream holds one chunk of rows and one entry.
     assert large < 2 * small, (small, large)
+
+
+def test_each_chunk_of_tools_costs_three_queries_however_large_the_catalog(
+    db: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The rows, their endpoints and their groups: one query each per chunk, never one per
+    # tool (docs/performance.md). Rows per query made small, so the catalogs span chunks.
+    monkeypatch.setattr(catalog_io, "EXPORT_CHUNK", 10)
+    Group.objects.create(name="callers")
+
+    def queries(tools: int) -> int:
+        document = _generated(tools)
+        for entry in document["tools"]:
+            entry["allowed_groups"] = ["callers"]
+        catalog_import(document=document, prune=True)
+        for fmt in ("yaml", "json"):
+            with CaptureQueriesContext(connection) as captured:
+                text = streamed(fmt=fmt)
+            assert len(catalog_parse(text)["tools"]) == tools
+        return len(captured.captured_queries)
+
+    # 15, 35 and 55 tools: 2, 4 and 6 chunks (the last one short).
+    small, middle, large = queries(15), queries(35), queries(55)
+
+    assert middle - small == large - middle == 2 * 3

@@ -263,9 +263,7 @@ def test_an_import_naming_another_teams_row_is_refused_and_changes_nothing(
 ) -> None:
     client = as_user(world.alpha.member)
     document = {
-        "format": json.loads(client.get("/api/v1/catalog/export/?format=json").getvalue())[
-            "format"
-        ],
+        "format": "mcphost-catalog/1",
         "endpoints": [{"slug": "beta-endpoint", "title": "Taken over"}],
         "upstreams": [{"name": "beta-upstream", "url": "https://evil.example/mcp"}],
     }
