@@ -264,6 +264,87 @@ async def test_a_silent_sentinel_leaves_time_to_ask_the_next(
             client.drop()
 
 
+async def test_each_client_the_settings_make_asks_a_dead_sentinel_once(
+    sentinel_group: SentinelGroup, connections: list[Any]
+) -> None:
+    """A sentinel refusing connections (a SIGKILLed one, on loopback) is tried once, then the
+    next one is asked: redis-py's own retries (10, with pauses growing to 1 s) cost each
+    client made afresh seconds per dead sentinel, enough to fail a background call whose
+    worker joined the channel layer on a fresh client (its heartbeat waited meanwhile)."""
+    dead = services.free_port()  # nothing listens on it: every connection is refused
+    url = sentinel_group.url.replace("://", f"://127.0.0.1:{dead},", 1)
+    sentinel_group.wait_settled()
+    broker_url, options = redis_sentinel.kombu_broker(url)
+
+    def cache_round_trip() -> Any:
+        cache = RedisCache(
+            [url], {"OPTIONS": {"pool_class": "mcp_app.services.redis_sentinel.CachePool"}}
+        )
+        try:
+            cache.set("sentinel-dead", "1")
+            return cache.get("sentinel-dead")
+        finally:
+            for pool in cache._cache._pools.values():
+                pool.disconnect()
+
+    async def layer_round_trip() -> Any:
+        layer = redis_sentinel.SentinelChannelLayer(
+            hosts=[redis_sentinel.channel_layer_host(url, **settings.REDIS_CLIENT_OPTIONS)],
+            prefix="sentinel-dead:",
+        )
+        try:
+            channel = await layer.new_channel()
+            await layer.send(channel, {"type": "test.tag", "tag": "1"})
+            return (await layer.receive(channel))["tag"]
+        finally:
+            await layer.flush()
+
+    def sync_round_trip() -> Any:
+        with contextlib.closing(redis_sentinel.sync_client(url)) as client:
+            client.set("sentinel-dead:client", "1")
+            return client.get("sentinel-dead:client").decode()
+
+    async def async_round_trip() -> Any:
+        client = redis_sentinel.async_client(url)
+        try:
+            await client.set("sentinel-dead:client", "1")
+            return (await client.get("sentinel-dead:client")).decode()
+        finally:
+            await client.aclose()
+
+    def broker_round_trip() -> Any:
+        with kombu.Connection(
+            broker_url, transport=SentinelTransport, transport_options=options
+        ) as connection:
+            queue = connection.SimpleQueue("sentinel-dead:queue")
+            try:
+                queue.put({"tag": "1"})
+                message = queue.get(timeout=5)
+                message.ack()
+                return message.payload["tag"]
+            finally:
+                queue.close()
+
+    asked: dict[str, int] = {}
+    for name, round_trip in [
+        ("cache", cache_round_trip),
+        ("layer", layer_round_trip),
+        ("sync", sync_round_trip),
+        ("async", async_round_trip),
+        ("broker", broker_round_trip),
+    ]:
+        connections.clear()
+        async with asyncio.timeout(20):
+            if asyncio.iscoroutinefunction(round_trip):
+                assert await round_trip() == "1", name
+            else:
+                assert await asyncio.to_thread(round_trip) == "1", name
+        asked[name] = sum(1 for address in connections if address[1] == dead)
+    # Each asks the dead sentinel once per Sentinel client it makes, not once per retry:
+    # kombu makes two, for its pool of commands and its pool of BRPOPs.
+    assert asked == {"cache": 1, "layer": 1, "sync": 1, "async": 1, "broker": 2}
+
+
 async def test_a_user_without_role_still_reaches_the_master(
     sentinel_group: SentinelGroup,
 ) -> None:
