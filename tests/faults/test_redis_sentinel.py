@@ -504,6 +504,29 @@ async def test_calls_streams_and_pushes_follow_a_failover(
             )
 
 
+async def test_a_background_call_outlives_a_slow_channel_layer_join(
+    sentinel_group: SentinelGroup,
+    fault_stack: FaultStack,
+    web_process: Callable[..., WebProcess],
+) -> None:
+    """A worker whose first sentinel hangs (accepts, never answers) joins a call's control
+    group only after that sentinel's timeout (5 s for the channel layer), longer than
+    ``MCP_BACKGROUND_LOST_AFTER_SECONDS`` here (3 s): the heartbeat is written meanwhile, so
+    the call is not settled as lost while it runs, and its result comes back."""
+    await asyncio.to_thread(run_manage, fault_stack.env, "shell", "-c", SEED)
+    sentinel_group.wait_settled()
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # connections complete in the backlog and are never read
+        hung = sentinel_group.url.replace("://", f"://127.0.0.1:{silent.getsockname()[1]},", 1)
+        env = {"REDIS_URL": hung, "CELERY_BROKER_URL": sentinel_group.url}
+        with celery_worker(extra_env={**fault_stack.env, **env}):
+            web = web_process("uvicorn", {**env, "REDIS_URL": sentinel_group.url})
+            async with httpx.AsyncClient(timeout=30) as client:
+                async with asyncio.timeout(FAILOVER_WAIT_SECONDS):
+                    await _works(client, web, 1)
+
+
 # -- each library's client, as settings make it -------------------------------------------------
 
 
