@@ -5,10 +5,11 @@ A real group on loopback ports: a master, one replica (``--replicaof``) and thre
 limiter's own client (``services/resp.py``) finds the master again after the master is
 killed together with the first sentinel the URL names (the two left still make a quorum and a
 majority, and the client asks past the dead one); every client the settings make asks a dead
-sentinel once; a web process and a Celery worker given only a ``redis+sentinel://`` URL serve
-rate-limited calls, background calls whose progress crosses the channel layer on an SSE
-stream, and pushed catalog edits, before and after ``SENTINEL FAILOVER`` and before and after
-the master is killed together with the first sentinel. Every wait polls against a deadline.
+sentinel once, and a worker whose first sentinel hangs still ends its calls; a web process and
+a Celery worker given only a ``redis+sentinel://`` URL serve rate-limited calls, background
+calls whose progress crosses the channel layer on an SSE stream, and pushed catalog edits,
+before and after ``SENTINEL FAILOVER`` and before and after the master is killed together with
+the first sentinel. Every wait polls against a deadline.
 """
 
 from __future__ import annotations
