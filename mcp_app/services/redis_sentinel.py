@@ -25,7 +25,10 @@ from urllib.parse import parse_qs, unquote
 
 import redis
 import redis.asyncio
+import redis.asyncio.retry
 import redis.asyncio.sentinel
+import redis.backoff
+import redis.retry
 import redis.sentinel
 from channels_redis.core import RedisChannelLayer
 
@@ -33,6 +36,12 @@ SCHEME = "redis+sentinel"
 DEFAULT_SENTINEL_PORT = 26379
 # How long asking one sentinel may take when the caller gives no socket timeout.
 SENTINEL_TIMEOUT_SECONDS = 1.0
+# How often a client retries one sentinel that failed it: never, since asking the next
+# sentinel is the retry. redis-py's default (10 retries with pauses growing to 1 s) made each
+# dead sentinel cost about 4 s (a refused connection) or 11 timeouts (a silent host) before
+# the next was asked, on every Sentinel client made afresh (a worker's channel layer makes
+# one per background call) while the first sentinel of the URL was down.
+SENTINEL_RETRIES = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,10 +66,18 @@ class SentinelTarget:
             kwargs["password"] = self.password
         return kwargs
 
-    def sentinel_kwargs(self, timeout: float | None = None) -> dict[str, Any]:
-        """Connection arguments of the sentinels (redis-py's ``sentinel_kwargs``)."""
+    def sentinel_kwargs(
+        self, timeout: float | None = None, *, asynchronous: bool = False
+    ) -> dict[str, Any]:
+        """Connection arguments of the sentinels (redis-py's ``sentinel_kwargs``), for its
+        asyncio client with ``asynchronous`` (redis-py's two ``Retry`` classes differ)."""
         wait = SENTINEL_TIMEOUT_SECONDS if timeout is None else timeout
-        kwargs: dict[str, Any] = {"socket_timeout": wait, "socket_connect_timeout": wait}
+        retry = redis.asyncio.retry.Retry if asynchronous else redis.retry.Retry
+        kwargs: dict[str, Any] = {
+            "socket_timeout": wait,
+            "socket_connect_timeout": wait,
+            "retry": retry(redis.backoff.NoBackoff(), SENTINEL_RETRIES),
+        }
         if self.sentinel_username:
             kwargs["username"] = self.sentinel_username
         if self.sentinel_password:
@@ -175,7 +192,8 @@ def async_client(url: str, **kwargs: Any) -> redis.asyncio.Redis:
     if target is None:
         return redis.asyncio.Redis.from_url(url, **kwargs)
     sentinel = redis.asyncio.sentinel.Sentinel(  # type: ignore[no-untyped-call]  # as above
-        list(target.sentinels), sentinel_kwargs=target.sentinel_kwargs(_sentinel_wait(kwargs))
+        list(target.sentinels),
+        sentinel_kwargs=target.sentinel_kwargs(_sentinel_wait(kwargs), asynchronous=True),
     )
     client: redis.asyncio.Redis = sentinel.master_for(
         target.master, redis_class=_AsyncMasterClient, **target.master_kwargs(), **kwargs
@@ -222,7 +240,7 @@ def channel_layer_host(url: str, **kwargs: Any) -> dict[str, Any]:
     return {
         "sentinels": list(target.sentinels),
         "master_name": target.master,
-        "sentinel_kwargs": target.sentinel_kwargs(_sentinel_wait(kwargs)),
+        "sentinel_kwargs": target.sentinel_kwargs(_sentinel_wait(kwargs), asynchronous=True),
         **target.master_kwargs(),
         **kwargs,
     }

@@ -31,6 +31,7 @@ from redis import Redis as RedisClient
 
 from scripts import services
 from tests.support.live import ROOT, SECRET_KEY, SERVERS, STOP_SECONDS, free_port, wait_for_port
+from tests.support.sockets import connections  # noqa: F401  (fixture: test_redis_sentinel)
 from tests.support.worker import BACKGROUND_ENV, WorkerProcess, celery_worker
 
 SLUG = "faults"

@@ -4,10 +4,12 @@ A real group on loopback ports: a master, one replica (``--replicaof``) and thre
 (quorum 2, as a production group; short timeouts), all three named in the URL. The rate
 limiter's own client (``services/resp.py``) finds the master again after the master is
 killed together with the first sentinel the URL names (the two left still make a quorum and a
-majority, and the client asks past the dead one); a web process and a Celery worker given only
-a ``redis+sentinel://`` URL serve rate-limited calls, background calls whose progress crosses
-the channel layer on an SSE stream, and pushed catalog edits, before and after ``SENTINEL
-FAILOVER`` and before and after the master is killed. Every wait polls against a deadline.
+majority, and the client asks past the dead one); every client the settings make asks a dead
+sentinel once, and a worker whose first sentinel hangs still ends its calls; a web process and
+a Celery worker given only a ``redis+sentinel://`` URL serve rate-limited calls, background
+calls whose progress crosses the channel layer on an SSE stream, and pushed catalog edits,
+before and after ``SENTINEL FAILOVER`` and before and after the master is killed together with
+the first sentinel. Every wait polls against a deadline.
 """
 
 from __future__ import annotations
@@ -264,6 +266,87 @@ async def test_a_silent_sentinel_leaves_time_to_ask_the_next(
             client.drop()
 
 
+async def test_each_client_the_settings_make_asks_a_dead_sentinel_once(
+    sentinel_group: SentinelGroup, connections: list[Any]
+) -> None:
+    """A sentinel refusing connections (a SIGKILLed one, on loopback) is tried once, then the
+    next one is asked: redis-py's own retries (10, with pauses growing to 1 s) cost each
+    client made afresh seconds per dead sentinel, enough to fail a background call whose
+    worker joined the channel layer on a fresh client (its heartbeat waited meanwhile)."""
+    dead = services.free_port()  # nothing listens on it: every connection is refused
+    url = sentinel_group.url.replace("://", f"://127.0.0.1:{dead},", 1)
+    sentinel_group.wait_settled()
+    broker_url, options = redis_sentinel.kombu_broker(url)
+
+    def cache_round_trip() -> Any:
+        cache = RedisCache(
+            [url], {"OPTIONS": {"pool_class": "mcp_app.services.redis_sentinel.CachePool"}}
+        )
+        try:
+            cache.set("sentinel-dead", "1")
+            return cache.get("sentinel-dead")
+        finally:
+            for pool in cache._cache._pools.values():
+                pool.disconnect()
+
+    async def layer_round_trip() -> Any:
+        layer = redis_sentinel.SentinelChannelLayer(
+            hosts=[redis_sentinel.channel_layer_host(url, **settings.REDIS_CLIENT_OPTIONS)],
+            prefix="sentinel-dead:",
+        )
+        try:
+            channel = await layer.new_channel()
+            await layer.send(channel, {"type": "test.tag", "tag": "1"})
+            return (await layer.receive(channel))["tag"]
+        finally:
+            await layer.flush()
+
+    def sync_round_trip() -> Any:
+        with contextlib.closing(redis_sentinel.sync_client(url)) as client:
+            client.set("sentinel-dead:client", "1")
+            return client.get("sentinel-dead:client").decode()
+
+    async def async_round_trip() -> Any:
+        client = redis_sentinel.async_client(url)
+        try:
+            await client.set("sentinel-dead:client", "1")
+            return (await client.get("sentinel-dead:client")).decode()
+        finally:
+            await client.aclose()
+
+    def broker_round_trip() -> Any:
+        with kombu.Connection(
+            broker_url, transport=SentinelTransport, transport_options=options
+        ) as connection:
+            queue = connection.SimpleQueue("sentinel-dead:queue")
+            try:
+                queue.put({"tag": "1"})
+                message = queue.get(timeout=5)
+                message.ack()
+                return message.payload["tag"]
+            finally:
+                queue.close()
+
+    asked: dict[str, int] = {}
+    for name, round_trip in [
+        ("cache", cache_round_trip),
+        ("layer", layer_round_trip),
+        ("sync", sync_round_trip),
+        ("async", async_round_trip),
+        ("broker", broker_round_trip),
+    ]:
+        connections.clear()
+        async with asyncio.timeout(20):
+            if asyncio.iscoroutinefunction(round_trip):
+                assert await round_trip() == "1", name
+            else:
+                assert await asyncio.to_thread(round_trip) == "1", name
+        asked[name] = sum(1 for address in connections if address[1] == dead)
+    # Each asks the dead sentinel once per Sentinel client it makes, not once per retry:
+    # kombu makes two, for its pool of commands and its pool of BRPOPs.
+    assert asked == {"cache": 1, "layer": 1, "sync": 1, "async": 1, "broker": 2}
+
+
 async def test_a_user_without_role_still_reaches_the_master(
     sentinel_group: SentinelGroup,
 ) -> None:
@@ -316,7 +399,7 @@ async def _works(client: httpx.AsyncClient, web: WebProcess, request_id: int) ->
     assert await _limited_echo(url, f"call {request_id}") == f"call {request_id}"
     session_id = await open_session(client, url)
     done = await _streamed_countdown(client, url, session_id, request_id + 1)
-    assert done["result"]["structuredContent"] == {"counted": 1}, done
+    assert done.get("result", {}).get("structuredContent") == {"counted": 1}, done
 
 
 def _kill_master(group: SentinelGroup, *, first_sentinel_too: bool = False) -> int:
@@ -374,7 +457,9 @@ async def test_calls_streams_and_pushes_follow_a_failover(
             if change == "failover":
                 await asyncio.to_thread(sentinel_group.failover)
             else:
-                killed = await asyncio.to_thread(_kill_master, sentinel_group)
+                killed = await asyncio.to_thread(
+                    _kill_master, sentinel_group, first_sentinel_too=True
+                )
                 # The dead node comes back as a replica of the new master, for the next test.
                 request.addfinalizer(lambda: _restart(sentinel_group, killed))
 
@@ -418,6 +503,29 @@ async def test_calls_streams_and_pushes_follow_a_failover(
                 interval=0.1,
                 detail=lambda: f"still {seen[-1]!r}; worker log {worker.log_path}",
             )
+
+
+async def test_a_background_call_outlives_a_slow_channel_layer_join(
+    sentinel_group: SentinelGroup,
+    fault_stack: FaultStack,
+    web_process: Callable[..., WebProcess],
+) -> None:
+    """A worker whose first sentinel hangs (accepts, never answers) joins a call's control
+    group only after that sentinel's timeout (5 s for the channel layer), longer than
+    ``MCP_BACKGROUND_LOST_AFTER_SECONDS`` here (3 s): the heartbeat is written meanwhile, so
+    the call is not settled as lost while it runs, and its result comes back."""
+    await asyncio.to_thread(run_manage, fault_stack.env, "shell", "-c", SEED)
+    sentinel_group.wait_settled()
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(64)  # connections complete in the backlog and are never read
+        hung = sentinel_group.url.replace("://", f"://127.0.0.1:{silent.getsockname()[1]},", 1)
+        env = {"REDIS_URL": hung, "CELERY_BROKER_URL": sentinel_group.url}
+        with celery_worker(extra_env={**fault_stack.env, **env}):
+            web = web_process("uvicorn", {**env, "REDIS_URL": sentinel_group.url})
+            async with httpx.AsyncClient(timeout=30) as client:
+                async with asyncio.timeout(FAILOVER_WAIT_SECONDS):
+                    await _works(client, web, 1)
 
 
 # -- each library's client, as settings make it -------------------------------------------------

@@ -506,11 +506,18 @@ async def _control_listener(call_id: str) -> AsyncIterator[notify.GroupListener]
 
     Redis may be down or restarting just when a worker claims a call: the run then goes on
     without control messages (a cancellation still reaches it through the row, at the next
-    heartbeat) instead of failing with its row left "working".
+    heartbeat) instead of failing with its row left "working". Joining may also be slow (a
+    sentinel that hangs costs its timeout): the heartbeat is written meanwhile, or the call
+    would be settled as lost while it runs.
     """
     listener = notify.GroupListener(notify.call_control_group(call_id))
+    join = asyncio.ensure_future(listener.__aenter__())
     try:
-        await listener.__aenter__()
+        await _beat_until(join, call_id)
+        join.result()
+    except asyncio.CancelledError:
+        join.cancel()
+        raise
     except Exception:
         logger.warning("Channel layer unavailable; the call runs without control messages")
         await listener.__aexit__(None, None, None)
@@ -519,6 +526,22 @@ async def _control_listener(call_id: str) -> AsyncIterator[notify.GroupListener]
         yield listener
     finally:
         await listener.__aexit__(None, None, None)
+
+
+async def _beat_until(done: asyncio.Future[Any], call_id: str) -> None:
+    """Write the call's heartbeat every beat until ``done`` is (its outcome left in it)."""
+    beat = get_conf().MCP_BACKGROUND_HEARTBEAT_SECONDS
+    while True:
+        await asyncio.wait({done}, timeout=beat)
+        if done.done():
+            return
+        try:
+            await db_ready()
+            await BackgroundCall.objects.filter(id=call_id, status=Status.WORKING).aupdate(
+                heartbeat_at=timezone.now()
+            )
+        except DB_UNAVAILABLE:
+            logger.warning("Heartbeat not written: database unavailable", exc_info=True)
 
 
 async def _announce_done(call_id: str) -> None:
