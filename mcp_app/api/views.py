@@ -24,6 +24,7 @@ from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.exceptions import (
     APIException,
     NotFound,
@@ -37,7 +38,6 @@ from rest_framework.serializers import BaseSerializer
 
 from mcp_app.api import parsers
 from mcp_app.api import serializers as s
-from mcp_app.api.actions import action
 from mcp_app.api.errors import InUse, PreconditionFailed
 from mcp_app.api.parsers import check_query
 from mcp_app.api.permissions import denied_message, missing_permissions
@@ -332,7 +332,7 @@ class HistoryMixin(ConditionalMixin):
         return self.conditional_write(request, write)
 
 
-class CatalogItemViewSet(ApiViewMixin, EnableMixin, HistoryMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
+class CatalogItemViewSet(ApiViewMixin, EnableMixin, HistoryMixin, viewsets.ModelViewSet[Any]):
     search_fields: list[str] = []
     ordering_fields: list[str] = []
     boolean_filters = ("enabled",)
@@ -482,8 +482,8 @@ class ToolViewSet(CatalogItemViewSet):
             )
         except openapi.OpenApiError as exc:
             raise ValidationError({"document": [str(exc)]}) from None
-        tools = s.ToolSerializer(created, many=True, context=self.get_serializer_context()).data
-        return Response({"created": True, "tools": tools}, status=status.HTTP_201_CREATED)
+        shown = s.ToolSerializer(created, many=True, context=self.get_serializer_context()).data
+        return Response({"created": True, "tools": shown}, status=status.HTTP_201_CREATED)
 
 
 class ResourceViewSet(CatalogItemViewSet):
@@ -515,7 +515,7 @@ class PromptViewSet(CatalogItemViewSet):
     ordering = ["name"]
 
 
-class CredentialViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
+class CredentialViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet[Credential]):
     queryset = Credential.objects.all()
     serializer_class = s.CredentialSerializer
     filter_fields = {"kind": "kind", "name": "name"}
@@ -525,7 +525,7 @@ class CredentialViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):  # t
     action_permissions = HistoryMixin.action_permissions
 
 
-class PolicyViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
+class PolicyViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet[Policy]):
     """Policies around endpoints' calls (README, "Governance: policies"): checked by their
     kind, saved and deleted through the write path."""
 
@@ -580,7 +580,7 @@ SYNC_RESULT = inline_serializer(
 )
 
 
-class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
+class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet[Upstream]):
     """Upstream MCP servers: their settings (health, breaker and probe state read-only), their
     history, and the sync of what they offer (preview, then apply the chosen changes)."""
 
@@ -616,7 +616,7 @@ class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):  # typ
         return Response(_sync_preview(upstream, plan))
 
     @extend_schema(request=s.UpstreamSyncSerializer, responses=SYNC_RESULT)
-    @sync.mapping.post  # type: ignore[attr-defined, untyped-decorator]  # DRF: no types
+    @sync.mapping.post
     def sync_apply(self, request: Request, pk: str | None = None) -> Response:
         """Apply the chosen changes of the preview, as the admin's sync page does: new rows
         on ``endpoints``, disabled unless ``enabled``; recorded as "upstream sync". Needs
@@ -664,7 +664,7 @@ def _sync_needs(data: dict[str, Any]) -> list[str]:
     return needs
 
 
-class UpstreamUnavailableError(APIException):  # type: ignore[misc]  # DRF has no types
+class UpstreamUnavailableError(APIException):
     status_code = status.HTTP_502_BAD_GATEWAY
     default_detail = "The upstream could not be listed."
     default_code = "upstream_unavailable"
@@ -815,7 +815,7 @@ def _sync_outcome(tools: SyncOutcome, items: SyncOutcome) -> dict[str, Any]:
     } | {"skipped": [*tools.skipped, *items.skipped]}
 
 
-class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # type: ignore[misc]  # DRF has no types
+class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet[CallLog]):
     """The call log, with the filters of /audit/ (the client program's name and version,
     user, OAuth client by id or name, "failed" as status, quick ranges...); payloads need
     "Can see recorded arguments and results"."""
@@ -832,7 +832,7 @@ class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # type: igno
         the ``X-Read-Source`` header): every action here only reads."""
         return super().dispatch(request, *args, **kwargs)
 
-    def filter_queryset(self, queryset: QuerySet[CallLog]) -> QuerySet[CallLog]:
+    def filter_queryset(self, queryset: QuerySet[CallLog, Any]) -> QuerySet[CallLog, Any]:
         form = CallFilterForm(self.request.query_params, user=self.request.user)
         if not form.is_valid():
             raise ValidationError(form.errors.get_json_data())
@@ -870,7 +870,7 @@ class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # type: igno
         )
 
 
-class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # type: ignore[misc]  # DRF has no types
+class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet[BackgroundCall]):
     """Background tool calls and MCP tasks (``?is_task=true``)."""
 
     queryset = BackgroundCall.objects.select_related("endpoint", "tool")
@@ -888,9 +888,9 @@ class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # typ
 
 class SessionViewSet(
     ApiViewMixin,
-    mixins.ListModelMixin,  # type: ignore[misc]  # DRF has no types
-    mixins.RetrieveModelMixin,  # type: ignore[misc]
-    viewsets.GenericViewSet,  # type: ignore[misc]
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[Session],
 ):
     queryset = Session.objects.select_related("endpoint", "user")
     serializer_class = s.SessionSerializer
@@ -935,13 +935,13 @@ class CatalogJsonParser(parsers.JsonParser):
         return data
 
 
-class IconViewSet(ApiViewMixin, viewsets.GenericViewSet):  # type: ignore[misc]  # DRF has no types
+class IconViewSet(ApiViewMixin, viewsets.GenericViewSet[IconImage]):
     """Uploads an icon (README.md, "Icons"): its bytes, base64 in JSON, are checked as an
     admin upload is and stored once; the answer is the ``Icon`` to put in a row's ``icons``."""
 
     queryset = IconImage.objects.none()
 
-    def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer:
+    def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer[Any]:
         return s.IconUploadSerializer(*args, **kwargs)
 
     @extend_schema(
@@ -957,7 +957,7 @@ class IconViewSet(ApiViewMixin, viewsets.GenericViewSet):  # type: ignore[misc] 
         return Response(shown, status=status.HTTP_201_CREATED)
 
 
-class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):  # type: ignore[misc]  # DRF has no types
+class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     """Whole-catalog export and import (the ``mcp_export`` / ``mcp_import`` commands)."""
 
     queryset = Endpoint.objects.none()
@@ -966,7 +966,7 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):  # type: ignore[misc]  # D
     action_permissions: dict[str, list[str]] = {"export": [], "import_": []}
     parser_classes = [CatalogJsonParser, parsers.FormParser, parsers.MultiPartParser]
 
-    def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer:
+    def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer[Any]:
         return s.CatalogImportSerializer(*args, **kwargs)
 
     @extend_schema(
