@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ObjectDoesNotExist
@@ -35,6 +35,7 @@ from rest_framework.exceptions import (
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
+from rest_framework.views import APIView
 
 from mcp_app.api import parsers
 from mcp_app.api import serializers as s
@@ -103,7 +104,16 @@ EXPORT_RESPONSES = {
 }
 
 
-class ApiViewMixin:
+if TYPE_CHECKING:
+    # What the mixins below are mixed into, for mypy; at run time they are plain classes,
+    # before the view's own DRF bases in its MRO.
+    _ApiView = APIView
+    _ModelView = viewsets.ModelViewSet[Any]
+else:
+    _ApiView = _ModelView = object
+
+
+class ApiViewMixin(_ApiView):
     """Refuses NUL in the URL before any lookup: PostgreSQL cannot store or compare it.
 
     Lists and lookups hold only the rows the user's teams see (``get_queryset``).
@@ -113,7 +123,7 @@ class ApiViewMixin:
 
     def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         with history.catalog_change_source(history.API):
-            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+            return super().dispatch(request, *args, **kwargs)
 
     def get_queryset(self) -> Any:
         """The rows of the view's model that the user sees (``services.teams``): another
@@ -121,14 +131,14 @@ class ApiViewMixin:
         parent = getattr(super(), "get_queryset", None)  # a plain ViewSet has none
         queryset = parent() if parent is not None else self.queryset  # type: ignore[attr-defined]
         if teams.is_scoped(queryset.model):
-            return teams.visible(queryset, self.request.user)  # type: ignore[attr-defined]
+            return teams.visible(queryset, self.request.user)
         return queryset
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         check_query(request.query_params)  # every value of a repeated parameter too
         if any("\x00" in str(value) for value in kwargs.values()):
             raise ValidationError({"": ["The URL holds a NUL character."]})
-        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        super().initial(request, *args, **kwargs)
 
 
 def etag_of(data: Any) -> str:
@@ -159,7 +169,7 @@ def if_none_match_passes(header: str | None, etag: str) -> bool:
     return not (tags == ["*"] or etag in [tag.removeprefix("W/") for tag in tags])
 
 
-class ConditionalMixin:
+class ConditionalMixin(_ModelView):
     """ETags on reads and writes; ``If-Match`` and ``If-None-Match`` on one row.
 
     A write (update, delete, and the row actions through ``conditional_write``) locks the row
@@ -170,7 +180,7 @@ class ConditionalMixin:
     """
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        response: Response = super().retrieve(request, *args, **kwargs)  # type: ignore[misc]
+        response: Response = super().retrieve(request, *args, **kwargs)
         etag = etag_of(response.data)
         if not if_none_match_passes(request.headers.get("If-None-Match"), etag):
             return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
@@ -179,19 +189,19 @@ class ConditionalMixin:
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         with transaction.atomic():
-            response: Response = super().create(request, *args, **kwargs)  # type: ignore[misc]
+            response: Response = super().create(request, *args, **kwargs)
             # Read back as a GET would (signals may have changed it): the ETag matches it.
-            row = self.get_queryset().get(pk=response.data["id"])  # type: ignore[attr-defined]
-            response.data = self.get_serializer(row).data  # type: ignore[attr-defined]
+            row = self.get_queryset().get(pk=response.data["id"])
+            response.data = self.get_serializer(row).data
         response["ETag"] = etag_of(response.data)
         return response
 
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         with transaction.atomic():
             self.locked_object(request)
-            response: Response = super().update(request, *args, **kwargs)  # type: ignore[misc]
+            response: Response = super().update(request, *args, **kwargs)
             # Read back: signals changed the row after the save (catalog_version, updated_at).
-            response.data = self.get_serializer(self.get_object()).data  # type: ignore[attr-defined]
+            response.data = self.get_serializer(self.get_object()).data
         response["ETag"] = etag_of(response.data)
         return response
 
@@ -204,7 +214,7 @@ class ConditionalMixin:
     def perform_destroy(self, instance: Any) -> None:
         """Delete through the write path, as the API's user (409 while the row is in use)."""
         try:
-            row_delete(instance, actor=self.request.user, source=history.API)  # type: ignore[attr-defined]
+            row_delete(instance, actor=self.request.user, source=history.API)
         except RowInUseError as exc:
             raise InUse(exc) from None
 
@@ -217,11 +227,11 @@ class ConditionalMixin:
         Raises:
             PreconditionFailed: ``If-Match`` or ``If-None-Match`` does not hold (412).
         """
-        row = self.get_object()  # type: ignore[attr-defined]  # 404 and permissions first
+        row = self.get_object()  # 404 and permissions first
         model = type(row)
         list(model._default_manager.select_for_update().filter(pk=row.pk).values_list("pk"))
-        row = self.get_object()  # type: ignore[attr-defined]
-        etag = etag_of(self.get_serializer(row).data)  # type: ignore[attr-defined]
+        row = self.get_object()
+        etag = etag_of(self.get_serializer(row).data)
         if not if_match_passes(request.headers.get("If-Match"), etag):
             raise PreconditionFailed()
         if not if_none_match_passes(request.headers.get("If-None-Match"), etag):
@@ -235,7 +245,7 @@ class ConditionalMixin:
         with transaction.atomic():
             row = self.locked_object(request)
             write(row)
-            data = self.get_serializer(self.get_object()).data  # type: ignore[attr-defined]
+            data = self.get_serializer(self.get_object()).data
         return Response(data, headers={"ETag": etag_of(data)})
 
 
@@ -276,7 +286,7 @@ class HistoryMixin(ConditionalMixin):
     @action(detail=True, methods=["get"], url_path="history")
     def versions(self, request: Request, pk: str | None = None) -> Response:
         """The row's versions, newest first (at most 200)."""
-        row = self.get_object()  # type: ignore[attr-defined]
+        row = self.get_object()
         records = (
             type(row)
             .history.filter(id=row.pk)
@@ -295,7 +305,7 @@ class HistoryMixin(ConditionalMixin):
     @action(detail=True, methods=["get"])
     def diff(self, request: Request, pk: str | None = None) -> Response:
         """Two versions of the row compared, the older first whatever the order asked."""
-        row = self.get_object()  # type: ignore[attr-defined]
+        row = self.get_object()
         ids = []
         for name in ("a", "b"):
             value = request.query_params.get(name, "")
