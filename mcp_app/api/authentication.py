@@ -60,7 +60,7 @@ def _failed(request: Request, detail: str) -> AuthenticationFailed:
     return AuthenticationFailed(detail)
 
 
-class ApiTokenAuthentication(BaseAuthentication):  # type: ignore[misc]  # DRF has no types
+class ApiTokenAuthentication(BaseAuthentication):
     """A personal API token (admin: API tokens), stored hashed; expiry and last use kept."""
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:
@@ -76,7 +76,7 @@ class ApiTokenAuthentication(BaseAuthentication):  # type: ignore[misc]  # DRF h
         return REALM
 
 
-class OAuthManagementAuthentication(BaseAuthentication):  # type: ignore[misc]  # DRF has no types
+class OAuthManagementAuthentication(BaseAuthentication):
     """An access token of our authorization server, for the API's resource and scope."""
 
     def authenticate(self, request: Request) -> tuple[Any, Any] | None:

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from drf_spectacular.utils import (
     OpenApiResponse,
     extend_schema,
@@ -34,15 +35,15 @@ from drf_spectacular.utils import (
     inline_serializer,
 )
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.exceptions import ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from mcp_app.api.actions import action
 from mcp_app.api.errors import DraftConflictError
 from mcp_app.api.serializers import DraftEntryDiffSerializer, JsonObjectField
 from mcp_app.api.views import ApiViewMixin
-from mcp_app.models import Draft
+from mcp_app.models import Draft, Endpoint
 from mcp_app.services.catalog_io import ImportReport
 from mcp_app.services.drafts import (
     DraftConflict,
@@ -60,17 +61,21 @@ from mcp_app.services.drafts import (
 MAX_PUBLISHED = 100
 
 
-def _user_field() -> serializers.SlugRelatedField:
+def _user_field() -> serializers.SlugRelatedField[Any]:
     return serializers.SlugRelatedField(
         slug_field=get_user_model().USERNAME_FIELD, read_only=True, allow_null=True
     )
 
 
-class DraftSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
+class DraftSerializer(serializers.ModelSerializer[Draft]):
     """A draft as lists show it: its document, status and who did what, without the diff."""
 
-    team = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
-    endpoints = serializers.SlugRelatedField(many=True, slug_field="slug", read_only=True)
+    team: serializers.SlugRelatedField[Group] = serializers.SlugRelatedField(
+        slug_field="name", read_only=True, allow_null=True
+    )
+    endpoints: serializers.SlugRelatedField[Endpoint] = serializers.SlugRelatedField(
+        many=True, slug_field="slug", read_only=True
+    )
     document = JsonObjectField(
         help_text="A catalog document (format mcphost-catalog/1) listing only the changed "
         "entries: endpoints, tools, resources, resource_templates, prompts."
@@ -107,7 +112,7 @@ class DraftDetailSerializer(DraftSerializer):
         return DraftEntryDiffSerializer(draft_diff(draft, user=user), many=True).data
 
 
-class DraftWriteSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class DraftWriteSerializer(serializers.Serializer[Any]):
     """What a draft is made or edited from (PATCH: either or both)."""
 
     title = serializers.CharField(max_length=200, help_text="What the change is, in a few words.")
@@ -116,7 +121,7 @@ class DraftWriteSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF
     )
 
 
-class DraftPublishSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class DraftPublishSerializer(serializers.Serializer[Any]):
     drafts = serializers.ListField(
         child=serializers.IntegerField(min_value=1),
         min_length=1,
@@ -168,9 +173,9 @@ def _service_errors(path: str = "") -> Iterator[None]:
 
 class DraftViewSet(
     ApiViewMixin,
-    mixins.ListModelMixin,  # type: ignore[misc]  # DRF has no types
-    mixins.RetrieveModelMixin,  # type: ignore[misc]
-    viewsets.GenericViewSet,  # type: ignore[misc]
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[Draft],
 ):
     queryset = Draft.objects.select_related(
         "team", "author", "approved_by", "published_by"
@@ -190,7 +195,7 @@ class DraftViewSet(
         "publish_together": ["change"],
     }
 
-    def get_serializer_class(self) -> type[serializers.BaseSerializer]:
+    def get_serializer_class(self) -> type[serializers.BaseSerializer[Any]]:
         if self.action == "retrieve":
             return DraftDetailSerializer
         if self.action in ("create", "partial_update"):

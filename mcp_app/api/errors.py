@@ -22,7 +22,7 @@ from mcp_app.api.parsers import PayloadTooLarge
 from mcp_app.services.references import RowInUseError
 
 
-class Conflict(exceptions.APIException):  # type: ignore[misc]  # DRF has no types
+class Conflict(exceptions.APIException):
     status_code = status.HTTP_409_CONFLICT
     default_detail = "Other rows still use it."
     default_code = "conflict"
@@ -50,7 +50,7 @@ class DraftConflictError(Conflict):
         self.conflicts = conflicts
 
 
-class PreconditionFailed(exceptions.APIException):  # type: ignore[misc]  # DRF has no types
+class PreconditionFailed(exceptions.APIException):
     status_code = status.HTTP_412_PRECONDITION_FAILED
     default_detail = "The resource changed since you read it (If-Match does not match its ETag)."
     default_code = "precondition_failed"
@@ -78,6 +78,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Non
     response = drf_exception_handler(exc, context)
     if response is None or not isinstance(exc, exceptions.APIException):
         return response
+    body: dict[str, Any]
     if isinstance(exc, exceptions.ValidationError):
         body = {
             "type": "invalid",

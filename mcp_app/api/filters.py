@@ -16,18 +16,19 @@ from rest_framework.request import Request
 _BOOLEANS = {"true": True, "false": False, "1": True, "0": False}
 
 
-class FieldFilter(BaseFilterBackend):  # type: ignore[misc]  # DRF has no types
+class FieldFilter(BaseFilterBackend):
     def filter_queryset(
         self, request: Request, queryset: QuerySet[Any], view: Any
     ) -> QuerySet[Any]:
         for name, lookup in getattr(view, "filter_fields", {}).items():
-            value = request.query_params.get(name)
-            if value is None:
+            given = request.query_params.get(name)
+            if given is None:
                 continue
+            value: str | bool = given
             if _is_boolean(view, name, lookup):
-                if value.lower() not in _BOOLEANS:
+                if given.lower() not in _BOOLEANS:
                     raise ValidationError({name: ["Expected true or false."]})
-                value = _BOOLEANS[value.lower()]
+                value = _BOOLEANS[given.lower()]
             queryset = queryset.filter(**{lookup: value})
         return (
             queryset.distinct()

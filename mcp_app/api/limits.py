@@ -13,11 +13,11 @@ from typing import Any
 
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from mcp_app.api.actions import action
 from mcp_app.api.serializers import SettingRowSerializer
 from mcp_app.api.views import ApiViewMixin, HistoryMixin
 from mcp_app.models import Endpoint, RateLimit
@@ -39,13 +39,13 @@ class RateLimitSerializer(SettingRowSerializer):
         read_only_fields = ["created_at", "updated_at"]
 
 
-class LimiterUnavailableError(APIException):  # type: ignore[misc]  # DRF has no types
+class LimiterUnavailableError(APIException):
     status_code = status.HTTP_503_SERVICE_UNAVAILABLE
     default_detail = "The rate limiter's Redis could not be read; try again."
     default_code = "limiter_unavailable"
 
 
-class RateLimitViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
+class RateLimitViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet[RateLimit]):
     queryset = RateLimit.objects.select_related("endpoint")
     serializer_class = RateLimitSerializer
     filter_fields = {"endpoint": "endpoint__slug", "scope": "scope", "enabled": "enabled"}

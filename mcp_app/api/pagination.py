@@ -9,7 +9,7 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import CursorPagination
 
 
-class Cursor(CursorPagination):  # type: ignore[misc]  # DRF has no types
+class Cursor(CursorPagination):
     page_size_query_param = "page_size"
     max_page_size = 1000
 

@@ -28,7 +28,7 @@ import orjson
 from django.conf import settings
 from django.http import QueryDict
 from rest_framework import parsers, status
-from rest_framework.exceptions import APIException, ParseError, ValidationError
+from rest_framework.exceptions import APIException, ErrorDetail, ParseError, ValidationError
 
 # Objects and arrays nested in one another, the body's own object counting as the first:
 # far more than any schema, config or catalog document needs, far less than what exhausts
@@ -39,7 +39,7 @@ MAX_DEPTH: Final = 64
 MAX_UPLOAD_BYTES: Final = 64 * 1024 * 1024
 
 
-class PayloadTooLarge(APIException):  # type: ignore[misc]  # DRF has no types
+class PayloadTooLarge(APIException):
     # Here, not in errors.py: DRF's views import the parsers, and errors.py imports DRF's views.
     status_code = status.HTTP_413_REQUEST_ENTITY_TOO_LARGE
     default_detail = "The request body is larger than this server accepts (docs/api.md, Limits)."
@@ -118,7 +118,7 @@ def loads(text: bytes | str) -> Any:
 def _refused(path: str, message: str, code: str) -> ValidationError:
     # Paths go into the answer: keep a deep one short.
     shown = path if len(path) <= 200 else path[:200] + "..."
-    return ValidationError({shown: [ValidationError(message, code=code).detail[0]]})
+    return ValidationError({shown: [ErrorDetail(message, code=code)]})
 
 
 def _content_length(parser_context: Mapping[str, Any] | None) -> int:
@@ -130,7 +130,7 @@ def _content_length(parser_context: Mapping[str, Any] | None) -> int:
         return 0
 
 
-class JsonParser(parsers.JSONParser):  # type: ignore[misc]  # DRF has no types
+class JsonParser(parsers.JSONParser):
     """JSON read by orjson (UTF-8, no NaN or Infinity, 64-bit numbers), then checked."""
 
     def parse(
@@ -145,7 +145,7 @@ class JsonParser(parsers.JSONParser):  # type: ignore[misc]  # DRF has no types
         return loads(stream.read() if stream is not None else b"")
 
 
-class FormParser(parsers.FormParser):  # type: ignore[misc]  # DRF has no types
+class FormParser(parsers.FormParser):
     """URL-encoded forms (the browsable API), checked as JSON bodies are."""
 
     def parse(
@@ -159,7 +159,7 @@ class FormParser(parsers.FormParser):  # type: ignore[misc]  # DRF has no types
         return data
 
 
-class MultiPartParser(parsers.MultiPartParser):  # type: ignore[misc]  # DRF has no types
+class MultiPartParser(parsers.MultiPartParser):
     """Multipart forms (the catalog import's ``file``): bounded in size; fields checked."""
 
     def parse(
@@ -172,8 +172,9 @@ class MultiPartParser(parsers.MultiPartParser):  # type: ignore[misc]  # DRF has
             raise PayloadTooLarge()
         parsed = super().parse(stream, media_type, parser_context)
         _check_form(parsed.data)
-        for name, upload in parsed.files.items():
-            check_value({name: upload.name or ""})
+        for name, uploads in parsed.files.lists():
+            for upload in uploads:
+                check_value({name: upload.name or ""})
         return parsed
 
 

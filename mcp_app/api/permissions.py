@@ -15,7 +15,7 @@ from rest_framework.permissions import DjangoModelPermissions
 from rest_framework.request import Request
 
 
-class ModelPermissions(DjangoModelPermissions):  # type: ignore[misc]  # DRF has no types
+class ModelPermissions(DjangoModelPermissions):
     perms_map = {
         **DjangoModelPermissions.perms_map,
         "GET": ["%(app_label)s.view_%(model_name)s"],

@@ -39,7 +39,7 @@ RUN = "mcp_app.change_tool"
 PAYLOADS = "mcp_app.view_call_payloads"
 
 
-class _SignedIn(BasePermission):  # type: ignore[misc]  # DRF has no types
+class _SignedIn(BasePermission):
     """Only signing in is checked here; the views name the permissions they need."""
 
     def has_permission(self, request: Request, view: Any) -> bool:
@@ -52,7 +52,7 @@ def _require(request: Request, *names: str) -> None:
         raise PermissionDenied(denied_message(missing))
 
 
-class ReplayFilterSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class ReplayFilterSerializer(serializers.Serializer[Any]):
     endpoint = serializers.CharField(required=False, allow_blank=True, max_length=100)
     client_name = serializers.CharField(required=False, allow_blank=True, max_length=200)
     status = serializers.CharField(
@@ -62,7 +62,7 @@ class ReplayFilterSerializer(serializers.Serializer):  # type: ignore[misc]  # D
     until = serializers.DateTimeField(required=False, allow_null=True)
 
 
-class ReplayRequestSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class ReplayRequestSerializer(serializers.Serializer[Any]):
     tool = serializers.CharField(max_length=128, help_text="A tool the draft changes or creates.")
     filter = ReplayFilterSerializer(required=False)
     sample = serializers.IntegerField(required=False, min_value=1, max_value=MAX_SAMPLE)
@@ -74,7 +74,7 @@ class ReplayRequestSerializer(serializers.Serializer):  # type: ignore[misc]  # 
     )
 
 
-class ReplayRunSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class ReplayRunSerializer(serializers.Serializer[Any]):
     id = serializers.IntegerField()
     draft = serializers.IntegerField()
     tool = serializers.CharField()
@@ -123,7 +123,7 @@ def _run_body(request: Request, run: ReplayRun) -> dict[str, Any]:
     }
 
 
-class DraftReplayView(ApiViewMixin, APIView):  # type: ignore[misc]  # DRF has no types
+class DraftReplayView(ApiViewMixin, APIView):
     """Replay recorded calls of a tool the draft changes, against the live tool and the draft."""
 
     permission_classes = [_SignedIn]
@@ -159,7 +159,7 @@ def _field(name: str) -> str:
     return name if name in ("tool", "sample", "confirm", "draft") else f"filter.{name}"
 
 
-class ReplayRunView(ApiViewMixin, APIView):  # type: ignore[misc]  # DRF has no types
+class ReplayRunView(ApiViewMixin, APIView):
     """One stored replay."""
 
     permission_classes = [_SignedIn]

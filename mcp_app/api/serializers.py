@@ -71,7 +71,7 @@ def _full_clean(instance: Any, attrs: Mapping[str, Any], exclude: list[str] | No
         raise serializers.ValidationError(django_errors(exc)) from None
 
 
-class CheckedJSONField(serializers.JSONField):  # type: ignore[misc]  # DRF has no types
+class CheckedJSONField(serializers.JSONField):
     """A JSON field whose value may come as a form field's text (the browsable API's forms):
     that text is read as JSON bodies are (``parsers.loads``: bounded nesting, no NUL), where
     DRF's ``json.loads`` would recurse itself out of stack on deep nesting."""
@@ -111,7 +111,7 @@ class IconsField(CheckedJSONField):
         return stored_icons(super().to_internal_value(data))
 
 
-class IconUploadSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class IconUploadSerializer(serializers.Serializer[Any]):
     """An icon's bytes, base64 in JSON (``POST icons/``); checked as an admin upload is."""
 
     base64 = serializers.CharField(help_text="The image file, base64-encoded.")
@@ -155,7 +155,7 @@ def _strict_text(field_class: type[serializers.CharField]) -> type[serializers.C
     always text, so the browsable API is unaffected.
     """
 
-    class StrictText(field_class):  # type: ignore[misc]  # DRF has no types
+    class StrictText(field_class):  # type: ignore[misc, valid-type]  # a class given at run time
         def to_internal_value(self, data: Any) -> Any:
             if isinstance(data, int | float):  # bool is an int, and refused as ever
                 self.fail("invalid")
@@ -170,22 +170,26 @@ class TeamScopedFieldsMixin:
     another team's endpoint, credential or upstream fails as naming a missing one does, and
     ``team`` and ``allowed_groups`` take the user's teams."""
 
-    def get_fields(self) -> dict[str, serializers.Field]:
-        fields: dict[str, serializers.Field] = super().get_fields()  # type: ignore[misc]
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
+        fields: dict[str, serializers.Field[Any, Any, Any, Any]] = super().get_fields()  # type: ignore[misc]
         request = self.context.get("request")  # type: ignore[attr-defined]
         user = request.user if request is not None else None
         for name, field in fields.items():
             related = field.child_relation if isinstance(field, ManyRelatedField) else field
-            if not isinstance(related, RelatedField) or related.queryset is None:
+            if not isinstance(related, RelatedField):
                 continue
+            queryset = related.get_queryset()
+            if queryset is None:
+                continue
+            # The stubs type ``queryset`` as a Manager, which mypy reads as a descriptor.
             if name in ("team", "allowed_groups"):
-                related.queryset = teams.team_choices(user)
-            elif teams.is_scoped(related.queryset.model):
-                related.queryset = teams.visible(related.queryset, user)
+                related.queryset = teams.team_choices(user)  # type: ignore[arg-type]
+            elif teams.is_scoped(queryset.model):
+                related.queryset = teams.visible(queryset, user)  # type: ignore[arg-type]
         return fields
 
 
-def _team_field() -> serializers.SlugRelatedField:
+def _team_field() -> serializers.SlugRelatedField[Any]:
     return serializers.SlugRelatedField(
         slug_field="name",
         queryset=Group.objects.all(),
@@ -198,7 +202,7 @@ def _team_field() -> serializers.SlugRelatedField:
     )
 
 
-class ModelCheckedSerializer(TeamScopedFieldsMixin, serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
+class ModelCheckedSerializer(TeamScopedFieldsMixin, serializers.ModelSerializer[Any]):
     """Runs the model's ``full_clean()`` on a copy of the row with the new values."""
 
     serializer_field_mapping = {
@@ -213,11 +217,12 @@ class ModelCheckedSerializer(TeamScopedFieldsMixin, serializers.ModelSerializer)
         if field_name == "icons":
             field_class = IconsField
         if issubclass(field_class, serializers.CharField):
-            field_class = _strict_text(field_class)
+            # A class is hashable (the stubs' Field defines __eq__ without __hash__).
+            field_class = _strict_text(field_class)  # type: ignore[arg-type]
         return field_class, field_kwargs
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        model = self.Meta.model
+        model: Any = self.Meta.model  # the subclass's
         instance = model() if self.instance is None else model.objects.get(pk=self.instance.pk)
         _full_clean(instance, attrs)
         self.checked = instance
@@ -235,7 +240,7 @@ class CatalogRowSerializer(ModelCheckedSerializer):
         return attrs
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        model = self.Meta.model
+        model: Any = self.Meta.model  # the subclass's
         row = model() if self.instance is None else model.objects.get(pk=self.instance.pk)
         for name, value in self.row_values(row, attrs).items():
             if name not in _M2M and name not in ("arguments", "messages"):
@@ -281,12 +286,18 @@ class CatalogItemSerializer(CatalogRowSerializer):
 
 
 class EndpointSerializer(CatalogRowSerializer):
-    tools = serializers.SlugRelatedField(many=True, slug_field="name", read_only=True)
-    resources = serializers.SlugRelatedField(many=True, slug_field="uri", read_only=True)
-    resource_templates = serializers.SlugRelatedField(
-        many=True, slug_field="uri_template", read_only=True
+    tools: serializers.SlugRelatedField[Tool] = serializers.SlugRelatedField(
+        many=True, slug_field="name", read_only=True
     )
-    prompts = serializers.SlugRelatedField(many=True, slug_field="name", read_only=True)
+    resources: serializers.SlugRelatedField[Resource] = serializers.SlugRelatedField(
+        many=True, slug_field="uri", read_only=True
+    )
+    resource_templates: serializers.SlugRelatedField[ResourceTemplate] = (
+        serializers.SlugRelatedField(many=True, slug_field="uri_template", read_only=True)
+    )
+    prompts: serializers.SlugRelatedField[Prompt] = serializers.SlugRelatedField(
+        many=True, slug_field="name", read_only=True
+    )
     url = serializers.CharField(source="public_url", read_only=True)
 
     class Meta:
@@ -320,7 +331,7 @@ class ToolSerializer(CatalogItemSerializer):
         return tool_values(tool=row, data=attrs)
 
 
-def _upstream_field() -> serializers.SlugRelatedField:
+def _upstream_field() -> serializers.SlugRelatedField[Any]:
     return serializers.SlugRelatedField(
         slug_field="name",
         queryset=Upstream.objects.all(),
@@ -358,13 +369,13 @@ class ResourceTemplateSerializer(CatalogItemSerializer):
         read_only_fields = ["created_at", "updated_at"]
 
 
-class PromptArgumentSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
+class PromptArgumentSerializer(serializers.ModelSerializer[PromptArgument]):
     class Meta:
         model = PromptArgument
         fields = ["name", "title", "description", "required", "completion_values"]
 
 
-class PromptMessageSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
+class PromptMessageSerializer(serializers.ModelSerializer[PromptMessage]):
     # Files are uploaded in the admin or carried by an import file; here they are read-only.
     file = serializers.FileField(read_only=True)
 
@@ -573,18 +584,19 @@ class UpstreamSerializer(SettingRowSerializer):
         ]  # fmt: skip
 
 
-class CallLogListSerializer(serializers.ListSerializer):  # type: ignore[misc]  # DRF has no types
+class CallLogListSerializer(serializers.ListSerializer[Any]):
     """A page of call-log rows: the OAuth clients' names in one query for the page."""
 
     def to_representation(self, data: Any) -> list[Any]:
         rows = list(data.all() if hasattr(data, "all") else data)
         ids = sorted({row.client_id for row in rows if row.client_id})
-        self.child.context["oauth_names"] = client_names(ids) if ids else {}
+        # The child's context is this root serializer's own dict (typed read-only).
+        self.child.context["oauth_names"] = client_names(ids) if ids else {}  # type: ignore[union-attr, index]
         page: list[Any] = super().to_representation(rows)
         return page
 
 
-class CallLogSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
+class CallLogSerializer(serializers.ModelSerializer[CallLog]):
     class Meta:
         model = CallLog
         exclude = ["principal"]
@@ -604,8 +616,10 @@ class CallLogSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # D
         return data
 
 
-class BackgroundCallSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
-    endpoint = serializers.SlugRelatedField(slug_field="slug", read_only=True)
+class BackgroundCallSerializer(serializers.ModelSerializer[BackgroundCall]):
+    endpoint: serializers.SlugRelatedField[Endpoint] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
 
     class Meta:
         model = BackgroundCall
@@ -627,9 +641,13 @@ class BackgroundCallSerializer(serializers.ModelSerializer):  # type: ignore[mis
         return data
 
 
-class SessionSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # DRF has no types
-    endpoint = serializers.SlugRelatedField(slug_field="slug", read_only=True)
-    user = serializers.SlugRelatedField(slug_field="username", read_only=True)
+class SessionSerializer(serializers.ModelSerializer[Session]):
+    endpoint: serializers.SlugRelatedField[Endpoint] = serializers.SlugRelatedField(
+        slug_field="slug", read_only=True
+    )
+    user: serializers.SlugRelatedField[Any] = serializers.SlugRelatedField(
+        slug_field="username", read_only=True
+    )
 
     class Meta:
         model = Session
@@ -639,11 +657,11 @@ class SessionSerializer(serializers.ModelSerializer):  # type: ignore[misc]  # D
         ]  # fmt: skip
 
 
-class TryItSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class TryItSerializer(serializers.Serializer[Any]):
     arguments = serializers.DictField(default=dict)
 
 
-class OpenApiImportSerializer(TeamScopedFieldsMixin, serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class OpenApiImportSerializer(TeamScopedFieldsMixin, serializers.Serializer[Any]):
     document = JsonObjectField(help_text="The OpenAPI 3.x document (an object).")
     operations = serializers.ListField(
         child=serializers.CharField(),
@@ -660,7 +678,7 @@ class OpenApiImportSerializer(TeamScopedFieldsMixin, serializers.Serializer):  #
     preview = serializers.BooleanField(default=True, help_text="Only list the drafts.")
 
 
-class CatalogImportSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class CatalogImportSerializer(serializers.Serializer[Any]):
     document = JsonObjectField(
         required=False, help_text="A document written by export (format, ...)."
     )
@@ -709,7 +727,7 @@ class CatalogImportSerializer(serializers.Serializer):  # type: ignore[misc]  # 
         return attrs
 
 
-class DraftFieldDiffSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class DraftFieldDiffSerializer(serializers.Serializer[Any]):
     """A field a draft changes: its live value beside the draft's."""
 
     name = serializers.CharField()
@@ -720,7 +738,7 @@ class DraftFieldDiffSerializer(serializers.Serializer):  # type: ignore[misc]  #
     )
 
 
-class DraftEntryDiffSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class DraftEntryDiffSerializer(serializers.Serializer[Any]):
     """One entry of a draft beside its live row (``services.drafts.EntryDiff``)."""
 
     section = serializers.CharField(help_text="endpoints, tools, resources, ... (catalog).")
@@ -735,7 +753,7 @@ class DraftEntryDiffSerializer(serializers.Serializer):  # type: ignore[misc]  #
     )
     conflicts = serializers.BooleanField(help_text="A publish now would be refused for it.")
 
-    def get_fields(self) -> dict[str, serializers.Field]:
+    def get_fields(self) -> dict[str, serializers.Field[Any, Any, Any, Any]]:
         # "fields" cannot be declared: a serializer's own ``fields`` attribute has the name.
         declared = super().get_fields()
         names = ["section", "key", "action", "fields", "changed_live", "problem", "conflicts"]
@@ -749,7 +767,7 @@ def _json_object(value: Any) -> Any:
     return value
 
 
-class HistoryVersionSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class HistoryVersionSerializer(serializers.Serializer[Any]):
     """One version of a row: when, by whom, from where (admin, api, import, upstream sync)."""
 
     history_id = serializers.IntegerField()
@@ -758,7 +776,8 @@ class HistoryVersionSerializer(serializers.Serializer):  # type: ignore[misc]  #
         choices=["+", "~", "-"], help_text="+ created, ~ changed, - deleted."
     )
     user = serializers.SerializerMethodField()
-    source = serializers.SerializerMethodField()
+    # Named as a Field attribute; DRF's metaclass moves declared fields out of the way.
+    source = serializers.SerializerMethodField()  # type: ignore[assignment]
 
     def get_user(self, record: Any) -> str | None:
         return record.history_user.get_username() if record.history_user else None
@@ -767,9 +786,9 @@ class HistoryVersionSerializer(serializers.Serializer):  # type: ignore[misc]  #
         return str(record.history_change_reason or "")
 
 
-class FieldChangeSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class FieldChangeSerializer(serializers.Serializer[Any]):
     field = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # as ``source`` above
     old = serializers.CharField(help_text="The older version's value, as text.")
     new = serializers.CharField()
     lines = serializers.ListField(
@@ -777,13 +796,13 @@ class FieldChangeSerializer(serializers.Serializer):  # type: ignore[misc]  # DR
     )
 
 
-class VersionDiffSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class VersionDiffSerializer(serializers.Serializer[Any]):
     older = serializers.IntegerField(help_text="The older version's history_id.")
     newer = serializers.IntegerField()
     changes = FieldChangeSerializer(many=True)
 
 
-class RevertSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class RevertSerializer(serializers.Serializer[Any]):
     history_id = serializers.IntegerField(
         min_value=1, help_text="The version to give the row back (from its history)."
     )
@@ -796,7 +815,7 @@ def _names(help_text: str) -> serializers.ListField:
     )  # fmt: skip
 
 
-class UpstreamSyncSerializer(serializers.Serializer):  # type: ignore[misc]  # DRF has no types
+class UpstreamSyncSerializer(serializers.Serializer[Any]):
     """What to apply of what the upstream offers (names as the sync preview lists them)."""
 
     add_tools = _names("Upstream tool names to create.")
@@ -813,7 +832,8 @@ class UpstreamSyncSerializer(serializers.Serializer):  # type: ignore[misc]  # D
     remove_prompts = _names("Upstream prompt names gone from the upstream to disable.")
     endpoints = serializers.SlugRelatedField(
         slug_field="slug", queryset=Endpoint.objects.all(), many=True, required=False,
-        default=list, help_text="Endpoints (slugs) publishing the rows created.",
+        default=list,  # type: ignore[arg-type]  # many=True: the default is the list's
+        help_text="Endpoints (slugs) publishing the rows created.",
     )  # fmt: skip
     enabled = serializers.BooleanField(
         default=False, help_text="Create rows enabled (default: disabled, for review)."

@@ -110,19 +110,21 @@ class _Rates:
     scope: str
 
     def get_rate(self) -> str | None:
-        rates: dict[str, str | None] = api_settings.DEFAULT_THROTTLE_RATES
-        return rates.get(self.scope)
+        # Strings such as "60/min" (the stubs say numbers).
+        rates: dict[str, Any] = api_settings.DEFAULT_THROTTLE_RATES
+        rate: str | None = rates.get(self.scope)
+        return rate
 
     def get_ident(self, request: Request) -> str:
         return client_address(request.META)
 
 
-class UserRateThrottle(_Rates, throttling.UserRateThrottle):  # type: ignore[misc]  # DRF has no types
-    cache = counters
+class UserRateThrottle(_Rates, throttling.UserRateThrottle):  # type: ignore[misc]
+    cache = counters  # type: ignore[assignment]  # the get/set of a BaseCache, not a subclass
 
 
-class AnonRateThrottle(_Rates, throttling.AnonRateThrottle):  # type: ignore[misc]  # DRF has no types
-    cache = counters
+class AnonRateThrottle(_Rates, throttling.AnonRateThrottle):  # type: ignore[misc]
+    cache = counters  # type: ignore[assignment]  # the get/set of a BaseCache, not a subclass
 
 
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}

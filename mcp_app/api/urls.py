@@ -16,7 +16,7 @@ from mcp_app.api.parsers import check_query
 from mcp_app.api.schema import SchemaView
 
 
-class ApiRootView(APIRootView):  # type: ignore[misc]  # DRF has no types
+class ApiRootView(APIRootView):
     """``/api/v1/``: the list of collections, refusing a NUL in the query as every route."""
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:

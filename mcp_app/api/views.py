@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from asgiref.sync import async_to_sync
 from django.core.exceptions import ObjectDoesNotExist
@@ -24,6 +24,7 @@ from django.utils.http import parse_etags
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import mixins, serializers, status, viewsets
+from rest_framework.decorators import action
 from rest_framework.exceptions import (
     APIException,
     NotFound,
@@ -34,10 +35,10 @@ from rest_framework.exceptions import (
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.serializers import BaseSerializer
+from rest_framework.views import APIView
 
 from mcp_app.api import parsers
 from mcp_app.api import serializers as s
-from mcp_app.api.actions import action
 from mcp_app.api.errors import InUse, PreconditionFailed
 from mcp_app.api.parsers import check_query
 from mcp_app.api.permissions import denied_message, missing_permissions
@@ -103,7 +104,16 @@ EXPORT_RESPONSES = {
 }
 
 
-class ApiViewMixin:
+if TYPE_CHECKING:
+    # What the mixins below are mixed into, for mypy; at run time they are plain classes,
+    # before the view's own DRF bases in its MRO.
+    _ApiView = APIView
+    _ModelView = viewsets.ModelViewSet[Any]
+else:
+    _ApiView = _ModelView = object
+
+
+class ApiViewMixin(_ApiView):
     """Refuses NUL in the URL before any lookup: PostgreSQL cannot store or compare it.
 
     Lists and lookups hold only the rows the user's teams see (``get_queryset``).
@@ -113,7 +123,7 @@ class ApiViewMixin:
 
     def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         with history.catalog_change_source(history.API):
-            return super().dispatch(request, *args, **kwargs)  # type: ignore[misc]
+            return super().dispatch(request, *args, **kwargs)
 
     def get_queryset(self) -> Any:
         """The rows of the view's model that the user sees (``services.teams``): another
@@ -121,14 +131,14 @@ class ApiViewMixin:
         parent = getattr(super(), "get_queryset", None)  # a plain ViewSet has none
         queryset = parent() if parent is not None else self.queryset  # type: ignore[attr-defined]
         if teams.is_scoped(queryset.model):
-            return teams.visible(queryset, self.request.user)  # type: ignore[attr-defined]
+            return teams.visible(queryset, self.request.user)
         return queryset
 
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         check_query(request.query_params)  # every value of a repeated parameter too
         if any("\x00" in str(value) for value in kwargs.values()):
             raise ValidationError({"": ["The URL holds a NUL character."]})
-        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        super().initial(request, *args, **kwargs)
 
 
 def etag_of(data: Any) -> str:
@@ -159,7 +169,7 @@ def if_none_match_passes(header: str | None, etag: str) -> bool:
     return not (tags == ["*"] or etag in [tag.removeprefix("W/") for tag in tags])
 
 
-class ConditionalMixin:
+class ConditionalMixin(_ModelView):
     """ETags on reads and writes; ``If-Match`` and ``If-None-Match`` on one row.
 
     A write (update, delete, and the row actions through ``conditional_write``) locks the row
@@ -170,7 +180,7 @@ class ConditionalMixin:
     """
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        response: Response = super().retrieve(request, *args, **kwargs)  # type: ignore[misc]
+        response: Response = super().retrieve(request, *args, **kwargs)
         etag = etag_of(response.data)
         if not if_none_match_passes(request.headers.get("If-None-Match"), etag):
             return Response(status=status.HTTP_304_NOT_MODIFIED, headers={"ETag": etag})
@@ -179,19 +189,19 @@ class ConditionalMixin:
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         with transaction.atomic():
-            response: Response = super().create(request, *args, **kwargs)  # type: ignore[misc]
+            response: Response = super().create(request, *args, **kwargs)
             # Read back as a GET would (signals may have changed it): the ETag matches it.
-            row = self.get_queryset().get(pk=response.data["id"])  # type: ignore[attr-defined]
-            response.data = self.get_serializer(row).data  # type: ignore[attr-defined]
+            row = self.get_queryset().get(pk=response.data["id"])
+            response.data = self.get_serializer(row).data
         response["ETag"] = etag_of(response.data)
         return response
 
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         with transaction.atomic():
             self.locked_object(request)
-            response: Response = super().update(request, *args, **kwargs)  # type: ignore[misc]
+            response: Response = super().update(request, *args, **kwargs)
             # Read back: signals changed the row after the save (catalog_version, updated_at).
-            response.data = self.get_serializer(self.get_object()).data  # type: ignore[attr-defined]
+            response.data = self.get_serializer(self.get_object()).data
         response["ETag"] = etag_of(response.data)
         return response
 
@@ -204,7 +214,7 @@ class ConditionalMixin:
     def perform_destroy(self, instance: Any) -> None:
         """Delete through the write path, as the API's user (409 while the row is in use)."""
         try:
-            row_delete(instance, actor=self.request.user, source=history.API)  # type: ignore[attr-defined]
+            row_delete(instance, actor=self.request.user, source=history.API)
         except RowInUseError as exc:
             raise InUse(exc) from None
 
@@ -217,11 +227,11 @@ class ConditionalMixin:
         Raises:
             PreconditionFailed: ``If-Match`` or ``If-None-Match`` does not hold (412).
         """
-        row = self.get_object()  # type: ignore[attr-defined]  # 404 and permissions first
+        row = self.get_object()  # 404 and permissions first
         model = type(row)
         list(model._default_manager.select_for_update().filter(pk=row.pk).values_list("pk"))
-        row = self.get_object()  # type: ignore[attr-defined]
-        etag = etag_of(self.get_serializer(row).data)  # type: ignore[attr-defined]
+        row = self.get_object()
+        etag = etag_of(self.get_serializer(row).data)
         if not if_match_passes(request.headers.get("If-Match"), etag):
             raise PreconditionFailed()
         if not if_none_match_passes(request.headers.get("If-None-Match"), etag):
@@ -235,7 +245,7 @@ class ConditionalMixin:
         with transaction.atomic():
             row = self.locked_object(request)
             write(row)
-            data = self.get_serializer(self.get_object()).data  # type: ignore[attr-defined]
+            data = self.get_serializer(self.get_object()).data
         return Response(data, headers={"ETag": etag_of(data)})
 
 
@@ -276,7 +286,7 @@ class HistoryMixin(ConditionalMixin):
     @action(detail=True, methods=["get"], url_path="history")
     def versions(self, request: Request, pk: str | None = None) -> Response:
         """The row's versions, newest first (at most 200)."""
-        row = self.get_object()  # type: ignore[attr-defined]
+        row = self.get_object()
         records = (
             type(row)
             .history.filter(id=row.pk)
@@ -295,7 +305,7 @@ class HistoryMixin(ConditionalMixin):
     @action(detail=True, methods=["get"])
     def diff(self, request: Request, pk: str | None = None) -> Response:
         """Two versions of the row compared, the older first whatever the order asked."""
-        row = self.get_object()  # type: ignore[attr-defined]
+        row = self.get_object()
         ids = []
         for name in ("a", "b"):
             value = request.query_params.get(name, "")
@@ -332,7 +342,7 @@ class HistoryMixin(ConditionalMixin):
         return self.conditional_write(request, write)
 
 
-class CatalogItemViewSet(ApiViewMixin, EnableMixin, HistoryMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
+class CatalogItemViewSet(ApiViewMixin, EnableMixin, HistoryMixin, viewsets.ModelViewSet[Any]):
     search_fields: list[str] = []
     ordering_fields: list[str] = []
     boolean_filters = ("enabled",)
@@ -482,8 +492,8 @@ class ToolViewSet(CatalogItemViewSet):
             )
         except openapi.OpenApiError as exc:
             raise ValidationError({"document": [str(exc)]}) from None
-        tools = s.ToolSerializer(created, many=True, context=self.get_serializer_context()).data
-        return Response({"created": True, "tools": tools}, status=status.HTTP_201_CREATED)
+        shown = s.ToolSerializer(created, many=True, context=self.get_serializer_context()).data
+        return Response({"created": True, "tools": shown}, status=status.HTTP_201_CREATED)
 
 
 class ResourceViewSet(CatalogItemViewSet):
@@ -515,7 +525,7 @@ class PromptViewSet(CatalogItemViewSet):
     ordering = ["name"]
 
 
-class CredentialViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
+class CredentialViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet[Credential]):
     queryset = Credential.objects.all()
     serializer_class = s.CredentialSerializer
     filter_fields = {"kind": "kind", "name": "name"}
@@ -525,7 +535,7 @@ class CredentialViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):  # t
     action_permissions = HistoryMixin.action_permissions
 
 
-class PolicyViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
+class PolicyViewSet(ApiViewMixin, ConditionalMixin, viewsets.ModelViewSet[Policy]):
     """Policies around endpoints' calls (README, "Governance: policies"): checked by their
     kind, saved and deleted through the write path."""
 
@@ -580,7 +590,7 @@ SYNC_RESULT = inline_serializer(
 )
 
 
-class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):  # type: ignore[misc]  # DRF has no types
+class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet[Upstream]):
     """Upstream MCP servers: their settings (health, breaker and probe state read-only), their
     history, and the sync of what they offer (preview, then apply the chosen changes)."""
 
@@ -616,7 +626,7 @@ class UpstreamViewSet(ApiViewMixin, HistoryMixin, viewsets.ModelViewSet):  # typ
         return Response(_sync_preview(upstream, plan))
 
     @extend_schema(request=s.UpstreamSyncSerializer, responses=SYNC_RESULT)
-    @sync.mapping.post  # type: ignore[attr-defined, untyped-decorator]  # DRF: no types
+    @sync.mapping.post
     def sync_apply(self, request: Request, pk: str | None = None) -> Response:
         """Apply the chosen changes of the preview, as the admin's sync page does: new rows
         on ``endpoints``, disabled unless ``enabled``; recorded as "upstream sync". Needs
@@ -664,7 +674,7 @@ def _sync_needs(data: dict[str, Any]) -> list[str]:
     return needs
 
 
-class UpstreamUnavailableError(APIException):  # type: ignore[misc]  # DRF has no types
+class UpstreamUnavailableError(APIException):
     status_code = status.HTTP_502_BAD_GATEWAY
     default_detail = "The upstream could not be listed."
     default_code = "upstream_unavailable"
@@ -815,7 +825,7 @@ def _sync_outcome(tools: SyncOutcome, items: SyncOutcome) -> dict[str, Any]:
     } | {"skipped": [*tools.skipped, *items.skipped]}
 
 
-class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # type: ignore[misc]  # DRF has no types
+class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet[CallLog]):
     """The call log, with the filters of /audit/ (the client program's name and version,
     user, OAuth client by id or name, "failed" as status, quick ranges...); payloads need
     "Can see recorded arguments and results"."""
@@ -832,7 +842,7 @@ class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # type: igno
         the ``X-Read-Source`` header): every action here only reads."""
         return super().dispatch(request, *args, **kwargs)
 
-    def filter_queryset(self, queryset: QuerySet[CallLog]) -> QuerySet[CallLog]:
+    def filter_queryset(self, queryset: QuerySet[CallLog, Any]) -> QuerySet[CallLog, Any]:
         form = CallFilterForm(self.request.query_params, user=self.request.user)
         if not form.is_valid():
             raise ValidationError(form.errors.get_json_data())
@@ -870,7 +880,7 @@ class CallLogViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # type: igno
         )
 
 
-class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # type: ignore[misc]  # DRF has no types
+class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet[BackgroundCall]):
     """Background tool calls and MCP tasks (``?is_task=true``)."""
 
     queryset = BackgroundCall.objects.select_related("endpoint", "tool")
@@ -888,9 +898,9 @@ class BackgroundCallViewSet(ApiViewMixin, viewsets.ReadOnlyModelViewSet):  # typ
 
 class SessionViewSet(
     ApiViewMixin,
-    mixins.ListModelMixin,  # type: ignore[misc]  # DRF has no types
-    mixins.RetrieveModelMixin,  # type: ignore[misc]
-    viewsets.GenericViewSet,  # type: ignore[misc]
+    mixins.ListModelMixin,
+    mixins.RetrieveModelMixin,
+    viewsets.GenericViewSet[Session],
 ):
     queryset = Session.objects.select_related("endpoint", "user")
     serializer_class = s.SessionSerializer
@@ -935,13 +945,13 @@ class CatalogJsonParser(parsers.JsonParser):
         return data
 
 
-class IconViewSet(ApiViewMixin, viewsets.GenericViewSet):  # type: ignore[misc]  # DRF has no types
+class IconViewSet(ApiViewMixin, viewsets.GenericViewSet[IconImage]):
     """Uploads an icon (README.md, "Icons"): its bytes, base64 in JSON, are checked as an
     admin upload is and stored once; the answer is the ``Icon`` to put in a row's ``icons``."""
 
     queryset = IconImage.objects.none()
 
-    def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer:
+    def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer[Any]:
         return s.IconUploadSerializer(*args, **kwargs)
 
     @extend_schema(
@@ -957,7 +967,7 @@ class IconViewSet(ApiViewMixin, viewsets.GenericViewSet):  # type: ignore[misc] 
         return Response(shown, status=status.HTTP_201_CREATED)
 
 
-class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):  # type: ignore[misc]  # DRF has no types
+class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):
     """Whole-catalog export and import (the ``mcp_export`` / ``mcp_import`` commands)."""
 
     queryset = Endpoint.objects.none()
@@ -966,7 +976,7 @@ class CatalogViewSet(ApiViewMixin, viewsets.ViewSet):  # type: ignore[misc]  # D
     action_permissions: dict[str, list[str]] = {"export": [], "import_": []}
     parser_classes = [CatalogJsonParser, parsers.FormParser, parsers.MultiPartParser]
 
-    def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer:
+    def get_serializer(self, *args: Any, **kwargs: Any) -> BaseSerializer[Any]:
         return s.CatalogImportSerializer(*args, **kwargs)
 
     @extend_schema(
