@@ -34,7 +34,9 @@ from channels_redis.core import RedisChannelLayer
 
 SCHEME = "redis+sentinel"
 DEFAULT_SENTINEL_PORT = 26379
-# How long asking one sentinel may take when the caller gives no socket timeout.
+# How long asking one sentinel may take: the caller's own connect timeout when it is shorter.
+# A sentinel answers a tiny question; a longer wait (the channel layer's 5 s connect timeout)
+# would only make a hung first sentinel cost that much on every client made afresh.
 SENTINEL_TIMEOUT_SECONDS = 1.0
 # How often a client retries one sentinel that failed it: never, since asking the next
 # sentinel is the retry. redis-py's default (10 retries with pauses growing to 1 s) made each
@@ -141,9 +143,9 @@ def parse(url: str) -> SentinelTarget | None:
     )
 
 
-def _sentinel_wait(kwargs: dict[str, Any]) -> float | None:
+def _sentinel_wait(kwargs: dict[str, Any]) -> float:
     wait = kwargs.get("socket_connect_timeout") or kwargs.get("socket_timeout")
-    return float(wait) if wait is not None else None
+    return SENTINEL_TIMEOUT_SECONDS if wait is None else min(float(wait), SENTINEL_TIMEOUT_SECONDS)
 
 
 class _SyncMasterClient(redis.Redis):

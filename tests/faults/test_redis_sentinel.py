@@ -5,7 +5,7 @@ A real group on loopback ports: a master, one replica (``--replicaof``) and thre
 limiter's own client (``services/resp.py``) finds the master again after the master is
 killed together with the first sentinel the URL names (the two left still make a quorum and a
 majority, and the client asks past the dead one); every client the settings make asks a dead
-sentinel once, and a worker whose first sentinel hangs still ends its calls; a web process and
+sentinel once, and a worker whose first sentinels hang still ends its calls; a web process and
 a Celery worker given only a ``redis+sentinel://`` URL serve rate-limited calls, background
 calls whose progress crosses the channel layer on an SSE stream, and pushed catalog edits,
 before and after ``SENTINEL FAILOVER`` and before and after the master is killed together with
@@ -510,16 +510,20 @@ async def test_a_background_call_outlives_a_slow_channel_layer_join(
     fault_stack: FaultStack,
     web_process: Callable[..., WebProcess],
 ) -> None:
-    """A worker whose first sentinel hangs (accepts, never answers) joins a call's control
-    group only after that sentinel's timeout (5 s for the channel layer), longer than
+    """A worker whose first sentinels hang (accept, never answer) joins a call's control
+    group only after their timeouts (1 s each: four cost 4 s), longer than
     ``MCP_BACKGROUND_LOST_AFTER_SECONDS`` here (3 s): the heartbeat is written meanwhile, so
     the call is not settled as lost while it runs, and its result comes back."""
     await asyncio.to_thread(run_manage, fault_stack.env, "shell", "-c", SEED)
     sentinel_group.wait_settled()
-    with socket.socket() as silent:
-        silent.bind(("127.0.0.1", 0))
-        silent.listen(64)  # connections complete in the backlog and are never read
-        hung = sentinel_group.url.replace("://", f"://127.0.0.1:{silent.getsockname()[1]},", 1)
+    with contextlib.ExitStack() as stack:
+        hung_ports = []
+        for _ in range(4):
+            silent = stack.enter_context(socket.socket())
+            silent.bind(("127.0.0.1", 0))
+            silent.listen(64)  # connections complete in the backlog and are never read
+            hung_ports.append(f"127.0.0.1:{silent.getsockname()[1]}")
+        hung = sentinel_group.url.replace("://", f"://{','.join(hung_ports)},", 1)
         env = {"REDIS_URL": hung, "CELERY_BROKER_URL": sentinel_group.url}
         with celery_worker(extra_env={**fault_stack.env, **env}):
             web = web_process("uvicorn", {**env, "REDIS_URL": sentinel_group.url})

@@ -60,6 +60,22 @@ def test_kombu_gets_one_sentinel_url_each_and_the_master_as_an_option() -> None:
     assert options["sentinel_kwargs"]["password"] == "spw"
 
 
+@pytest.mark.parametrize(
+    ("given", "asked"),
+    [({"socket_timeout": 30, "socket_connect_timeout": 5}, 1.0), ({"socket_timeout": 0.25}, 0.25),
+     ({}, 1.0)],
+)  # fmt: skip
+def test_a_sentinel_is_asked_within_a_second_or_the_callers_shorter_timeout(
+    given: dict[str, float], asked: float
+) -> None:
+    # The channel layer connects to the master within 5 s; a hung sentinel must not cost that
+    # on each client a worker makes afresh.
+    host = redis_sentinel.channel_layer_host("redis+sentinel://h1,h2/main", **given)
+    options = host["sentinel_kwargs"]
+    assert (options["socket_timeout"], options["socket_connect_timeout"]) == (asked, asked)
+    assert host.get("socket_connect_timeout") == given.get("socket_connect_timeout")
+
+
 SHOW = (
     "import json; from django.conf import settings as s; print(json.dumps({"
     "'layer': s.CHANNEL_LAYERS['default'], 'cache': s.CACHES['default'],"
