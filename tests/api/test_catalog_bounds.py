@@ -21,6 +21,7 @@ from mcp_app.models import Tool
 from mcp_app.services.catalog_io import (
     MAX_DEPTH,
     CatalogFormatError,
+    catalog_check_bounds,
     catalog_import,
     catalog_parse,
 )
@@ -181,3 +182,22 @@ def test_a_refused_format_value_is_named_by_its_type_not_echoed() -> None:
     assert str(raised.value) == (
         "format: expected 'mcphost-catalog/2' or 'mcphost-catalog/1', got a value of type list."
     )
+
+
+def test_checking_the_bounds_holds_no_memory_per_value_still_to_visit(settings: Settings) -> None:
+    # A long list was checked by stacking an entry per item: 70 MB for a million.
+    settings.MCP_CATALOG_MAX_VALUES = 200_005  # the mapping, 2 keys, 2 values, 2 a tool
+    empty: dict[str, Any] = {}
+    document = {"format": "mcphost-catalog/1", "tools": [[empty]] * 100_000}
+
+    tracemalloc.start()
+    try:
+        catalog_check_bounds(document)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert peak < 100 * 1024
+    document["tools"].append([])
+    with pytest.raises(CatalogFormatError, match="more than 200005 values"):
+        catalog_check_bounds(document)
