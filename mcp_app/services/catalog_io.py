@@ -794,6 +794,7 @@ def _read_events(text: str) -> Any:  # noqa: C901 (one loop over the events, kep
     building = True
     root: Any = None
     key: Any = _LOADED  # the key read of the innermost mapping, its value not yet
+    keys: dict[str, str] = {}
     opened: tuple[str | None, int] | None = None  # a list or mapping begun: anchor, values before
     loader = _LibyamlLoader(text)
     resolve: Callable[[type[yaml.Node], str, tuple[bool, bool]], str] = loader.resolve
@@ -885,6 +886,9 @@ def _read_events(text: str) -> Any:  # noqa: C901 (one loop over the events, kep
                     key = _LOADED
                 elif type(value) is list or type(value) is dict:
                     building = False  # a key PyYAML refuses as unhashable
+                elif type(value) is str:
+                    # Each key's text once, however many mappings repeat it, as json does.
+                    key = keys.setdefault(value, value)
                 else:
                     key = value
             if opened is not None:

@@ -88,6 +88,8 @@ FALLBACK_TEXTS = [
     "a: b: c\n",
     "a:\n\t- tab\n",
     "a: \x00\n",
+    # Equal keys of other types in other mappings stay each its own.
+    "- {1: a, name: x}\n- {true: b, name: y}\n- {1.0: c}\n",
 ]
 
 
@@ -102,6 +104,9 @@ def test_the_libyaml_reader_gives_the_pure_python_readers_values() -> None:
     assert new["non_ascii"]["clé"] == "☃ é 中文 \U0001f600"
     assert new["duplicate"] == "second"
     assert new["anchors"]["again"] is new["anchors"]["schema"]
+    # A key repeated in many mappings is held once (a catalog repeats a few dozen keys).
+    one, two = catalog_yaml_load("- {type: 1}\n- {type: 2}\n")
+    assert next(iter(one)) is next(iter(two))
     # Built from the events, not handed to libyaml's loader.
     assert catalog_io._read_events(TEXT) is not catalog_io._LOADED
 
