@@ -3,20 +3,25 @@ unchanged, and exported.
 
 Usage (from the project root, after ``python3 dev.py test`` or ``run`` made .venv):
 
-    .venv/bin/python bench/catalog_bulk.py [--tools 10000] [--endpoints 10] [--profile PHASE]
+    .venv/bin/python bench/catalog_bulk.py [--tools 10000] [--endpoints 10] [--format yaml]
+        [--profile PHASE]
 
 Starts a throwaway PostgreSQL (scripts/services.py) and migrates. Writes a generated document
 (``--tools`` template tools, each with an input schema of its own, spread over
-``--endpoints`` endpoints, a group allowed on every tenth), then runs each phase in a fresh
-Python process, as ``manage.py mcp_import`` / ``mcp_export`` would, and prints one JSON line
-per phase: the seconds the import or export took inside the process (Django set up before the
-clock starts) and the process's CPU seconds over them, its peak resident memory, the 1-minute
-load average at the end, and the changes reported:
+``--endpoints`` endpoints, a group allowed on every tenth) as a ``--format`` file, then runs
+each phase in a fresh Python process, as ``manage.py mcp_import`` / ``mcp_export`` would, and
+prints one JSON line per phase: the seconds the phase took inside the process (Django set up
+before the clock starts) and the process's CPU seconds over them, its peak resident memory,
+the 1-minute load average at the end, and the changes reported:
 
-- ``import``: the document into the empty catalog;
-- ``reimport``: the same document again (no change);
-- ``export``: the whole catalog to YAML, streamed as ``mcp_export`` writes it (also the
-  seconds until its first piece of text).
+- ``import``: the file into the empty catalog, read as ``mcp_import`` reads it (its bytes,
+  ``catalog_parse``, ``catalog_import``; also the seconds and CPU seconds of the read alone,
+  and the values the document holds, as ``MCP_CATALOG_MAX_VALUES`` counts them);
+- ``reimport``: the same file again (no change);
+- ``export``: the whole catalog, streamed as ``mcp_export`` writes it, to a file in the same
+  format (also the seconds until its first piece of text);
+- ``reimport-export``: that export read back (no change): an export imports with the
+  default bounds.
 
 ``--profile import`` (or another phase) runs that phase under cProfile and prints the 30
 most expensive functions by cumulative time instead. Run it on a quiet machine.
@@ -40,7 +45,7 @@ sys.path.insert(0, str(ROOT))
 
 from scripts import services  # noqa: E402
 
-PHASES = ("import", "reimport", "export")
+PHASES = ("import", "reimport", "export", "reimport-export")
 
 
 def document(tools: int, endpoints: int) -> dict[str, object]:
@@ -77,27 +82,62 @@ def document(tools: int, endpoints: int) -> dict[str, object]:
     }
 
 
+def dump(document: dict[str, object], fmt: str) -> str:
+    """``document`` as ``catalog_io.catalog_dump`` writes it (without Django set up)."""
+    from mcp_app.services import catalog_yaml
+
+    if fmt == "json":
+        return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
+    return catalog_yaml.dump(document)
+
+
+def values(document: object) -> int:
+    """The values ``document`` holds, as ``catalog_check_bounds`` counts them."""
+    count, stack = 0, [document]
+    while stack:
+        item = stack.pop()
+        count += 1
+        if isinstance(item, dict):
+            stack.extend(part for pair in item.items() for part in pair)
+        elif isinstance(item, list):
+            stack.extend(item)
+    return count
+
+
 def phase(name: str, path: str, profile: bool) -> None:
     """One phase in this (fresh) process; prints its JSON line."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "mcpsite.settings")
     import django
 
     django.setup()
-    from mcp_app.services.catalog_io import catalog_export_text, catalog_import
+    from mcp_app.services.catalog_io import catalog_export_text, catalog_import, catalog_parse
+
+    fmt = Path(path).suffix[1:]
+    exported = Path(path).with_name(f"export.{fmt}")
 
     def run() -> dict[str, object]:
         if name == "export":
-            # As mcp_export and the API stream it: the pieces are counted and let go.
+            # As mcp_export writes it: each piece written as it comes, then let go.
             started = time.perf_counter()
             first: float | None = None
             size = 0
-            for piece in catalog_export_text():
-                if first is None:
-                    first = time.perf_counter() - started
-                size += len(piece)
+            with exported.open("w", encoding="utf-8") as out:
+                for piece in catalog_export_text(fmt=fmt):
+                    if first is None:
+                        first = time.perf_counter() - started
+                    out.write(piece)
+                    size += len(piece)
             return {"bytes": size, "first_piece_seconds": round(first or 0, 3)}
-        report = catalog_import(document=json.loads(Path(path).read_text()))
-        return {"changes": len(report.changes)}
+        # As mcp_import reads its file: bytes, parsed (bounds checked), then imported.
+        started, cpu_started = time.perf_counter(), time.process_time()
+        source = exported if name == "reimport-export" else Path(path)
+        document = catalog_parse(source.read_bytes(), fmt=fmt)
+        read = {
+            "read_seconds": round(time.perf_counter() - started, 2),
+            "read_cpu_seconds": round(time.process_time() - cpu_started, 2),
+        }
+        report = catalog_import(document=document)
+        return {**read, "changes": len(report.changes), "values": values(document)}
 
     if profile:
         import cProfile
@@ -131,6 +171,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tools", type=int, default=10_000)
     parser.add_argument("--endpoints", type=int, default=10)
+    parser.add_argument("--format", choices=("yaml", "json"), default="yaml")
     parser.add_argument("--profile", choices=PHASES, help="profile this phase instead")
     parser.add_argument("--phase", choices=PHASES, help=argparse.SUPPRESS)
     parser.add_argument("--file", help=argparse.SUPPRESS)
@@ -152,8 +193,8 @@ def main() -> None:
         setup += "Group.objects.create(name='bulk-callers')"
         subprocess.run([python, "manage.py", "shell", "-c", setup], cwd=ROOT, env=env, check=True)
         folder = Path(stack.enter_context(tempfile.TemporaryDirectory()))
-        path = folder / "catalog.json"
-        path.write_text(json.dumps(document(args.tools, args.endpoints)))
+        path = folder / f"catalog.{args.format}"
+        path.write_text(dump(document(args.tools, args.endpoints), args.format))
         for name in PHASES:
             command = [python, __file__, "--phase", name, "--file", str(path)]
             if args.profile:

@@ -78,7 +78,7 @@ class McpConf:
     # and the most values it may hold once YAML aliases are expanded (each use of an alias
     # counts its whole value again). Both are checked while reading, before any other work.
     MCP_CATALOG_MAX_BYTES: int = 32 * 1024 * 1024
-    MCP_CATALOG_MAX_VALUES: int = 250_000
+    MCP_CATALOG_MAX_VALUES: int = 1_000_000
     # Template tool output cap, in characters.
     MCP_TEMPLATE_MAX_OUTPUT: int = 1024 * 1024
     # HTTP tools: seconds per attempt unless the tool sets "timeout".

@@ -26,9 +26,17 @@ import gc
 import hashlib
 import itertools
 import json
-from collections.abc import AsyncIterator, Collection, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Callable,
+    Collection,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 from asgiref.sync import sync_to_async
@@ -702,17 +710,192 @@ class _Loader(yaml.SafeLoader):
     def _count(self, values: int, line: int) -> None:
         self.values += values
         if self.values > self.values_limit:
-            raise CatalogFormatError(
-                f"Line {line}: the document holds more than {self.values_limit} values "
-                "(an alias counts every value of its anchor again); MCP_CATALOG_MAX_VALUES "
-                "sets the limit."
-            )
+            raise _too_many_values(self.values_limit, line)
 
 
 _Loader.yaml_implicit_resolvers = {
     first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:timestamp"]
     for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
 }
+
+# libyaml's loader when PyYAML has it. Typed as the pure-Python class: both are a SafeLoader.
+if TYPE_CHECKING:
+    _CSafeLoader = yaml.SafeLoader
+else:
+    _CSafeLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _LibyamlLoader(_CSafeLoader):
+    """``_Loader``'s values (dates read as strings) on libyaml's parser and composer, which
+    take no per-node hook: ``_read_events`` bounds the text first."""
+
+
+_LibyamlLoader.yaml_implicit_resolvers = dict(_Loader.yaml_implicit_resolvers)
+
+# The values ``_read_events`` builds itself; any other tag (a merge key, a set, binary, an
+# explicit timestamp, an unknown one) makes it leave the document to ``_LibyamlLoader``.
+_STR_TAG = "tag:yaml.org,2002:str"
+_SCALAR_TAGS = frozenset(f"tag:yaml.org,2002:{name}" for name in ("int", "float", "bool", "null"))
+_COLLECTION_TAGS = {
+    yaml.SequenceStartEvent: "tag:yaml.org,2002:seq",
+    yaml.MappingStartEvent: "tag:yaml.org,2002:map",
+}
+_LOADED = object()  # what _read_events returns when it leaves the document to the load
+
+
+def catalog_yaml_load(text: str, *, libyaml: bool = yaml.__with_libyaml__) -> Any:
+    """Return the value of the YAML document ``text``, its values bounded as ``_Loader``
+    bounds them (``MCP_CATALOG_MAX_VALUES`` with aliases expanded, ``MAX_DEPTH``, no alias
+    inside its own anchor) before more than that many are built.
+
+    With libyaml, ``_read_events`` builds the value from libyaml's events as it counts
+    them: 10,000 tools are read in a fraction of the pure-Python loader's time
+    (docs/performance.md). Without libyaml (or ``libyaml=False``), ``_Loader`` counts while
+    composing. Both give the same values and the same refusals.
+
+    Raises:
+        CatalogFormatError: a bound is broken.
+        yaml.YAMLError: the text is not YAML, or not one document.
+    """
+    if not libyaml:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
+    value = _read_events(text)
+    if value is _LOADED:
+        return yaml.load(text, Loader=_LibyamlLoader)  # noqa: S506 (a SafeLoader)
+    return value
+
+
+def _too_many_values(limit: int, line: int) -> CatalogFormatError:
+    return CatalogFormatError(
+        f"Line {line}: the document holds more than {limit} values (an alias counts every "
+        "value of its anchor again); MCP_CATALOG_MAX_VALUES sets the limit."
+    )
+
+
+def _read_events(text: str) -> Any:  # noqa: C901 (one loop over the events, kept together)
+    """Build the value of ``text`` from libyaml's events, refusing it where
+    ``_Loader.compose_node`` would, with its messages; or return ``_LOADED``.
+
+    Strings, numbers, booleans and nulls (resolved and constructed by
+    ``_LibyamlLoader``'s own resolver and constructors), lists, and mappings with such keys
+    are built here; an alias is its anchor's value (the same object, as PyYAML gives). At
+    anything else building stops and counting goes on to the end: ``_LOADED`` then says
+    that ``_LibyamlLoader`` is to load the text, now known to be within the bounds. What
+    only composing finds (an undefined alias, a duplicate anchor, a second document)
+    returns ``_LOADED`` at once: the load refuses it there, before building anything.
+    """
+    limit = get_conf().MCP_CATALOG_MAX_VALUES
+    values = depth = documents = 0
+    held: dict[str, int] = {}  # anchor -> values it holds, once read
+    built: dict[str, Any] = {}  # anchor -> its value, once read
+    started: set[str] = set()  # anchors read or being read
+    # Each open list or mapping: its anchor, the values before it, its value.
+    open_nodes: list[tuple[str | None, int, Any]] = []
+    building = True
+    root: Any = None
+    key: Any = _LOADED  # the key read of the innermost mapping, its value not yet
+    keys: dict[str, str] = {}
+    opened: tuple[str | None, int] | None = None  # a list or mapping begun: anchor, values before
+    loader = _LibyamlLoader(text)
+    resolve: Callable[[type[yaml.Node], str, tuple[bool, bool]], str] = loader.resolve
+    constructors = loader.yaml_constructors
+    get_event: Callable[[], yaml.Event] = loader.get_event
+    try:
+        while True:
+            event: Any = get_event()
+            kind = type(event)
+            value: Any
+            if kind is yaml.AliasEvent:
+                line = event.start_mark.line + 1
+                count = held.get(event.anchor)
+                if count is None:
+                    if event.anchor in started:
+                        raise CatalogFormatError(
+                            f"Line {line}: an alias is used inside its own anchor."
+                        )
+                    return _LOADED  # an undefined alias
+                values += count
+                if values > limit:
+                    raise _too_many_values(limit, line)
+                if not building:
+                    continue
+                value = built[event.anchor]
+            elif kind is yaml.SequenceEndEvent or kind is yaml.MappingEndEvent:
+                anchor, before, value = open_nodes.pop()
+                depth -= 1
+                if anchor is not None:
+                    held[anchor] = values - before
+                    built[anchor] = value
+                continue
+            elif kind is yaml.ScalarEvent or kind in _COLLECTION_TAGS:
+                line = event.start_mark.line + 1
+                if depth >= MAX_DEPTH:
+                    raise CatalogFormatError(
+                        f"Line {line}: values nest deeper than {MAX_DEPTH} levels."
+                    )
+                values += 1
+                if values > limit:
+                    raise _too_many_values(limit, line)
+                anchor = event.anchor
+                if anchor is not None:
+                    if anchor in started:
+                        return _LOADED  # a duplicate anchor
+                    started.add(anchor)
+                tag = event.tag
+                if kind is yaml.ScalarEvent:
+                    if anchor is not None:
+                        held[anchor] = 1
+                    if not building:
+                        continue
+                    if tag is None or tag == "!":
+                        tag = resolve(yaml.ScalarNode, event.value, event.implicit)
+                    if tag == _STR_TAG:
+                        value = event.value
+                    elif tag in _SCALAR_TAGS:
+                        node = yaml.ScalarNode(tag, event.value, event.start_mark, event.end_mark)
+                        value = constructors[tag](loader, node)
+                    else:
+                        building = False
+                        continue
+                    if anchor is not None:
+                        built[anchor] = value
+                else:
+                    depth += 1
+                    if tag is not None and tag != "!" and tag != _COLLECTION_TAGS[kind]:
+                        building = False
+                    value = ([] if kind is yaml.SequenceStartEvent else {}) if building else None
+                    opened = anchor, values - 1
+            elif kind is yaml.DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    return _LOADED  # a second document
+                continue
+            elif kind is yaml.StreamEndEvent:
+                return root if building else _LOADED
+            else:
+                continue
+            if building:
+                # The value read goes into its list or mapping (as a key when none is
+                # pending), or is the document's.
+                if not open_nodes:
+                    root = value
+                elif type(parent := open_nodes[-1][2]) is list:
+                    parent.append(value)
+                elif key is not _LOADED:
+                    parent[key] = value
+                    key = _LOADED
+                elif type(value) is list or type(value) is dict:
+                    building = False  # a key PyYAML refuses as unhashable
+                elif type(value) is str:
+                    # Each key's text once, however many mappings repeat it, as json does.
+                    key = keys.setdefault(value, value)
+                else:
+                    key = value
+            if opened is not None:
+                open_nodes.append((*opened, value if building else None))
+                opened = None
+    finally:
+        loader.dispose()
 
 
 def catalog_dump(document: Mapping[str, Any], *, fmt: str = "yaml") -> str:
@@ -837,8 +1020,9 @@ def catalog_parse(text: str | bytes, *, fmt: str | None = None) -> dict[str, Any
 
     The text may be at most ``MCP_CATALOG_MAX_BYTES`` long (a reader may pass that many bytes
     plus one, and never more need be read); its values are bounded as ``catalog_check_bounds``
-    says, YAML aliases counted expanded while composing, before anything is built. Refusals
-    name the rule broken and never echo the document.
+    says, YAML's counted as they are read (``catalog_yaml_load``: aliases expanded), so no
+    more than the bound is ever built. Refusals name the rule broken and never echo the
+    document.
 
     Raises:
         CatalogFormatError: the text is neither, too large, or not a catalog document.
@@ -859,7 +1043,7 @@ def catalog_parse(text: str | bytes, *, fmt: str | None = None) -> dict[str, Any
         if fmt == "json" or (fmt is None and text.lstrip().startswith("{")):
             document = json.loads(text)
         else:
-            document = yaml.load(text, Loader=_Loader)  # noqa: S506 (a SafeLoader)
+            document = catalog_yaml_load(text)
     except RecursionError:
         raise CatalogFormatError(f"Values nest deeper than {MAX_DEPTH} levels.") from None
     except (ValueError, yaml.YAMLError) as exc:
@@ -959,28 +1143,34 @@ def catalog_check_bounds(value: Any) -> None:
     by several places counted at each) or nests deeper than ``MAX_DEPTH``.
 
     The walk is iterative and stops at the first value past a bound, so neither a huge nor a
-    self-containing value is ever expanded.
+    self-containing value is ever expanded. It holds one iterator per level it is in, not
+    the values still to visit (a million-item list would otherwise take about 70 MB more
+    while it is checked).
 
     Raises:
         CatalogFormatError: a bound is broken.
     """
     limit = get_conf().MCP_CATALOG_MAX_VALUES
     count = 0
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
+    end = object()
+    levels: list[Iterator[Any]] = [iter((value,))]  # the stack's length is the depth
+    while levels:
+        item = next(levels[-1], end)
+        if item is end:
+            levels.pop()
+            continue
         count += 1
         if count > limit:
             raise CatalogFormatError(
                 f"The document holds more than {limit} values; MCP_CATALOG_MAX_VALUES sets "
                 "the limit."
             )
-        if depth > MAX_DEPTH:
+        if len(levels) > MAX_DEPTH:
             raise CatalogFormatError(f"Values nest deeper than {MAX_DEPTH} levels.")
         if isinstance(item, dict):
-            stack.extend((part, depth + 1) for pair in item.items() for part in pair)
+            levels.append(itertools.chain.from_iterable(item.items()))
         elif isinstance(item, list):
-            stack.extend((part, depth + 1) for part in item)
+            levels.append(iter(item))
 
 
 # ---------------------------------------------------------------------------------- import

@@ -17,12 +17,17 @@ from django.core.management import CommandError, call_command
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
+from mcp_app.conf import get_conf
 from mcp_app.models import Tool
 from mcp_app.services.catalog_io import (
     MAX_DEPTH,
     CatalogFormatError,
+    catalog_check_bounds,
+    catalog_dump,
+    catalog_export,
     catalog_import,
     catalog_parse,
+    catalog_with_end,
 )
 from tests.api.conftest import CATALOG_PERMISSIONS
 
@@ -181,3 +186,69 @@ def test_a_refused_format_value_is_named_by_its_type_not_echoed() -> None:
     assert str(raised.value) == (
         "format: expected 'mcphost-catalog/2' or 'mcphost-catalog/1', got a value of type list."
     )
+
+
+def test_checking_the_bounds_holds_no_memory_per_value_still_to_visit(settings: Settings) -> None:
+    # A long list was checked by stacking an entry per item: 70 MB for a million.
+    settings.MCP_CATALOG_MAX_VALUES = 200_005  # the mapping, 2 keys, 2 values, 2 a tool
+    empty: dict[str, Any] = {}
+    document = {"format": "mcphost-catalog/1", "tools": [[empty]] * 100_000}
+
+    tracemalloc.start()
+    try:
+        catalog_check_bounds(document)
+        _current, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+
+    assert peak < 100 * 1024
+    document["tools"].append([])
+    with pytest.raises(CatalogFormatError, match="more than 200005 values"):
+        catalog_check_bounds(document)
+
+
+def generated(tools: range) -> dict[str, Any]:
+    """Template tools, each with an input schema of its own, as bench/catalog_bulk.py makes."""
+    return {
+        "format": "mcphost-catalog/1",
+        "endpoints": [{"slug": "bulk", "title": "Bulk", "auth_mode": "public"}],
+        "tools": [
+            {
+                "name": f"tool_{n:05d}",
+                "description": f"Generated tool {n}: says hello to a name.",
+                "kind": "template",
+                "config": {"template": "Hello {{ name }} from tool " + str(n)},
+                "input_schema": {
+                    "type": "object",
+                    "properties": {
+                        "name": {"type": "string", "maxLength": 64, "description": f"Tool {n}."}
+                    },
+                    "required": ["name"],
+                },
+                "endpoints": ["bulk"],
+                "allowed_groups": ["bulk-callers"] if n % 10 == 0 else [],
+            }
+            for n in tools
+        ],
+    }
+
+
+def values(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + sum(values(key) + values(item) for key, item in value.items())
+    if isinstance(value, list):
+        return 1 + sum(values(item) for item in value)
+    return 1
+
+
+@pytest.mark.django_db
+def test_the_default_value_bound_takes_an_export_of_ten_thousand_tools() -> None:
+    # Measured on 10 and 20 tools, and extrapolated: an exported tool writes every field.
+    catalog_import(document=generated(range(10)))
+    ten = values(catalog_parse(catalog_dump(catalog_with_end(catalog_export()))))
+    catalog_import(document=generated(range(20)))
+    twenty = values(catalog_parse(catalog_dump(catalog_with_end(catalog_export()))))
+    per_tool = (twenty - ten) / 10
+
+    assert per_tool >= 60
+    assert ten + (10_000 - 10) * per_tool <= get_conf().MCP_CATALOG_MAX_VALUES
