@@ -17,6 +17,7 @@ from django.core.management import CommandError, call_command
 from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
+from bench import catalog_bulk
 from mcp_app.conf import get_conf
 from mcp_app.models import Tool
 from mcp_app.services.catalog_io import (
@@ -207,32 +208,6 @@ def test_checking_the_bounds_holds_no_memory_per_value_still_to_visit(settings: 
         catalog_check_bounds(document)
 
 
-def generated(tools: range) -> dict[str, Any]:
-    """Template tools, each with an input schema of its own, as bench/catalog_bulk.py makes."""
-    return {
-        "format": "mcphost-catalog/1",
-        "endpoints": [{"slug": "bulk", "title": "Bulk", "auth_mode": "public"}],
-        "tools": [
-            {
-                "name": f"tool_{n:05d}",
-                "description": f"Generated tool {n}: says hello to a name.",
-                "kind": "template",
-                "config": {"template": "Hello {{ name }} from tool " + str(n)},
-                "input_schema": {
-                    "type": "object",
-                    "properties": {
-                        "name": {"type": "string", "maxLength": 64, "description": f"Tool {n}."}
-                    },
-                    "required": ["name"],
-                },
-                "endpoints": ["bulk"],
-                "allowed_groups": ["bulk-callers"] if n % 10 == 0 else [],
-            }
-            for n in tools
-        ],
-    }
-
-
 def values(value: Any) -> int:
     if isinstance(value, dict):
         return 1 + sum(values(key) + values(item) for key, item in value.items())
@@ -244,9 +219,9 @@ def values(value: Any) -> int:
 @pytest.mark.django_db
 def test_the_default_value_bound_takes_an_export_of_ten_thousand_tools() -> None:
     # Measured on 10 and 20 tools, and extrapolated: an exported tool writes every field.
-    catalog_import(document=generated(range(10)))
+    catalog_import(document=catalog_bulk.document(tools=10, endpoints=1))
     ten = values(catalog_parse(catalog_dump(catalog_with_end(catalog_export()))))
-    catalog_import(document=generated(range(20)))
+    catalog_import(document=catalog_bulk.document(tools=20, endpoints=1))
     twenty = values(catalog_parse(catalog_dump(catalog_with_end(catalog_export()))))
     per_tool = (twenty - ten) / 10
 
