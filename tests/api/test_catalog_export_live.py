@@ -51,6 +51,9 @@ def server(django_db_setup: None, django_db_blocker: Any) -> Iterator[dict[str, 
 def open_transactions() -> list[tuple[Any, ...]]:
     """The server's connections inside a transaction (or running a statement)."""
     with connection.cursor() as cursor:
+        # The test runs in a transaction, and PostgreSQL keeps the first view of
+        # pg_stat_activity for the rest of it: without this every poll saw the first.
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
         cursor.execute(
             "SELECT pid, state, query FROM pg_stat_activity "
             "WHERE application_name = %s AND xact_start IS NOT NULL",
