@@ -93,17 +93,22 @@ class SentinelGroup:
         with contextlib.closing(self.sentinel.client()) as client:
             return int(client.execute_command("SENTINEL", "GET-MASTER-ADDR-BY-NAME", MASTER)[1])
 
-    def replica_port(self) -> int:
-        return next(port for port in self.nodes if port != self.master_port())
+    def replica_port(self, master: int | None = None) -> int:
+        """The node that is not ``master`` (by default, the master a sentinel names now)."""
+        master = self.master_port() if master is None else master
+        return next(port for port in self.nodes if port != master)
 
     def _settled(self) -> bool:
         """The master is a master, the other node replicates from it, and every sentinel up
         knows that replica in good health (a failover needs one) and the other sentinels up
-        (a failover needs a majority of them to agree)."""
-        master = self.master_port()
-        replica = self.replica_port()
+        (a failover needs a majority of them to agree).
+
+        A sentinel started again may name the old master until it hears the new epoch, so
+        the master is asked once per check and a failed question is "not yet"."""
         up = [s for s in self.sentinels if s.port not in self.down]
         try:
+            master = self.master_port()
+            replica = self.replica_port(master)
             with contextlib.closing(self.nodes[master].client()) as client:
                 if client.execute_command("ROLE")[0] != b"master":
                     return False
@@ -148,7 +153,8 @@ class SentinelGroup:
     def failover(self) -> int:
         """``SENTINEL FAILOVER``; returns the new master's port once the group settled."""
         self.wait_settled()
-        old, new = self.master_port(), self.replica_port()
+        old = self.master_port()
+        new = self.replica_port(old)
         with contextlib.closing(self.sentinel.client()) as client:
             client.execute_command("SENTINEL", "FAILOVER", MASTER)
         self.wait_master_is(new)
@@ -407,7 +413,8 @@ def _kill_master(group: SentinelGroup, *, first_sentinel_too: bool = False) -> i
     sentinel the URL names before it: the sentinels left judge the master down after
     ``DOWN_AFTER_MS``, agree, and promote the replica. Returns the killed node's port."""
     group.wait_settled()
-    old, new = group.master_port(), group.replica_port()
+    old = group.master_port()
+    new = group.replica_port(old)
     killed = f"{old}"
     if first_sentinel_too:
         first = group.sentinels[0]
