@@ -65,26 +65,35 @@ async def _post(headers: dict[str, str], body: Any, method: str = "POST") -> Any
 
 
 async def _cancelled_call() -> None:
-    """A 2026-07-28 call whose client goes away while it runs (its stream closed)."""
+    """A 2026-07-28 call whose client goes away while it runs (its stream closed).
+
+    The call asks for log messages at ``info``: the tool's first line ("Sleeping ...") opens
+    the stream, which shows the tool is running; only then does the client go away."""
     from mcpsite.asgi import application
 
     headers, body = _modern("sleep_with_progress", {"seconds": 5, "steps": 5}, 40)
+    body["params"]["_meta"] = {**META, "io.modelcontextprotocol/logLevel": "info"}
     raw = json.dumps(body).encode()
     incoming = [{"type": "http.request", "body": raw, "more_body": False}]
     sent: list[dict[str, Any]] = []
+    running = asyncio.Event()
 
     async def receive() -> dict[str, Any]:
         if incoming:
             return incoming.pop()
-        await asyncio.sleep(0.2)  # the call is running by now; then the client is gone
+        await running.wait()
         return {"type": "http.disconnect"}
 
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
+        if message["type"] == "http.response.body" and message.get("body"):
+            running.set()
 
     async with asyncio.timeout(10):
         await application(http_scope(f"/mcp/{SLUG}", encode_headers(headers)), receive, send)
-    assert not sent  # cancelled before any answer
+    streamed = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    assert b"Sleeping 5 s" in streamed
+    assert b'"result"' not in streamed  # cancelled before its answer
 
 
 async def _traffic() -> None:
@@ -631,7 +640,7 @@ PINNED: list[dict[str, Any]] = [
         "protocol_version": "2026-07-28",
         "session_id": False,
         "http_method": "POST",
-        "http_status": None,
+        "http_status": 200,  # the stream had opened (the log line)
         "message_type": "request",
         "rpc_method": "tools/call",
         "rpc_id": "40",
