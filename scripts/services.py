@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from scripts.installs import installing
+
 # Debian puts each major version's server binaries here, not on PATH.
 PG_BIN_GLOB = "/usr/lib/postgresql/*/bin"
 # The system user that owns clusters on Debian; initdb refuses to run as root.
@@ -39,6 +41,11 @@ STOP_TIMEOUT_SECONDS = 10.0
 START_ATTEMPTS = 3
 
 POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
+POLICY_RC_D_TEXT = "#!/bin/sh\n# Written by mcphost dev.py during apt-get.\nexit 101\n"
+# apt_install's lock (scripts/installs.py): one apt-get at a time among our processes.
+APT_LOCK_HOME = Path(tempfile.gettempdir()) / "mcphost-apt"
+# How long apt-get waits for dpkg's own lock held by a process not ours (unattended-upgrades).
+APT_DPKG_LOCK_WAIT_SECONDS = 300
 
 
 class ServiceError(RuntimeError):
@@ -119,23 +126,29 @@ def apt_install(*packages: str) -> None:
     if not is_root() or shutil.which("apt-get") is None:
         raise ServiceError(f"missing {names}: install it with `sudo apt-get install {names}`")
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = ["apt-get", "install", "-y", "--no-install-recommends", *packages]
-    created_policy = False
-    if not POLICY_RC_D.exists():
-        POLICY_RC_D.write_text("#!/bin/sh\n# Written by mcphost dev.py during apt-get.\nexit 101\n")
-        POLICY_RC_D.chmod(0o755)
-        created_policy = True
-    try:
-        log(f"installing {names} with apt-get")
-        if subprocess.run(install, env=env, stdin=subprocess.DEVNULL).returncode != 0:
-            # A fresh machine often has no or stale package lists.
-            subprocess.run(["apt-get", "update"], env=env, stdin=subprocess.DEVNULL, check=True)
-            subprocess.run(install, env=env, stdin=subprocess.DEVNULL, check=True)
-    except subprocess.CalledProcessError as exc:
-        raise ServiceError(f"apt-get failed to install {names}: {exc}") from exc
-    finally:
-        if created_policy:
-            POLICY_RC_D.unlink(missing_ok=True)
+    wait = f"DPkg::Lock::Timeout={APT_DPKG_LOCK_WAIT_SECONDS}"
+    install = ["apt-get", "-o", wait, "install", "-y", "--no-install-recommends", *packages]
+    # Two test workers may each find a package missing at once (pgbouncer): the second waits
+    # here, then finds it installed (apt-get does nothing) instead of failing on dpkg's lock
+    # or removing the policy file while the first installs.
+    with installing(APT_LOCK_HOME):
+        created_policy = False
+        if not POLICY_RC_D.exists():
+            POLICY_RC_D.write_text(POLICY_RC_D_TEXT)
+            POLICY_RC_D.chmod(0o755)
+            created_policy = True
+        try:
+            log(f"installing {names} with apt-get")
+            if subprocess.run(install, env=env, stdin=subprocess.DEVNULL).returncode != 0:
+                # A fresh machine often has no or stale package lists.
+                update = ["apt-get", "-o", wait, "update"]
+                subprocess.run(update, env=env, stdin=subprocess.DEVNULL, check=True)
+                subprocess.run(install, env=env, stdin=subprocess.DEVNULL, check=True)
+        except subprocess.CalledProcessError as exc:
+            raise ServiceError(f"apt-get failed to install {names}: {exc}") from exc
+        finally:
+            if created_policy:
+                POLICY_RC_D.unlink(missing_ok=True)
 
 
 # --------------------------------------------------------------------------- Chromium

@@ -1,5 +1,6 @@
 """scripts/installs.py: processes that ask for the same install into a shared cache folder at
-once (the pytest-xdist workers sharing ``.cache/``) get one complete install between them.
+once (the pytest-xdist workers sharing ``.cache/``) get one complete install between them, and
+``services.apt_install`` runs one apt-get at a time.
 
 Each process runs a fake installer, not npm: it logs that it started, waits for the test's
 go-ahead on its stdin, then writes the finished install. The test lets the first finish only
@@ -9,10 +10,14 @@ outcome does not depend on timing.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from scripts import services
 from scripts.installs import lock_path
 from tests.support.waiting import wait_until
 
@@ -85,3 +90,61 @@ def test_two_processes_asking_at_once_get_one_complete_install(tmp_path: Path) -
     assert [process.returncode for process in (first, second)] == [0, 0], answers
     assert [out for out, _ in answers] == ["complete\n", "complete\n"]
     assert _starts(home) == 1
+
+
+FAKE_APT_GET = """#!/bin/sh
+# Stands in for apt-get: logs its start, waits for the test's go-ahead file, logs its end.
+echo start >> "{log}"
+tries=0
+while [ ! -e "{go}" ]; do
+    sleep 0.05
+    tries=$((tries + 1))
+    [ "$tries" -gt 600 ] && exit 1
+done
+echo end >> "{log}"
+"""
+
+APT = "from scripts import services; services.apt_install('some-package')"
+
+
+@pytest.mark.skipif(not services.is_root(), reason="apt_install runs only as root")
+def test_two_apt_installs_at_once_run_apt_get_one_after_the_other(tmp_path: Path) -> None:
+    """Two test workers that each find a package missing: the second apt-get waits for the
+    first (dpkg's lock would refuse it) instead of running beside it."""
+    log, go, bin_dir = tmp_path / "apt.log", tmp_path / "go", tmp_path / "bin"
+    bin_dir.mkdir()
+    fake = bin_dir / "apt-get"
+    fake.write_text(FAKE_APT_GET.format(log=log, go=go))
+    fake.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+
+    def ask() -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", APT], cwd=ROOT, env=env, text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+
+    def lines() -> list[str]:
+        return log.read_text().split() if log.exists() else []
+
+    first = ask()
+    second = None
+    try:
+        wait_until(lambda: lines() == ["start"], "the first apt-get running")
+        second = ask()
+        wait_until(
+            lambda: (
+                _waits_for_lock(second.pid, lock_path(services.APT_LOCK_HOME)) or len(lines()) > 1
+            ),
+            "the second install asking",
+        )
+        go.touch()
+        answers = [process.communicate(timeout=60) for process in (first, second)]
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+
+    assert [process.returncode for process in (first, second)] == [0, 0], answers
+    assert lines() == ["start", "end", "start", "end"]
