@@ -21,8 +21,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import contextlib
-import gc
 import hashlib
 import itertools
 import json
@@ -902,8 +900,7 @@ def catalog_dump(document: Mapping[str, Any], *, fmt: str = "yaml") -> str:
     """Return ``document`` as YAML or JSON text."""
     if fmt == "json":
         return json.dumps(document, indent=2, ensure_ascii=False) + "\n"
-    with _collector_paused():
-        return catalog_yaml.dump(dict(document))
+    return catalog_yaml.document_text(dict(document))
 
 
 def catalog_export_text(
@@ -959,20 +956,15 @@ async def catalog_text_async(pieces: Iterator[str]) -> AsyncIterator[str]:
 
 
 def _yaml_pieces(header: dict[str, Any], sections: Iterator[Section]) -> Iterator[str]:
-    # A block sequence under a top-level key is written at column 0, as a top-level
-    # sequence is: each entry reads the same dumped alone in a one-item list.
-    yield catalog_yaml.dump(header)
+    # The writer catalog_dump writes a whole document with (catalog_yaml.document_text).
+    writer = catalog_yaml.Writer()
+    yield "".join(writer.item(key, value) for key, value in header.items())
     end: dict[str, int] = {}
     for section, entries in sections:
         counted = _Counted(entries)
-        for entry in counted:
-            if counted.count == 1:
-                yield f"{section}:\n"
-            yield catalog_yaml.entry_text(entry)
-        if not counted.count:
-            yield f"{section}: []\n"
+        yield from writer.section(section, counted)
         end[section] = counted.count
-    yield catalog_yaml.dump({END: end})
+    yield writer.item(END, end) + writer.end()
 
 
 def _json(value: Any, indent: int) -> str:
@@ -995,24 +987,6 @@ def _json_pieces(header: dict[str, Any], sections: Iterator[Section]) -> Iterato
         yield "\n  ]" if counted.count else "]"
         end[section] = counted.count
     yield f",\n  {_json(END, 0)}: {_json(end, 2)}\n}}\n"
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for the block, then restore it as it was.
-
-    PyYAML's representer builds a node per value (700,000 for 10,000 tools), and the
-    collector's passes over that growing tree were more than half of a large dump's time
-    (docs/performance.md). The tree holds no garbage cycles to collect; reference counting
-    still frees everything else meanwhile, and the pause lasts one dump.
-    """
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def catalog_parse(text: str | bytes, *, fmt: str | None = None) -> dict[str, Any]:

@@ -1,24 +1,28 @@
-"""How a catalog document is written as YAML: the dumper's options, and a writer of one entry.
+"""How a catalog document is written as YAML: the dumper's options, and the writer.
 
 ``dump`` is PyYAML (with libyaml's emitter when it is there) as every catalog text has been
-written. ``entry_text`` writes one entry of a section (``dump([entry])``) to the same bytes
-without building PyYAML's node tree, which was most of a large export's time
+written. ``Writer`` writes a document to the same bytes, whole (``document_text``, which
+``catalog_io.catalog_dump`` uses) or a piece at a time as the export streams it, without
+building PyYAML's node tree, which was most of a large dump's time and memory
 (docs/performance.md): the structure (block mappings and sequences, ``[]`` and ``{}`` for
 empty ones) is written directly, and so is each one-line string of printable characters
 (folded at the width as libyaml folds it), null, booleans and integers. Every other value (a
 multi-line string, one libyaml escapes, a float) is written by PyYAML itself, dumped
 alone in a small document that puts it at the same column and indentation, so nothing here
 guesses how libyaml escapes or indents a block. Anything else (a key that is not a short
-printable-ASCII string, a value of another type) makes the whole entry PyYAML's.
+printable-ASCII string, a value of another type) makes the whole entry, or the whole
+top-level item, PyYAML's.
 
 Only the rules a one-line printable string follows are restated here (when libyaml
-writes it plain, and single-quoted otherwise, and where it folds it);
-``tests/services/test_catalog_yaml.py`` holds them to PyYAML's output over generated values.
+writes it plain, and single-quoted otherwise, and where it folds it), and where libyaml
+ends a document (``Writer``); ``tests/services/test_catalog_yaml.py`` holds them to PyYAML's
+output over generated values and documents.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -56,78 +60,202 @@ def dump(value: Any) -> str:
 
 
 class _Unwritten(Exception):
-    """The entry holds something only PyYAML writes: the whole entry is dumped by it."""
+    """The value holds something only PyYAML writes: the whole item or entry is dumped by it."""
 
 
-def entry_text(entry: Any) -> str:
-    """``dump([entry])``: one entry of a section, as a one-item block sequence."""
-    if type(entry) is not dict or not entry:
-        return dump([entry])
-    parts: list[str] = ["-"]
-    try:
-        _mapping(parts, entry, indent=INDENT, inline=True)
-    except _Unwritten:
-        return dump([entry])
-    parts.append("\n")
+# How libyaml ends a document whose last block scalar kept its trailing line breaks ("|+"):
+# nothing else in the document writes this at its end.
+_OPEN_END = "\n...\n"
+# A block scalar that keeps its breaks: written before a value, it tells whether the value
+# writes a block scalar of its own (which ends the document's open end) or none.
+_KEPT_BREAKS = "x\n\n"
+_NONE = object()
+
+
+class Writer:
+    """A catalog document's YAML, written a piece at a time: ``dump(document)`` to the byte
+    once the pieces are joined. Each top-level key with its value (``item``), or with a list
+    written an entry at a time as the entries come (``section``), then ``end``.
+
+    Each piece is context-free but for one thing, which the writer carries: libyaml ends the
+    document with "..." when the last block scalar written in it kept its trailing breaks
+    ("|+"), however much else follows. A piece dumped alone would carry that "..." in the
+    middle of the document, ending it there.
+    """
+
+    def __init__(self) -> None:
+        self._open_ended = False
+
+    def item(self, key: Any, value: Any) -> str:
+        """``key`` and its ``value``, as a top-level mapping writes them."""
+        open_ended = self._open_ended
+        try:
+            parts = [_key(key), ":"]
+            self._value(parts, value, indent=0, column=len(parts[0]) + 1, in_mapping=True)
+        except _Unwritten:
+            self._open_ended = open_ended
+            return self._pyyaml({key: value})
+        parts.append("\n")
+        return "".join(parts)
+
+    def section(self, key: Any, entries: Iterable[Any]) -> Iterator[str]:
+        """``key`` and the list of its ``entries``, as a top-level mapping writes them: the
+        key's line once the first entry is read, then each entry as it is read (a block
+        sequence under a top-level key is written at column 0, as a top-level one is);
+        ``key: []`` if there is none."""
+        entries = iter(entries)
+        first = next(entries, _NONE)
+        if first is _NONE:
+            yield self.item(key, [])
+            return
+        try:
+            opening = _key(key) + ":\n"
+        except _Unwritten:  # a key PyYAML writes otherwise: the whole list is its
+            yield self.item(key, [first, *entries])
+            return
+        yield opening
+        yield self.entry(first)
+        for entry in entries:
+            yield self.entry(entry)
+
+    def entry(self, entry: Any) -> str:
+        """One entry of a section: ``dump([entry])`` (a one-item block sequence), without
+        the document's end."""
+        open_ended = self._open_ended
+        parts: list[str] = ["-"]
+        try:
+            self._value(parts, entry, indent=0, column=1, in_mapping=False)
+        except _Unwritten:
+            self._open_ended = open_ended
+            return self._pyyaml([entry])
+        parts.append("\n")
+        return "".join(parts)
+
+    def end(self) -> str:
+        """What follows the last piece: "..." after a block scalar that kept its breaks."""
+        return _OPEN_END[1:] if self._open_ended else ""
+
+    def _pyyaml(self, value: Any) -> str:
+        """``value`` (a one-key mapping or a one-item list) dumped by PyYAML, its end cut
+        off and remembered."""
+        text = dump(value)
+        if text.endswith(_OPEN_END):
+            self._open_ended = True
+            return text[: -len(_OPEN_END) + 1]
+        if self._open_ended and not dump([_KEPT_BREAKS, value]).endswith(_OPEN_END):
+            self._open_ended = False  # it wrote a block scalar of its own: the end is closed
+        return text
+
+    def _mapping(
+        self, parts: list[str], value: dict[Any, Any], *, indent: int, inline: bool
+    ) -> None:
+        """A non-empty block mapping whose keys sit at column ``indent``; ``inline``: its
+        first key follows a sequence's "-" on the same line."""
+        margin = "\n" + " " * indent
+        for key, item in value.items():
+            text = _key(key)
+            parts.append(" " if inline else margin)
+            inline = False
+            parts.append(text)
+            parts.append(":")
+            self._value(parts, item, indent=indent, column=indent + len(text) + 1, in_mapping=True)
+
+    def _sequence(self, parts: list[str], value: list[Any], *, indent: int, inline: bool) -> None:
+        """A non-empty block sequence whose "-" sit at column ``indent``."""
+        margin = "\n" + " " * indent
+        for item in value:
+            parts.append(" " if inline else margin)
+            inline = False
+            parts.append("-")
+            self._value(parts, item, indent=indent, column=indent + 1, in_mapping=False)
+
+    def _value(
+        self, parts: list[str], value: Any, *, indent: int, column: int, in_mapping: bool
+    ) -> None:
+        """``value`` after a key's ":" (``in_mapping``) or a sequence's "-", which ends at
+        ``column``; ``indent``: that mapping's or sequence's column."""
+        kind = type(value)
+        if kind is dict or kind is list:
+            if not value:
+                parts.append(" {}" if kind is dict else " []")
+            elif kind is dict:
+                # Under a key: on the next lines, indented. After "-": on the same line.
+                self._mapping(parts, value, indent=indent + INDENT, inline=not in_mapping)
+            elif in_mapping:
+                self._sequence(parts, value, indent=indent, inline=False)  # not indented
+            else:
+                self._sequence(parts, value, indent=indent + INDENT, inline=True)
+            return
+        if value is None:
+            parts.append(" null")
+        elif kind is bool:
+            parts.append(" true" if value else " false")
+        elif kind is int:
+            parts.append(" " + str(value))
+        elif kind is str:
+            text = _line(value)
+            if text is None:
+                parts.append(
+                    self._placed(value, indent=indent, column=column, in_mapping=in_mapping)
+                )
+            elif column + 1 + len(text) <= WIDTH:  # ends within the width: nothing to fold
+                parts.append(" " + text)
+            else:
+                parts.append(_folded(value, quoted=text != value, indent=indent, column=column))
+        elif kind is float:
+            parts.append(self._placed(value, indent=indent, column=column, in_mapping=in_mapping))
+        else:
+            raise _Unwritten
+
+    def _placed(self, value: Any, *, indent: int, column: int, in_mapping: bool) -> str:
+        """``value`` as PyYAML writes it where it stands: dumped in a document that puts it
+        at the same column with the same indentation (under a key of the same length, or
+        after a "-" at the same column), and cut out of it."""
+        if indent % INDENT:
+            raise _Unwritten
+        probe: Any
+        if in_mapping:
+            probe = {"k" * (column - indent - 1): value}
+            prefix = " " * indent + "k" * (column - indent - 1) + ":"
+        else:
+            probe = {"k": [value]}
+            prefix = " " * indent + "k:\n" + " " * indent + "-"
+        for depth in range(indent // INDENT - 1, -1, -1):
+            probe = {"k": probe}
+            prefix = " " * (depth * INDENT) + "k:\n" + prefix
+        text = dump(probe)
+        if not (text.startswith(prefix) and text.endswith("\n")):
+            raise _Unwritten
+        # The value is the probe's one scalar that is not a key "k...": a block scalar
+        # ("|" or ">" first) sets the document's end, "..." if it kept its breaks.
+        if text.endswith(_OPEN_END):
+            self._open_ended = True
+            text = text[: -len(_OPEN_END) + 1]
+        elif text.startswith((" |", " >"), len(prefix)):
+            self._open_ended = False
+        return text[len(prefix) : -1]
+
+
+def document_text(document: Any) -> str:
+    """``dump(document)``: a catalog document (a mapping) written by ``Writer``, a list under
+    a top-level key an entry at a time."""
+    if type(document) is not dict or not document:
+        return dump(document)
+    writer = Writer()
+    parts: list[str] = []
+    for key, value in document.items():
+        if type(value) is list:
+            parts.extend(writer.section(key, value))
+        else:
+            parts.append(writer.item(key, value))
+    parts.append(writer.end())
     return "".join(parts)
 
 
-def _mapping(parts: list[str], value: dict[Any, Any], *, indent: int, inline: bool) -> None:
-    """A non-empty block mapping whose keys sit at column ``indent``; ``inline``: its first
-    key follows a sequence's "-" on the same line."""
-    margin = "\n" + " " * indent
-    for key, item in value.items():
-        text = _key(key)
-        parts.append(" " if inline else margin)
-        inline = False
-        parts.append(text)
-        parts.append(":")
-        _value(parts, item, indent=indent, column=indent + len(text) + 1, in_mapping=True)
-
-
-def _sequence(parts: list[str], value: list[Any], *, indent: int, inline: bool) -> None:
-    """A non-empty block sequence whose "-" sit at column ``indent``."""
-    margin = "\n" + " " * indent
-    for item in value:
-        parts.append(" " if inline else margin)
-        inline = False
-        parts.append("-")
-        _value(parts, item, indent=indent, column=indent + 1, in_mapping=False)
-
-
-def _value(parts: list[str], value: Any, *, indent: int, column: int, in_mapping: bool) -> None:
-    """``value`` after a key's ":" (``in_mapping``) or a sequence's "-", which ends at
-    ``column``; ``indent``: that mapping's or sequence's column."""
-    kind = type(value)
-    if kind is dict or kind is list:
-        if not value:
-            parts.append(" {}" if kind is dict else " []")
-        elif kind is dict:
-            # Under a key: on the next lines, indented. After "-": on the same line.
-            _mapping(parts, value, indent=indent + INDENT, inline=not in_mapping)
-        elif in_mapping:
-            _sequence(parts, value, indent=indent, inline=False)  # not indented under a key
-        else:
-            _sequence(parts, value, indent=indent + INDENT, inline=True)
-        return
-    if value is None:
-        parts.append(" null")
-    elif kind is bool:
-        parts.append(" true" if value else " false")
-    elif kind is int:
-        parts.append(" " + str(value))
-    elif kind is str:
-        text = _line(value)
-        if text is None:
-            parts.append(_placed(value, indent=indent, column=column, in_mapping=in_mapping))
-        elif column + 1 + len(text) <= WIDTH:  # ends within the width: nothing to fold
-            parts.append(" " + text)
-        else:
-            parts.append(_folded(value, quoted=text != value, indent=indent, column=column))
-    elif kind is float:
-        parts.append(_placed(value, indent=indent, column=column, in_mapping=in_mapping))
-    else:
-        raise _Unwritten
+def entry_text(entry: Any) -> str:
+    """``dump([entry])``: one entry of a section as a document of its own."""
+    writer = Writer()
+    return writer.entry(entry) + writer.end()
 
 
 # Keys written lately: an export's entries repeat a few dozen. At most so many, so what an
@@ -226,26 +354,3 @@ def _folded(value: str, *, quoted: bool, indent: int, column: int) -> str:
     if quoted:
         out.append("'")
     return "".join(out)
-
-
-def _placed(value: Any, *, indent: int, column: int, in_mapping: bool) -> str:
-    """``value`` as PyYAML writes it where it stands: dumped in a document that puts it at
-    the same column with the same indentation (under a key of the same length, or after a
-    "-" at the same column), and cut out of it."""
-    if indent % INDENT:
-        raise _Unwritten
-    probe: Any
-    if in_mapping:
-        probe = {"k" * (column - indent - 1): value}
-        prefix = " " * indent + "k" * (column - indent - 1) + ":"
-    else:
-        probe = {"k": [value]}
-        prefix = " " * indent + "k:\n" + " " * indent + "-"
-    for depth in range(indent // INDENT - 1, -1, -1):
-        probe = {"k": probe}
-        prefix = " " * (depth * INDENT) + "k:\n" + prefix
-    text = dump(probe)
-    # A document that ends open (a kept trailing newline) is marked "...": not cut here.
-    if not (text.startswith(prefix) and text.endswith("\n")) or text.endswith("\n...\n"):
-        raise _Unwritten
-    return text[len(prefix) : -1]

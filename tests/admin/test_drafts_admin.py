@@ -19,7 +19,7 @@ from django.urls import reverse
 from django.utils.html import escape
 
 from mcp_app.models import Draft, Endpoint, Prompt, Resource, ResourceTemplate, Tool
-from mcp_app.services import catalog_writes
+from mcp_app.services import catalog_writes, catalog_yaml
 from mcp_app.services.drafts import draft_create, draft_diff, live_entry
 from tests.support.admin_forms import tool_form
 from tests.support.teams import World, make_member, two_teams
@@ -411,6 +411,28 @@ def test_the_title_and_document_are_edited_and_checked(world: World) -> None:
     assert response.redirect_chain
     draft.refresh_from_db()
     assert (draft.title, draft.document["tools"][0]["description"]) == ("Better", "Second.")
+
+
+@pytest.mark.parametrize("key", ["name", "pr\u00e9nom"])
+def test_a_drafts_document_is_shown_as_pyyaml_writes_it(world: World, key: str) -> None:
+    # The page writes the stored document (jsonb's key order, not an export's: tools before
+    # format) with the export's writer: PyYAML's bytes for folded and non-ASCII text,
+    # numbers, a block that keeps its blank lines (the endpoint's block after it closes the
+    # document again), an entry with a non-ASCII key (left to PyYAML whole).
+    schema = {
+        "type": "object",
+        "properties": {
+            key: {"type": "string", "description": "Line one.\nLine two.\n\n"},
+            "ratio": {"type": "number", "minimum": 0.5, "maximum": 1e300},
+        },
+    }
+    draft = tool_draft(world, description="Grüße — " + "folds " * 30, input_schema=schema)
+    draft.refresh_from_db()
+
+    text = signed_in(world.alpha.member).get(draft_url(draft)).context["document_text"]
+
+    assert text == catalog_yaml.dump(draft.document)
+    assert "description: |+\n" in text and text.index("tools:") < text.index("format:")
 
 
 def test_publish_selected_drafts_together_is_one_change_set(world: World) -> None:

@@ -1,8 +1,9 @@
 """A streamed catalog export (services/catalog_io.py ``catalog_export_text``, the API's and the
 admin's export, ``mcp_export``): the same bytes as the whole document dumped at once with its
-end (``catalog_with_end``), for a catalog holding every section and kind; a member's stream
-holds their team's rows and no secret; it re-imports; and what it holds grows by a chunk of
-rows, not by the catalog."""
+end (``catalog_with_end``) by PyYAML or json, for a catalog holding every section and kind,
+and a block that keeps its trailing blank lines; a member's stream holds their team's rows
+and no secret; it re-imports; and what it holds grows by a chunk of rows, not by the
+catalog."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from pytest_django.fixtures import Settings
 from rest_framework.test import APIClient
 
 from mcp_app.models import Endpoint, Prompt, Resource, ResourceTemplate, Tool, Upstream
-from mcp_app.services import catalog_io
+from mcp_app.services import catalog_io, catalog_yaml
 from mcp_app.services.api_tokens import api_token_create
 from mcp_app.services.catalog_io import (
     catalog_dump,
@@ -119,6 +120,12 @@ def streamed(**kwargs: Any) -> str:
     return "".join(catalog_export_text(**kwargs))
 
 
+def whole(document: dict[str, Any], fmt: str) -> str:
+    """``document`` as PyYAML or json writes it at once. Not ``catalog_dump``, whose YAML
+    is now the stream's own writer (``catalog_yaml.Writer``): the stream is held to PyYAML."""
+    return catalog_yaml.dump(document) if fmt == "yaml" else catalog_dump(document, fmt=fmt)
+
+
 @pytest.mark.parametrize("fmt", ["yaml", "json"])
 @pytest.mark.parametrize("scope", [None, ["alpha-endpoint"]])
 @pytest.mark.parametrize("who", ["superuser", "member"])
@@ -135,15 +142,39 @@ def test_the_stream_is_the_whole_document_byte_for_byte(
 
     text = streamed(endpoint_slugs=scope, user=user, fmt=fmt)
 
-    assert text == catalog_dump(catalog_with_end(document), fmt=fmt)
+    assert (
+        text
+        == whole(catalog_with_end(document), fmt)
+        == catalog_dump(catalog_with_end(document), fmt=fmt)
+    )
 
 
 @pytest.mark.parametrize("fmt", ["yaml", "json"])
 def test_empty_sections_are_written_as_the_whole_document_writes_them(db: None, fmt: str) -> None:
     text = streamed(fmt=fmt)
 
-    assert text == catalog_dump(catalog_with_end(catalog_export()), fmt=fmt)
+    assert text == whole(catalog_with_end(catalog_export()), fmt)
     assert catalog_parse(text)["tools"] == []
+
+
+def test_a_block_that_keeps_its_blank_lines_ends_the_export_not_its_entry(db: None) -> None:
+    # A template ending in blank lines is a block that keeps them ("|+"), and libyaml ends a
+    # document whose last block is one with "...". Its entry dumped alone ended so, and the
+    # stream wrote that "..." between two entries: the export ended there, and the rest
+    # never imported back ("did not find expected <document start>").
+    document = _generated(3)
+    document["tools"][0]["config"]["template"] = "Hello {{ name }}\n\n"
+    catalog_import(document=document)
+
+    text = streamed()
+
+    assert text == whole(catalog_with_end(catalog_export()), "yaml")
+    assert text.endswith("\n...\n") and "\n...\n" not in text[:-4]
+    tools = catalog_parse(text)["tools"]
+    assert [tool["config"]["template"] for tool in tools][:2] == [
+        "Hello {{ name }}\n\n",
+        "Hello {{ name }} from tool 1",
+    ]
 
 
 def test_a_streamed_export_imported_into_an_empty_catalog_exports_the_same(

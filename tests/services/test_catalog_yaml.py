@@ -1,16 +1,21 @@
-"""The catalog's YAML entry writer (services/catalog_yaml.py ``entry_text``) writes every
-entry as PyYAML does (``dump([entry])``), to the byte: generated entries of strings that
-YAML quotes, folds, escapes or writes as blocks, at every nesting the catalog has."""
+"""The catalog's YAML writer (services/catalog_yaml.py ``Writer``) writes every entry as
+PyYAML does (``entry_text``: ``dump([entry])``) and every document (``document_text``:
+``dump(document)``), to the byte: generated entries and documents of strings that YAML
+quotes, folds, escapes or writes as blocks, at every nesting the catalog has; the import
+benchmark's generated catalog, also in the key order a draft's document comes back from
+PostgreSQL in; and hand-written documents of the values a draft may hold."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mcp_app.services.catalog_yaml import dump, entry_text
+from bench import catalog_bulk
+from mcp_app.services.catalog_yaml import Writer, document_text, dump, entry_text
 
 # Characters that decide how YAML writes a string: indicators, quotes, spaces, breaks,
 # tabs, controls, non-ASCII, and words the resolver reads as other types.
@@ -19,6 +24,7 @@ TRICKY = st.sampled_from(
         "\U0001f600", "\ud7ff", "\ue000", "\x7f", "\x9f",
         "true", "no", "null", "~", "1.5", "0x1f", "2001-12-14", "<<", "---", "...", ": ",
         " #", "word ",
+        "\n\n",  # a block that keeps its trailing breaks ("|+") when it ends the string
     ]
 )  # fmt: skip
 # Printable ASCII only: the strings the writer writes itself rather than asking PyYAML.
@@ -177,3 +183,112 @@ def test_values_only_pyyaml_writes_are_left_to_it() -> None:
     # Not a mapping, keys not strings, a tuple: the whole entry is PyYAML's.
     for entry in ({}, [], "x", {1: "x"}, {"k" * 130: 1}, {"t": (1, 2)}, {"\t": 1}):
         assert entry_text(entry) == dump([entry])
+
+
+# A document: top-level keys (a draft's are strings; an int or a long key is PyYAML's) to
+# sections (lists of entries, as the writer writes them one at a time) or other values.
+ENTRIES = st.lists(st.dictionaries(STRINGS, VALUES, min_size=1, max_size=4) | VALUES, max_size=4)
+DOCUMENTS = st.dictionaries(
+    STRINGS | st.integers() | st.just("k" * 130), ENTRIES | VALUES, min_size=1, max_size=5
+)
+
+
+@settings(SETTINGS, max_examples=1000)
+@given(DOCUMENTS)
+def test_a_document_is_written_as_pyyaml_writes_it(document: dict[Any, Any]) -> None:
+    assert document_text(document) == dump(document)
+
+
+def test_a_block_that_keeps_its_breaks_ends_the_document_not_its_entry() -> None:
+    # libyaml ends a document with "..." when the last block scalar in it is "|+", however
+    # much follows; dumped alone, the entry holding it would end with it, and "..." between
+    # two entries ends the document there (no reader takes the rest).
+    kept, clipped = {"template": "Hello\n\n"}, {"template": "Bye\n"}
+    for document in (
+        {"tools": [kept, {"name": "next"}], "end": {"tools": 2}},  # "..." after "end"
+        {"tools": [kept, clipped]},  # a later block closes it: no "..."
+        {"tools": [kept, {"n": 1.5, "k": [1]}, {"\u00e9": "x"}]},  # floats and PyYAML's entries
+        {"tools": [{"\u00e9": "a\n\n"}, clipped, {"\u00e9": "b\n\n"}]},  # PyYAML's entries
+        {"tools": [kept, {"\u00e9": "b\n"}, {"\u00e9": 1}]},  # PyYAML's block closes it
+        {"tools": [clipped, {"\u00e9": "a"}], "x": "a\n\n", "y": 1},
+        {"tools": ["a\n\n", "b"], 1: "c\n\n", "d": [1.0]},
+    ):
+        text = document_text(document)
+        assert text == dump(document), document
+        assert "\n...\n" not in text[:-4]
+
+    # The writer's own pieces: "..." never inside one.
+    writer = Writer()
+    pieces = [writer.item("format", 2), *writer.section("tools", [kept, {"name": "next"}])]
+    assert not any("..." in piece for piece in pieces)
+    assert "".join(pieces) + writer.end() == dump({"format": 2, "tools": [kept, {"name": "next"}]})
+
+
+def _jsonb_order(value: Any) -> Any:
+    """``value`` with its mappings' keys in the order PostgreSQL's jsonb gives them back
+    (shorter first, then by their bytes): a draft's document as read from its row."""
+    if isinstance(value, dict):
+        keys = sorted(value, key=lambda key: (len(key.encode()), key.encode()))
+        return {key: _jsonb_order(value[key]) for key in keys}
+    if isinstance(value, list):
+        return [_jsonb_order(item) for item in value]
+    return value
+
+
+def test_the_benchmarks_catalog_is_written_as_pyyaml_writes_it() -> None:
+    document = catalog_bulk.document(tools=1000, endpoints=10)
+    ended = {**document, "format": "mcphost-catalog/2", "end": {"endpoints": 10, "tools": 1000}}
+
+    for value in (document, ended, _jsonb_order(document)):
+        assert document_text(value) == dump(value)
+
+
+# Values a draft's document may hold (what an operator uploaded, checked), written by the
+# writer or, where it does not, by PyYAML: each written as PyYAML writes it.
+AWKWARD_TOOL: dict[str, Any] = {
+    "name": "awkward",
+    "description": "Grüße, 世界 — " + " ".join(["a long description that folds"] * 8),
+    "kind": "template",
+    "config": {"template": "Hello {{ name }}\n\n  indented\n\tand tabbed\n\n", "output": "text"},
+    "input_schema": {
+        "type": "object",
+        "properties": {
+            "prénom": {"type": "string", "pattern": "^[a-z]+$", "maxLength": 64},
+            "ratio": {"type": "number", "minimum": 0.5, "maximum": 1e300, "default": -0.0},
+            "nested": {
+                "type": "object",
+                "properties": {"deep": {"type": "array", "items": {"enum": [None, True, 1, "1"]}}},
+                "description": "Line one.\nLine two.",
+            },
+            "on": {"const": "null"},
+        },
+        "required": ["prénom"],
+    },
+    "annotations": {"title": " leading space", "readOnlyHint": False},
+    "endpoints": [],
+    "allowed_groups": [],
+    "enabled": True,
+}
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {},
+        {"\u00e9t\u00e9": "a non-ASCII key: the entry is PyYAML's"},
+        {"limits": {"ratio": math.inf, "none": math.nan, "big": 10**30}},
+        {"crlf": "line\r\nline", "controls": "\x00\x07\ufeff", "astral": "\U0001f600"},
+        {"set": {1, 2}, "bytes": b"\x00"},  # not JSON: only PyYAML's loader makes them
+    ],
+)
+def test_a_drafts_document_is_written_as_pyyaml_writes_it(extra: dict[str, Any]) -> None:
+    tool = {**AWKWARD_TOOL, **extra}
+    document = {
+        "format": "mcphost-catalog/1",
+        "endpoints": [{"slug": "e", "instructions": "Be brief.\n", "rate_limits": []}],
+        "tools": [tool, {**tool, "name": "second", "config": {"template": "x"}}, tool],
+        "prompts": [],
+    }
+
+    for value in (document, _jsonb_order({**document, **{"tools": [tool]}})):
+        assert document_text(value) == dump(value)
