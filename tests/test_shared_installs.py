@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -69,25 +70,42 @@ def _waits_for_lock(pid: int, lock: Path) -> bool:
     return False
 
 
-def test_two_processes_asking_at_once_get_one_complete_install(tmp_path: Path) -> None:
-    home = tmp_path / "cache" / "tool-1.0"
-    first = _ask(home)
+def _one_after_another(
+    ask: Callable[[], subprocess.Popen[str]],
+    starts: Callable[[], int],
+    lock: Path,
+    finish: Callable[[subprocess.Popen[str]], tuple[str, str]],
+) -> list[tuple[str, str]]:
+    """Start a process, and once it has started its work a second one; once the second
+    waits on ``lock`` (or, without one, has started too), let both ``finish``. Returns
+    their output; both must succeed."""
+    first = ask()
     second = None
     try:
-        wait_until(lambda: _starts(home) == 1, "the first process installing")
-        second = _ask(home)
+        wait_until(lambda: starts() == 1, "the first process at work")
+        second = ask()
         wait_until(
-            lambda: _waits_for_lock(second.pid, lock_path(home)) or _starts(home) == 2,
+            lambda: _waits_for_lock(second.pid, lock) or starts() == 2,
             "the second process asking",
         )
-        answers = [process.communicate("go\n", timeout=30) for process in (first, second)]
+        answers = [finish(process) for process in (first, second)]
     finally:
         for process in (first, second):
             if process is not None and process.poll() is None:
                 process.kill()
                 process.wait()
-
     assert [process.returncode for process in (first, second)] == [0, 0], answers
+    return answers
+
+
+def test_two_processes_asking_at_once_get_one_complete_install(tmp_path: Path) -> None:
+    home = tmp_path / "cache" / "tool-1.0"
+    answers = _one_after_another(
+        lambda: _ask(home),
+        lambda: _starts(home),
+        lock_path(home),
+        lambda process: process.communicate("go\n", timeout=30),
+    )
     assert [out for out, _ in answers] == ["complete\n", "complete\n"]
     assert _starts(home) == 1
 
@@ -127,24 +145,11 @@ def test_two_apt_installs_at_once_run_apt_get_one_after_the_other(tmp_path: Path
     def lines() -> list[str]:
         return log.read_text().split() if log.exists() else []
 
-    first = ask()
-    second = None
-    try:
-        wait_until(lambda: lines() == ["start"], "the first apt-get running")
-        second = ask()
-        wait_until(
-            lambda: (
-                _waits_for_lock(second.pid, lock_path(services.APT_LOCK_HOME)) or len(lines()) > 1
-            ),
-            "the second install asking",
-        )
+    def finish(process: subprocess.Popen[str]) -> tuple[str, str]:
         go.touch()
-        answers = [process.communicate(timeout=60) for process in (first, second)]
-    finally:
-        for process in (first, second):
-            if process is not None and process.poll() is None:
-                process.kill()
-                process.wait()
+        return process.communicate(timeout=60)
 
-    assert [process.returncode for process in (first, second)] == [0, 0], answers
+    _one_after_another(
+        ask, lambda: lines().count("start"), lock_path(services.APT_LOCK_HOME), finish
+    )
     assert lines() == ["start", "end", "start", "end"]
