@@ -55,7 +55,7 @@ class _Entry:
     """What is known about one JSON-RPC message (or about a request that carried none).
 
     A plain class whose defaults are class attributes (all immutable): a new entry sets
-    nothing until a note does, where a dataclass's ``__init__`` would set all 22 fields.
+    nothing until a note does, where a dataclass's ``__init__`` would set all 20 fields.
     """
 
     message_type: str = ""
