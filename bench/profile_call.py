@@ -5,7 +5,7 @@ Usage (from the project root):
 
     .venv/bin/python bench/profile_call.py [--requests 4000] [--concurrency 32]
         [--scenarios call-2026,call-2026-oauth,call-legacy,call-legacy-oauth,call-2026-limits]
-        [--profile call-2026-oauth] [--top 40]
+        [--profile call-2026-oauth] [--top 40] [--repeat 1]
 
 It starts a throwaway PostgreSQL and Redis, fills them as bench/compare.py does (its
 ``prepare_database``: the echo endpoints, the OAuth token, the three rate limits) and drives
@@ -13,7 +13,10 @@ the ASGI application directly, ``--concurrency`` requests at a time on uvloop, w
 and no socket. For each scenario it prints the process's CPU (every thread: the call-log
 writer's included) per request, and with ``--profile`` a cProfile of that scenario (the event
 loop thread only: cProfile sees no other thread). What uvicorn and the socket cost comes on
-top (the raw ASGI row of compare.py). Nothing is asserted.
+top (the raw ASGI row of compare.py). With ``--repeat N`` each scenario is measured N times in
+a row in the same process and the least and the median are printed as well: on a loaded host
+other work only adds to a figure, so the least of several is the steadier one. Nothing is
+asserted.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ import asyncio  # noqa: E402
 import cProfile  # noqa: E402
 import json  # noqa: E402
 import pstats  # noqa: E402
+import statistics  # noqa: E402
 import time  # noqa: E402
 from typing import Any  # noqa: E402
 
@@ -148,23 +152,35 @@ async def measure(args: argparse.Namespace, port: int, token: str) -> None:
         # this thread waits for the GIL or the CPU is not its cost.
         profiled = scenario in args.profile.split(",")
         profiler = cProfile.Profile(time.thread_time) if profiled else None
-        began_cpu, began = time.process_time(), time.perf_counter()
-        began_loop = time.thread_time()
-        if profiler is not None:
-            profiler.enable()
-        await load(driver, call, args.requests, args.concurrency)
-        if profiler is not None:
-            profiler.disable()
-        loop_cpu = time.thread_time() - began_loop
-        await asyncio.sleep(0.5)  # the writer's share of these requests
-        cpu = time.process_time() - began_cpu
-        wall = time.perf_counter() - began - 0.5
-        print(
-            f"{scenario:>18}: {cpu / args.requests * 1e6:7.1f} µs CPU/request (all threads),"
-            f" {loop_cpu / args.requests * 1e6:7.1f} on the event loop's thread,"
-            f" {args.requests / wall:7.0f} req/s{' (profiled)' if profiler else ''}",
-            flush=True,
-        )
+        figures: list[tuple[float, float]] = []
+        for _ in range(args.repeat):
+            began_cpu, began = time.process_time(), time.perf_counter()
+            began_loop = time.thread_time()
+            if profiler is not None:
+                profiler.enable()
+            await load(driver, call, args.requests, args.concurrency)
+            if profiler is not None:
+                profiler.disable()
+            loop_cpu = time.thread_time() - began_loop
+            await asyncio.sleep(0.5)  # the writer's share of these requests
+            cpu = time.process_time() - began_cpu
+            wall = time.perf_counter() - began - 0.5
+            figures.append((cpu / args.requests * 1e6, loop_cpu / args.requests * 1e6))
+            print(
+                f"{scenario:>18}: {figures[-1][0]:7.1f} µs CPU/request (all threads),"
+                f" {figures[-1][1]:7.1f} on the event loop's thread,"
+                f" {args.requests / wall:7.0f} req/s{' (profiled)' if profiler else ''}",
+                flush=True,
+            )
+        if args.repeat > 1:
+            every, loop = [f[0] for f in figures], [f[1] for f in figures]
+            print(
+                f"{scenario:>18}: least {min(every):7.1f} / median {statistics.median(every):7.1f}"
+                f" µs CPU/request (all threads), least {min(loop):7.1f} / median"
+                f" {statistics.median(loop):7.1f} on the event loop's thread"
+                f" ({args.repeat} runs of {args.requests})",
+                flush=True,
+            )
         if profiler is not None:
             stats = pstats.Stats(profiler)
             if args.dump:
@@ -180,6 +196,9 @@ def main() -> None:
     parser.add_argument("--scenarios", default=",".join(SCENARIOS))
     parser.add_argument("--profile", default="", help="the scenarios to profile (comma-separated)")
     parser.add_argument("--top", type=int, default=40)
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="measure each scenario this many times in a row"
+    )
     parser.add_argument(
         "--dump", default="", help="also write each profile to DUMP-<scenario>.prof"
     )

@@ -101,7 +101,8 @@ def missing_scope(state: EndpointState, resolved: Resolved, principal: Principal
 
     ``resolved`` is the request as inbound classification resolved it in ``state.snapshot``.
     """
-    if state.auth_mode != "oauth" or not isinstance(resolved.request.params, Mapping):
+    params = resolved.request.params
+    if state.auth_mode != "oauth" or (type(params) is not dict and not isinstance(params, Mapping)):
         return None
     # The item the request uses, as resolved (unknown items are the handlers' business).
     needed = _access(resolved.item).scope

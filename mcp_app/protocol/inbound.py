@@ -39,7 +39,7 @@ from mcp_app.protocol.methods import (
     known_methods,
     target_of,
 )
-from mcp_app.protocol.storable import require_storable
+from mcp_app.protocol.storable import plainly_storable, require_storable
 from mcp_app.protocol.versions import LEGACY_VERSIONS, MODERN_VERSIONS, Era
 
 PROTOCOL_VERSION_KEY: Final = "io.modelcontextprotocol/protocolVersion"
@@ -52,7 +52,6 @@ METHOD_HEADER: Final = "mcp-method"
 NAME_HEADER: Final = "mcp-name"
 PARAM_HEADER_PREFIX: Final = "mcp-param-"
 X_MCP_HEADER: Final = "x-mcp-header"
-_ROUTING_HEADERS: Final = (VERSION_HEADER, METHOD_HEADER, NAME_HEADER)
 
 Headers = Mapping[str, Sequence[str]]
 
@@ -77,6 +76,12 @@ def _meta_of(params: Mapping[str, Any] | None) -> Any:
     return params.get("_meta") if params is not None else None
 
 
+def _is_object(value: Any) -> bool:
+    """``isinstance(value, Mapping)``, answered without the ABC for a dict (every decoded
+    JSON object is one)."""
+    return type(value) is dict or isinstance(value, Mapping)
+
+
 def progress_token_of(params: Mapping[str, Any] | None) -> str | int | None:
     """Return ``params._meta.progressToken`` when it is a valid token (string or integer)."""
     meta = _meta_of(params)
@@ -93,7 +98,7 @@ def classify(message: Message, header_version: str | None) -> Route:
     if isinstance(message, Response):
         return Route.LEGACY
     meta = _meta_of(message.params)
-    if isinstance(meta, Mapping) and PROTOCOL_VERSION_KEY in meta:
+    if _is_object(meta) and PROTOCOL_VERSION_KEY in meta:
         return Route.MODERN
     if header_version is not None and header_version not in LEGACY_VERSIONS:
         return Route.MODERN
@@ -127,6 +132,8 @@ def decode_header_value(value: str) -> str | None:
     A malformed sentinel (bad or non-canonical base64, bad UTF-8) returns ``None`` so a
     corrupt header can never match a body value (2026-07-28 transports, "Value Encoding").
     """
+    if not value.startswith("=?base64?"):
+        return value  # what the sentinel's pattern would say, without running it
     match = _B64_SENTINEL.fullmatch(value)
     if match is None:
         return value
@@ -341,27 +348,36 @@ def _check_headers(
     resolved: Resolved, version: Any, headers: Headers, cache: ParamHeaderCache | None
 ) -> None:
     request = resolved.request
-    for name in _ROUTING_HEADERS:
-        if len(headers.get(name) or ()) > 1:
+    # Each routing header's values are looked up once, for both checks.
+    versions = headers.get(VERSION_HEADER) or ()
+    methods = headers.get(METHOD_HEADER) or ()
+    names = headers.get(NAME_HEADER) or ()
+    for name, values in (
+        (VERSION_HEADER, versions),
+        (METHOD_HEADER, methods),
+        (NAME_HEADER, names),
+    ):
+        if len(values) > 1:
             raise HeaderMismatch(f"{name} header appears more than once")
-    header_version = _single(headers, VERSION_HEADER)
     # Presence is checked on its own: a null body version must not "match" a missing header.
-    if header_version is None:
+    if not versions:
         raise HeaderMismatch("MCP-Protocol-Version header is required")
-    if header_version != version:
+    if versions[0] != version:
         raise HeaderMismatch("MCP-Protocol-Version header does not match params._meta")
-    if _single(headers, METHOD_HEADER) != request.method:
+    if (methods[0] if methods else None) != request.method:
         raise HeaderMismatch("Mcp-Method header does not match the request method")
     params = request.params or {}
     name_key = NAME_BEARING_PARAMS.get(request.method)
-    if name_key is not None and params.get(name_key) is not None:
-        raw = _single(headers, NAME_HEADER)
-        if raw is None or decode_header_value(raw) != params[name_key]:
-            raise HeaderMismatch(f"Mcp-Name header does not match params.{name_key}")
+    if (
+        name_key is not None
+        and params.get(name_key) is not None
+        and (not names or decode_header_value(names[0]) != params[name_key])
+    ):
+        raise HeaderMismatch(f"Mcp-Name header does not match params.{name_key}")
     tool = resolved.tool
     if tool is not None:
         arguments = params.get("arguments")
-        if isinstance(arguments, Mapping | None):
+        if arguments is None or type(arguments) is dict or isinstance(arguments, Mapping):
             check_param_headers(tool.input_schema, arguments or {}, headers, cache)
 
 
@@ -406,9 +422,9 @@ class Resolved:
     The era its route gave it, the catalog item its params name (``target``: a tool or prompt
     name, a resource URI), that item's definition (``item``: a ``tools/call``'s tool, a
     ``prompts/get``'s prompt, a ``resources/read``'s resource or else the first template its
-    URI matches; None: no such item, or a method that names none), and a 2026-07-28
-    request's envelope once its ladder passed. The transport resolves each request once; the
-    ladder, the scope check, the limits, dispatch, the handlers
+    URI matches; None: no such item, or a method that names none). The transport resolves
+    each request once; the ladder (whose ``ModernEnvelope`` the transport keeps beside it:
+    nothing downstream reads it from here), the scope check, the limits, dispatch, the handlers
     (``RequestContext.named_item``), tracing and the call log take this instead of finding
     the target and looking the item up again.
     """
@@ -417,7 +433,6 @@ class Resolved:
     era: Era
     target: str | None
     item: CatalogItem | None = None
-    envelope: ModernEnvelope | None = None
     # A read's URI as its template (``item``) matched it: the variables, percent-decoded.
     variables: Mapping[str, str] | None = None
 
@@ -426,11 +441,6 @@ class Resolved:
         """The tool a ``tools/call`` names (None: another method, or no such tool)."""
         item = self.item
         return item if type(item) is ToolDef else None
-
-    def with_envelope(self, envelope: ModernEnvelope) -> Resolved:
-        """This request once its 2026-07-28 ladder passed (``dataclasses.replace`` walks
-        the fields on every call: several times the cost, on every 2026-07-28 request)."""
-        return Resolved(self.request, self.era, self.target, self.item, envelope, self.variables)
 
 
 def resolve(
@@ -488,20 +498,21 @@ def check_modern_request(
         InvalidParams: the client capabilities or info hold a string that cannot be
             stored (a background call keeps them).
     """
+    # A decoded body's objects are dicts: ``_is_object`` asks the ABC only of anything else.
     meta = _meta_of(request.params)
-    if not isinstance(meta, Mapping):
+    if not _is_object(meta):
         raise InvalidParams(
             f"params._meta must be an object carrying {PROTOCOL_VERSION_KEY} and "
             f"{CLIENT_CAPABILITIES_KEY}"
         )
-    missing = [k for k in (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY) if k not in meta]
-    if missing:
+    if PROTOCOL_VERSION_KEY not in meta or CLIENT_CAPABILITIES_KEY not in meta:
+        missing = [k for k in (PROTOCOL_VERSION_KEY, CLIENT_CAPABILITIES_KEY) if k not in meta]
         raise InvalidParams(f"params._meta is missing {', '.join(missing)}")
     capabilities = meta[CLIENT_CAPABILITIES_KEY]
-    if not isinstance(capabilities, Mapping):
+    if not _is_object(capabilities):
         raise InvalidParams(f"params._meta {CLIENT_CAPABILITIES_KEY} must be an object")
     client_info = meta.get(CLIENT_INFO_KEY)
-    if client_info is not None and not isinstance(client_info, Mapping):
+    if client_info is not None and not _is_object(client_info):
         raise InvalidParams(f"params._meta {CLIENT_INFO_KEY} must be an object")
     version = meta[PROTOCOL_VERSION_KEY]
     if resolved is None:
@@ -523,8 +534,9 @@ def check_modern_request(
     log_level = meta.get(LOG_LEVEL_KEY)
     if log_level is not None and log_level not in LOG_LEVELS:
         raise InvalidParams(f"params._meta {LOG_LEVEL_KEY} must be one of {', '.join(LOG_LEVELS)}")
-    require_storable(capabilities, f"params._meta {CLIENT_CAPABILITIES_KEY}")
-    require_storable(client_info, f"params._meta {CLIENT_INFO_KEY}")
+    if not plainly_storable(capabilities, client_info):
+        require_storable(capabilities, f"params._meta {CLIENT_CAPABILITIES_KEY}")
+        require_storable(client_info, f"params._meta {CLIENT_INFO_KEY}")
     return ModernEnvelope(
         version=version,
         client_capabilities=dict(capabilities),

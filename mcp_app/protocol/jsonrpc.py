@@ -68,6 +68,8 @@ def _invalid(message: str, obj: Mapping[str, Any] | None = None) -> InvalidReque
 
 
 def _check_id(obj: Mapping[str, Any], what: str) -> None:
+    if type(obj["id"]) is int:
+        return  # an integer (never a bool: its type is bool) is a usable id
     if not _is_request_id(obj["id"]):
         raise _invalid(f"A {what} id must be a string or an integer", obj)
     if not _is_usable_id(obj["id"]):

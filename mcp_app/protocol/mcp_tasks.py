@@ -86,6 +86,9 @@ def timestamp(moment: datetime) -> str:
 def has_extension(client_capabilities: Mapping[str, Any]) -> bool:
     """Whether a 2026-07-28 request declared the tasks extension in its own capabilities."""
     extensions = client_capabilities.get("extensions")
+    # Most clients declare no extensions: None is told apart without asking the ABC.
+    if extensions is None:
+        return False
     return isinstance(extensions, Mapping) and isinstance(extensions.get(TASKS_EXTENSION), Mapping)
 
 

@@ -96,7 +96,8 @@ class StreamableHttpConsumer:
         return app
 
     async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
-        headers = http.parse_headers(scope.get("headers", ()))
+        # Why the headers are unusable is told in the same pass, and answered in _route.
+        headers, self.header_problem = http.read_headers(scope.get("headers", ()))
         # In log lines, the call-log rows and the X-Request-Id response header.
         request_id = bind_request_id(headers)
         responder = HttpResponder(send, [("x-request-id", request_id)])
@@ -264,7 +265,7 @@ class StreamableHttpConsumer:
         """
         ex = self.ex
         method = ex.scope["method"]
-        problem = http.header_problem(ex.headers)
+        problem = self.header_problem
         if problem is not None:
             raise Rejected(400, problem)
         if not http.host_allowed(ex.header("host"), _allowed_hosts()):

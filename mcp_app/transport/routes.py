@@ -371,7 +371,6 @@ async def _modern(
         )
     except McpError as exc:
         raise Rejected(modern_http_status(exc.code), error=exc, request_id=message.id) from None
-    resolved = resolved.with_envelope(envelope)
     check_scope(ex, state, resolved)
     if message.method == "subscriptions/listen":
         await follow.listen_stream(ex, state, message)

@@ -55,6 +55,10 @@ def encode_headers(headers: Sequence[tuple[str, str]]) -> list[tuple[bytes, byte
     return [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers]
 
 
+# The Content-Type of nearly every answer, encoded once.
+_JSON_CONTENT_TYPE = (b"content-type", b"application/json")
+
+
 class HttpResponder:
     """One HTTP response on an ASGI connection; tracks whether it started and finished."""
 
@@ -94,16 +98,16 @@ class HttpResponder:
                 return
             self.started = self.finished = True
             self.status = status
-            all_headers = [*self.extra_headers, *headers]
+            encoded = encode_headers(self.extra_headers)
+            if headers:
+                encoded += encode_headers(headers)
             if content_type and body:
-                all_headers.append(("content-type", content_type))
-            await self._asgi(
-                {
-                    "type": "http.response.start",
-                    "status": status,
-                    "headers": encode_headers(all_headers),
-                }
-            )
+                encoded.append(
+                    _JSON_CONTENT_TYPE
+                    if content_type == "application/json"
+                    else (b"content-type", content_type.encode("latin-1"))
+                )
+            await self._asgi({"type": "http.response.start", "status": status, "headers": encoded})
             await self._asgi({"type": "http.response.body", "body": body, "more_body": False})
 
     async def respond_json(

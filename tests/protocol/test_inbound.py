@@ -452,3 +452,68 @@ def test_a_param_header_cache_walks_each_schema_once() -> None:
     cache = ParamHeaderCache()
     assert cache.param_headers(schema) is cache.param_headers(schema)
     assert cache.param_headers(schema) == [(("a",), "A", schema["properties"]["a"])]
+
+
+# -- the ladder's checks, as one pass reads them (issue #29) ----------------------------------
+
+
+@pytest.mark.parametrize(
+    "name", ["mcp-protocol-version", "mcp-method", "mcp-name"], ids=["version", "method", "name"]
+)
+def test_a_routing_header_sent_twice_is_a_header_mismatch(
+    catalog: CatalogSnapshot, name: str
+) -> None:
+    request = modern_request("tools/call", {"name": "echo", "arguments": {}})
+    headers = headers_for(request)
+    headers[name] = headers.get(name, ["x"]) * 2
+    with pytest.raises(HeaderMismatch, match=f"{name} header appears more than once"):
+        check_modern_request(request, headers, catalog)
+
+
+def test_a_missing_name_header_is_a_header_mismatch(catalog: CatalogSnapshot) -> None:
+    request = modern_request("tools/call", {"name": "echo", "arguments": {}})
+    headers = headers_for(request)
+    del headers["mcp-name"]
+    with pytest.raises(HeaderMismatch, match="Mcp-Name header does not match params.name"):
+        check_modern_request(request, headers, catalog)
+
+
+@pytest.mark.parametrize("value", ["=?base64?not base64?=", "=?base64?ZWNobw==?=x"])
+def test_header_values_like_the_sentinel_are_decoded_as_before(value: str) -> None:
+    # Malformed sentinels are refused (None); a value that only starts like one is plain.
+    assert decode_header_value(value) == (None if value.endswith("?=") else value)
+    assert decode_header_value("=?base64?ZWNobw==?=") == "echo"
+    assert decode_header_value("echo =?base64?ZWNobw==?=") == "echo =?base64?ZWNobw==?="
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("io.modelcontextprotocol/clientCapabilities", {"roots": {"note": "a\u0000"}}),
+        ("io.modelcontextprotocol/clientCapabilities", {"x\ud800": {}}),
+        ("io.modelcontextprotocol/clientInfo", {"name": "a\u0000", "version": "1"}),
+    ],
+)
+def test_an_envelope_the_server_cannot_store_is_invalid_params(
+    catalog: CatalogSnapshot, key: str, value: Any
+) -> None:
+    request = modern_request("tools/list", **{key: value})
+    with pytest.raises(InvalidParams, match=f"params._meta {key}.* cannot store"):
+        check_modern_request(request, headers_for(request), catalog)
+
+
+def test_an_envelope_of_read_only_mappings_is_read_like_dicts(catalog: CatalogSnapshot) -> None:
+    from types import MappingProxyType
+
+    meta = MappingProxyType(
+        {
+            **ENVELOPE,
+            "io.modelcontextprotocol/clientCapabilities": MappingProxyType({"roots": {}}),
+            "io.modelcontextprotocol/clientInfo": MappingProxyType({"name": "c"}),
+        }
+    )
+    request = Request(id=1, method="tools/list", params={"_meta": meta})  # type: ignore[dict-item]
+    envelope = check_modern_request(request, headers_for(request), catalog)
+    assert envelope.client_capabilities == {"roots": {}}
+    assert envelope.client_info == {"name": "c"}
+    assert classify(request, None) is Route.MODERN

@@ -28,7 +28,7 @@ from mcp_app.protocol.errors import (
 from mcp_app.protocol.handlers.subscriptions import listen_filter
 from mcp_app.protocol.inbound import check_modern_request
 from mcp_app.protocol.jsonrpc import Request
-from mcp_app.protocol.mcp_tasks import TaskInfo, TaskOwner
+from mcp_app.protocol.mcp_tasks import TASKS_EXTENSION, TaskInfo, TaskOwner, has_extension
 from mcp_app.protocol.results import ToolResult
 from tests.protocol.conftest import InMemoryToolRunner, MakeContext
 
@@ -632,3 +632,20 @@ def test_listening_for_task_status_needs_the_extension() -> None:
     assert check_modern_request(declaring, headers, CATALOG).version == MODERN
     # Task status notifications are optional: the acknowledgement honours none.
     assert listen_filter(params) == {"toolsListChanged": True}
+
+
+@pytest.mark.parametrize(
+    ("capabilities", "declared"),
+    [
+        ({}, False),
+        ({"extensions": None}, False),
+        ({"extensions": []}, False),
+        ({"extensions": {}}, False),
+        ({"extensions": {TASKS_EXTENSION: True}}, False),
+        ({"extensions": {TASKS_EXTENSION: {}}}, True),
+    ],
+)
+def test_the_tasks_extension_is_declared_only_as_an_object(
+    capabilities: dict[str, Any], declared: bool
+) -> None:
+    assert has_extension(capabilities) is declared

@@ -65,6 +65,10 @@ class TaskPlan:
     may_become_task: bool = False
 
 
+# The plan of most calls (frozen: one serves them all).
+_PLAIN_CALL = TaskPlan()
+
+
 def plan_call(ctx: RequestContext, tool: ToolDef, params: CallToolParams) -> TaskPlan:
     """Decide whether this call is a task now, may become one, or is a plain call.
 
@@ -86,7 +90,7 @@ def plan_call(ctx: RequestContext, tool: ToolDef, params: CallToolParams) -> Tas
                 REQUIRED_EXTENSION,
             )
         if not declared or tool.task_support == "forbidden":
-            return TaskPlan()
+            return _PLAIN_CALL
         if tool.execution == "background":
             return TaskPlan(start_now=True)
         return TaskPlan(may_become_task=tool.execution == "auto")
@@ -94,7 +98,7 @@ def plan_call(ctx: RequestContext, tool: ToolDef, params: CallToolParams) -> Tas
     if not ctx.supports(Feature.TASKS_CORE) or not asked:
         if tool.task_support == "required":
             raise MethodNotFound(f"Tool {tool.name} runs only as a task (params.task)")
-        return TaskPlan()
+        return _PLAIN_CALL
     if tool.task_support == "forbidden":
         raise MethodNotFound(f"Tool {tool.name} does not run as a task")
     return TaskPlan(start_now=True, ttl_ms=_requested_ttl(params.task))

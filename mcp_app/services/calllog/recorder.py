@@ -18,7 +18,6 @@ import logging
 import multiprocessing.util
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -52,9 +51,12 @@ _ARGUMENT_METHODS = frozenset({"tools/call", "prompts/get"})
 _templates = TemplateCache()
 
 
-@dataclass(slots=True)
 class _Entry:
-    """What is known about one JSON-RPC message (or about a request that carried none)."""
+    """What is known about one JSON-RPC message (or about a request that carried none).
+
+    A plain class whose defaults are class attributes (all immutable): a new entry sets
+    nothing until a note does, where a dataclass's ``__init__`` would set all 20 fields.
+    """
 
     message_type: str = ""
     rpc_method: str = ""
@@ -105,6 +107,10 @@ def _cut(text: str, limit: int = ERROR_MESSAGE_CHARS) -> str:
 
 
 _MODERN, _LEGACY = Era.MODERN.value, Era.LEGACY.value
+# Read once: an enum member looked up on its class costs a descriptor call each time.
+_REQUEST = CallLog.MessageType.REQUEST
+_NOTIFICATION = CallLog.MessageType.NOTIFICATION
+_RESPONSE = CallLog.MessageType.RESPONSE
 # Outcomes of a tools/call whose error result's text is the row's error message.
 _ERROR_RESULTS = (
     Outcome.TOOL_ERROR,
@@ -207,14 +213,12 @@ class CallRecorder:
             if batch is not None:
                 resolved = batch.get(id(message))
             entry = _Entry()
-            if isinstance(message, Request | Notification):
-                entry.message_type = (
-                    CallLog.MessageType.REQUEST
-                    if isinstance(message, Request)
-                    else CallLog.MessageType.NOTIFICATION
-                )
+            if isinstance(message, (Request, Notification)):
+                entry.message_type = _REQUEST if isinstance(message, Request) else _NOTIFICATION
                 entry.rpc_method = message.method[:128]
-                params = message.params if isinstance(message.params, Mapping) else {}
+                params = message.params
+                if type(params) is not dict and not isinstance(params, Mapping):
+                    params = {}
                 if resolved is not None and resolved.request is message:
                     entry.target = (resolved.target or "")[:512]
                     entry.item = resolved.item
@@ -228,7 +232,7 @@ class CallRecorder:
                 if isinstance(message, Request):
                     entry.rpc_id = _json_id(message.id)
             elif isinstance(message, Response):
-                entry.message_type = CallLog.MessageType.RESPONSE
+                entry.message_type = _RESPONSE
                 entry.rpc_id = _json_id(message.id)
                 if message.error is not None:
                     entry.error_code, entry.error_message = _error_fields(message.error)
@@ -254,7 +258,7 @@ class CallRecorder:
         entry = self._by_message.get(id(resolved.request))
         if entry is not None and not self._submitted:
             entry.version = version
-            entry.era = resolved.era.value
+            entry.era = _MODERN if resolved.era is Era.MODERN else _LEGACY
             entry.dispatched = True
             entry.started = time.monotonic()
 
@@ -567,7 +571,7 @@ def _declared_client(method: str, params: Mapping[str, Any]) -> Any:
     initialize's ``params.clientInfo``; None when it declares none. Read as sent: the writer
     keeps only a mapping's name and version."""
     meta = params.get("_meta")
-    if isinstance(meta, Mapping) and CLIENT_INFO_KEY in meta:
+    if meta is not None and isinstance(meta, Mapping) and CLIENT_INFO_KEY in meta:
         return meta[CLIENT_INFO_KEY]
     if method == "initialize":
         return params.get("clientInfo")
