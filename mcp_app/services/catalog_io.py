@@ -75,6 +75,7 @@ from mcp_app.services.catalog_writes import (
     config_references,
     prompt_messages_check,
     prompt_parts_set,
+    row_checks_remembered,
     tool_values,
 )
 from mcp_app.services.icons import (
@@ -1212,8 +1213,14 @@ def catalog_import(
         if missing:
             raise CatalogPermissionError(missing)
     report = ImportReport(dry_run=dry_run)
-    # Each new tool's schema is checked while planning and again as it is written: once.
-    with transaction.atomic(), history.catalog_change_source(source), schema_checks_remembered():
+    # Each new tool is checked while planning and again as it is written: its schema's
+    # metaschema check and its model's own rules run once for the same values.
+    with (
+        transaction.atomic(),
+        history.catalog_change_source(source),
+        schema_checks_remembered(),
+        row_checks_remembered(),
+    ):
         importer = _Importer(document, report, prune=prune, user=user)
         with catalog_changes_coalesced():  # one version bump per endpoint, not per row
             importer.run()
@@ -1243,6 +1250,9 @@ class _Importer:
         self.files: dict[str, bytes] = {}
         # Uploaded icons the document carries, by path; stored with the files.
         self.icons: dict[str, UploadedIcon] = {}
+        # What _planned_upstreams and _planned_views return, once made.
+        self._upstream_names: tuple[list[_Plan], frozenset[str]] | None = None
+        self._views: frozenset[str] | None = None
 
     def run(self) -> None:
         self._check_shape()
@@ -1634,19 +1644,26 @@ class _Importer:
                 for message in messages:
                     self._error(plan, name, message)
 
-    def _planned_upstreams(self) -> set[str]:
-        return {plan.key for plan in self.plans.get("upstreams", [])}
+    def _planned_upstreams(self) -> frozenset[str]:
+        # Read for every row checked, so made once the upstreams (the first section) are
+        # planned, not once a row.
+        plans = self.plans.get("upstreams", [])
+        if self._upstream_names is None or self._upstream_names[0] is not plans:
+            self._upstream_names = (plans, frozenset(plan.key for plan in plans))
+        return self._upstream_names[1]
 
-    def _planned_views(self) -> set[str]:
+    def _planned_views(self) -> frozenset[str]:
         # MCP Apps views the document writes, which its tools (planned first) may link: each
-        # is checked as a resource in its own right.
-        return {
-            entry["uri"]
-            for entry in self.document.get("resources", [])
-            if isinstance(entry.get("uri"), str)
-            and entry["uri"].startswith(apps.URI_SCHEME)
-            and entry.get("mime_type") == apps.MIME_TYPE
-        }
+        # is checked as a resource in its own right. Read for every row checked; made once.
+        if self._views is None:
+            self._views = frozenset(
+                entry["uri"]
+                for entry in self.document.get("resources", [])
+                if isinstance(entry.get("uri"), str)
+                and entry["uri"].startswith(apps.URI_SCHEME)
+                and entry.get("mime_type") == apps.MIME_TYPE
+            )
+        return self._views
 
     def _error(self, plan: _Plan, name: str, message: str) -> None:
         path = plan.path if name == "__all__" else f"{plan.path}.{name}"

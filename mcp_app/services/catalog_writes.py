@@ -15,6 +15,10 @@ put errors beside their own fields, but the rules live only here, in three steps
   acts and from where (``history.catalog_change``). The model signals then bump catalog
   versions and send list_changed.
 
+Inside ``row_checks_remembered`` (a catalog import, which checks each row while planning and
+its write path checks it again), a row checked again with the values it passed with is held
+again only to the rules that read the database.
+
 Many rows at once (the admin's bulk actions): ``catalog_rows_enable``,
 ``catalog_rows_publish`` and ``catalog_rows_unpublish``, each in one transaction (one
 list_changed per endpoint) and all or nothing; switching a row on runs ``catalog_row_check``
@@ -30,7 +34,9 @@ credentials, reverts and deletes are written by ``services/row_writes.py``, insi
 from __future__ import annotations
 
 import contextlib
+import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -140,12 +146,19 @@ def catalog_row_check(
         ValidationError: by field name; nothing was written.
     """
     errors: dict[str, list[str]] = {}
+    # Passed before with these values (``row_checks_remembered``): what reads them alone
+    # holds still.
+    unchanged = _checked_unchanged(row)
     try:
-        row.full_clean()
+        if unchanged:
+            _database_clean(row)
+        else:
+            row.full_clean()
     except ValidationError as exc:
         errors.update(_by_field(exc))
     if isinstance(row, Tool) and not {"kind", "config", "input_schema"} & set(errors):
-        for key, message in _tool_config_problems(row, upstreams).items():
+        problems = _tool_config_problems(row, upstreams, references_only=unchanged)
+        for key, message in problems.items():
             errors.setdefault(key, []).append(message)
     if isinstance(row, Tool) and "name" not in errors:
         endpoints = (relations or {}).get("endpoints")
@@ -175,6 +188,92 @@ def catalog_row_check(
             errors.setdefault("tools", []).extend(exc.messages)
     if errors:
         raise ValidationError(errors)
+    if not unchanged:
+        _remember_checked(row)
+
+
+# The rows that passed ``catalog_row_check`` inside ``row_checks_remembered``, by id: each
+# with the values it passed with (``_values_key``); None outside.
+_checked_rows: ContextVar[dict[int, tuple[models.Model, str]] | None] = ContextVar(
+    "mcp_checked_rows", default=None
+)
+
+
+@contextlib.contextmanager
+def row_checks_remembered() -> Iterator[None]:
+    """Inside the block, a row ``catalog_row_check`` passed is not held again to the rules
+    that read its values alone while those values stay as they were.
+
+    A catalog import checks each new tool while planning, so that every entry's errors are
+    reported before anything is written, and ``catalog_rows_create`` checks it again, as it
+    checks every row it writes: the second check was about a fifth of a fresh import's time.
+    Its model's own rules (``full_clean``'s field checks, the config's and the schemas'
+    included, and ``clean()``) and its config's ties to its input schema
+    (``Executor.config_problems``) read the row's values alone, so the same row with the
+    same values passes them again. What reads the database runs each time: ``full_clean``'s
+    unique and constraint checks, the rows a config names, tool names per endpoint, view
+    links. A row that failed, whose values changed since, or holding a value that is not
+    plain JSON (a file, a date: any saved row) is checked in full each time. (Not again:
+    whether a foreign key's row still exists, which ``full_clean`` reads too; the database's
+    foreign key refuses a row that lost it.)
+    """
+    if _checked_rows.get() is not None:
+        yield
+        return
+    token = _checked_rows.set({})
+    try:
+        yield
+    finally:
+        _checked_rows.reset(token)
+
+
+def _checked_unchanged(row: models.Model) -> bool:
+    """Whether ``row`` passed ``catalog_row_check`` in this ``row_checks_remembered`` block
+    with the values it holds now."""
+    checked = _checked_rows.get()
+    found = checked.get(id(row)) if checked is not None else None
+    return found is not None and found[0] is row and found[1] == _values_key(row)
+
+
+def _remember_checked(row: models.Model) -> None:
+    checked = _checked_rows.get()
+    if checked is not None and (key := _values_key(row)) is not None:
+        checked[id(row)] = (row, key)
+
+
+def _database_clean(row: models.Model) -> None:
+    """The parts of ``row.full_clean()`` that read the database besides foreign keys: unique
+    fields and constraints (no field failed, so none is left out)."""
+    errors: dict[str, Any] = {}
+    for check in (row.validate_unique, row.validate_constraints):
+        try:
+            check()
+        except ValidationError as exc:
+            errors = exc.update_error_dict(errors)
+    if errors:
+        raise ValidationError(errors)
+
+
+def _values_key(row: models.Model) -> str | None:
+    """The row's field values as canonical JSON; None if one is not plain JSON, or names a
+    related row the row holds unsaved (a check may read that row, not the id)."""
+    fields = row._meta.concrete_fields
+    for field in fields:
+        if field.is_relation and field.is_cached(row):  # type: ignore[attr-defined]
+            related = field.get_cached_value(row)  # type: ignore[attr-defined]
+            if related is not None and (
+                related.pk is None or related.pk != getattr(row, field.attname)
+            ):
+                return None
+    try:
+        return json.dumps(
+            [getattr(row, field.attname) for field in fields],
+            sort_keys=True,
+            separators=(",", ":"),
+            allow_nan=False,
+        )
+    except (TypeError, ValueError):
+        return None
 
 
 def _view_link_problem(uri: str, views: Collection[str]) -> str:
@@ -715,9 +814,12 @@ def config_references(tool: Tool) -> Sequence[ConfigReference]:
         return ()
 
 
-def _tool_config_problems(tool: Tool, upstreams: Collection[str]) -> dict[str, str]:
+def _tool_config_problems(
+    tool: Tool, upstreams: Collection[str], *, references_only: bool = False
+) -> dict[str, str]:
     """What the tool's (valid) config names that does not exist, or ties wrongly to its
-    input schema, by ``config.<key>``."""
+    input schema, by ``config.<key>``; with ``references_only``, only what it names (the
+    ties read the config and the schema alone: ``row_checks_remembered``)."""
     executor = get_executors().get(tool.kind)
     if executor is None:
         return {}
@@ -733,6 +835,8 @@ def _tool_config_problems(tool: Tool, upstreams: Collection[str]) -> dict[str, s
             problems[f"config.{reference.key}"] = (
                 f"No {reference.target} named {reference.name!r} here."
             )
+    if references_only:
+        return problems
     try:
         found = executor.config_problems(config, tool.input_schema)
     except ConfigError as exc:  # prepare() refuses such a config first; kept for safety

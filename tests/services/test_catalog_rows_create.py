@@ -13,19 +13,21 @@ from asgiref.sync import sync_to_async
 from django.contrib.auth.models import Group, User
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Max
+from django.db.models import Max, Model
 from django.test import override_settings
 
 from mcp_app.models import Endpoint, MembershipChange, Tool
 from mcp_app.services import history, notify, review
 from mcp_app.services.catalog_changes import catalog_changes_coalesced
-from mcp_app.services.catalog_io import CatalogImportError, catalog_import
+from mcp_app.services.catalog_io import BULK_CHUNK, CatalogImportError, catalog_import
 from mcp_app.services.catalog_writes import (
     NewItem,
     RowsInvalid,
+    catalog_row_check,
     catalog_row_save,
     catalog_rows_create,
     endpoint_create,
+    row_checks_remembered,
     tool_create,
     tool_values,
 )
@@ -316,3 +318,126 @@ def test_an_import_writing_new_tools_in_bulk_keeps_the_review_rule() -> None:
     with review.publishing_draft():
         catalog_import(document=document, user=actor)
     assert sorted(Tool.objects.values_list("name", flat=True)) == ["free", "held"]
+
+
+def refusal(row: Tool) -> dict[str, list[str]]:
+    """What ``catalog_row_check`` says of ``row``, checked afresh."""
+    try:
+        catalog_row_check(row)
+    except ValidationError as exc:
+        return exc.message_dict
+    return {}
+
+
+def broken(rows: dict[str, Tool]) -> None:
+    """Break each row but "kept" in a way only its model's own rules catch, some in place."""
+    rows["blank"].description = "   "
+    rows["schema"].input_schema["properties"]["name"]["maxLength"] = -1
+    rows["inline"].execution_mode, rows["inline"].task_support = "inline", "required"
+    rows["template"].config["template"] = "{% if %}"
+
+
+@pytest.mark.django_db
+def test_a_row_checked_before_is_checked_again_once_its_values_change() -> None:
+    # Inside row_checks_remembered (a catalog import), a row catalog_row_check passed is not
+    # held again to the rules reading its values alone while they stay as they were: any
+    # change, even inside its schema or config, and it is checked in full.
+    endpoint = endpoints_of("")["a"]
+    rows = {name: tool_row(name) for name in ("blank", "schema", "inline", "template", "kept")}
+    fresh = {name: tool_row(name) for name in rows}
+    broken(fresh)
+    expected = {index: refusal(row) for index, row in enumerate(fresh.values()) if refusal(row)}
+
+    with row_checks_remembered():
+        for row in rows.values():
+            catalog_row_check(row)
+        broken(rows)
+        with pytest.raises(RowsInvalid) as raised:
+            catalog_rows_create(
+                [NewItem(row=row, endpoints=[endpoint]) for row in rows.values()],
+                actor=None,
+                source=history.IMPORT,
+            )
+
+    assert raised.value.by_row == expected
+    assert expected[0] == {"description": ["A tool needs a description."]}
+    assert expected[1] == {
+        "input_schema": [
+            "Input schema is not a valid JSON Schema 2020-12 at /properties/name/maxLength: "
+            "-1 is less than the minimum of 0"
+        ]
+    }
+    assert expected[2] == {
+        "task_support": ["An inline tool cannot require tasks: tasks run on a worker."]
+    }
+    assert list(expected[3]) == ["config"] and sorted(expected) == [0, 1, 2, 3]
+    assert not Tool.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_row_checked_before_is_still_held_to_what_the_database_holds(monkeypatch: Any) -> None:
+    cleaned: list[Model] = []
+    full_clean = Model.full_clean
+
+    def counted(self: Model, *args: Any, **kwargs: Any) -> None:
+        cleaned.append(self)
+        full_clean(self, *args, **kwargs)
+
+    monkeypatch.setattr(Model, "full_clean", counted)
+    endpoint = Endpoint(slug="late", auth_mode="public")
+    with row_checks_remembered():
+        catalog_row_check(endpoint)
+        catalog_row_check(endpoint)
+        assert cleaned == [endpoint]  # its own rules once
+        endpoint_create(slug="late", auth_mode="public")  # meanwhile, another takes the slug
+        cleaned.clear()
+        with pytest.raises(ValidationError) as raised:
+            catalog_row_check(endpoint)
+
+    assert cleaned == []  # only the unique check ran again, and refused
+    assert raised.value.message_dict == {"slug": ["Endpoint with this Slug already exists."]}
+    # Outside the block every check is in full.
+    catalog_row_check(tool := tool_row("outside"))
+    catalog_row_check(tool)
+    assert cleaned == [tool, tool]
+
+
+@pytest.mark.django_db
+def test_an_import_of_many_tools_refuses_each_bad_one_with_its_message() -> None:
+    # More tools than a chunk of catalog_rows_create, many schemas: each check still bites.
+    count = BULK_CHUNK + 500
+    document: dict[str, Any] = {
+        "format": "mcphost-catalog/1",
+        "endpoints": [{"slug": "many", "auth_mode": "public"}],
+        "tools": [
+            {
+                "name": f"tool_{n:04d}",
+                "description": f"Says hello, {n}.",
+                "kind": "template",
+                "config": {"template": "Hello {{ name }} " + str(n)},
+                "input_schema": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string", "description": f"Whom {n}."}},
+                },
+                "endpoints": ["many"],
+            }
+            for n in range(count)
+        ],
+    }
+    tools = document["tools"]
+    tools[321]["description"] = "   "
+    tools[1234]["input_schema"]["properties"]["name"]["maxLength"] = -1
+    tools[count - 1]["execution_mode"] = "inline"
+    tools[count - 1]["task_support"] = "required"
+
+    with pytest.raises(CatalogImportError) as raised:
+        catalog_import(document=document)
+
+    assert [str(error) for error in raised.value.errors] == [
+        "tools[321].description (tool_0321): A tool needs a description.",
+        "tools[1234].input_schema (tool_1234): Input schema is not a valid JSON Schema 2020-12 "
+        "at /properties/name/maxLength: -1 is less than the minimum of 0",
+        f"tools[{count - 1}].task_support (tool_{count - 1:04d}): An inline tool cannot "
+        "require tasks: tasks run on a worker.",
+    ]
+    assert not Tool.objects.exists()
