@@ -244,7 +244,10 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # redis://... or, for a master that Redis Sentinel fails over, redis+sentinel://...
 # (mcp_app/services/redis_sentinel.py; docs/operations.md, "Redis with Sentinel").
 REDIS_URL = os.environ.get("REDIS_URL", "")
-for _name in ("REDIS_URL", "CELERY_BROKER_URL", "MCP_RATE_LIMIT_REDIS_URL"):
+# Django's cache (the API's throttles, DCR's rate limits, the CIMD fetch backoff) may live on
+# a Redis of its own; by default REDIS_URL's.
+CACHE_REDIS_URL = os.environ.get("CACHE_REDIS_URL", "") or REDIS_URL
+for _name in ("REDIS_URL", "CELERY_BROKER_URL", "MCP_RATE_LIMIT_REDIS_URL", "CACHE_REDIS_URL"):
     try:
         redis_sentinel.parse(os.environ.get(_name, ""))
     except ValueError as exc:
@@ -474,13 +477,14 @@ OAUTH2_PROVIDER = {
     ),
 }
 
-if REDIS_URL:
-    # Shared by every web process: DCR rate limits and DOT's CIMD fetch backoff.
+if CACHE_REDIS_URL:
+    # Shared by every web process: the API's throttles, DCR's rate limits and DOT's CIMD
+    # fetch backoff.
     CACHES = {
         "default": {
             "BACKEND": "django.core.cache.backends.redis.RedisCache",
             # A list: Django splits a string at the commas of a sentinel URL's hosts.
-            "LOCATION": [REDIS_URL],
+            "LOCATION": [CACHE_REDIS_URL],
             "KEY_PREFIX": REDIS_NAMESPACE,
             # A black-holed Redis holds a request this long at most (the API throttles then
             # count per process for a while: mcp_app/api/throttling.py).

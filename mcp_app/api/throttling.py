@@ -9,7 +9,8 @@
   tokens stops costing database queries. Counted in fixed windows with an atomic increment:
   concurrent failures all count.
 
-Counts live in Django's cache (Redis with ``REDIS_URL``, shared by every web process). While
+Counts live in Django's cache (Redis with ``REDIS_URL``, or ``CACHE_REDIS_URL`` when set;
+shared by every web process). While
 Redis fails, each process counts in its own memory instead (the limits then hold per process,
 not per site), says so in one log line per outage and counts the fallback in
 ``mcphost_api_throttle_local_counts``; it tries Redis again every ``RETRY_SECONDS``. A Redis

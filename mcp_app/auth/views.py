@@ -127,7 +127,8 @@ class ConsentView(AuthorizationView):  # type: ignore[misc]  # oauth2_provider h
 def registration_allowed(address: str, *, limit: int | None = None) -> bool:
     """Count one registration from ``address`` in the current hour; False past the limit.
 
-    The counter lives in Django's cache (Redis with REDIS_URL, so every web process shares it).
+    The counter lives in Django's cache (Redis with REDIS_URL or CACHE_REDIS_URL, so every web
+    process shares it).
     """
     limit = int(settings.OAUTH_DCR_RATE_PER_HOUR) if limit is None else limit
     if limit <= 0:

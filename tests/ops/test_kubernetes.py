@@ -27,6 +27,8 @@ MANIFESTS = ROOT / "deploy" / "kubernetes"
 VERSIONS = ["1.30.0", "1.37.0"]
 # Settings that hold secrets: only ever from the Secret, never written in a manifest.
 SECRETS = {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "MCP_SECRET_KEYS", "MCP_STDIO_BRIDGE_SECRET"}
+# Secrets (URLs that may carry a password) a Secret need not hold: each defaults to REDIS_URL.
+OPTIONAL_SECRETS = {"CELERY_BROKER_URL", "MCP_RATE_LIMIT_REDIS_URL", "CACHE_REDIS_URL"}
 # Read by the platform or by Python, not by the product's settings.
 NOT_SETTINGS = {"HOSTNAME"}
 
@@ -150,6 +152,12 @@ def test_secrets_come_only_from_the_secret() -> None:
             assert env[secret]["valueFrom"]["secretKeyRef"] == {"name": "mcphost", "key": secret}
         # Every process needs these to start and to read its credentials.
         assert {"SECRET_KEY", "DATABASE_URL", "REDIS_URL", "MCP_SECRET_KEYS"} <= set(env), name
+        # A Redis role split off REDIS_URL reaches every process that may use it.
+        assert set(env) >= OPTIONAL_SECRETS, name
+        for secret in OPTIONAL_SECRETS:
+            reference = {"name": "mcphost", "key": secret, "optional": True}
+            assert env[secret]["valueFrom"]["secretKeyRef"] == reference, (name, secret)
+    assert not OPTIONAL_SECRETS & set(objects("ConfigMap")["mcphost"]["data"])
 
 
 def test_exactly_one_beat_runs_and_it_keeps_its_schedule() -> None:

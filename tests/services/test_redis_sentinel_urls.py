@@ -4,15 +4,18 @@ they come from the environment once, at import."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
 
 import pytest
+import redis
 
 from mcp_app.services import redis_sentinel
 from mcp_app.services.redis_sentinel import SentinelTarget
+from scripts import services
 from tests.support.live import ROOT
 
 
@@ -84,10 +87,11 @@ SHOW = (
 )
 
 
-def _settings(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "CELERY_BROKER_URL")}
+def _settings(env: dict[str, str], code: str = SHOW) -> subprocess.CompletedProcess[str]:
+    dropped = ("REDIS_URL", "CELERY_BROKER_URL", "CACHE_REDIS_URL")
+    base = {k: v for k, v in os.environ.items() if k not in dropped}
     return subprocess.run(
-        [sys.executable, "manage.py", "shell", "-c", SHOW],
+        [sys.executable, "manage.py", "shell", "-c", code],
         cwd=ROOT,
         env={**base, **env},
         capture_output=True,
@@ -112,8 +116,30 @@ def test_settings_give_every_use_the_sentinel_form() -> None:
     assert options["master_name"] == "main"
 
 
-@pytest.mark.parametrize("name", ["REDIS_URL", "CELERY_BROKER_URL", "MCP_RATE_LIMIT_REDIS_URL"])
+@pytest.mark.parametrize(
+    "name", ["REDIS_URL", "CELERY_BROKER_URL", "MCP_RATE_LIMIT_REDIS_URL", "CACHE_REDIS_URL"]
+)
 def test_settings_refuse_a_malformed_sentinel_url_by_name(name: str) -> None:
     result = _settings({name: "redis+sentinel://127.0.0.1:26379"})
     assert result.returncode != 0
     assert f"ImproperlyConfigured: {name}: redis+sentinel URL" in result.stderr
+
+
+def test_the_cache_may_live_on_a_redis_of_its_own() -> None:
+    """``CACHE_REDIS_URL`` moves Django's cache (the API's throttles, DCR's limits) to another
+    Redis: a key the cache writes is there, not on ``REDIS_URL``'s."""
+    main = os.environ.get("REDIS_URL") or pytest.fail("the test command sets REDIS_URL")
+    code = (
+        "from django.core.cache import cache; cache.set('split-roles', 1, 60); "
+        "print(cache.make_key('split-roles'))"
+    )
+    with services.redis() as own:
+        result = _settings({"REDIS_URL": main, "CACHE_REDIS_URL": own}, code)
+        assert result.returncode == 0, result.stderr
+        key = result.stdout.strip().splitlines()[-1]
+        with (
+            contextlib.closing(redis.Redis.from_url(own)) as cache_redis,
+            contextlib.closing(redis.Redis.from_url(main)) as main_redis,
+        ):
+            assert cache_redis.exists(key) == 1
+            assert main_redis.exists(key) == 0
