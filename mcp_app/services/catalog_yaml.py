@@ -65,7 +65,21 @@ class _Unwritten(Exception):
 
 # How libyaml ends a document whose last block scalar kept its trailing line breaks ("|+"):
 # nothing else in the document writes this at its end.
-_OPEN_END = "\n...\n"
+_OPEN_END = "...\n"
+# YAML 1.1's line breaks: libyaml writes the "..." at the start of a line, after any of them
+# (a block scalar may end in a line or paragraph separator).
+_LINE_BREAKS = frozenset("\n\r\x85\u2028\u2029")
+
+
+def _ends_open(text: str) -> bool:
+    """Whether ``text``, a document libyaml wrote, ends with the "..." of an open end."""
+    return (
+        text.endswith(_OPEN_END)
+        and len(text) > len(_OPEN_END)
+        and text[-len(_OPEN_END) - 1] in _LINE_BREAKS
+    )
+
+
 # A block scalar that keeps its breaks: written before a value, it tells whether the value
 # writes a block scalar of its own (which ends the document's open end) or none.
 _KEPT_BREAKS = "x\n\n"
@@ -133,16 +147,16 @@ class Writer:
 
     def end(self) -> str:
         """What follows the last piece: "..." after a block scalar that kept its breaks."""
-        return _OPEN_END[1:] if self._open_ended else ""
+        return _OPEN_END if self._open_ended else ""
 
     def _pyyaml(self, value: Any) -> str:
         """``value`` (a one-key mapping or a one-item list) dumped by PyYAML, its end cut
         off and remembered."""
         text = dump(value)
-        if text.endswith(_OPEN_END):
+        if _ends_open(text):
             self._open_ended = True
-            return text[: -len(_OPEN_END) + 1]
-        if self._open_ended and not dump([_KEPT_BREAKS, value]).endswith(_OPEN_END):
+            return text[: -len(_OPEN_END)]
+        if self._open_ended and not _ends_open(dump([_KEPT_BREAKS, value])):
             self._open_ended = False  # it wrote a block scalar of its own: the end is closed
         return text
 
@@ -224,13 +238,19 @@ class Writer:
             probe = {"k": probe}
             prefix = " " * (depth * INDENT) + "k:\n" + prefix
         text = dump(probe)
-        if not (text.startswith(prefix) and text.endswith("\n")):
+        if not text.startswith(prefix):
+            raise _Unwritten
+        open_end = _ends_open(text)
+        if open_end:
+            text = text[: -len(_OPEN_END)]
+        # What follows the value starts a line after its "\n"; a block that ends in another
+        # line break (a line separator) is followed by nothing: the entry is PyYAML's.
+        if not text.endswith("\n"):
             raise _Unwritten
         # The value is the probe's one scalar that is not a key "k...": a block scalar
         # ("|" or ">" first) sets the document's end, "..." if it kept its breaks.
-        if text.endswith(_OPEN_END):
+        if open_end:
             self._open_ended = True
-            text = text[: -len(_OPEN_END) + 1]
         elif text.startswith((" |", " >"), len(prefix)):
             self._open_ended = False
         return text[len(prefix) : -1]

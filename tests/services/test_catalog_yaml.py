@@ -224,6 +224,21 @@ def test_a_block_that_keeps_its_breaks_ends_the_document_not_its_entry() -> None
     assert "".join(pieces) + writer.end() == dump({"format": 2, "tools": [kept, {"name": "next"}]})
 
 
+@pytest.mark.parametrize("brk", ["\u2028", "\u2029", "\x85", "\r"])
+def test_a_block_ending_in_another_line_break_is_written_as_pyyaml_writes_it(brk: str) -> None:
+    # A block scalar may end in any of YAML 1.1's line breaks; libyaml writes what follows
+    # (the next key, or the open end's "...") straight after it, not after a "\n".
+    # Hypothesis found {0: ["\n\u2028"], "": []}: "..." was left between two items.
+    for document in (
+        {0: ["\n" + brk], "": []},
+        {"tools": [{"template": "\n" + brk}, {"name": "next"}], "end": {"tools": 2}},
+        {"tools": [{"template": "a" + brk + brk}, {"template": "Bye\n"}]},
+        {"tools": ["x" + brk + "\n\n", "y"], "z": 1},
+        {"k": "a" + brk, "tools": [{"t": "\n\n" + brk}]},
+    ):
+        assert document_text(document) == dump(document), document
+
+
 def _jsonb_order(value: Any) -> Any:
     """``value`` with its mappings' keys in the order PostgreSQL's jsonb gives them back
     (shorter first, then by their bytes): a draft's document as read from its row."""
