@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Max, Model
 from django.test import override_settings
 
+from bench import catalog_bulk
 from mcp_app.models import Endpoint, MembershipChange, Tool
 from mcp_app.services import history, notify, review
 from mcp_app.services.catalog_changes import catalog_changes_coalesced
@@ -406,24 +407,7 @@ def test_a_row_checked_before_is_still_held_to_what_the_database_holds(monkeypat
 def test_an_import_of_many_tools_refuses_each_bad_one_with_its_message() -> None:
     # More tools than a chunk of catalog_rows_create, many schemas: each check still bites.
     count = BULK_CHUNK + 500
-    document: dict[str, Any] = {
-        "format": "mcphost-catalog/1",
-        "endpoints": [{"slug": "many", "auth_mode": "public"}],
-        "tools": [
-            {
-                "name": f"tool_{n:04d}",
-                "description": f"Says hello, {n}.",
-                "kind": "template",
-                "config": {"template": "Hello {{ name }} " + str(n)},
-                "input_schema": {
-                    "type": "object",
-                    "properties": {"name": {"type": "string", "description": f"Whom {n}."}},
-                },
-                "endpoints": ["many"],
-            }
-            for n in range(count)
-        ],
-    }
+    document: dict[str, Any] = catalog_bulk.document(tools=count, endpoints=1)
     tools = document["tools"]
     tools[321]["description"] = "   "
     tools[1234]["input_schema"]["properties"]["name"]["maxLength"] = -1
@@ -434,10 +418,10 @@ def test_an_import_of_many_tools_refuses_each_bad_one_with_its_message() -> None
         catalog_import(document=document)
 
     assert [str(error) for error in raised.value.errors] == [
-        "tools[321].description (tool_0321): A tool needs a description.",
-        "tools[1234].input_schema (tool_1234): Input schema is not a valid JSON Schema 2020-12 "
+        "tools[321].description (tool_00321): A tool needs a description.",
+        "tools[1234].input_schema (tool_01234): Input schema is not a valid JSON Schema 2020-12 "
         "at /properties/name/maxLength: -1 is less than the minimum of 0",
-        f"tools[{count - 1}].task_support (tool_{count - 1:04d}): An inline tool cannot "
+        f"tools[{count - 1}].task_support (tool_{count - 1:05d}): An inline tool cannot "
         "require tasks: tasks run on a worker.",
     ]
     assert not Tool.objects.exists()
