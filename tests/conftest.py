@@ -6,6 +6,7 @@ Directory-specific fixtures live in that directory's conftest.py.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,13 @@ def pytest_configure(config: pytest.Config) -> None:
     # they are one installation with it, so they inherit its namespace.
     os.environ["REDIS_NAMESPACE"] = settings.REDIS_NAMESPACE
     TransactionTestCase._fixture_teardown = _empty_after_test  # type: ignore[method-assign]
+    # A shell without job control starts its background commands with SIGINT ignored, and an
+    # ignored signal stays ignored through every exec: a suite started that way (CI's runner
+    # may be one) would start Daphne and ``dev.py run`` deaf to the Ctrl-C their tests send,
+    # and Twisted installs its SIGINT handler only over Python's default. A handled signal is
+    # reset to the default at exec, so the processes the tests start get a terminal's SIGINT.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 # Test directories whose files share a session-scoped stack, run on one xdist worker together
