@@ -28,14 +28,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import math
-import ssl
 import weakref
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from mcp_app.services import redis_sentinel
+from mcp_app.services import redis_sentinel, redis_tls
 
 
 class Bulks:
@@ -297,11 +296,13 @@ class Client:
             elif parts.scheme == "unix":
                 transport, connection = await loop.create_unix_connection(_Connection, parts.path)
             else:
+                try:
+                    # Made afresh, as redis-py does: renewed files are read on reconnecting.
+                    tls = redis_tls.context(self.url)
+                except ValueError as exc:  # a file gone since the start: no Redis, as it were
+                    raise ConnectionError(f"TLS of {parts.hostname}: {exc}") from exc
                 transport, connection = await loop.create_connection(
-                    _Connection,
-                    parts.hostname or "127.0.0.1",
-                    parts.port or 6379,
-                    ssl=ssl.create_default_context() if parts.scheme == "rediss" else None,
+                    _Connection, parts.hostname or "127.0.0.1", parts.port or 6379, ssl=tls
                 )
             connection.transport = transport
             if target is None and parts.password:
