@@ -438,8 +438,9 @@ async def test_a_web_process_and_a_worker_work_over_tls_only(
 ) -> None:
     """Every Redis URL is the TLS server's, with the private CA: a limited call is counted
     (its limit fails closed), a background call's progress and result cross the channel layer
-    to an SSE stream, an edit saved elsewhere is pushed, and the API's throttles count in the
-    shared cache; each role's keys are on that server."""
+    to an SSE stream, an edit saved elsewhere is pushed, the API's throttles count in the
+    shared cache, and ``/readyz`` finds Redis and the worker's heartbeat; each role's keys are
+    on that server."""
     await asyncio.to_thread(run_manage, fault_stack.env, "shell", "-c", SEED)
     url = servers.tls.url()
     env = {
@@ -497,6 +498,16 @@ async def test_a_web_process_and_a_worker_work_over_tls_only(
                 for n in range(AUTH_FAILURES + 1)
             ]
             assert made_up == [401] * AUTH_FAILURES + [429]
+
+            # The probe reads Redis, and the worker's heartbeat there, over TLS too.
+            probes: list[Any] = []
+
+            async def ready() -> bool:
+                response = await client.get(f"{web.base_url}/readyz")
+                probes.append((response.status_code, response.json()))
+                return response.status_code == 200 and probes[-1][1]["failed"] == []
+
+            await await_until(ready, "/readyz ready", detail=lambda: str(probes[-1:]))
 
         # Counted in the shared cache, not per process for want of Redis.
         assert "Redis unavailable" not in web.log(), web.log()[-3000:]
