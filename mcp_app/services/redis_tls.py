@@ -22,9 +22,13 @@ from __future__ import annotations
 
 import os
 import ssl
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 SCHEME = "rediss"
+# redis_sentinel's scheme (which imports this module): with TLS options, TLS to the sentinels
+# and to the master they name.
+SENTINEL_SCHEME = "redis+sentinel"
 CERT_REQS = {"none": ssl.CERT_NONE, "optional": ssl.CERT_OPTIONAL, "required": ssl.CERT_REQUIRED}
 BOOLEANS = {"true": True, "false": False}
 # The CA bundle, the verification mode, the client's certificate and key (mutual TLS), and
@@ -51,9 +55,49 @@ def options(url: str) -> dict[str, str]:
         raise ValueError(
             f"unknown TLS options {', '.join(unknown)} (supported: {', '.join(OPTIONS)})"
         )
-    if given and parts.scheme != SCHEME:
-        raise ValueError(f"TLS options ({', '.join(sorted(given))}) need a {SCHEME}:// URL")
+    if given and parts.scheme not in (SCHEME, SENTINEL_SCHEME):
+        raise ValueError(
+            f"TLS options ({', '.join(sorted(given))}) need a {SCHEME}:// or"
+            f" {SENTINEL_SCHEME}:// URL"
+        )
     return given
+
+
+def uses_tls(url: str) -> bool:
+    """Whether connections for ``url`` speak TLS: a ``rediss://`` URL, or a sentinel URL with
+    TLS options (then to the sentinels and to the master alike).
+
+    Raises:
+        ValueError: as ``options``.
+    """
+    given = options(url)
+    return url.startswith(f"{SCHEME}://") or bool(given)
+
+
+def kwargs(given: dict[str, str]) -> dict[str, Any]:
+    """redis-py's connection arguments for TLS with ``given`` options (``options``'s)."""
+    _values(given)
+    made: dict[str, Any] = {"ssl": True, **given}
+    if "ssl_check_hostname" in given:
+        made["ssl_check_hostname"] = BOOLEANS[given["ssl_check_hostname"].lower()]
+    return made
+
+
+def _values(given: dict[str, str]) -> tuple[ssl.VerifyMode, bool]:
+    """The verification mode and host name check ``given`` asks for.
+
+    Raises:
+        ValueError: a value redis-py and kombu would not both read the same way.
+    """
+    cert_reqs = given.get("ssl_cert_reqs", "required")
+    if cert_reqs not in CERT_REQS:
+        raise ValueError(f"ssl_cert_reqs={cert_reqs!r} is none of {', '.join(CERT_REQS)}")
+    check_hostname = given.get("ssl_check_hostname", "true").lower()
+    if check_hostname not in BOOLEANS:
+        raise ValueError(f"ssl_check_hostname={check_hostname!r} is neither true nor false")
+    if "ssl_keyfile" in given and "ssl_certfile" not in given:
+        raise ValueError("ssl_keyfile without ssl_certfile")
+    return CERT_REQS[cert_reqs], BOOLEANS[check_hostname]
 
 
 def context(url: str) -> ssl.SSLContext | None:
@@ -65,27 +109,18 @@ def context(url: str) -> ssl.SSLContext | None:
         ValueError: a malformed option (the message names it), or a file it names that does
             not exist or does not hold what it should.
     """
-    given = options(url)
-    if urlsplit(url).scheme != SCHEME:
+    if not uses_tls(url):
         return None
-    cert_reqs = given.get("ssl_cert_reqs", "required")
-    if cert_reqs not in CERT_REQS:
-        raise ValueError(
-            f"ssl_cert_reqs={cert_reqs!r} is none of {', '.join(CERT_REQS)}",
-        )
-    check_hostname = given.get("ssl_check_hostname", "true").lower()
-    if check_hostname not in BOOLEANS:
-        raise ValueError(f"ssl_check_hostname={check_hostname!r} is neither true nor false")
+    given = options(url)
+    cert_reqs, check_hostname = _values(given)
     certfile, keyfile = given.get("ssl_certfile"), given.get("ssl_keyfile")
-    if keyfile and not certfile:
-        raise ValueError("ssl_keyfile without ssl_certfile")
     for key in FILES:
         if key in given and not os.path.isfile(given[key]):
             raise ValueError(f"{key}={given[key]}: no such file")
     made = ssl.create_default_context()
     # As redis-py: no host name check when the certificate itself is not checked.
-    made.check_hostname = BOOLEANS[check_hostname] and CERT_REQS[cert_reqs] != ssl.CERT_NONE
-    made.verify_mode = CERT_REQS[cert_reqs]
+    made.check_hostname = check_hostname and cert_reqs != ssl.CERT_NONE
+    made.verify_mode = cert_reqs
     try:
         if certfile:
             made.load_cert_chain(certfile=certfile, keyfile=keyfile or None)

@@ -29,6 +29,7 @@ import httpx
 import kombu
 import pytest
 import redis
+from channels_redis.core import RedisChannelLayer
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -37,13 +38,13 @@ from django.conf import settings
 from django.core.cache.backends.redis import RedisCache
 
 from mcp_app.services import redis_sentinel, redis_tls, resp
-from mcp_app.services.celery_transport import Transport
+from mcp_app.services.celery_transport import SentinelTransport, Transport
 from scripts import services
 from tests.faults.conftest import FaultStack, Redis, WebProcess, plain_redis_args, run_manage
 from tests.faults.test_invalidation_after_redis_restart import echo_description
 from tests.faults.test_redis_sentinel import SEED, SLUG, _works
 from tests.services.test_redis_sentinel_urls import _settings
-from tests.support.waiting import await_until
+from tests.support.waiting import await_until, wait_until
 from tests.support.worker import celery_worker
 
 CREATE_TOKEN = """
@@ -53,6 +54,7 @@ user = User.objects.create_superuser({username!r}, password="unused-password-123
 print(api_token_create(user=user, name="tls")[1])
 """
 AUTH_FAILURES = 3
+MASTER = "mcphost-tls"
 
 
 @dataclass(frozen=True)
@@ -111,9 +113,12 @@ def make_pki(folder: Path) -> Pki:
         .sign(ca_key, hashes.SHA256())
     )
     _write(folder, "ca", ca_key, ca)
+    # A server's certificate is its client's too when it connects to another (a sentinel to
+    # its master).
+    server_and_client = [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
     for stem, usage in [
-        ("server", ExtendedKeyUsageOID.SERVER_AUTH),
-        ("client", ExtendedKeyUsageOID.CLIENT_AUTH),
+        ("server", server_and_client),
+        ("client", [ExtendedKeyUsageOID.CLIENT_AUTH]),
     ]:
         key = ec.generate_private_key(ec.SECP256R1())
         cert = (
@@ -125,7 +130,7 @@ def make_pki(folder: Path) -> Pki:
                 x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
                 critical=False,
             )
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usage), critical=False)
             .add_extension(
                 x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
             )
@@ -168,10 +173,45 @@ def _tls_redis(workdir: Path, pki: Pki, auth_clients: str) -> TlsRedis:
     return TlsRedis(server, tls, pki)
 
 
+def _tls_sentinel(workdir: Path, pki: Pki, master: TlsRedis) -> TlsRedis:
+    """A sentinel speaking TLS to its clients and to ``master`` (``tls-replication``)."""
+    plain, tls = services.free_port(), services.free_port()
+    workdir.mkdir(parents=True)
+    conf = workdir / "sentinel.conf"
+    conf.write_text(
+        f"port {plain}\nbind 127.0.0.1\ndir {workdir}\ntls-port {tls}\n"
+        f"tls-cert-file {pki['server.pem']}\ntls-key-file {pki['server.key']}\n"
+        f"tls-ca-cert-file {pki['ca.pem']}\ntls-auth-clients optional\ntls-replication yes\n"
+        f"sentinel monitor {MASTER} 127.0.0.1 {master.tls_port} 1\n"
+    )
+    server = Redis(workdir, plain, args=[str(conf), "--sentinel"])
+    server.start()
+    sentinel = TlsRedis(server, tls, pki)
+
+    def watching() -> bool:
+        with contextlib.closing(server.client()) as look:
+            state = look.sentinel_master(MASTER)
+        # INFO answered over TLS: the sentinel knows the master for what it is.
+        return bool(state.get("role-reported") == "master" and state["info-refresh"] < 60_000)
+
+    wait_until(watching, "the sentinel watching its master over TLS")
+    return sentinel
+
+
 @dataclass
 class Servers:
     tls: TlsRedis  # client certificates optional
     mutual: TlsRedis  # client certificates required
+    sentinel: TlsRedis  # watches ``tls`` as MASTER
+
+    def url(self, kind: str, **given: Any) -> str:
+        if kind == "sentinel":
+            # The options of the rediss:// URL, for the sentinel and the master alike.
+            query = self.tls.url(**given).partition("?")[2]
+            tail = f"?{query}" if query else "?ssl_cert_reqs=required"
+            return f"redis+sentinel://127.0.0.1:{self.sentinel.tls_port}/{MASTER}/0{tail}"
+        server = self.mutual if kind == "mutual" else self.tls
+        return server.url(client_cert=kind == "mutual", **given)
 
 
 @pytest.fixture(scope="module")
@@ -182,6 +222,7 @@ def servers() -> Iterator[Servers]:
         pki = make_pki(workdir)
         started.append(_tls_redis(workdir / "tls", pki, "optional"))
         started.append(_tls_redis(workdir / "mutual", pki, "yes"))
+        started.append(_tls_sentinel(workdir / "sentinel", pki, started[0]))
         yield Servers(*started)
     finally:
         for server in started:
@@ -207,9 +248,13 @@ def _cache_round_trip(url: str, tag: str) -> Any:
 
 
 async def _layer_round_trip(url: str, tag: str) -> Any:
-    from channels_redis.core import RedisChannelLayer
-
-    layer = RedisChannelLayer(
+    # The layer settings name for the URL.
+    kind = (
+        redis_sentinel.SentinelChannelLayer
+        if redis_sentinel.is_sentinel_url(url)
+        else RedisChannelLayer
+    )
+    layer = kind(
         hosts=[
             redis_sentinel.channel_layer_host(
                 url, socket_timeout=5, socket_connect_timeout=2, **settings.REDIS_CLIENT_OPTIONS
@@ -243,12 +288,18 @@ async def _async_round_trip(url: str, tag: str) -> Any:
 
 
 def _broker_round_trip(url: str, tag: str) -> Any:
-    # As settings give Celery a rediss:// URL: kombu's TLS options when the URL has none.
+    # As settings give Celery a URL: kombu's TLS options when a rediss:// URL has none, the
+    # sentinel:// form of a sentinel URL.
+    transport: type[Transport] | type[SentinelTransport] = Transport
+    options: dict[str, Any] = {"socket_timeout": 2, "socket_connect_timeout": 2}
+    if redis_sentinel.is_sentinel_url(url):
+        url, sentinel_options = redis_sentinel.kombu_broker(url)
+        transport, options = SentinelTransport, {**options, **sentinel_options}
     with kombu.Connection(
         url,
-        transport=Transport,
+        transport=transport,
         ssl={"ssl_cert_reqs": ssl.CERT_REQUIRED},
-        transport_options={"socket_timeout": 2, "socket_connect_timeout": 2},
+        transport_options=options,
     ) as connection:
         connection.ensure_connection(max_retries=1)
         queue = connection.SimpleQueue("tls-test:queue")
@@ -301,29 +352,34 @@ async def _refusal(round_trip: Callable[[str, str], Any], url: str) -> str:
 
 
 @pytest.mark.parametrize("name", list(ROUND_TRIPS))
-@pytest.mark.parametrize("mutual", [False, True], ids=["ca", "mutual"])
+@pytest.mark.parametrize("kind", ["ca", "mutual", "sentinel"])
 async def test_each_client_works_with_the_private_ca_in_the_url(
-    servers: Servers, name: str, mutual: bool
+    servers: Servers, name: str, kind: str
 ) -> None:
     """With ``ssl_ca_certs`` (and the client's certificate and key where the server wants
-    them) every client makes a verified TLS connection, and its write is on that server."""
-    server = servers.mutual if mutual else servers.tls
+    them) every client makes a verified TLS connection, to the sentinel and the master it
+    names too, and its write is on that server."""
+    server = servers.mutual if kind == "mutual" else servers.tls
     tag = f"{name}-{uuid.uuid4().hex}"
-    url = server.url(client_cert=mutual)
-    assert await _run(ROUND_TRIPS[name], url, tag) == tag
+    assert await _run(ROUND_TRIPS[name], servers.url(kind), tag) == tag
     if name in ("sync", "async", "resp"):
         with contextlib.closing(server.plain()) as look:
             assert look.get(f"tls-test:{name}") == tag.encode()
 
 
 @pytest.mark.parametrize("name", list(ROUND_TRIPS))
+@pytest.mark.parametrize("kind", ["ca", "sentinel"])
 async def test_each_client_refuses_a_certificate_it_cannot_verify(
-    servers: Servers, name: str
+    servers: Servers, name: str, kind: str
 ) -> None:
     """Verification is on: without the private CA, the system's CAs do not vouch for the
-    server, and every client gives up on the handshake."""
-    said = await _refusal(ROUND_TRIPS[name], servers.tls.url(ca=False))
-    assert "certificate verify failed" in said, said
+    server (or the sentinel), and every client gives up on the handshake."""
+    said = await _refusal(ROUND_TRIPS[name], servers.url(kind, ca=False))
+    # redis-py's Sentinel client reports no master, its sentinels' errors by type alone.
+    refused = "certificate verify failed" in said or (
+        kind == "sentinel" and name != "resp" and "No master found" in said
+    )
+    assert refused, said
 
 
 @pytest.mark.parametrize("name", list(ROUND_TRIPS))
@@ -409,8 +465,9 @@ def test_settings_refuse_a_malformed_tls_option_by_name(
         ("rediss://h/0?ssl_check_hostname=0", "neither true nor false"),
         ("rediss://h/0?ssl_password=x", "unknown TLS options ssl_password"),
         ("rediss://h/0?ssl_cert_reqs=none&ssl_cert_reqs=required", "given twice: ssl_cert_reqs"),
-        ("redis://h/0?ssl_ca_certs=/ca.pem", "need a rediss:// URL"),
-        ("redis+sentinel://h/main?ssl_ca_certs=/ca.pem", "need a rediss:// URL"),
+        ("redis://h/0?ssl_ca_certs=/ca.pem", "need a rediss:// or"),
+        ("unix:///tmp/redis.sock?ssl_ca_certs=/ca.pem", r"need a rediss:// or redis\+sentinel://"),
+        ("redis+sentinel://h/main?ssl_cert_reqs=yes", "ssl_cert_reqs='yes' is none of"),
     ],
 )
 def test_a_malformed_tls_option_is_refused_with_what_is_wrong(url: str, error: str) -> None:
@@ -425,6 +482,16 @@ def test_a_file_that_holds_no_certificate_is_refused(servers: Servers) -> None:
         redis_tls.context(url)
 
 
+def test_kombu_gets_a_sentinel_urls_tls_options_for_the_master_and_the_sentinels() -> None:
+    url = "redis+sentinel://h1:1,h2:2/main/0?ssl_cert_reqs=required&ssl_check_hostname=false"
+    broker, options = redis_sentinel.kombu_broker(url)
+    assert broker == (
+        "sentinel://h1:1/0?ssl_cert_reqs=required&ssl_check_hostname=false;sentinel://h2:2/0"
+    )
+    sentinel_kwargs = options["sentinel_kwargs"]
+    assert sentinel_kwargs["ssl"] is True and sentinel_kwargs["ssl_check_hostname"] is False
+
+
 def test_a_url_without_tls_has_no_context() -> None:
     assert redis_tls.context("redis://h:6379/0") is None
     assert redis_tls.context("") is None
@@ -433,16 +500,22 @@ def test_a_url_without_tls_has_no_context() -> None:
 # -- a web process and a worker on TLS only -----------------------------------------------------
 
 
+@pytest.mark.parametrize("kind", ["ca", "sentinel"])
 async def test_a_web_process_and_a_worker_work_over_tls_only(
-    servers: Servers, fault_stack: FaultStack, web_process: Callable[..., WebProcess]
+    servers: Servers,
+    fault_stack: FaultStack,
+    web_process: Callable[..., WebProcess],
+    kind: str,
 ) -> None:
-    """Every Redis URL is the TLS server's, with the private CA: a limited call is counted
-    (its limit fails closed), a background call's progress and result cross the channel layer
-    to an SSE stream, an edit saved elsewhere is pushed, the API's throttles count in the
-    shared cache, and ``/readyz`` finds Redis and the worker's heartbeat; each role's keys are
-    on that server."""
+    """Every Redis URL is the TLS server's (or the TLS sentinel's that names it), with the
+    private CA: a limited call is counted (its limit fails closed), a background call's
+    progress and result cross the channel layer to an SSE stream, an edit saved elsewhere is
+    pushed, the API's throttles count in the shared cache, and ``/readyz`` finds Redis and the
+    worker's heartbeat; each role's keys are on that server."""
+    with contextlib.closing(servers.tls.plain()) as look:
+        look.flushall()  # what an earlier test left there is not this one's
     await asyncio.to_thread(run_manage, fault_stack.env, "shell", "-c", SEED)
-    url = servers.tls.url()
+    url = servers.url(kind)
     env = {
         "REDIS_URL": url,
         "CELERY_BROKER_URL": url,
