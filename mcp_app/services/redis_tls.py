@@ -1,4 +1,4 @@
-"""The TLS options of a ``rediss://`` URL, meaning for every client what they mean to redis-py.
+"""The TLS options of a Redis URL, meaning for every client what they mean to redis-py.
 
 Every Redis URL of the product (``REDIS_URL``, ``CELERY_BROKER_URL``,
 ``MCP_RATE_LIMIT_REDIS_URL``, ``CACHE_REDIS_URL``) may carry them as its query, redis-py's
@@ -7,8 +7,10 @@ convention, which kombu (the Celery broker) reads too::
     rediss://[[user]:password@]host:port[/<db>]?ssl_ca_certs=/etc/redis/ca.pem
         [&ssl_cert_reqs=required][&ssl_certfile=...&ssl_keyfile=...][&ssl_check_hostname=false]
 
-redis-py (the channel layer, Django's cache, change notifications, the SSE event store,
-heartbeats, probes) and kombu hand them to their own TLS connections; the rate limiter's
+A ``redis+sentinel://`` URL (``services/redis_sentinel.py``) takes the same options, for its
+connections to the sentinels and to the master alike. redis-py (the channel layer, Django's
+cache, change notifications, the SSE event store, heartbeats, probes) and kombu hand them to
+their own TLS connections; the rate limiter's
 client (``services/resp.py``) has its ``ssl.SSLContext`` made here, as redis-py makes its own.
 Only the options all three read alike are accepted: ``ssl_cert_reqs`` is one of redis-py's
 names (kombu also takes ``CERT_REQUIRED``, redis-py does not) and ``ssl_check_hostname`` is
