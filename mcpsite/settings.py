@@ -10,6 +10,7 @@ import ipaddress
 import os
 import re
 import secrets
+import ssl
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from mcp_app.services import redis_sentinel
+from mcp_app.services import redis_sentinel, redis_tls
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("MCPHOST_VAR_DIR", BASE_DIR / "var"))
@@ -247,9 +248,12 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 # Django's cache (the API's throttles, DCR's rate limits, the CIMD fetch backoff) may live on
 # a Redis of its own; by default REDIS_URL's.
 CACHE_REDIS_URL = os.environ.get("CACHE_REDIS_URL", "") or REDIS_URL
+# A rediss:// URL's TLS options (mcp_app/services/redis_tls.py) are checked by making the
+# context a connection would use: a missing CA file fails here, not on every connection.
 for _name in ("REDIS_URL", "CELERY_BROKER_URL", "MCP_RATE_LIMIT_REDIS_URL", "CACHE_REDIS_URL"):
     try:
         redis_sentinel.parse(os.environ.get(_name, ""))
+        redis_tls.context(os.environ.get(_name, ""))
     except ValueError as exc:
         raise ImproperlyConfigured(f"{_name}: {exc}") from None
 
@@ -336,6 +340,12 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Queues, unacknowledged jobs and bindings in this installation's namespace: another
     # installation's workers on the same Redis must never take its calls.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"global_keyprefix": f"{REDIS_NAMESPACE}:celery:"}
+    if CELERY_BROKER_URL.startswith("rediss://"):
+        # kombu makes TLS options of the URL's ssl_* ones only: without any, the Redis
+        # transport mcpsite/celery.py names would speak plain text to the TLS port (kombu's
+        # own would use TLS but check no certificate). These apply to a URL without
+        # options: the certificate is checked against the system's CAs, as redis-py does.
+        CELERY_BROKER_USE_SSL = {"ssl_cert_reqs": ssl.CERT_REQUIRED}
 elif redis_sentinel.is_sentinel_url(CELERY_BROKER_URL):
     # kombu's own form: one sentinel:// URL per sentinel, the master's name as an option
     # (mcpsite/celery.py picks our sentinel transport for it).

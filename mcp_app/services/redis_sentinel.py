@@ -4,13 +4,15 @@ Every Redis URL of the product (``REDIS_URL``, ``CELERY_BROKER_URL``,
 ``MCP_RATE_LIMIT_REDIS_URL``) may take this form instead of ``redis://``::
 
     redis+sentinel://[[user]:password@]host:port[,host:port...]/<master>[/<db>]
-        [?sentinel_username=...&sentinel_password=...]
+        [?sentinel_username=...&sentinel_password=...][&ssl_ca_certs=...&...]
 
 The hosts are the sentinels (port 26379 when left out), ``<master>`` the name they monitor it
 by, the user and password those of the master (and its replicas), ``sentinel_*`` those of the
-sentinels when they ask for a password. A client made here asks a sentinel where the master is
-whenever it connects, and drops a connection that finds a replica (``READONLY``) or loses the
-master, so it follows a failover (docs/operations.md, "Redis with Sentinel").
+sentinels when they ask for a password, TLS options (``services/redis_tls.py``) those of every
+connection, to the sentinels and to the master alike (with any, all speak TLS). A client made
+here asks a sentinel where the master is whenever it connects, and drops a connection that
+finds a replica (``READONLY``) or loses the master, so it follows a failover
+(docs/operations.md, "Redis with Sentinel").
 
 This module turns such a URL into each library's own Sentinel configuration (redis-py,
 channels_redis, kombu, Django's cache); the rate limiter's own client (``services/resp.py``)
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, unquote
+from urllib.parse import parse_qs, unquote, urlencode
 
 import redis
 import redis.asyncio
@@ -31,6 +33,8 @@ import redis.backoff
 import redis.retry
 import redis.sentinel
 from channels_redis.core import RedisChannelLayer
+
+from mcp_app.services import redis_tls
 
 SCHEME = "redis+sentinel"
 DEFAULT_SENTINEL_PORT = 26379
@@ -58,10 +62,16 @@ class SentinelTarget:
     password: str | None = None
     sentinel_username: str | None = None
     sentinel_password: str | None = None
+    # The URL's TLS options (redis_tls.options), the same for the sentinels and the master.
+    tls: tuple[tuple[str, str], ...] = ()
+
+    def tls_kwargs(self) -> dict[str, Any]:
+        """redis-py's TLS arguments, for the sentinels and the master alike; none without TLS."""
+        return redis_tls.kwargs(dict(self.tls)) if self.tls else {}
 
     def master_kwargs(self) -> dict[str, Any]:
         """Connection arguments of the master (redis-py's names)."""
-        kwargs: dict[str, Any] = {"db": self.db}
+        kwargs: dict[str, Any] = {"db": self.db, **self.tls_kwargs()}
         if self.username:
             kwargs["username"] = self.username
         if self.password:
@@ -79,6 +89,7 @@ class SentinelTarget:
             "socket_timeout": wait,
             "socket_connect_timeout": wait,
             "retry": retry(redis.backoff.NoBackoff(), SENTINEL_RETRIES),
+            **self.tls_kwargs(),
         }
         if self.sentinel_username:
             kwargs["username"] = self.sentinel_username
@@ -130,8 +141,11 @@ def parse(url: str) -> SentinelTarget | None:
         raise ValueError(f"{SCHEME} URL: the database {segments[1]!r} is not a number") from None
     options = {key: values[-1] for key, values in parse_qs(query).items()}
     unknown = set(options) - {"sentinel_username", "sentinel_password"}
+    unknown = {key for key in unknown if not key.startswith("ssl_")}
     if unknown:
         raise ValueError(f"{SCHEME} URL: unknown options {', '.join(sorted(unknown))}")
+    tls = redis_tls.options(url)
+    redis_tls.kwargs(tls)  # its values are checked
     return SentinelTarget(
         sentinels=tuple(sentinels),
         master=segments[0],
@@ -140,6 +154,7 @@ def parse(url: str) -> SentinelTarget | None:
         password=password,
         sentinel_username=options.get("sentinel_username") or None,
         sentinel_password=options.get("sentinel_password") or None,
+        tls=tuple(sorted(tls.items())),
     )
 
 
@@ -258,8 +273,11 @@ def kombu_broker(url: str) -> tuple[str, dict[str, Any]]:
     auth = ""
     if target.password:
         auth = f"{target.username or ''}:{target.password}@"
+    # kombu reads the first URL's query as TLS options of its connections to the master.
+    tls = f"?{urlencode(target.tls)}" if target.tls else ""
     urls = [
         f"sentinel://{auth if index == 0 else ''}{host}:{port}/{target.db}"
+        + (tls if index == 0 else "")
         for index, (host, port) in enumerate(target.sentinels)
     ]
     options = {"master_name": target.master, "sentinel_kwargs": target.sentinel_kwargs()}

@@ -21,6 +21,10 @@ commands are sent once more, to the master found afresh; so is a connection that
 made. A connection lost after the commands went out is not sent again (a script may have
 run): that call fails as one without Redis would, and the next one finds the master. All of it
 within the one ``timeout``; a plain URL costs nothing of this.
+
+A ``rediss://`` URL, or a sentinel URL with TLS options, has every connection (to the
+sentinels too) speak TLS with the context ``services/redis_tls.py`` makes of the URL's
+options, as redis-py would.
 """
 
 from __future__ import annotations
@@ -35,7 +39,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from mcp_app.services import redis_sentinel
+from mcp_app.services import redis_sentinel, redis_tls
 
 
 class Bulks:
@@ -284,11 +288,18 @@ class Client:
         loop = asyncio.get_running_loop()
         parts = urlsplit(self.url)
         target = self._sentinel
+        try:
+            # Made afresh, as redis-py does: renewed files are read on reconnecting.
+            tls = redis_tls.context(self.url)
+        except ValueError as exc:  # a file gone since the start: no Redis, as it were
+            raise ConnectionError(f"TLS of {parts.hostname}: {exc}") from exc
         async with asyncio.timeout(self.timeout):
             setup: list[list[Arg]] = []
             if target is not None:
-                host, port = await self._master_address(target)
-                transport, connection = await loop.create_connection(_Connection, host, port)
+                host, port = await self._master_address(target, tls)
+                transport, connection = await loop.create_connection(
+                    _Connection, host, port, ssl=tls
+                )
                 if target.password:
                     setup.append(["AUTH", target.username or "default", target.password])
                 if target.db:
@@ -298,10 +309,7 @@ class Client:
                 transport, connection = await loop.create_unix_connection(_Connection, parts.path)
             else:
                 transport, connection = await loop.create_connection(
-                    _Connection,
-                    parts.hostname or "127.0.0.1",
-                    parts.port or 6379,
-                    ssl=ssl.create_default_context() if parts.scheme == "rediss" else None,
+                    _Connection, parts.hostname or "127.0.0.1", parts.port or 6379, ssl=tls
                 )
             connection.transport = transport
             if target is None and parts.password:
@@ -332,9 +340,11 @@ class Client:
         self._connection = connection
         return connection
 
-    async def _master_address(self, target: redis_sentinel.SentinelTarget) -> tuple[str, int]:
+    async def _master_address(
+        self, target: redis_sentinel.SentinelTarget, tls: ssl.SSLContext | None
+    ) -> tuple[str, int]:
         """Where the sentinels say the master is: the first of them to answer, each given an
-        equal share of the timeout."""
+        equal share of the timeout (over TLS with ``tls``, as the master)."""
         loop = asyncio.get_running_loop()
         ask: list[list[Arg]] = []
         if target.sentinel_password:
@@ -348,7 +358,9 @@ class Client:
             connection = None
             try:
                 async with asyncio.timeout(each):
-                    _transport, connection = await loop.create_connection(_Connection, host, port)
+                    _transport, connection = await loop.create_connection(
+                        _Connection, host, port, ssl=tls
+                    )
                     futures = connection.send(b"".join(encode(c) for c in ask), len(ask))
                     address = (await asyncio.gather(*futures))[-1]
             except (OSError, RespError, TimeoutError) as exc:
