@@ -361,11 +361,12 @@ def pytest_runs(pytest_args: list[str], environ: Mapping[str, str]) -> list[tupl
 
     The whole suite (CI's run, no arguments) runs in two: the tests not marked ``serial`` on
     ``MCPHOST_TEST_WORKERS`` pytest-xdist workers (default 2, the machines' cores), each test
-    file on one worker (``xdist_group``, tests/conftest.py); then the ``serial`` tests alone,
-    in one process. Its slowest tests are named: the command's time is budgeted (about 20
-    minutes), and this is where a test that grew shows first. ``MCPHOST_TEST_WORKERS=1`` runs
-    it in one process, as one run. A targeted run (paths, ``-k``...) is one run in one process
-    with exactly the arguments given; ``-n 2`` among them asks for workers.
+    file meant for one worker (``xdist_group``, tests/conftest.py, unread under pytest 9);
+    then the ``serial`` tests alone, in one process. Its slowest tests are named: the
+    command's time is budgeted (about 20 minutes), and this is where a test that grew shows
+    first. ``MCPHOST_TEST_WORKERS=1`` runs it in one process, as one run. A targeted run
+    (paths, ``-k``...) is one run in one process with exactly the arguments given; ``-n 2``
+    among them asks for workers.
     """
     # Each xdist worker's own Redis namespace, var dir and ports, loaded before pytest-django
     # reads the settings; it changes nothing in a run without workers.
